@@ -1,0 +1,33 @@
+// controld's settings: every flag also reads an environment variable (controld --help lists them).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "common/config.h"
+
+namespace ot::controld {
+
+struct ControldConfig {
+  std::string domain = "opentunnel.localhost";
+  std::string database_url;  // empty: embedded SQLite at sqlite_path
+  std::string sqlite_path = "opentunnel.db";
+  uint64_t startup_db_timeout_ms = 120'000;
+  std::string http_mode = "socket";  // socket: unix socket for relayd; serve: also plain TCP
+  std::string api_socket = "/run/opentunnel/api.sock";
+  config::ListenAddress http_listen{config::ListenAddress::Kind::kTcp, "127.0.0.1", 8080, {}};
+  std::string control_socket = "/run/opentunnel/control.sock";
+  config::ListenAddress metrics_listen{};  // off
+  std::string issuer = "local";
+  std::string local_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string machine_id;
+  std::string log_format = "text";
+  std::string log_level = "info";
+};
+
+void addControldFlags(CLI::App& app, ControldConfig& config);
+
+}  // namespace ot::controld

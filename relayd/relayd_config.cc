@@ -1,0 +1,62 @@
+#include "relayd/relayd_config.h"
+
+namespace ot::relayd {
+
+void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
+  app.add_option("--domain", c.domain, "API domain; tunnels are <id>.<domain>")
+      ->envname("OPENTUNNEL_DOMAIN")
+      ->capture_default_str();
+  config::addListenOption(app, "--tls-listen", "TLS_LISTEN", c.tls_listen,
+                          "visitors and clients (TLS, routed by SNI)");
+  config::addListenOption(app, "--http-listen", "HTTP_LISTEN", c.http_listen,
+                          "/health, everything else redirected to https; off disables");
+  config::addListenOption(app, "--metrics-listen", "METRICS_LISTEN", c.metrics_listen,
+                          "Prometheus /metrics; off disables");
+  config::addBoolOption(app, "--proxy-protocol", "PROXY_PROTOCOL", c.proxy_protocol,
+                        "require a PROXY v1/v2 header on the TLS listener");
+  app.add_option("--control-socket", c.control_socket, "controld's gRPC unix socket")
+      ->envname("CONTROL_SOCKET")
+      ->capture_default_str();
+  app.add_option("--api-socket", c.api_socket, "controld's HTTP API unix socket")
+      ->envname("API_SOCKET")
+      ->capture_default_str();
+  app.add_option("--machine-id", c.machine_id, "this machine's ID (random when empty)")
+      ->envname("MACHINE_ID");
+  app.add_option("--connection-idle-timeout-ms", c.connection_idle_timeout_ms,
+                 "reset a tunnel connection with no traffic either way for this long")
+      ->envname("CONNECTION_IDLE_TIMEOUT_MS")
+      ->capture_default_str();
+  app.add_option("--half-close-timeout-ms", c.half_close_timeout_ms,
+                 "reset a half-closed tunnel connection after this long without traffic")
+      ->envname("HALF_CLOSE_TIMEOUT_MS")
+      ->capture_default_str();
+  app.add_option("--max-conns-per-bridge", c.max_conns_per_bridge,
+                 "public connections one bridge carries at once")
+      ->envname("MAX_CONNS_PER_BRIDGE")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{65535}))
+      ->capture_default_str();
+  app.add_option("--max-conns-per-tunnel", c.max_conns_per_tunnel,
+                 "public connections one tunnel carries at once on this machine")
+      ->envname("MAX_CONNS_PER_TUNNEL")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--buffered-bytes-limit", c.buffered_bytes_limit,
+                 "connection data held in memory at once, both directions")
+      ->envname("BUFFERED_BYTES_LIMIT")
+      ->check(CLI::Range(uint64_t{1} << 20, uint64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--shutdown-drain-ms", c.shutdown_drain_ms,
+                 "after SIGTERM, keep serving this long while bridges move elsewhere")
+      ->envname("SHUTDOWN_DRAIN_MS")
+      ->capture_default_str();
+  app.add_option("--log-format", c.log_format, "text or json")
+      ->envname("LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
+      ->envname("LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+}
+
+}  // namespace ot::relayd

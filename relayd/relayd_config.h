@@ -1,0 +1,34 @@
+// relayd's settings: every flag also reads an environment variable (relayd --help lists them).
+// Defaults and limits follow the bridge limits of docs/protocol.md and the reference service.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "common/config.h"
+
+namespace ot::relayd {
+
+struct RelaydConfig {
+  std::string domain = "opentunnel.localhost";
+  config::ListenAddress tls_listen{config::ListenAddress::Kind::kTcp, "0.0.0.0", 8443, {}};
+  config::ListenAddress http_listen{config::ListenAddress::Kind::kTcp, "0.0.0.0", 8080, {}};
+  config::ListenAddress metrics_listen{};  // off
+  bool proxy_protocol = false;
+  std::string control_socket = "/run/opentunnel/control.sock";  // controld's gRPC
+  std::string api_socket = "/run/opentunnel/api.sock";          // controld's HTTP API
+  std::string machine_id;                                       // random when empty
+  uint64_t connection_idle_timeout_ms = 900'000;
+  uint64_t half_close_timeout_ms = 60'000;
+  uint64_t max_conns_per_bridge = 256;
+  uint64_t max_conns_per_tunnel = 1024;
+  uint64_t buffered_bytes_limit = 256ull << 20;
+  uint64_t shutdown_drain_ms = 10'000;
+  std::string log_format = "text";
+  std::string log_level = "info";
+};
+
+void addRelaydFlags(CLI::App& app, RelaydConfig& config);
+
+}  // namespace ot::relayd
