@@ -1,0 +1,107 @@
+// Bridge control messages (docs/protocol.md, "Control messages"): the JSON text messages of a
+// bridge. The client sends attach; the relay answers attached or attach_error and may later send
+// drain. Pure: parsing never throws (bad JSON and wrong types come back as values), serializing
+// never throws (text that is not UTF-8 is replaced, not refused). relayd uses parseClientMessage
+// and the serializers of the answers; otunnel uses serializeAttach and parseRelayMessage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/bridge_frame.h"
+
+namespace ot::bridge {
+
+inline constexpr size_t kMaxRoutesPerAttach = 128;
+inline constexpr uint32_t kMaxConnsPerBridge = 256;
+inline constexpr size_t kMaxTokenLength = 512;
+inline constexpr size_t kMaxNameLength = 64;  // origin and profile
+inline constexpr size_t kMaxBridgeIdLength = 128;
+inline constexpr uint32_t kDefaultHeartbeatMs = 15000;
+inline constexpr uint32_t kMinHeartbeatMs = 1000;
+inline constexpr uint32_t kMaxHeartbeatMs = 300000;
+
+enum class AttachErrorCode : uint8_t {
+  kBadToken,
+  kCertNotReady,
+  kInvalidRoute,
+  kTooManyRoutes,
+  kRouteConflict,
+  kError,
+};
+
+[[nodiscard]] std::string_view attachErrorCodeName(AttachErrorCode code);
+// The close that follows an attach_error the relay decided on: 1008 for a refusal, 1011 for
+// kError (the relay's own failure). A malformed attach is answered kError with 1002 instead.
+[[nodiscard]] uint16_t closeCodeFor(AttachErrorCode code);
+
+// An attach as the relay accepts it: routes lowercased, deduplicated (first occurrence kept),
+// never empty; maxConns capped at kMaxConnsPerBridge.
+struct AttachRequest {
+  std::string token;
+  std::vector<std::string> routes{""};
+  uint32_t maxConns = kMaxConnsPerBridge;
+  std::string origin;   // "" when unnamed
+  std::string profile;  // "" when unnamed
+  uint32_t window = kDefaultWindow;
+
+  friend bool operator==(const AttachRequest&, const AttachRequest&) = default;
+};
+
+struct AttachError {
+  AttachErrorCode code = AttachErrorCode::kError;
+  std::string message;
+  uint16_t closeCode = 1011;  // the WebSocket close that follows; not sent in the JSON
+
+  friend bool operator==(const AttachError&, const AttachError&) = default;
+};
+
+struct Limits {
+  uint32_t maxConns = kMaxConnsPerBridge;
+  uint32_t maxPayload = static_cast<uint32_t>(kMaxDataPayload);
+  uint32_t window = kRelayWindow;  // the relay's receive window per connection
+
+  friend bool operator==(const Limits&, const Limits&) = default;
+};
+
+struct Attached {
+  std::string bridgeId;
+  Limits limits;
+  uint32_t heartbeatMs = kDefaultHeartbeatMs;
+
+  friend bool operator==(const Attached&, const Attached&) = default;
+};
+
+struct Drain {
+  friend bool operator==(const Drain&, const Drain&) = default;
+};
+
+using RelayMessage = std::variant<Attached, AttachError, Drain>;
+
+enum class RelayMessageError : uint8_t {
+  kNotJson,
+  kNotObject,
+  kUnknownType,  // a message type this client does not know: ignore it
+  kBadField,     // a known type with a missing, mistyped or out-of-range field
+};
+
+[[nodiscard]] std::string_view relayMessageErrorName(RelayMessageError error);
+
+// The relay's side. Checks, in this order: JSON object; more than kMaxRoutesPerAttach routes
+// (too_many_routes, before any other field is looked at); type and field shapes (error, close
+// 1002); routes (invalid_route); token syntax (bad_token). Unknown fields are ignored.
+[[nodiscard]] Decoded<AttachRequest, AttachError> parseClientMessage(std::string_view text);
+
+[[nodiscard]] std::string serializeAttach(const AttachRequest& attach);
+[[nodiscard]] std::string serializeAttached(const Attached& attached);
+[[nodiscard]] std::string serializeAttachError(const AttachError& error);
+[[nodiscard]] std::string serializeDrain();
+
+// The client's side. An attach_error code this build does not know reads as kError.
+[[nodiscard]] Decoded<RelayMessage, RelayMessageError> parseRelayMessage(std::string_view text);
+
+}  // namespace ot::bridge
