@@ -1,0 +1,57 @@
+// The stored tunnel record: what controld keeps per tunnel in the tunnels table's `record`
+// column (JSON, keys in a fixed order so rows compare byte for byte). The revision and derived
+// columns (deleted, issuing, alarm_at) live beside it in the row, not in the JSON.
+// Pure: no I/O. Thread-compatible value type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace ot::controld {
+
+enum class CertificateState { kNone, kIssuing, kReady, kFailed };
+[[nodiscard]] const char* certificateStateName(CertificateState state);
+[[nodiscard]] std::optional<CertificateState> parseCertificateState(std::string_view name);
+
+struct CertificateInfo {
+  std::string id;  // names the issuance job; a new CSR gets a new id
+  CertificateState state = CertificateState::kNone;
+  std::string csr_pem;
+  std::vector<std::string> identifiers;  // <id>.<domain> and optionally *.<id>.<domain>
+  std::string chain_pem;                 // leaf first; empty until ready
+  int64_t not_after_ms = 0;              // of the leaf; 0 until ready
+  int64_t requested_at_ms = 0;
+  std::string error;  // the last failure, for the API and logs
+  bool operator==(const CertificateInfo&) const = default;
+};
+
+struct TunnelRecord {
+  std::string id;
+  std::string hostname;          // <id>.<domain>
+  std::string token_sha256_hex;  // the token itself is returned once at creation, never stored
+  int64_t created_at_ms = 0;
+  // Informational only: the API computes a tunnel's state from relayd's live bridges.
+  std::optional<int64_t> last_connected_at_ms;
+  CertificateInfo certificate;
+  std::optional<int64_t> renew_at_ms;  // the renewal alarm (mirrored in the alarm_at column)
+  std::optional<int64_t> deleted_at_ms;
+  bool operator==(const TunnelRecord&) const = default;
+
+  [[nodiscard]] bool deleted() const { return deleted_at_ms.has_value(); }
+  [[nodiscard]] bool issuing() const { return certificate.state == CertificateState::kIssuing; }
+};
+
+[[nodiscard]] std::string toJson(const TunnelRecord& record);
+[[nodiscard]] Result<TunnelRecord> tunnelRecordFromJson(std::string_view json);
+
+// A tunnel ID is one DNS label: 1-63 of [a-z0-9-], not starting or ending with '-'.
+[[nodiscard]] bool isValidTunnelId(std::string_view id);
+// A fresh random ID: 12 characters of [a-z0-9] starting with a letter (about 60 bits).
+[[nodiscard]] std::string newTunnelId();
+
+}  // namespace ot::controld
