@@ -48,7 +48,7 @@ if [[ "${OT_SKIP_SANITIZE:-0}" != 1 ]]; then
       "build-asan/tests/fuzz/fuzz_${name}" -max_total_time="$fuzz_seconds" -print_final_stats=1 \
         -artifact_prefix=build-asan/fuzz-artifacts/"${name}"- "$scratch" "$corpus" >"$log" 2>&1 ||
         status=$?
-      grep -E '^(stat::number_of_executed_runs|SUMMARY)' "$log" || true
+      grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|SUMMARY)' "$log" || true
       rm -rf "$scratch"
       if [[ $status != 0 ]]; then
         tail -n 40 "$log" >&2
