@@ -31,9 +31,9 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->capture_default_str();
   config::addListenOption(app, "--metrics-listen", "METRICS_LISTEN", c.metrics_listen,
                           "Prometheus /metrics; off disables");
-  app.add_option("--issuer", c.issuer, "certificate issuer: local (built-in CA) or acme")
+  app.add_option("--issuer", c.issuer, "certificate issuer: local (built-in CA; ACME is not built yet)")
       ->envname("ISSUER")
-      ->check(CLI::IsMember({"local", "acme"}))
+      ->check(CLI::IsMember({"local"}))
       ->capture_default_str();
   app.add_option("--local-ca-file", c.local_ca_file,
                  "with --issuer local, write the CA certificate here for clients to trust")
@@ -44,6 +44,49 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->envname("TLS_KEY_FILE");
   app.add_option("--machine-id", c.machine_id, "this machine's ID, also the job lease owner")
       ->envname("MACHINE_ID");
+  app.add_option("--create-rate-per-hour", c.create_rate_per_hour,
+                 "tunnels one client address may create per hour on average; 0 disables")
+      ->envname("CREATE_RATE_PER_HOUR")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--create-rate-burst", c.create_rate_burst, "tunnels one address may create at once")
+      ->envname("CREATE_RATE_BURST")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--issuance-rate-per-day", c.issuance_rate_per_day,
+                 "new certificates one tunnel may request per day on average; 0 disables")
+      ->envname("ISSUANCE_RATE_PER_DAY")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--issuance-rate-burst", c.issuance_rate_burst,
+                 "new certificates one tunnel may request at once")
+      ->envname("ISSUANCE_RATE_BURST")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--issuance-backlog-limit", c.issuance_backlog_limit,
+                 "while more certificate jobs are pending, creates and new CSRs answer 503; 0 disables")
+      ->envname("ISSUANCE_BACKLOG_LIMIT")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--issuance-concurrency", c.issuance_concurrency,
+                 "certificate jobs run at once on this machine (one kept for renewals)")
+      ->envname("ISSUANCE_CONCURRENCY")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  app.add_option("--issuance-retry-delay-ms", c.issuance_retry_delay_ms,
+                 "first retry delay of a failed certificate attempt (doubles, at most an hour)")
+      ->envname("ISSUANCE_RETRY_DELAY_MS")
+      ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--local-cert-validity-ms", c.local_cert_validity_ms,
+                 "with --issuer local, how long issued certificates are valid")
+      ->envname("LOCAL_CERT_VALIDITY_MS")
+      ->check(CLI::Range(int64_t{60'000}, int64_t{397} * 24 * 3600 * 1000))
+      ->capture_default_str();
+  app.add_option("--database-pool-size", c.database_pool_size, "database connections at most")
+      ->envname("DATABASE_POOL_SIZE")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   app.add_option("--log-format", c.log_format, "text or json")
       ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"text", "json"}))

@@ -23,7 +23,16 @@ struct ControldConfig {
   std::string local_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
-  std::string machine_id;
+  std::string machine_id;  // random when empty
+  int64_t create_rate_per_hour = 30;
+  int64_t create_rate_burst = 10;
+  int64_t issuance_rate_per_day = 5;
+  int64_t issuance_rate_burst = 5;
+  int64_t issuance_backlog_limit = 200;
+  int issuance_concurrency = 4;
+  int64_t issuance_retry_delay_ms = 30'000;
+  int64_t local_cert_validity_ms = 90LL * 24 * 60 * 60 * 1000;
+  int database_pool_size = 16;
   std::string log_format = "text";
   std::string log_level = "info";
 };

@@ -1,14 +1,290 @@
-// controld: the control plane. This entry point only wires configuration to the parts that exist.
-#include <cstdio>
+// controld: the control plane. This file only wires the parts together; each lives in its own
+// files (see docs/architecture.md). Start-up waits for the database before listening anywhere, so
+// a controld without storage serves nothing and fails its health checks.
+#include <signal.h>
+#include <sys/stat.h>
 
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "controld/api_routes.h"
+#include "controld/bridge_registry.h"
+#include "controld/control_service.h"
 #include "controld/controld_config.h"
+#include "controld/database_url.h"
+#include "controld/grpc_server.h"
+#include "controld/http_server.h"
+#include "controld/instrumented_store.h"
+#include "controld/job_gauges.h"
+#include "controld/job_runner.h"
+#include "controld/local_ca.h"
+#include "controld/relay_hub.h"
+#include "controld/server_certificates.h"
+#include "controld/store.h"
+#include "controld/tunnel_service.h"
+#include "controld/usage_recorder.h"
+#include "controld/worker_pool.h"
+
+namespace {
+
+using namespace ot::controld;
+namespace log = ot::log;
+
+// Signals are blocked in every thread and taken synchronously by the main thread, so no handler
+// runs on a gRPC or libuv thread.
+sigset_t blockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return set;
+}
+
+// Waits up to `ms` for SIGTERM/SIGINT; true when one arrived.
+bool waitForSignal(const sigset_t& set, int64_t ms) {
+  timespec timeout{};
+  timeout.tv_sec = ms / 1000;
+  timeout.tv_nsec = (ms % 1000) * 1'000'000;
+  return sigtimedwait(&set, nullptr, &timeout) > 0;
+}
+
+std::string randomMachineId() {
+  auto bytes = ot::crypto::randomBytes(6);
+  return "controld-" + (bytes ? ot::crypto::toHex(*bytes) : std::string("unknown"));
+}
+
+void makeParentDirectory(const std::string& socket_path) {
+  std::error_code ec;
+  auto parent = std::filesystem::path(socket_path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+}
+
+// Retries migrate() with backoff until it works, the deadline passes (exit 1) or a signal asks
+// us to stop. Returns the exit code to use, or nullopt once the database is ready.
+std::optional<int> waitForDatabase(Store& store, const ControldConfig& config,
+                                   const sigset_t& signals) {
+  const auto started = std::chrono::steady_clock::now();
+  int64_t delay_ms = 200;
+  for (int attempt = 1;; ++attempt) {
+    auto migrated = store.migrate();
+    if (migrated.ok()) {
+      log::info("connected to the database", {{"attempt", attempt}});
+      return std::nullopt;
+    }
+    const auto& error = migrated.error();
+    if (error.kind ==
+        ot::ErrorKind::kInvalid) {  // a newer schema, bad settings: retrying won't help
+      log::error("the database cannot be used", {{"error", error.message}});
+      return 1;
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - started)
+                            .count();
+    if (config.startup_db_timeout_ms != 0 &&
+        waited >= static_cast<int64_t>(config.startup_db_timeout_ms)) {
+      log::error("the database is not available, exiting with the last error",
+                 {{"error", error.message}, {"waited_ms", waited}});
+      return 1;
+    }
+    log::warn("waiting for the database",
+              {{"attempt", attempt}, {"error", error.message}, {"retry_in_ms", delay_ms}});
+    if (waitForSignal(signals, delay_ms)) return 0;
+    delay_ms = std::min<int64_t>(delay_ms * 2, 15'000);
+  }
+}
+
+ot::controld::ApiHandler metricsHandler(ot::metrics::Metrics& metrics) {
+  return [&metrics](const ApiRequest& request) {
+    if (request.path != "/metrics") return ApiResponse::error(404, "NotFoundError", "not found");
+    if (request.method != "GET") {
+      return ApiResponse::error(405, "MethodNotAllowedError", "use GET");
+    }
+    ApiResponse response;
+    response.headers.emplace_back("Content-Type", "text/plain; version=0.0.4");
+    response.body = metrics.render();
+    return response;
+  };
+}
+
+// opentunnel_requests_limited_total{limit}, every label registered up front so each is scraped
+// (as 0) before the first refusal.
+std::function<void(std::string_view)> limitedCounter(ot::metrics::Metrics& metrics) {
+  constexpr const char* kName = "opentunnel_requests_limited_total";
+  constexpr const char* kHelp = "API requests refused by a limit.";
+  prometheus::Counter& create_rate = metrics.counter(kName, kHelp, {{"limit", "create_rate"}});
+  prometheus::Counter& issuance_rate = metrics.counter(kName, kHelp, {{"limit", "issuance_rate"}});
+  prometheus::Counter& backlog = metrics.counter(kName, kHelp, {{"limit", "issuance_backlog"}});
+  return [&create_rate, &issuance_rate, &backlog](std::string_view limit) {
+    if (limit == "create_rate") {
+      create_rate.Increment();
+    } else if (limit == "issuance_rate") {
+      issuance_rate.Increment();
+    } else if (limit == "issuance_backlog") {
+      backlog.Increment();
+    }
+  };
+}
+
+int run(ControldConfig config) {
+  const sigset_t signals = blockShutdownSignals();
+  ot::metrics::Metrics metrics;
+  if (config.machine_id.empty()) config.machine_id = randomMachineId();
+  log::init({.format = *log::parseFormat(config.log_format),
+             .level = *log::parseLevel(config.log_level),
+             .target = "controld",
+             .trailingFields = {{"machine", config.machine_id}}});
+
+  auto url = parseDatabaseUrl(config.database_url, config.sqlite_path);
+  if (!url.ok()) {
+    log::error("DATABASE_URL is not usable", {{"error", url.error().message}});
+    return 2;
+  }
+  StoreOptions store_options;
+  store_options.url = config.database_url;
+  store_options.sqlite_path = config.sqlite_path;
+  store_options.pool_size = config.database_pool_size;
+  auto opened = openStore(store_options);
+  if (!opened.ok()) {
+    log::error("cannot open the database", {{"error", opened.error().message}});
+    return 2;
+  }
+  // Everything below uses the instrumented store, so every query is timed and counted.
+  std::unique_ptr<Store> store =
+      std::make_unique<InstrumentedStore>(std::move(opened).value(), metrics);
+  log::info("starting", {{"database", redactedDatabaseUrl(*url)}, {"domain", config.domain}});
+  if (auto code = waitForDatabase(*store, config, signals)) return *code;
+
+  auto ca = LocalCa::load(*store, config.local_cert_validity_ms);
+  if (!ca.ok()) {
+    log::error("cannot load the local CA", {{"error", ca.error().message}});
+    return 1;
+  }
+  Issuer& issuer = **ca;
+  if (!config.local_ca_file.empty()) {
+    if (auto written = (*ca)->writeCaFile(config.local_ca_file); !written.ok()) {
+      log::error("cannot write LOCAL_CA_FILE", {{"error", written.error().message}});
+      return 1;
+    }
+  }
+
+  BridgeRegistry registry;
+  RelayHub hub(registry);
+  JobRunnerConfig runner_config;
+  runner_config.owner = config.machine_id;
+  runner_config.domain = config.domain;
+  runner_config.concurrency = config.issuance_concurrency;
+  runner_config.retry.base_delay_ms = config.issuance_retry_delay_ms;
+  JobRunner runner(runner_config, *store, issuer, hub);
+
+  TunnelServiceConfig service_config;
+  service_config.domain = config.domain;
+  service_config.create_rate_per_hour = config.create_rate_per_hour;
+  service_config.create_rate_burst = config.create_rate_burst;
+  service_config.issuance_rate_per_day = config.issuance_rate_per_day;
+  service_config.issuance_rate_burst = config.issuance_rate_burst;
+  service_config.issuance_backlog_limit = config.issuance_backlog_limit;
+  service_config.on_limited = limitedCounter(metrics);
+  TunnelService service(service_config, *store, registry, hub, runner, systemClockMs);
+  auto router = std::make_shared<const ApiRouter>(buildApiRouter(service));
+
+  ServerCertificatesConfig certificates_config;
+  certificates_config.domain = config.domain;
+  certificates_config.owner = config.machine_id;
+  certificates_config.cert_file = config.tls_cert_file;
+  certificates_config.key_file = config.tls_key_file;
+  ServerCertificates certificates(certificates_config, *store, hub, &runner);
+  runner.setServerCertificateHandler(
+      [&certificates](const ServerCertificate& certificate) { certificates.adopt(certificate); });
+
+  JobGauges job_gauges(*store, metrics);
+
+  UsageRecorder usage(*store);
+  hub.setCountersHandler(
+      [&usage](const std::string&, const opentunnel::control::v1::Counters& c) { usage.add(c); });
+
+  ControlService control(*store, registry, hub);
+  makeParentDirectory(config.control_socket);
+  GrpcServer grpc({.socket_path = config.control_socket}, control, hub);
+  if (auto started = grpc.start(); !started.ok()) {
+    log::error("cannot serve gRPC",
+               {{"socket", config.control_socket}, {"error", started.error().message}});
+    return 1;
+  }
+
+  WorkerPool pool;
+  HttpServer api(pool, makeApiHandler(router));
+  std::vector<HttpListenerConfig> listeners;
+  makeParentDirectory(config.api_socket);
+  listeners.push_back(HttpListenerConfig::forApi(
+      {ot::config::ListenAddress::Kind::kUnix, {}, 0, config.api_socket}));
+  if (config.http_mode == "serve" && config.http_listen.enabled()) {
+    listeners.push_back(HttpListenerConfig::forApi(config.http_listen));
+  }
+  if (auto started = api.start(listeners); !started.ok()) {
+    log::error("cannot serve the API", {{"error", started.error().message}});
+    return 1;
+  }
+
+  WorkerPool metrics_pool(1, 16);
+  HttpServerOptions metrics_options;
+  metrics_options.name = "metrics";
+  HttpServer metrics_server(metrics_pool, metricsHandler(metrics), metrics_options);
+  if (config.metrics_listen.enabled()) {
+    std::vector<HttpListenerConfig> metrics_listeners{
+        HttpListenerConfig{config.metrics_listen, false}};
+    if (auto started = metrics_server.start(metrics_listeners); !started.ok()) {
+      log::error("cannot serve metrics", {{"error", started.error().message}});
+      return 1;
+    }
+  }
+
+  usage.start();
+  job_gauges.start();
+  certificates.start();
+  runner.start();
+  grpc.setServing(true);
+  log::info("serving", {{"api_socket", config.api_socket},
+                        {"control_socket", config.control_socket},
+                        {"http", config.http_mode == "serve" ? config.http_listen.toString()
+                                                             : std::string("off")}});
+
+  while (!waitForSignal(signals, 60'000)) {
+  }
+  log::info("shutting down");
+  grpc.setServing(false);
+  api.setDraining(true);
+  api.stop();
+  runner.stop();  // ends running attempts and releases this machine's leases
+  certificates.stop();
+  usage.stop();  // flushes what the relays reported
+  job_gauges.stop();
+  grpc.stop();
+  metrics_server.stop();
+  hub.shutdown();
+  pool.stop();
+  metrics_pool.stop();
+  log::info("stopped");
+  log::flush();
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  ot::controld::ControldConfig config;
+  ControldConfig config;
   CLI::App app{"controld: OpenTunnel's control plane (HTTP API, storage, issuance, gRPC)"};
-  ot::controld::addControldFlags(app, config);
+  addControldFlags(app, config);
   if (auto code = ot::config::parseCommandLine(app, argc, argv)) return *code;
-
-  std::fprintf(stderr, "controld: configuration is valid, but the control plane is not built yet\n");
-  return 1;
+  return run(std::move(config));
 }

@@ -62,6 +62,7 @@ std::string toJson(const TunnelRecord& r) {
       {"id", r.certificate.id},
       {"state", certificateStateName(r.certificate.state)},
       {"csr", r.certificate.csr_pem},
+      {"csrSha256", r.certificate.csr_sha256},
       {"identifiers", r.certificate.identifiers},
       {"chain", r.certificate.chain_pem},
       {"notAfter", r.certificate.not_after_ms},
@@ -111,6 +112,7 @@ Result<TunnelRecord> tunnelRecordFromJson(std::string_view text) {
     r.certificate.state = *state;
     r.certificate.id = getString(cert, "id").value_or("");
     r.certificate.csr_pem = getString(cert, "csr").value_or("");
+    r.certificate.csr_sha256 = getString(cert, "csrSha256").value_or("");
     r.certificate.chain_pem = getString(cert, "chain").value_or("");
     r.certificate.error = getString(cert, "error").value_or("");
     std::optional<int64_t> not_after, requested_at;

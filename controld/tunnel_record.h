@@ -22,6 +22,9 @@ struct CertificateInfo {
   std::string id;  // names the issuance job; a new CSR gets a new id
   CertificateState state = CertificateState::kNone;
   std::string csr_pem;
+  // SHA-256 of the CSR's DER (CsrInfo::der_sha256_hex): binding the same CSR again is recognised
+  // whatever its PEM line breaks, and answers as before instead of starting a new issuance.
+  std::string csr_sha256;
   std::vector<std::string> identifiers;  // <id>.<domain> and optionally *.<id>.<domain>
   std::string chain_pem;                 // leaf first; empty until ready
   int64_t not_after_ms = 0;              // of the leaf; 0 until ready

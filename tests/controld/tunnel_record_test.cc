@@ -20,6 +20,7 @@ TunnelRecord fullRecord() {
   r.certificate.state = CertificateState::kReady;
   r.certificate.csr_pem =
       "-----BEGIN CERTIFICATE REQUEST-----\nAAA\n-----END CERTIFICATE REQUEST-----\n";
+  r.certificate.csr_sha256 = "5f1e2b0c9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
   r.certificate.identifiers = {"k3xq9v2m7pta.tunnel.test", "*.k3xq9v2m7pta.tunnel.test"};
   r.certificate.chain_pem = "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----\n";
   r.certificate.not_after_ms = 1'707'776'000'000;
@@ -35,19 +36,21 @@ TEST_CASE("tunnel record: JSON has a fixed key order and exact text") {
   r.hostname = "abc.d.test";
   r.token_sha256_hex = "00ff";
   r.created_at_ms = 5;
-  CHECK(toJson(r) == R"({"id":"abc","hostname":"abc.d.test","tokenHash":"00ff","createdAt":5,)"
-                     R"("lastConnectedAt":null,"certificate":{"id":"","state":"none","csr":"",)"
-                     R"("identifiers":[],"chain":"","notAfter":0,"requestedAt":0,"error":""},)"
-                     R"("renewAt":null,"deletedAt":null})");
+  CHECK(toJson(r) ==
+        R"({"id":"abc","hostname":"abc.d.test","tokenHash":"00ff","createdAt":5,)"
+        R"("lastConnectedAt":null,"certificate":{"id":"","state":"none","csr":"","csrSha256":"",)"
+        R"("identifiers":[],"chain":"","notAfter":0,"requestedAt":0,"error":""},)"
+        R"("renewAt":null,"deletedAt":null})");
 
   r.certificate.state = CertificateState::kIssuing;
   r.certificate.identifiers = {"abc.d.test"};
   r.deleted_at_ms = 9;
-  CHECK(toJson(r) ==
-        R"({"id":"abc","hostname":"abc.d.test","tokenHash":"00ff","createdAt":5,)"
-        R"("lastConnectedAt":null,"certificate":{"id":"","state":"issuing","csr":"",)"
-        R"("identifiers":["abc.d.test"],"chain":"","notAfter":0,"requestedAt":0,"error":""},)"
-        R"("renewAt":null,"deletedAt":9})");
+  CHECK(
+      toJson(r) ==
+      R"({"id":"abc","hostname":"abc.d.test","tokenHash":"00ff","createdAt":5,)"
+      R"("lastConnectedAt":null,"certificate":{"id":"","state":"issuing","csr":"","csrSha256":"",)"
+      R"("identifiers":["abc.d.test"],"chain":"","notAfter":0,"requestedAt":0,"error":""},)"
+      R"("renewAt":null,"deletedAt":9})");
 }
 
 TEST_CASE("tunnel record: round trips through JSON, every field and state") {
@@ -80,6 +83,7 @@ TEST_CASE("tunnel record: parsing tolerates key order and absent optional fields
   CHECK(r->id == "h");
   CHECK(r->created_at_ms == 1);
   CHECK(r->certificate.state == CertificateState::kNone);
+  CHECK(r->certificate.csr_sha256.empty());
   CHECK_FALSE(r->renew_at_ms.has_value());
   CHECK(toJson(*r) == toJson(*tunnelRecordFromJson(toJson(*r))));
 }

@@ -1,0 +1,407 @@
+// The API under pressure, on SQLite and MariaDB: rate limits per client address and per tunnel
+// (GCRA in the rate_limits table), the issuance backlog, storage that cannot be reached (a
+// MariaDB port where nothing listens, a SQLite file that cannot be opened) and writes that lose
+// a race with another writer.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "tests/controld/api_test_support.h"
+
+namespace ot::controld {
+namespace {
+
+using testing::bearer;
+using testing::checkError;
+using testing::CreatedForTest;
+using testing::headerOf;
+using testing::jsonType;
+using testing::parseBody;
+using testing::TestApi;
+using testing::testDatabases;
+using testing::tunnelCsr;
+
+// A real store with two ways to misbehave: countJobs can fail, and another writer can rewrite a
+// tunnel right after this process read it (so the revisioned write that follows really loses).
+class InterferingStore final : public Store {
+ public:
+  explicit InterferingStore(Store& inner) : inner_(inner) {}
+
+  std::atomic<bool> fail_count_jobs{false};
+  std::atomic<bool> write_after_read{false};
+  std::atomic<int> count_jobs_calls{0};
+
+  Status migrate() override { return inner_.migrate(); }
+  Status ping() override { return inner_.ping(); }
+  Result<int64_t> insertTunnel(const TunnelRecord& record) override {
+    return inner_.insertTunnel(record);
+  }
+  Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override {
+    auto read = inner_.getTunnel(id);
+    if (write_after_read && read.ok() && read->has_value()) {
+      REQUIRE(inner_.updateTunnel((*read)->record, (*read)->revision).ok());
+    }
+    return read;
+  }
+  Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected_revision) override {
+    return inner_.updateTunnel(record, expected_revision);
+  }
+  Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id, int limit) override {
+    return inner_.listTunnels(after_id, limit);
+  }
+  Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) override {
+    return inner_.dueAlarms(now_ms, limit);
+  }
+  Result<bool> clearAlarm(const std::string& id, int64_t alarm_at_ms) override {
+    return inner_.clearAlarm(id, alarm_at_ms);
+  }
+  Result<bool> addJob(const Job& job) override { return inner_.addJob(job); }
+  Result<std::optional<Job>> getJob(const std::string& id) override { return inner_.getJob(id); }
+  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t now_ms, int64_t lease_ms,
+                                      bool include_issue) override {
+    return inner_.claimJob(owner, now_ms, lease_ms, include_issue);
+  }
+  Result<bool> extendLease(const std::string& job_id, const std::string& owner,
+                           int64_t lease_until_ms) override {
+    return inner_.extendLease(job_id, owner, lease_until_ms);
+  }
+  Result<bool> finishJob(const Job& job, const std::string& owner) override {
+    return inner_.finishJob(job, owner);
+  }
+  Status releaseLeases(const std::string& owner) override { return inner_.releaseLeases(owner); }
+  Result<int64_t> countJobs(JobStatus status) override {
+    ++count_jobs_calls;
+    if (fail_count_jobs) return Error{ErrorKind::kUnavailable, "storage unavailable (test)"};
+    return inner_.countJobs(status);
+  }
+  Result<std::optional<std::string>> getMeta(const std::string& key) override {
+    return inner_.getMeta(key);
+  }
+  Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override {
+    return inner_.insertMetaIfAbsent(key, value);
+  }
+  Result<bool> compareAndSetMeta(const std::string& key, const std::string& expected,
+                                 const std::string& value) override {
+    return inner_.compareAndSetMeta(key, expected, value);
+  }
+  Result<std::optional<ServerCertificate>> getServerCertificate(
+      const std::string& domain) override {
+    return inner_.getServerCertificate(domain);
+  }
+  Status putServerCertificate(const ServerCertificate& certificate) override {
+    return inner_.putServerCertificate(certificate);
+  }
+  Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms, int64_t interval_ms,
+                                   int64_t burst) override {
+    return inner_.acquireRate(key, now_ms, interval_ms, burst);
+  }
+  Status pruneRates(int64_t now_ms) override { return inner_.pruneRates(now_ms); }
+  Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
+                  int64_t bytes_out, int64_t connections) override {
+    return inner_.addUsage(tunnel_id, hour_start_ms, bytes_in, bytes_out, connections);
+  }
+
+ private:
+  Store& inner_;
+};
+
+std::vector<std::string> rateKeys(const testing::TestDatabase& db) {
+  auto sql = db.raw();
+  std::vector<std::string> keys(100);
+  *sql << "SELECT k FROM rate_limits ORDER BY k", soci::into(keys);
+  return keys;
+}
+
+Job pendingJob(const std::string& id) {
+  Job job;
+  job.id = id;
+  job.kind = JobKind::kIssue;
+  job.tunnel_id = "elsewhere";
+  job.queued_at_ms = testing::kStartMs;
+  job.next_run_at_ms = testing::kStartMs;
+  return job;
+}
+
+TEST_CASE("api: client rate keys: IPv4 addresses, IPv6 /64s, one key per address") {
+  CHECK(clientRateKey("203.0.113.7") == "203.0.113.7");
+  CHECK(clientRateKey("2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::/64");
+  CHECK(clientRateKey("2001:0DB8:0001:0002:ffff::1") == "2001:db8:1:2::/64");
+  CHECK(clientRateKey("[2001:db8::1]") == "2001:db8::/64");
+  CHECK(clientRateKey("fe80::1%eth0") == "fe80::/64");
+  CHECK(clientRateKey("::1") == "::/64");
+  CHECK(clientRateKey("::ffff:198.51.100.4") == "198.51.100.4");
+  CHECK(clientRateKey("") == "unknown");
+  CHECK(clientRateKey("not an address") == "not an address");
+  CHECK(clientRateKey("203.0.113.7:443") == "203.0.113.7:443");
+  CHECK(clientRateKey(std::string(300, 'x')) == std::string(128, 'x'));
+}
+
+TEST_CASE("api: tunnels per client address are rate limited") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    TunnelServiceConfig config = testing::testConfig();
+    config.create_rate_per_hour = 30;  // one every 2 minutes
+    config.create_rate_burst = 2;
+    TestApi api(*store, config);
+
+    api.create("", "203.0.113.7");
+    api.create("", "203.0.113.7");
+    const ApiResponse refused = api.call("POST", "/api/tunnel", "", {}, "203.0.113.7");
+    checkError(refused, 429, "RateLimitedError");
+    CHECK(headerOf(refused, "Retry-After") == "120");
+    CHECK(parseBody(refused)["message"] ==
+          "This address has created too many tunnels; try again in about 2 minutes");
+    // A wanted id does not get around it, and a refused request creates nothing.
+    checkError(api.call("POST", "/api/tunnel", R"({"id":"sneaky"})", jsonType(), "203.0.113.7"),
+               429, "RateLimitedError");
+    CHECK_FALSE(store->getTunnel("sneaky")->has_value());
+    checkError(api.call("POST", "/api/tunnel", "", {}, "::ffff:203.0.113.7"), 429,
+               "RateLimitedError");
+    api.create("", "198.51.100.1");
+
+    // IPv6 clients share a budget per /64.
+    api.create("", "2001:db8:1:2::5");
+    api.create("", "2001:db8:1:2:aaaa::9");
+    checkError(api.call("POST", "/api/tunnel", "", {}, "2001:0db8:0001:0002:ffff::1"), 429,
+               "RateLimitedError");
+    api.create("", "2001:db8:1:3::1");
+
+    // The budget refills one tunnel per interval.
+    api.now_ms += 60'000;
+    const ApiResponse later = api.call("POST", "/api/tunnel", "", {}, "203.0.113.7");
+    checkError(later, 429, "RateLimitedError");
+    CHECK(headerOf(later, "Retry-After") == "60");
+    CHECK(parseBody(later)["message"] ==
+          "This address has created too many tunnels; try again in about 1 minute");
+    api.now_ms += 60'000;
+    api.create("", "203.0.113.7");
+    checkError(api.call("POST", "/api/tunnel", "", {}, "203.0.113.7"), 429, "RateLimitedError");
+
+    CHECK(rateKeys(*db) ==
+          std::vector<std::string>{"create:198.51.100.1", "create:2001:db8:1:2::/64",
+                                   "create:2001:db8:1:3::/64", "create:203.0.113.7"});
+  }
+}
+
+TEST_CASE("api: new certificates per tunnel are rate limited; rebinding is free") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    TunnelServiceConfig config = testing::testConfig();
+    config.issuance_rate_per_day = 5;  // one every 4.8 hours
+    config.issuance_rate_burst = 2;
+    TestApi api(*store, config);
+    const CreatedForTest tunnel = api.create();
+    const CreatedForTest other = api.create();
+
+    // Every freshly signed CSR is a new one (ECDSA signatures are randomized).
+    REQUIRE(api.bind(tunnel, tunnelCsr(tunnel.id)).status == 202);
+    const std::string current = tunnelCsr(tunnel.id, true);
+    REQUIRE(api.bind(tunnel, current).status == 202);
+    const ApiResponse refused = api.bind(tunnel, tunnelCsr(tunnel.id));
+    checkError(refused, 429, "RateLimitedError");
+    CHECK(headerOf(refused, "Retry-After") == "17280");
+    CHECK(parseBody(refused)["message"] ==
+          "This tunnel has asked for too many new certificates; try again in about 5 hours");
+    CHECK(api.stored(tunnel.id).record.certificate.csr_pem == current);
+    CHECK(api.pendingJobs() == 2);
+
+    CHECK(api.bind(tunnel, current).status == 202);
+    CHECK(api.bind(other, tunnelCsr(other.id)).status == 202);
+    api.now_ms += 17'280'000;
+    CHECK(api.bind(tunnel, tunnelCsr(tunnel.id)).status == 202);
+    std::vector<std::string> expected = {"create:203.0.113.7", "issue:" + other.id,
+                                         "issue:" + tunnel.id};
+    std::sort(expected.begin(), expected.end());
+    CHECK(rateKeys(*db) == expected);
+  }
+}
+
+TEST_CASE("api: a rate of 0 disables its limit") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    TunnelServiceConfig config = testing::testConfig();
+    config.create_rate_per_hour = 0;
+    config.issuance_rate_per_day = 0;
+    TestApi api(*store, config);
+    CreatedForTest tunnel;
+    for (int i = 0; i < 15; ++i) tunnel = api.create();
+    for (int i = 0; i < 8; ++i) CHECK(api.bind(tunnel, tunnelCsr(tunnel.id)).status == 202);
+    CHECK(rateKeys(*db).empty());
+  }
+}
+
+TEST_CASE("api: while the issuance backlog is over its limit, creates and new CSRs answer 503") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto real = db->openMigrated();
+    InterferingStore store(*real);
+    TunnelServiceConfig config = testing::testConfig();
+    config.issuance_backlog_limit = 2;
+    TestApi api(store, config, real.get());
+
+    const CreatedForTest tunnel = api.create();  // reads the count: 0
+    const std::string csr = tunnelCsr(tunnel.id);
+    REQUIRE(api.bind(tunnel, csr).status == 202);
+    REQUIRE(real->addJob(pendingJob("backlog-1")).ok());
+    REQUIRE(real->addJob(pendingJob("backlog-2")).ok());
+    CHECK(api.pendingJobs() == 3);
+
+    // The count is cached for 5 s.
+    api.now_ms += 4999;
+    api.create();
+    CHECK(store.count_jobs_calls == 1);
+    api.now_ms += 1;
+    const ApiResponse busy = api.call("POST", "/api/tunnel");
+    checkError(busy, 503, "ServiceUnavailableError");
+    CHECK(headerOf(busy, "Retry-After") == "30");
+    CHECK(store.count_jobs_calls == 2);
+    const ApiResponse busy_bind = api.bind(tunnel, tunnelCsr(tunnel.id, true));
+    checkError(busy_bind, 503, "ServiceUnavailableError");
+    CHECK(headerOf(busy_bind, "Retry-After") == "30");
+    CHECK(store.count_jobs_calls == 2);
+    // Rebinding the current CSR, and reading, still work.
+    CHECK(api.bind(tunnel, csr).status == 202);
+    CHECK(api.call("GET", "/api/tunnel/" + tunnel.id, "", bearer(tunnel.token)).status == 200);
+    // Exactly at the limit is not over it.
+    auto claimed = real->claimJob("test-runner", testing::kStartMs + 10'000, 60'000, true);
+    REQUIRE(claimed.ok());
+    REQUIRE(claimed->has_value());
+    Job done = **claimed;
+    done.status = JobStatus::kDone;
+    REQUIRE(real->finishJob(done, "test-runner").ok());
+    CHECK(api.pendingJobs() == 2);
+    api.now_ms += 5000;
+    api.create();
+
+    // If the count cannot be read, nothing is refused.
+    REQUIRE(real->addJob(pendingJob("backlog-3")).ok());
+    REQUIRE(real->addJob(pendingJob("backlog-4")).ok());
+    store.fail_count_jobs = true;
+    api.now_ms += 5000;
+    api.create();
+    CHECK(api.bind(tunnel, tunnelCsr(tunnel.id, true)).status == 202);
+    store.fail_count_jobs = false;
+    api.now_ms += 5000;
+    checkError(api.call("POST", "/api/tunnel"), 503, "ServiceUnavailableError");
+
+    // A limit of 0 never refuses.
+    config.issuance_backlog_limit = 0;
+    TestApi unlimited(store, config);
+    unlimited.create();
+  }
+}
+
+// A TCP port on 127.0.0.1 where nothing listens (bound once, then released).
+uint16_t deadPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST_CASE("api: with storage down, every route that needs it answers 503") {
+  struct Down {
+    std::string name;
+    std::string url;
+  };
+  const std::vector<Down> outages = {
+      {"mariadb, nothing listening",
+       "mysql://ot:secret@127.0.0.1:" + std::to_string(deadPort()) + "/opentunnel"},
+      {"sqlite, unopenable file", "sqlite:/nonexistent-" + testing::randomHex(8) + "/store.db"},
+  };
+  for (const Down& down : outages) {
+    CAPTURE(down.name);
+    StoreOptions options;
+    options.url = down.url;
+    options.pool_size = 2;
+    options.acquire_timeout_ms = 1000;
+    options.connect_timeout_ms = 1000;
+    options.statement_timeout_ms = 1000;
+    auto opened = SqlStore::open(options);
+    REQUIRE(opened.ok());
+    auto store = std::move(opened).value();
+    for (const bool limited : {true, false}) {
+      CAPTURE(limited);
+      TunnelServiceConfig config = testing::testConfig();
+      if (!limited) {
+        config.create_rate_per_hour = 0;
+        config.issuance_rate_per_day = 0;
+        config.issuance_backlog_limit = 0;
+      }
+      TestApi api(*store, config);
+      const std::string unavailable =
+          R"({"_tag":"ServiceUnavailableError","message":"storage unavailable"})";
+      const auto token = bearer("some-token");
+      const std::string csr_body = nlohmann::json{{"csr", tunnelCsr("abc")}}.dump();
+      for (const ApiResponse& response :
+           {api.call("POST", "/api/tunnel"),
+            api.call("POST", "/api/tunnel", R"({"id":"abc"})", jsonType()),
+            api.call("GET", "/api/tunnel/abc", "", token),
+            api.call("DELETE", "/api/tunnel/abc", "", token),
+            api.call("GET", "/api/tunnel/abc/certificate", "", token),
+            api.call("PUT", "/api/tunnel/abc/certificate", csr_body, jsonType(token)),
+            api.call("GET", "/health")}) {
+        CHECK(response.status == 503);
+        CHECK(response.body == unavailable);
+      }
+      // What needs no storage still answers.
+      checkError(api.call("GET", "/api/tunnel/abc"), 401, "UnauthorizedError");
+      checkError(api.call("POST", "/api/tunnel", "[", jsonType()), 400, "BadRequestError");
+      CHECK(api.call("GET", "/openapi.json").status == 200);
+      CHECK(api.publisher.records().empty());
+      CHECK(api.notifier.count() == 0);
+    }
+  }
+}
+
+TEST_CASE("api: a write that loses to another writer answers 503; the retry reloads") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto real = db->openMigrated();
+    InterferingStore store(*real);
+    TestApi api(store, testing::testConfig(), real.get());
+    const CreatedForTest tunnel = api.create();
+    const size_t published = api.publisher.records().size();
+    const std::string stale =
+        R"({"_tag":"ServiceUnavailableError","message":"the tunnel changed; retry"})";
+
+    store.write_after_read = true;
+    const ApiResponse lost = api.bind(tunnel, tunnelCsr(tunnel.id));
+    CHECK(lost.status == 503);
+    CHECK(lost.body == stale);
+    CHECK(api.stored(tunnel.id).revision == 2);  // the other writer's
+    CHECK(api.stored(tunnel.id).record.certificate.state == CertificateState::kNone);
+    CHECK(api.pendingJobs() == 0);
+    CHECK(api.notifier.count() == 0);
+    CHECK(api.publisher.records().size() == published);
+
+    const ApiResponse lost_delete =
+        api.call("DELETE", "/api/tunnel/" + tunnel.id, "", bearer(tunnel.token));
+    CHECK(lost_delete.status == 503);
+    CHECK(lost_delete.body == stale);
+    CHECK_FALSE(api.stored(tunnel.id).record.deleted());
+    CHECK(api.publisher.deleted().empty());
+
+    store.write_after_read = false;
+    CHECK(api.bind(tunnel, tunnelCsr(tunnel.id)).status == 202);
+    CHECK(api.stored(tunnel.id).revision == 4);
+    CHECK(api.pendingJobs() == 1);
+    CHECK(api.call("DELETE", "/api/tunnel/" + tunnel.id, "", bearer(tunnel.token)).status == 200);
+    CHECK(api.publisher.deleted() == std::vector<std::string>{tunnel.id});
+  }
+}
+
+}  // namespace
+}  // namespace ot::controld

@@ -1,0 +1,90 @@
+// InstrumentedStore and JobGauges on a real SQLite store: what the scrape shows after real calls.
+#include "controld/instrumented_store.h"
+
+#include <string>
+
+#include "common/metrics.h"
+#include "controld/job_gauges.h"
+#include "tests/controld/test_database.h"
+
+namespace ot::controld {
+namespace {
+
+using testing::sampleTunnel;
+using testing::TestDatabase;
+
+bool contains(const std::string& text, const std::string& line) {
+  return text.find(line + "\n") != std::string::npos;
+}
+
+TEST_CASE("instrumented store: times each call and counts failures by operation") {
+  const auto db = TestDatabase::sqlite();
+  metrics::Metrics metrics;
+  InstrumentedStore store(db->openMigrated(), metrics);
+
+  // Every operation is scraped before its first call.
+  std::string text = metrics.render();
+  CHECK(contains(text, R"(opentunnel_db_query_duration_seconds_count{operation="getTunnel"} 0)"));
+  CHECK(contains(text, R"(opentunnel_db_query_duration_seconds_count{operation="addUsage"} 0)"));
+  CHECK(contains(text, R"(opentunnel_db_errors_total{operation="insertTunnel"} 0)"));
+  CHECK(contains(text, R"(opentunnel_db_errors_total{operation="migrate"} 0)"));
+
+  REQUIRE(store.insertTunnel(sampleTunnel("metrics-one")).ok());
+  const auto got = store.getTunnel("metrics-one");
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK((*got)->record.id == "metrics-one");
+  const auto duplicate = store.insertTunnel(sampleTunnel("metrics-one"));
+  REQUIRE_FALSE(duplicate.ok());
+  CHECK(duplicate.error().kind == ErrorKind::kConflict);
+
+  text = metrics.render();
+  CHECK(contains(text, R"(opentunnel_db_query_duration_seconds_count{operation="getTunnel"} 1)"));
+  CHECK(contains(text, R"(opentunnel_db_errors_total{operation="getTunnel"} 0)"));
+  CHECK(
+      contains(text, R"(opentunnel_db_query_duration_seconds_count{operation="insertTunnel"} 2)"));
+  CHECK(contains(text, R"(opentunnel_db_errors_total{operation="insertTunnel"} 1)"));
+  CHECK(contains(text, R"(opentunnel_db_query_duration_seconds_count{operation="ping"} 0)"));
+  // Labels name the method only, never the tunnel.
+  CHECK(text.find("metrics-one") == std::string::npos);
+}
+
+TEST_CASE("instrumented store: job gauges count pending and failed jobs, keep them on errors") {
+  const auto db = TestDatabase::sqlite();
+  metrics::Metrics metrics;
+  InstrumentedStore store(db->openMigrated(), metrics);
+  JobGauges gauges(store, metrics);
+
+  CHECK(contains(metrics.render(), R"(opentunnel_certificate_jobs{status="pending"} 0)"));
+  for (const char* id : {"job-a", "job-b"}) {
+    Job job;
+    job.id = id;
+    job.tunnel_id = "t";
+    REQUIRE(store.addJob(job).ok());
+  }
+  Job failed;
+  failed.id = "job-c";
+  failed.tunnel_id = "t";
+  failed.status = JobStatus::kFailed;
+  REQUIRE(store.addJob(failed).ok());
+
+  gauges.refresh();
+  std::string text = metrics.render();
+  CHECK(contains(text, R"(opentunnel_certificate_jobs{status="pending"} 2)"));
+  CHECK(contains(text, R"(opentunnel_certificate_jobs{status="failed"} 1)"));
+
+  // The counts cannot be read: the gauges keep the last values, and the errors are counted.
+  *db->raw() << "DROP TABLE jobs";
+  gauges.refresh();
+  text = metrics.render();
+  CHECK(contains(text, R"(opentunnel_certificate_jobs{status="pending"} 2)"));
+  CHECK(contains(text, R"(opentunnel_certificate_jobs{status="failed"} 1)"));
+  CHECK(contains(text, R"(opentunnel_db_errors_total{operation="countJobs"} 2)"));
+
+  // The thread reads at start and stops promptly.
+  gauges.start();
+  gauges.stop();
+}
+
+}  // namespace
+}  // namespace ot::controld

@@ -1,0 +1,802 @@
+// The issuance job runner against real storage (SQLite and MariaDB) and the real local CA: jobs
+// run once across machines, leases are taken over and respected, failures are classified and
+// retried on a manual clock, unwanted and hostile jobs never reach the issuer, renewal alarms fire
+// once, and what is issued passes `openssl verify`.
+#include "controld/job_runner.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controld/job_policy.h"
+#include "controld/server_certificates.h"
+#include "tests/controld/issuance_test_support.h"
+
+namespace ot::controld {
+namespace {
+
+using issuance_testing::bindTunnel;
+using issuance_testing::checkVerifies;
+using issuance_testing::editTunnel;
+using issuance_testing::GateIssuer;
+using issuance_testing::hostOf;
+using issuance_testing::kDay;
+using issuance_testing::kDomain;
+using issuance_testing::kHour;
+using issuance_testing::kMinute;
+using issuance_testing::loadCa;
+using issuance_testing::loadJob;
+using issuance_testing::loadTunnel;
+using issuance_testing::ManualClock;
+using issuance_testing::Publisher;
+using issuance_testing::runnerConfig;
+using issuance_testing::ScriptedIssuer;
+using issuance_testing::waitUntil;
+using testing::testDatabases;
+
+std::vector<JobOutcome> outcomes(const std::vector<JobRun>& runs) {
+  std::vector<JobOutcome> out;
+  for (const JobRun& run : runs) out.push_back(run.outcome);
+  return out;
+}
+
+using Outcomes = std::vector<JobOutcome>;
+
+TEST_CASE("job policy: failure classes, backoff, renewal times and job names") {
+  CHECK(classifyFailure(ErrorKind::kUnavailable) == FailureClass::kTransient);
+  CHECK(classifyFailure(ErrorKind::kTimeout) == FailureClass::kTransient);
+  CHECK(classifyFailure(ErrorKind::kInvalid) == FailureClass::kPermanent);
+  CHECK(classifyFailure(ErrorKind::kInternal) == FailureClass::kOther);
+  CHECK(classifyFailure(ErrorKind::kNotFound) == FailureClass::kOther);
+  CHECK(classifyFailure(ErrorKind::kConflict) == FailureClass::kOther);
+  CHECK(std::string(failureClassName(FailureClass::kTransient)) == "transient");
+
+  const RetryPolicy policy;  // 30 s base, an hour at most
+  CHECK(retryDelayMs(policy, 1, 0.0) == 15'000);
+  CHECK(retryDelayMs(policy, 1, 0.5) == 22'500);
+  CHECK(retryDelayMs(policy, 1, 1.0) == 30'000);
+  CHECK(retryDelayMs(policy, 2, 1.0) == 60'000);
+  CHECK(retryDelayMs(policy, 7, 1.0) == 1'920'000);
+  CHECK(retryDelayMs(policy, 8, 1.0) == 3'600'000);  // 3,840,000 capped
+  CHECK(retryDelayMs(policy, 8, 0.0) == 1'800'000);
+  CHECK(retryDelayMs(policy, std::numeric_limits<int>::max(), 1.0) == 3'600'000);
+  CHECK(retryDelayMs(policy, 0, 1.0) == 30'000);
+  CHECK(retryDelayMs(policy, 1, std::numeric_limits<double>::quiet_NaN()) == 15'000);
+  CHECK(retryDelayMs(policy, 1, 7.0) == 30'000);
+  RetryPolicy tiny;
+  tiny.base_delay_ms = 1;
+  CHECK(retryDelayMs(tiny, 1, 0.0) == 1);
+
+  // Permanent: never again. Other: three attempts in all.
+  CHECK_FALSE(decideRetry(policy, FailureClass::kPermanent, 1, 0, 0, 0.5).retry);
+  RetryDecision other = decideRetry(policy, FailureClass::kOther, 1, 0, 1000, 0.5);
+  CHECK(other.retry);
+  CHECK(other.next_run_at_ms == 1000 + 22'500);
+  CHECK(decideRetry(policy, FailureClass::kOther, 2, 0, 0, 0.5).retry);
+  CHECK_FALSE(decideRetry(policy, FailureClass::kOther, 3, 0, 0, 0.5).retry);
+  // Transient: while the next run starts within a day of queued_at.
+  const RetryDecision transient = decideRetry(policy, FailureClass::kTransient, 1, 0, 0, 0.5);
+  CHECK(transient.retry);
+  CHECK(transient.next_run_at_ms == 22'500);
+  CHECK(decideRetry(policy, FailureClass::kTransient, 1, 0, kDay - 22'500, 0.5).retry);
+  CHECK_FALSE(decideRetry(policy, FailureClass::kTransient, 1, 0, kDay - 22'499, 0.5).retry);
+  CHECK(decideRetry(policy, FailureClass::kTransient, 40, 0, kDay - kHour, 1.0).retry);
+  CHECK_FALSE(decideRetry(policy, FailureClass::kTransient, 40, 0, kDay - kHour + 1, 1.0).retry);
+
+  // 30 days before expiry, or a third of the validity for short-lived certificates.
+  CHECK(renewAtMs(0, 90 * kDay) == 60 * kDay);
+  CHECK(renewAtMs(5, 5 + 90 * kDay) == 5 + 60 * kDay);
+  CHECK(renewAtMs(0, 6 * kDay) == 4 * kDay);
+  CHECK(renewAtMs(0, 3 * kHour) == 2 * kHour);
+  CHECK(renewAtMs(100, 100) == 100);
+  CHECK(renewAtMs(200, 100) == 100);
+
+  CertificateInfo certificate;
+  certificate.id = "abc123";
+  certificate.not_after_ms = 1'700'000'000'000;
+  const std::string renewal = renewalJobId(certificate, 1'690'000'000'000);
+  CHECK(renewal == "abc123:renew:1700000000000:1690000000000");
+  CHECK(isRenewalOf(renewal, certificate));
+  CHECK_FALSE(isRenewalOf("abc123:renew:1700000000000:", certificate));
+  CHECK_FALSE(isRenewalOf("abc123", certificate));
+  CertificateInfo renewed = certificate;
+  renewed.not_after_ms += 1;
+  CHECK_FALSE(isRenewalOf(renewal, renewed));
+  CertificateInfo rebound = certificate;
+  rebound.id = "abc124";
+  CHECK_FALSE(isRenewalOf(renewal, rebound));
+  CertificateInfo none;
+  CHECK_FALSE(isRenewalOf(":renew:0:5", none));
+
+  CHECK(serverJobId("tunnel.test", 7) == "server:tunnel.test:7");
+  CHECK(serverJobNumber("server:tunnel.test:7", "tunnel.test") == 7);
+  CHECK(serverJobNumber("server:tunnel.test:", "tunnel.test") == std::nullopt);
+  CHECK(serverJobNumber("server:tunnel.test:7x", "tunnel.test") == std::nullopt);
+  CHECK(serverJobNumber("server:other.test:7", "tunnel.test") == std::nullopt);
+  CHECK(serverJobNumber("server:tunnel.test:1234567890123456789", "tunnel.test") == std::nullopt);
+  CHECK(serverJobMetaKey("tunnel.test") == "server_job:tunnel.test");
+  CHECK(serverKeyMetaKey("tunnel.test") == "server_key:tunnel.test");
+}
+
+TEST_CASE("job runner: 30 jobs on two runners are each issued exactly once") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store_a = db->openMigrated();
+    auto store_b = db->open();
+    auto ca_a = loadCa(*store_a);
+    auto ca_b = loadCa(*store_b);
+    REQUIRE(ca_a->caCertificatePem() == ca_b->caCertificatePem());
+    ScriptedIssuer issuer_a(ca_a.get());
+    ScriptedIssuer issuer_b(ca_b.get());
+    Publisher publisher_a;
+    Publisher publisher_b;
+
+    const int64_t now = systemClockMs();
+    std::vector<std::string> ids;
+    for (int i = 0; i < 30; ++i) {
+      ids.push_back("many" + std::to_string(i));
+      bindTunnel(*store_a, ids.back(), now, i % 2 == 0);
+    }
+    JobRunner a(runnerConfig("machine-a", nullptr), *store_a, issuer_a, publisher_a);
+    JobRunner b(runnerConfig("machine-b", nullptr), *store_b, issuer_b, publisher_b);
+    a.start();
+    b.start();
+    const bool all_done = waitUntil([&] {
+      auto done = store_a->countJobs(JobStatus::kDone);
+      return done.ok() && *done == 30;
+    });
+    a.stop();
+    b.stop();
+    REQUIRE(all_done);
+
+    CHECK(issuer_a.total() + issuer_b.total() == 30);
+    for (const std::string& id : ids) {
+      CAPTURE(id);
+      CHECK(issuer_a.calls(hostOf(id)) + issuer_b.calls(hostOf(id)) == 1);
+      const StoredTunnel stored = loadTunnel(*store_a, id);
+      CHECK(stored.record.certificate.state == CertificateState::kReady);
+      CHECK(stored.record.certificate.error.empty());
+      CHECK(stored.record.renew_at_ms.has_value());
+      const Job job = loadJob(*store_a, stored.record.certificate.id);
+      CHECK(job.status == JobStatus::kDone);
+      CHECK(job.attempts == 1);
+      CHECK(job.lease_owner.empty());
+      CHECK(publisher_a.recordsOf(id).size() + publisher_b.recordsOf(id).size() == 1);
+    }
+    CHECK(*store_a->countJobs(JobStatus::kPending) == 0);
+    for (size_t i = 0; i < 3; ++i) {
+      const StoredTunnel stored = loadTunnel(*store_a, ids[i]);
+      checkVerifies(*ca_a, stored.record.certificate.chain_pem, hostOf(ids[i]));
+    }
+  }
+}
+
+TEST_CASE("job runner: an expired lease is taken over by the other runner") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store_a = db->openMigrated();
+    auto store_b = db->open();
+    auto ca = loadCa(*store_b, clock.function());
+    ScriptedIssuer issuer(ca.get());
+    Publisher publisher;
+    const StoredTunnel bound = bindTunnel(*store_a, "crashy", clock.now());
+    const std::string job_id = bound.record.certificate.id;
+
+    // Machine A claims the job and "crashes": it never extends nor finishes it.
+    auto claimed = store_a->claimJob("machine-a", clock.now(), 2 * kMinute, true);
+    REQUIRE(claimed.ok());
+    REQUIRE(claimed->has_value());
+    CHECK((*claimed)->attempts == 1);
+
+    JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher);
+    CHECK(b.runDue().empty());  // the lease still holds
+    clock.advance(2 * kMinute - 1);
+    CHECK(b.runDue().empty());
+    CHECK(issuer.total() == 0);
+
+    clock.advance(1);  // the lease has run out
+    CHECK(outcomes(b.runDue()) == Outcomes{JobOutcome::kDone});
+    CHECK(issuer.calls(hostOf("crashy")) == 1);
+    const Job job = loadJob(*store_a, job_id);
+    CHECK(job.status == JobStatus::kDone);
+    CHECK(job.attempts == 2);
+    CHECK(job.lease_owner.empty());
+
+    // A waking up late records nothing.
+    Job late = **claimed;
+    late.status = JobStatus::kFailed;
+    auto finished = store_a->finishJob(late, "machine-a");
+    REQUIRE(finished.ok());
+    CHECK_FALSE(*finished);
+    CHECK(loadJob(*store_a, job_id).status == JobStatus::kDone);
+
+    const StoredTunnel stored = loadTunnel(*store_a, "crashy");
+    CHECK(stored.record.certificate.state == CertificateState::kReady);
+    checkVerifies(*ca, stored.record.certificate.chain_pem, hostOf("crashy"), clock.now());
+  }
+}
+
+TEST_CASE("job runner: transient failures are retried with backoff, then succeed") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.function());
+    ScriptedIssuer issuer(ca.get());
+    issuer.script({Error{ErrorKind::kUnavailable, "CA unreachable"},
+                   Error{ErrorKind::kTimeout, "CA too slow"}});
+    Publisher publisher;
+    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    const int64_t start = clock.now();
+    const StoredTunnel bound = bindTunnel(*store, "flaky", start, true);
+    const std::string job_id = bound.record.certificate.id;
+
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
+    Job job = loadJob(*store, job_id);
+    CHECK(job.status == JobStatus::kPending);
+    CHECK(job.attempts == 1);
+    CHECK(job.next_run_at_ms == start + 22'500);  // 30 s, jittered to three quarters
+    CHECK(job.last_error == "CA unreachable");
+    CHECK(job.lease_owner.empty());
+    CHECK(loadTunnel(*store, "flaky").record.certificate.state == CertificateState::kIssuing);
+    CHECK(publisher.records().empty());
+
+    clock.set(start + 22'499);
+    CHECK(runner.runDue().empty());
+    clock.set(start + 22'500);
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
+    job = loadJob(*store, job_id);
+    CHECK(job.attempts == 2);
+    CHECK(job.next_run_at_ms == start + 22'500 + 45'000);  // doubled
+    CHECK(job.last_error == "CA too slow");
+
+    clock.set(job.next_run_at_ms);
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
+    job = loadJob(*store, job_id);
+    CHECK(job.status == JobStatus::kDone);
+    CHECK(job.attempts == 3);
+    CHECK(issuer.calls(hostOf("flaky")) == 3);
+
+    const StoredTunnel stored = loadTunnel(*store, "flaky");
+    const CertificateInfo& certificate = stored.record.certificate;
+    CHECK(certificate.state == CertificateState::kReady);
+    CHECK(certificate.id == job_id);
+    auto validity = leafValidity(certificate.chain_pem);
+    REQUIRE(validity.ok());
+    CHECK(certificate.not_after_ms == validity->not_after_ms);
+    CHECK(stored.record.renew_at_ms == certificate.not_after_ms - 30 * kDay);
+    REQUIRE(publisher.recordsOf("flaky").size() == 1);
+    CHECK(publisher.recordsOf("flaky")[0].record == stored.record);
+    checkVerifies(*ca, certificate.chain_pem, hostOf("flaky"), clock.now());
+    checkVerifies(*ca, certificate.chain_pem, "www." + hostOf("flaky"), clock.now());
+  }
+}
+
+TEST_CASE("job runner: transient failures give up a day after the job was queued") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    ScriptedIssuer issuer(nullptr);
+    issuer.failAlways(Error{ErrorKind::kUnavailable, "CA unreachable"});
+    Publisher publisher;
+    JobRunnerConfig config = runnerConfig("machine-a", &clock);
+    config.jitter = [] { return 1.0; };
+    config.retry.base_delay_ms = kHour;  // every wait is the cap: an hour
+    JobRunner runner(config, *store, issuer, publisher);
+    const int64_t start = clock.now();
+    const std::string job_id = bindTunnel(*store, "down", start).record.certificate.id;
+
+    for (int hour = 0; hour < 24; ++hour) {
+      CAPTURE(hour);
+      clock.set(start + hour * kHour);
+      CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
+    }
+    CHECK(loadJob(*store, job_id).next_run_at_ms == start + 24 * kHour);
+    clock.set(start + 24 * kHour);
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
+    const Job job = loadJob(*store, job_id);
+    CHECK(job.status == JobStatus::kFailed);
+    CHECK(job.attempts == 25);
+    CHECK(job.last_error == "CA unreachable");
+    const StoredTunnel stored = loadTunnel(*store, "down");
+    CHECK(stored.record.certificate.state == CertificateState::kFailed);
+    CHECK(stored.record.certificate.error == "CA unreachable");
+    REQUIRE(publisher.recordsOf("down").size() == 1);
+    CHECK(publisher.recordsOf("down")[0].record.certificate.state == CertificateState::kFailed);
+    CHECK(issuer.total() == 25);
+  }
+}
+
+TEST_CASE("job runner: other failures get three attempts") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    ScriptedIssuer issuer(nullptr);
+    issuer.failAlways(Error{ErrorKind::kInternal, "unreadable answer"});
+    Publisher publisher;
+    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    const std::string job_id = bindTunnel(*store, "odd", clock.now()).record.certificate.id;
+
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
+    clock.set(loadJob(*store, job_id).next_run_at_ms);
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
+    clock.set(loadJob(*store, job_id).next_run_at_ms);
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
+    CHECK(loadJob(*store, job_id).attempts == 3);
+    CHECK(issuer.total() == 3);
+    CHECK(loadTunnel(*store, "odd").record.certificate.state == CertificateState::kFailed);
+  }
+}
+
+TEST_CASE("job runner: a permanent failure fails at once and marks the certificate failed") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.function());
+    ScriptedIssuer issuer(ca.get());
+    issuer.script({Error{ErrorKind::kInvalid, "rejectedIdentifier: no"}});
+    Publisher publisher;
+    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    const std::string job_id = bindTunnel(*store, "nope", clock.now()).record.certificate.id;
+
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
+    const Job job = loadJob(*store, job_id);
+    CHECK(job.status == JobStatus::kFailed);
+    CHECK(job.attempts == 1);
+    CHECK(job.last_error == "rejectedIdentifier: no");
+    CHECK(job.lease_owner.empty());
+    const StoredTunnel stored = loadTunnel(*store, "nope");
+    CHECK(stored.record.certificate.state == CertificateState::kFailed);
+    CHECK(stored.record.certificate.error == "rejectedIdentifier: no");
+    CHECK(stored.record.certificate.chain_pem.empty());
+    CHECK_FALSE(stored.record.renew_at_ms.has_value());
+    REQUIRE(publisher.recordsOf("nope").size() == 1);
+    CHECK(publisher.recordsOf("nope")[0].record == stored.record);
+    // Nothing left to run, however much time passes.
+    clock.advance(2 * kDay);
+    CHECK(runner.runDue().empty());
+    CHECK(issuer.total() == 1);
+  }
+}
+
+TEST_CASE("job runner: a deleted or rebound tunnel's job ends abandoned") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.function());
+    ScriptedIssuer issuer(ca.get());
+    Publisher publisher;
+    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+
+    // Deleted before the attempt: the issuer is never asked.
+    std::string job_id = bindTunnel(*store, "gone", clock.now()).record.certificate.id;
+    editTunnel(*store, "gone", [&](TunnelRecord& record) { record.deleted_at_ms = clock.now(); });
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
+    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
+    CHECK(loadJob(*store, job_id).last_error == "no longer wanted");
+    CHECK(issuer.total() == 0);
+
+    // A new bind replaced the certificate: the old job is not issued.
+    job_id = bindTunnel(*store, "rebound", clock.now()).record.certificate.id;
+    editTunnel(*store, "rebound",
+               [](TunnelRecord& record) { record.certificate.id = "cnewcertificate"; });
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
+    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
+    CHECK(issuer.total() == 0);
+    CHECK(loadTunnel(*store, "rebound").record.certificate.state == CertificateState::kIssuing);
+
+    // The tunnel row does not exist.
+    Job orphan;
+    orphan.id = "corphan";
+    orphan.tunnel_id = "neverexisted";
+    orphan.queued_at_ms = clock.now();
+    orphan.next_run_at_ms = clock.now();
+    REQUIRE(*store->addJob(orphan));
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
+    CHECK(issuer.total() == 0);
+    CHECK(publisher.records().empty());
+
+    // Deleted while a failing attempt ran: abandoned, not retried.
+    job_id = bindTunnel(*store, "vanish", clock.now()).record.certificate.id;
+    issuer.script({Error{ErrorKind::kUnavailable, "CA unreachable"}});
+    issuer.during([&] {
+      editTunnel(*store, "vanish", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
+    });
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
+    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
+    CHECK(issuer.total() == 1);
+
+    // Deleted while a successful attempt ran: nothing is written.
+    job_id = bindTunnel(*store, "late", clock.now()).record.certificate.id;
+    issuer.during([&] {
+      editTunnel(*store, "late", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
+    });
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
+    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
+    CHECK(issuer.total() == 2);
+    const StoredTunnel late = loadTunnel(*store, "late");
+    CHECK(late.record.certificate.state == CertificateState::kIssuing);
+    CHECK(late.record.certificate.chain_pem.empty());
+    CHECK(publisher.records().empty());
+  }
+}
+
+TEST_CASE("job runner: hostile records are refused without an issuer call") {
+  const std::string victim = hostOf("victim");
+  struct Tamper {
+    const char* what;
+    std::function<void(TunnelRecord&)> change;
+  };
+  const std::vector<Tamper> tampers = {
+      {"a CSR for another tunnel's name, identifiers to match",
+       [&](TunnelRecord& record) {
+         record.certificate.csr_pem = testing::buildCsrPem(testing::hostCsr(victim, true));
+         record.certificate.identifiers = {victim, "*." + victim};
+       }},
+      {"identifiers edited to another tunnel's name",
+       [&](TunnelRecord& record) { record.certificate.identifiers = {victim}; }},
+      {"a wildcard in the identifiers that the CSR does not ask for",
+       [](TunnelRecord& record) {
+         record.certificate.identifiers.push_back("*." + record.hostname);
+       }},
+      {"a CSR that adds the apex wildcard",
+       [](TunnelRecord& record) {
+         testing::CsrSpec spec = testing::hostCsr(record.hostname);
+         spec.dns.push_back(std::string("*.") + kDomain);
+         record.certificate.csr_pem = testing::buildCsrPem(spec);
+         record.certificate.identifiers = {record.hostname, std::string("*.") + kDomain};
+       }},
+      {"the hostname edited to another tunnel's",
+       [&](TunnelRecord& record) { record.hostname = victim; }},
+      {"a CSR that is not one", [](TunnelRecord& record) { record.certificate.csr_pem = "junk"; }},
+  };
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.function());
+    ScriptedIssuer issuer(ca.get());
+    Publisher publisher;
+    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    bindTunnel(*store, "victim", clock.now(), true, false);
+
+    for (size_t i = 0; i < tampers.size(); ++i) {
+      CAPTURE(tampers[i].what);
+      const std::string id = "attacker" + std::to_string(i);
+      const std::string job_id = bindTunnel(*store, id, clock.now()).record.certificate.id;
+      editTunnel(*store, id, tampers[i].change);
+
+      CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRefused});
+      CHECK(issuer.total() == 0);
+      const Job job = loadJob(*store, job_id);
+      CHECK(job.status == JobStatus::kFailed);
+      CHECK(job.attempts == 1);
+      CHECK(job.last_error.rfind("refused: ", 0) == 0);
+      const StoredTunnel stored = loadTunnel(*store, id);
+      CHECK(stored.record.certificate.state == CertificateState::kFailed);
+      CHECK(stored.record.certificate.error == job.last_error);
+      CHECK(stored.record.certificate.chain_pem.empty());
+      REQUIRE(publisher.recordsOf(id).size() == 1);
+      CHECK(publisher.recordsOf(id)[0].record.certificate.state == CertificateState::kFailed);
+    }
+  }
+}
+
+TEST_CASE("job runner: an outcome that reached the record but not the job is not issued again") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    ScriptedIssuer issuer(nullptr);
+    Publisher publisher;
+    JobRunner runner(runnerConfig("machine-b", &clock), *store, issuer, publisher);
+    const std::string ready = bindTunnel(*store, "wasready", clock.now()).record.certificate.id;
+    const std::string failed = bindTunnel(*store, "wasfailed", clock.now()).record.certificate.id;
+    // Machine A claimed both, wrote the records, and stopped before finishing the jobs.
+    for (int i = 0; i < 2; ++i) {
+      auto claimed = store->claimJob("machine-a", clock.now(), 2 * kMinute, true);
+      REQUIRE(claimed.ok());
+      REQUIRE(claimed->has_value());
+    }
+    editTunnel(*store, "wasready", [](TunnelRecord& record) {
+      record.certificate.state = CertificateState::kReady;
+      record.certificate.chain_pem = "chain";
+    });
+    editTunnel(*store, "wasfailed", [](TunnelRecord& record) {
+      record.certificate.state = CertificateState::kFailed;
+      record.certificate.error = "rejectedIdentifier";
+    });
+    clock.advance(2 * kMinute);
+    auto runs = runner.runDue();
+    REQUIRE(runs.size() == 2);
+    CHECK(issuer.total() == 0);
+    const Job ready_job = loadJob(*store, ready);
+    CHECK(ready_job.status == JobStatus::kDone);
+    const Job failed_job = loadJob(*store, failed);
+    CHECK(failed_job.status == JobStatus::kFailed);
+    CHECK(failed_job.last_error == "rejectedIdentifier");
+  }
+}
+
+TEST_CASE("job runner: a renewal alarm fires once across two runners and renews") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store_a = db->openMigrated();
+    auto store_b = db->open();
+    auto ca = loadCa(*store_a, clock.function(), 9 * kDay);
+    ScriptedIssuer issuer(ca.get());
+    Publisher publisher_a;
+    Publisher publisher_b;
+    JobRunner a(runnerConfig("machine-a", &clock), *store_a, issuer, publisher_a);
+    JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher_b);
+    const std::string host = hostOf("renewme");
+    bindTunnel(*store_a, "renewme", clock.now(), true);
+    CHECK(outcomes(a.runDue()) == Outcomes{JobOutcome::kDone});
+
+    const StoredTunnel first = loadTunnel(*store_a, "renewme");
+    const CertificateInfo& issued = first.record.certificate;
+    REQUIRE(issued.state == CertificateState::kReady);
+    auto validity = leafValidity(issued.chain_pem);
+    REQUIRE(validity.ok());
+    // Short-lived: renewed a third of its validity before expiry, not 30 days.
+    const int64_t renew_at = renewAtMs(validity->not_before_ms, validity->not_after_ms);
+    CHECK(first.record.renew_at_ms == renew_at);
+    CHECK(renew_at ==
+          validity->not_after_ms - (validity->not_after_ms - validity->not_before_ms) / 3);
+
+    clock.set(renew_at - 1);
+    CHECK(*a.runAlarms() == 0);
+    CHECK(*b.runAlarms() == 0);
+    clock.set(renew_at);
+    std::atomic<int> added{0};
+    auto fire = [&](JobRunner& runner) {
+      auto fired = runner.runAlarms();
+      CHECK(fired.ok());
+      if (fired.ok()) added += *fired;
+    };
+    std::thread fire_a([&] { fire(a); });
+    std::thread fire_b([&] { fire(b); });
+    fire_a.join();
+    fire_b.join();
+    CHECK(added.load() == 1);
+    CHECK(*a.runAlarms() == 0);
+    CHECK(*b.runAlarms() == 0);
+
+    const std::string renewal_id = renewalJobId(issued, renew_at);
+    const Job queued = loadJob(*store_a, renewal_id);
+    CHECK(queued.kind == JobKind::kRenew);
+    CHECK(queued.tunnel_id == "renewme");
+    CHECK(queued.status == JobStatus::kPending);
+
+    std::vector<JobRun> runs_a;
+    std::vector<JobRun> runs_b;
+    std::thread run_a([&] { runs_a = a.runDue(); });
+    std::thread run_b([&] { runs_b = b.runDue(); });
+    run_a.join();
+    run_b.join();
+    CHECK(runs_a.size() + runs_b.size() == 1);
+    CHECK(issuer.calls(host) == 2);
+    CHECK(loadJob(*store_a, renewal_id).status == JobStatus::kDone);
+
+    const StoredTunnel renewed = loadTunnel(*store_a, "renewme");
+    const CertificateInfo& now_held = renewed.record.certificate;
+    CHECK(now_held.id == issued.id);
+    CHECK(now_held.state == CertificateState::kReady);
+    CHECK(now_held.chain_pem != issued.chain_pem);
+    CHECK(now_held.not_after_ms > issued.not_after_ms);
+    CHECK(now_held.csr_pem == issued.csr_pem);
+    CHECK(now_held.identifiers == issued.identifiers);
+    REQUIRE(renewed.record.renew_at_ms.has_value());
+    CHECK(*renewed.record.renew_at_ms > renew_at);
+    CHECK(publisher_a.recordsOf("renewme").size() + publisher_b.recordsOf("renewme").size() == 2);
+    checkVerifies(*ca, now_held.chain_pem, host, clock.now());
+    checkVerifies(*ca, now_held.chain_pem, "api." + host, clock.now());
+
+    // A renewal job for the generation just replaced (an alarm seen late) renews nothing.
+    Job stale;
+    stale.id = renewalJobId(issued, renew_at + 1);
+    stale.kind = JobKind::kRenew;
+    stale.tunnel_id = "renewme";
+    stale.queued_at_ms = clock.now();
+    stale.next_run_at_ms = clock.now();
+    REQUIRE(*store_a->addJob(stale));
+    CHECK(outcomes(a.runDue()) == Outcomes{JobOutcome::kAbandoned});
+    CHECK(issuer.calls(host) == 2);
+  }
+}
+
+TEST_CASE("job runner: a renewal that gives up keeps the certificate and tries again later") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.function(), 9 * kDay);
+    ScriptedIssuer issuer(ca.get());
+    Publisher publisher;
+    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    bindTunnel(*store, "stubborn", clock.now());
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
+    const StoredTunnel first = loadTunnel(*store, "stubborn");
+    REQUIRE(first.record.renew_at_ms.has_value());
+
+    clock.set(*first.record.renew_at_ms);
+    issuer.script({Error{ErrorKind::kInvalid, "badCSR"}});
+    CHECK(*runner.runAlarms() == 1);
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
+    const StoredTunnel kept = loadTunnel(*store, "stubborn");
+    CHECK(kept.record.certificate.state == CertificateState::kReady);
+    CHECK(kept.record.certificate.chain_pem == first.record.certificate.chain_pem);
+    CHECK(kept.record.certificate.error == "badCSR");
+    CHECK(kept.record.renew_at_ms == clock.now() + kDay);
+    CHECK(
+        loadJob(*store, renewalJobId(first.record.certificate, *first.record.renew_at_ms)).status ==
+        JobStatus::kFailed);
+
+    clock.advance(kDay);
+    CHECK(*runner.runAlarms() == 1);
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
+    const StoredTunnel renewed = loadTunnel(*store, "stubborn");
+    CHECK(renewed.record.certificate.state == CertificateState::kReady);
+    CHECK(renewed.record.certificate.error.empty());
+    CHECK(renewed.record.certificate.not_after_ms > first.record.certificate.not_after_ms);
+    CHECK(issuer.total() == 3);
+  }
+}
+
+TEST_CASE("job runner: stop() cancels a slow issue and releases its lease") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store);
+    GateIssuer gate(*ca);
+    Publisher publisher;
+    const std::string job_id = bindTunnel(*store, "slow", systemClockMs()).record.certificate.id;
+    {
+      JobRunner runner(runnerConfig("machine-a", nullptr), *store, gate, publisher);
+      runner.start();
+      REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
+      CHECK(loadJob(*store, job_id).lease_owner == "machine-a");
+      runner.stop();
+    }
+    CHECK(gate.cancelled() == 1);
+    const Job job = loadJob(*store, job_id);
+    CHECK(job.status == JobStatus::kPending);
+    CHECK(job.lease_owner.empty());
+    CHECK(job.attempts == 1);
+    CHECK(loadTunnel(*store, "slow").record.certificate.state == CertificateState::kIssuing);
+    CHECK(publisher.records().empty());
+
+    // Another machine resumes it at once.
+    ScriptedIssuer plain(ca.get());
+    JobRunner other(runnerConfig("machine-b", nullptr), *store, plain, publisher);
+    CHECK(outcomes(other.runDue()) == Outcomes{JobOutcome::kDone});
+    CHECK(loadJob(*store, job_id).attempts == 2);
+  }
+}
+
+TEST_CASE("job runner: a lost lease cancels the running issue and drops its result") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store);
+    GateIssuer gate(*ca);
+    Publisher publisher;
+    const std::string job_id = bindTunnel(*store, "stolen", systemClockMs()).record.certificate.id;
+    JobRunnerConfig config = runnerConfig("machine-a", nullptr);
+    config.lease_extend_ms = 20;
+    JobRunner runner(config, *store, gate, publisher);
+    runner.start();
+    REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
+    {
+      auto raw = db->raw();
+      *raw << "UPDATE jobs SET lease_owner = 'thief' WHERE id = :id", soci::use(job_id);
+    }
+    CHECK(gate.waitFor([](const GateIssuer& g) { return g.cancelledLocked() == 1; }));
+    runner.stop();
+    const Job job = loadJob(*store, job_id);
+    CHECK(job.status == JobStatus::kPending);
+    CHECK(job.lease_owner == "thief");
+    CHECK(loadTunnel(*store, "stolen").record.certificate.state == CertificateState::kIssuing);
+    CHECK(publisher.records().empty());
+  }
+}
+
+TEST_CASE("job runner: first issuance never takes the last slot") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store);
+    GateIssuer gate(*ca);
+    Publisher publisher;
+    const int64_t now = systemClockMs();
+    for (const char* id : {"first1", "first2", "first3"}) bindTunnel(*store, id, now);
+    JobRunnerConfig config = runnerConfig("machine-a", nullptr);
+    config.concurrency = 2;
+    JobRunner runner(config, *store, gate, publisher);
+    runner.start();
+    REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
+    // Wake the runner a few times: a second first issuance must still not start.
+    for (int i = 0; i < 5; ++i) {
+      runner.jobAdded();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK(gate.maxInFlight() == 1);
+
+    // A renewal takes the slot kept free.
+    const StoredTunnel ready = bindTunnel(*store, "renewal", now, false, false);
+    editTunnel(*store, "renewal", [&](TunnelRecord& record) {
+      record.certificate.state = CertificateState::kReady;
+      record.certificate.chain_pem = "old chain";
+      record.certificate.not_after_ms = now + 10 * kDay;
+    });
+    CertificateInfo held = ready.record.certificate;
+    held.not_after_ms = now + 10 * kDay;
+    Job renewal;
+    renewal.id = renewalJobId(held, now);
+    renewal.kind = JobKind::kRenew;
+    renewal.tunnel_id = "renewal";
+    renewal.queued_at_ms = now;
+    renewal.next_run_at_ms = now;
+    REQUIRE(*store->addJob(renewal));
+    runner.jobAdded();
+    CHECK(gate.waitFor([&](const GateIssuer& g) {
+      const auto& names = g.inFlightLocked();
+      return std::find(names.begin(), names.end(), hostOf("renewal")) != names.end();
+    }));
+    CHECK(gate.maxInFlight() == 2);
+
+    gate.release();
+    const bool all_done = waitUntil([&] {
+      auto done = store->countJobs(JobStatus::kDone);
+      return done.ok() && *done == 4;
+    });
+    runner.stop();
+    CHECK(all_done);
+    CHECK(gate.maxInFlight() == 2);
+    CHECK(loadTunnel(*store, "renewal").record.certificate.chain_pem != "old chain");
+  }
+}
+
+TEST_CASE("job runner: the reconcile adds a missing issuance job once") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store_a = db->openMigrated();
+    auto store_b = db->open();
+    auto ca = loadCa(*store_a, clock.function());
+    ScriptedIssuer issuer(ca.get());
+    Publisher publisher;
+    JobRunner a(runnerConfig("machine-a", &clock), *store_a, issuer, publisher);
+    JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher);
+    const std::string missing =
+        bindTunnel(*store_a, "unqueued", clock.now(), false, false).record.certificate.id;
+    bindTunnel(*store_a, "queued", clock.now());
+    bindTunnel(*store_a, "deleted", clock.now(), false, false);
+    editTunnel(*store_a, "deleted", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
+    REQUIRE(store_a->insertTunnel(testing::sampleTunnel("plain")).ok());
+
+    CHECK(*a.reconcile() == 1);
+    CHECK(*b.reconcile() == 0);
+    CHECK(*a.reconcile() == 0);
+    const Job job = loadJob(*store_a, missing);
+    CHECK(job.kind == JobKind::kIssue);
+    CHECK(job.tunnel_id == "unqueued");
+    CHECK(job.status == JobStatus::kPending);
+    CHECK(a.runDue().size() == 2);
+    CHECK(loadTunnel(*store_a, "unqueued").record.certificate.state == CertificateState::kReady);
+  }
+}
+
+}  // namespace
+}  // namespace ot::controld
