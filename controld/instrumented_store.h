@@ -24,6 +24,7 @@ class InstrumentedStore final : public Store {
   // Registers every operation's series at once, so each is scraped (as 0) before its first call.
   InstrumentedStore(std::unique_ptr<Store> inner, metrics::Metrics& metrics);
 
+  [[nodiscard]] PoolStats poolStats() const override { return inner_->poolStats(); }
   Status migrate() override;
   Status ping() override;
   Result<int64_t> insertTunnel(const TunnelRecord& record) override;

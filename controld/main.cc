@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -104,12 +105,20 @@ std::optional<int> waitForDatabase(Store& store, const ControldConfig& config,
   }
 }
 
-ot::controld::ApiHandler metricsHandler(ot::metrics::Metrics& metrics) {
-  return [&metrics](const ApiRequest& request) {
+// Serves /metrics. The pool gauge is read at scrape time: it changes with every request.
+ot::controld::ApiHandler metricsHandler(ot::metrics::Metrics& metrics, const Store& store) {
+  constexpr const char* kPoolName = "opentunnel_db_pool_connections";
+  constexpr const char* kPoolHelp = "Database connections held, by state (idle, in_use).";
+  auto& idle = metrics.gauge(kPoolName, kPoolHelp, {{"state", "idle"}});
+  auto& in_use = metrics.gauge(kPoolName, kPoolHelp, {{"state", "in_use"}});
+  return [&metrics, &store, &idle, &in_use](const ApiRequest& request) {
     if (request.path != "/metrics") return ApiResponse::error(404, "NotFoundError", "not found");
     if (request.method != "GET") {
       return ApiResponse::error(405, "MethodNotAllowedError", "use GET");
     }
+    const PoolStats pool = store.poolStats();
+    in_use.Set(static_cast<double>(pool.in_use));
+    idle.Set(static_cast<double>(std::max<int64_t>(pool.open - pool.in_use, 0)));
     ApiResponse response;
     response.headers.emplace_back("Content-Type", "text/plain; version=0.0.4");
     response.body = metrics.render();
@@ -239,7 +248,7 @@ int run(ControldConfig config) {
   WorkerPool metrics_pool(1, 16);
   HttpServerOptions metrics_options;
   metrics_options.name = "metrics";
-  HttpServer metrics_server(metrics_pool, metricsHandler(metrics), metrics_options);
+  HttpServer metrics_server(metrics_pool, metricsHandler(metrics, *store), metrics_options);
   if (config.metrics_listen.enabled()) {
     std::vector<HttpListenerConfig> metrics_listeners{
         HttpListenerConfig{config.metrics_listen, false}};

@@ -12,6 +12,7 @@
 #include <soci/session.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -36,6 +37,7 @@ class SqlStore final : public Store {
   Status migrate() override;
   // migrate(), saying what it found and did.
   [[nodiscard]] Result<MigrationReport> migrateWithReport();
+  [[nodiscard]] PoolStats poolStats() const override { return {open_.load(), in_use_.load()}; }
   Status ping() override;
 
   Result<int64_t> insertTunnel(const TunnelRecord& record) override;
@@ -87,6 +89,8 @@ class SqlStore final : public Store {
   std::string redacted_url_;
   StoreOptions options_;
   soci::connection_pool pool_;
+  std::atomic<int64_t> open_{0};    // sessions connected (connect() succeeded, not yet closed)
+  std::atomic<int64_t> in_use_{0};  // sessions leased to a call right now
 };
 
 template <typename T, typename Fn>
@@ -96,11 +100,16 @@ Result<T> SqlStore::run(const char* operation, Fn&& fn) {
   if (!pool_.try_lease(slot, static_cast<int>(wait_ms))) {
     return Error{ErrorKind::kUnavailable, "storage unavailable: no free connection"};
   }
+  ++in_use_;
   struct GiveBack {
     soci::connection_pool& pool;
     std::size_t slot;
-    ~GiveBack() { pool.give_back(slot); }
-  } give_back{pool_, slot};
+    std::atomic<int64_t>& in_use;
+    ~GiveBack() {
+      --in_use;
+      pool.give_back(slot);
+    }
+  } give_back{pool_, slot, in_use_};
   soci::session& sql = pool_.at(slot);
   try {
     if (sql.get_backend() == nullptr) {
@@ -109,11 +118,16 @@ Result<T> SqlStore::run(const char* operation, Fn&& fn) {
         return Error{connected.error().kind,
                      std::string(operation) + ": " + connected.error().message};
       }
+      ++open_;
     }
     return fn(sql);
   } catch (const std::exception& error) {
     SqlFailure failure = classifySqlFailure(error);
-    if (failure.drop_connection) sql.close();
+    // connect() closes what it opened when it fails, so only a counted session is open here.
+    if (failure.drop_connection && sql.get_backend() != nullptr) {
+      sql.close();
+      --open_;
+    }
     return Error{failure.kind, std::string(operation) + ": " + failure.message};
   }
 }

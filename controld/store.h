@@ -56,9 +56,18 @@ struct RateDecision {
   int64_t retry_after_ms = 0;  // when refused
 };
 
+// Database connections a store holds (open) and how many are lent to a call right now.
+struct PoolStats {
+  int64_t open = 0;
+  int64_t in_use = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
+
+  // For the pool gauge; a backend without a pool reports zeros. Never blocks.
+  [[nodiscard]] virtual PoolStats poolStats() const { return {}; }
 
   // Creates missing tables and records the schema version; refuses a newer schema; runs no DDL
   // once the database is current.
@@ -72,8 +81,7 @@ class Store {
   // Writes the record if the row is still at expected_revision; kConflict otherwise. Returns the
   // new revision.
   virtual Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected_revision) = 0;
-  virtual Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id,
-                                                        int limit) = 0;
+  virtual Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id, int limit) = 0;
   // Renewal alarms due at or before now. clearAlarm fires an alarm once across processes: it
   // succeeds only if alarm_at still holds the value that was read.
   virtual Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) = 0;

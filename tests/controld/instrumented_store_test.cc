@@ -17,6 +17,18 @@ bool contains(const std::string& text, const std::string& line) {
   return text.find(line + "\n") != std::string::npos;
 }
 
+TEST_CASE("instrumented store: pool stats count open and leased connections") {
+  const auto db = TestDatabase::sqlite();
+  metrics::Metrics metrics;
+  InstrumentedStore store(db->openMigrated(), metrics);
+  REQUIRE(store.ping().ok());
+  // Calls one after another reuse one connection; none is lent out between calls.
+  REQUIRE(store.getTunnel("nobody").ok());
+  const PoolStats stats = store.poolStats();
+  CHECK(stats.open == 1);
+  CHECK(stats.in_use == 0);
+}
+
 TEST_CASE("instrumented store: times each call and counts failures by operation") {
   const auto db = TestDatabase::sqlite();
   metrics::Metrics metrics;

@@ -190,6 +190,8 @@ def test_metrics_pass_promtool(controld):
     assert 'opentunnel_requests_limited_total{limit="issuance_backlog"} 0' in lines, text
     # No label carries a tunnel ID.
     assert tunnel["id"].encode() not in text
+    assert b'opentunnel_db_pool_connections{state="in_use"}' in text
+    assert b'opentunnel_db_pool_connections{state="idle"}' in text
     check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True)
     assert check.returncode == 0, check.stdout + check.stderr
 
