@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "tests/controld/api_test_support.h"
+#include "tests/controld/forwarding_store.h"
 
 namespace ot::controld {
 namespace {
@@ -26,19 +27,14 @@ using testing::tunnelCsr;
 
 // A real store with two ways to misbehave: countJobs can fail, and another writer can rewrite a
 // tunnel right after this process read it (so the revisioned write that follows really loses).
-class InterferingStore final : public Store {
+class InterferingStore final : public testing::ForwardingStore {
  public:
-  explicit InterferingStore(Store& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
 
   std::atomic<bool> fail_count_jobs{false};
   std::atomic<bool> write_after_read{false};
   std::atomic<int> count_jobs_calls{0};
 
-  Status migrate() override { return inner_.migrate(); }
-  Status ping() override { return inner_.ping(); }
-  Result<int64_t> insertTunnel(const TunnelRecord& record) override {
-    return inner_.insertTunnel(record);
-  }
   Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override {
     auto read = inner_.getTunnel(id);
     if (write_after_read && read.ok() && read->has_value()) {
@@ -46,66 +42,11 @@ class InterferingStore final : public Store {
     }
     return read;
   }
-  Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected_revision) override {
-    return inner_.updateTunnel(record, expected_revision);
-  }
-  Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id, int limit) override {
-    return inner_.listTunnels(after_id, limit);
-  }
-  Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) override {
-    return inner_.dueAlarms(now_ms, limit);
-  }
-  Result<bool> clearAlarm(const std::string& id, int64_t alarm_at_ms) override {
-    return inner_.clearAlarm(id, alarm_at_ms);
-  }
-  Result<bool> addJob(const Job& job) override { return inner_.addJob(job); }
-  Result<std::optional<Job>> getJob(const std::string& id) override { return inner_.getJob(id); }
-  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t now_ms, int64_t lease_ms,
-                                      bool include_issue) override {
-    return inner_.claimJob(owner, now_ms, lease_ms, include_issue);
-  }
-  Result<bool> extendLease(const std::string& job_id, const std::string& owner,
-                           int64_t lease_until_ms) override {
-    return inner_.extendLease(job_id, owner, lease_until_ms);
-  }
-  Result<bool> finishJob(const Job& job, const std::string& owner) override {
-    return inner_.finishJob(job, owner);
-  }
-  Status releaseLeases(const std::string& owner) override { return inner_.releaseLeases(owner); }
   Result<int64_t> countJobs(JobStatus status) override {
     ++count_jobs_calls;
     if (fail_count_jobs) return Error{ErrorKind::kUnavailable, "storage unavailable (test)"};
     return inner_.countJobs(status);
   }
-  Result<std::optional<std::string>> getMeta(const std::string& key) override {
-    return inner_.getMeta(key);
-  }
-  Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override {
-    return inner_.insertMetaIfAbsent(key, value);
-  }
-  Result<bool> compareAndSetMeta(const std::string& key, const std::string& expected,
-                                 const std::string& value) override {
-    return inner_.compareAndSetMeta(key, expected, value);
-  }
-  Result<std::optional<ServerCertificate>> getServerCertificate(
-      const std::string& domain) override {
-    return inner_.getServerCertificate(domain);
-  }
-  Status putServerCertificate(const ServerCertificate& certificate) override {
-    return inner_.putServerCertificate(certificate);
-  }
-  Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms, int64_t interval_ms,
-                                   int64_t burst) override {
-    return inner_.acquireRate(key, now_ms, interval_ms, burst);
-  }
-  Status pruneRates(int64_t now_ms) override { return inner_.pruneRates(now_ms); }
-  Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
-                  int64_t bytes_out, int64_t connections) override {
-    return inner_.addUsage(tunnel_id, hour_start_ms, bytes_in, bytes_out, connections);
-  }
-
- private:
-  Store& inner_;
 };
 
 std::vector<std::string> rateKeys(const testing::TestDatabase& db) {
