@@ -1,0 +1,489 @@
+#include "common/tls_engine.h"
+
+#include <arpa/inet.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "common/crypto.h"
+
+namespace ot::tls {
+namespace {
+
+// The engine's ciphertext queues: the BIO reads from `in` (starting at `inPos`) and appends to
+// `out`. Defined here so the BIO callbacks can reach it; TlsEngine::BioState just wraps it.
+struct MemoryQueues {
+  std::vector<uint8_t> in;
+  size_t inPos = 0;
+  std::vector<uint8_t> out;
+};
+
+constexpr const char* kTls13Suites =
+    "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384";
+// TLS 1.2: forward-secret AEAD suites only.
+constexpr const char* kTls12Ciphers = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL";
+
+// Drains the thread's OpenSSL error queue into one line.
+std::string drainErrors() {
+  std::string text;
+  unsigned long code = 0;
+  while ((code = ERR_get_error()) != 0) {
+    char buf[256];
+    ERR_error_string_n(code, buf, sizeof(buf));
+    if (!text.empty()) text += "; ";
+    text += buf;
+  }
+  return text;
+}
+
+Error invalid(std::string what) {
+  std::string detail = drainErrors();
+  if (!detail.empty()) what += ": " + detail;
+  return Error{ErrorKind::kInvalid, std::move(what)};
+}
+
+// ---- memory BIO -------------------------------------------------------------------------------
+
+int bioWrite(BIO* bio, const char* data, int len) {
+  BIO_clear_retry_flags(bio);
+  auto* queues = static_cast<MemoryQueues*>(BIO_get_data(bio));
+  if (queues == nullptr || len < 0) return -1;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(data);
+  queues->out.insert(queues->out.end(), bytes, bytes + len);
+  return len;
+}
+
+int bioRead(BIO* bio, char* data, int len) {
+  BIO_clear_retry_flags(bio);
+  auto* queues = static_cast<MemoryQueues*>(BIO_get_data(bio));
+  if (queues == nullptr || len < 0) return -1;
+  const size_t available = queues->in.size() - queues->inPos;
+  if (available == 0) {
+    BIO_set_retry_read(bio);
+    return -1;
+  }
+  const size_t n = std::min(available, static_cast<size_t>(len));
+  std::memcpy(data, queues->in.data() + queues->inPos, n);
+  queues->inPos += n;
+  if (queues->inPos == queues->in.size()) {
+    queues->in.clear();  // keep capacity; releaseIdleBuffers frees it after the call
+    queues->inPos = 0;
+  }
+  return static_cast<int>(n);
+}
+
+long bioCtrl(BIO*, int cmd, long, void*) {
+  // Nothing to flush: bytes land in memory at once. Everything else is unsupported (0).
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+int bioCreate(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
+
+int bioDestroy(BIO* bio) {
+  BIO_set_data(bio, nullptr);  // the engine owns the queues
+  return 1;
+}
+
+// One method table per process, built on first use (thread-safe static) and never freed.
+const BIO_METHOD* memoryMethod() {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "ot-tls-memory");
+    if (m != nullptr) {
+      BIO_meth_set_write(m, bioWrite);
+      BIO_meth_set_read(m, bioRead);
+      BIO_meth_set_ctrl(m, bioCtrl);
+      BIO_meth_set_create(m, bioCreate);
+      BIO_meth_set_destroy(m, bioDestroy);
+    }
+    return m;
+  }();
+  return method;
+}
+
+// ---- ALPN -------------------------------------------------------------------------------------
+
+// Wire format: each protocol prefixed by its length (1..255 bytes).
+Result<std::string> alpnWire(const std::vector<std::string>& protocols) {
+  std::string wire;
+  for (const auto& protocol : protocols) {
+    if (protocol.empty() || protocol.size() > 255) {
+      return Error{ErrorKind::kInvalid, "ALPN protocol name must be 1..255 bytes"};
+    }
+    wire.push_back(static_cast<char>(protocol.size()));
+    wire += protocol;
+  }
+  return wire;
+}
+
+// The server's preference list (wire format) lives in the context's ex_data, freed with it.
+int alpnIndex() {
+  static const int index = SSL_CTX_get_ex_new_index(
+      0, nullptr, nullptr, nullptr, [](void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+        delete static_cast<std::string*>(ptr);
+      });
+  return index;
+}
+
+// Server order wins: the first server protocol the client also offers.
+int selectAlpn(SSL*, const unsigned char** out, unsigned char* outLen, const unsigned char* in,
+               unsigned int inLen, void* arg) {
+  const auto* server = static_cast<const std::string*>(arg);
+  if (server == nullptr) return SSL_TLSEXT_ERR_NOACK;
+  size_t s = 0;
+  while (s < server->size()) {
+    const auto sLen = static_cast<size_t>(static_cast<unsigned char>((*server)[s]));
+    const std::string_view want(server->data() + s + 1, sLen);
+    size_t c = 0;
+    while (c < inLen) {
+      const size_t cLen = in[c];
+      if (c + 1 + cLen > inLen) break;  // malformed client list: stop scanning it
+      if (cLen == want.size() && std::memcmp(in + c + 1, want.data(), cLen) == 0) {
+        *out = in + c + 1;
+        *outLen = static_cast<unsigned char>(cLen);
+        return SSL_TLSEXT_ERR_OK;
+      }
+      c += 1 + cLen;
+    }
+    s += 1 + sLen;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+struct BioFree {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+struct X509Free {
+  void operator()(X509* cert) const { X509_free(cert); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+using BioPtr = std::unique_ptr<BIO, BioFree>;
+using X509Ptr = std::unique_ptr<X509, X509Free>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+
+BioPtr memBuf(std::string_view pem) {
+  if (pem.size() > static_cast<size_t>(INT_MAX)) return nullptr;
+  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+// Settings both sides share.
+void commonSettings(SSL_CTX* ctx) {
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+}
+
+bool isIpLiteral(const std::string& name) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
+}  // namespace
+
+struct TlsEngine::BioState : MemoryQueues {};
+
+// ---- contexts ---------------------------------------------------------------------------------
+
+Result<SslCtxPtr> makeServerContext(std::string_view certificateChainPem,
+                                    std::string_view privateKeyPem, std::vector<std::string> alpn) {
+  ERR_clear_error();
+  auto wire = alpnWire(alpn);
+  if (!wire) return wire.error();
+  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()), SslCtxDeleter{});
+  if (!ctx) return invalid("SSL_CTX_new failed");
+  commonSettings(ctx.get());
+  // Stateless tickets only: no per-session state kept in the context.
+  SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);
+  if (SSL_CTX_set_ciphersuites(ctx.get(), kTls13Suites) != 1 ||
+      SSL_CTX_set_cipher_list(ctx.get(), kTls12Ciphers) != 1) {
+    return invalid("cannot set cipher suites");
+  }
+
+  BioPtr chainBio = memBuf(certificateChainPem);
+  if (!chainBio) return invalid("certificate chain too large or out of memory");
+  X509Ptr leaf(PEM_read_bio_X509(chainBio.get(), nullptr, nullptr, nullptr));
+  if (!leaf) return invalid("cannot read the leaf certificate");
+  if (SSL_CTX_use_certificate(ctx.get(), leaf.get()) != 1) return invalid("cannot use certificate");
+  while (X509Ptr extra{PEM_read_bio_X509(chainBio.get(), nullptr, nullptr, nullptr)}) {
+    if (SSL_CTX_add_extra_chain_cert(ctx.get(), extra.get()) != 1) {
+      return invalid("cannot add chain certificate");
+    }
+    (void)extra.release();  // owned by the context now
+  }
+  ERR_clear_error();  // the loop ends on "no start line"
+
+  BioPtr keyBio = memBuf(privateKeyPem);
+  if (!keyBio) return invalid("private key too large or out of memory");
+  PkeyPtr key(PEM_read_bio_PrivateKey(keyBio.get(), nullptr, nullptr, nullptr));
+  if (!key) return invalid("cannot read the private key");
+  if (SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1) {
+    return invalid("private key does not match the certificate");
+  }
+  if (SSL_CTX_check_private_key(ctx.get()) != 1) {
+    return invalid("private key does not match the certificate");
+  }
+
+  if (!wire->empty()) {
+    auto* prefs = new std::string(std::move(*wire));
+    if (SSL_CTX_set_ex_data(ctx.get(), alpnIndex(), prefs) != 1) {
+      delete prefs;
+      return invalid("cannot store ALPN preferences");
+    }
+    SSL_CTX_set_alpn_select_cb(ctx.get(), selectAlpn, prefs);
+  }
+  return ctx;
+}
+
+Result<SslCtxPtr> makeClientContext(const std::string& caFile, std::vector<std::string> alpn) {
+  ERR_clear_error();
+  auto wire = alpnWire(alpn);
+  if (!wire) return wire.error();
+  SslCtxPtr ctx(SSL_CTX_new(TLS_client_method()), SslCtxDeleter{});
+  if (!ctx) return invalid("SSL_CTX_new failed");
+  commonSettings(ctx.get());
+  if (SSL_CTX_set_ciphersuites(ctx.get(), kTls13Suites) != 1) {
+    return invalid("cannot set cipher suites");
+  }
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  if (caFile.empty()) {
+    if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
+      return invalid("cannot load the default trust roots");
+    }
+  } else if (SSL_CTX_load_verify_locations(ctx.get(), caFile.c_str(), nullptr) != 1) {
+    return invalid("cannot load CA file " + caFile);
+  }
+  if (!wire->empty()) {
+    // Note the inverted convention: 0 means success here.
+    if (SSL_CTX_set_alpn_protos(ctx.get(), reinterpret_cast<const unsigned char*>(wire->data()),
+                                static_cast<unsigned int>(wire->size())) != 0) {
+      return invalid("cannot set ALPN protocols");
+    }
+  }
+  return ctx;
+}
+
+std::string leafFingerprint(std::string_view certificateChainPem) {
+  ERR_clear_error();
+  BioPtr bio = memBuf(certificateChainPem);
+  if (!bio) return "";
+  X509Ptr leaf(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (!leaf) {
+    ERR_clear_error();
+    return "";
+  }
+  const int len = i2d_X509(leaf.get(), nullptr);
+  if (len <= 0) {
+    ERR_clear_error();
+    return "";
+  }
+  std::vector<uint8_t> der(static_cast<size_t>(len));
+  unsigned char* p = der.data();
+  if (i2d_X509(leaf.get(), &p) != len) {
+    ERR_clear_error();
+    return "";
+  }
+  return crypto::toHex(crypto::sha256(der));
+}
+
+// ---- engine -----------------------------------------------------------------------------------
+
+TlsEngine::TlsEngine(SslCtxPtr ctx, SSL* ssl)
+    : ctx_(std::move(ctx)), ssl_(ssl), bio_(std::make_unique<BioState>()) {
+  const BIO_METHOD* method = memoryMethod();
+  BIO* bio = method != nullptr ? BIO_new(method) : nullptr;
+  if (bio == nullptr) {
+    error_ = "cannot create the memory BIO";  // every later call reports kError
+    return;
+  }
+  BIO_set_data(bio, static_cast<MemoryQueues*>(bio_.get()));
+  SSL_set_bio(ssl_, bio, bio);  // one reference, owned by the SSL
+}
+
+TlsEngine::~TlsEngine() {
+  SSL_free(ssl_);
+}
+
+std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx) {
+  if (!ctx) return nullptr;
+  ERR_clear_error();
+  SSL* ssl = SSL_new(ctx.get());
+  if (ssl == nullptr) return nullptr;
+  SSL_set_accept_state(ssl);
+  return std::unique_ptr<TlsEngine>(new TlsEngine(std::move(ctx), ssl));
+}
+
+std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& serverName,
+                                             bool verifyName) {
+  if (!ctx) return nullptr;
+  ERR_clear_error();
+  SSL* ssl = SSL_new(ctx.get());
+  if (ssl == nullptr) return nullptr;
+  std::unique_ptr<TlsEngine> engine(new TlsEngine(std::move(ctx), ssl));
+  const bool ip = isIpLiteral(serverName);
+  bool ok = true;
+  // SNI carries DNS names only (RFC 6066 forbids IP literals).
+  // (SSL_set_tlsext_host_name spelled out: the macro's C cast trips -Wold-style-cast.)
+  if (!serverName.empty() && !ip) {
+    ok = SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                  const_cast<char*>(serverName.c_str())) == 1;
+  }
+  if (ok && verifyName) {
+    if (ip) {
+      ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName.c_str()) == 1;
+    } else {
+      ok = SSL_set1_host(ssl, serverName.c_str()) == 1;
+    }
+  }
+  if (!ok && engine->error_.empty()) engine->error_ = "cannot set server name: " + drainErrors();
+  SSL_set_connect_state(ssl);
+  return engine;
+}
+
+void TlsEngine::feed(std::span<const uint8_t> ciphertext) {
+  auto& in = bio_->in;
+  if (bio_->inPos > 0) {  // compact before growing
+    in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(bio_->inPos));
+    bio_->inPos = 0;
+  }
+  in.insert(in.end(), ciphertext.begin(), ciphertext.end());
+  releaseIdleBuffers();
+}
+
+TlsStatus TlsEngine::handshake() {
+  if (!error_.empty()) return TlsStatus::kError;
+  if (SSL_is_init_finished(ssl_) == 1) return TlsStatus::kOk;
+  ERR_clear_error();
+  const int ret = SSL_do_handshake(ssl_);
+  TlsStatus status = TlsStatus::kOk;
+  if (ret != 1) {
+    const int err = SSL_get_error(ssl_, ret);
+    status = err == SSL_ERROR_WANT_READ ? TlsStatus::kWantRead : fail(ret, "handshake");
+  }
+  releaseIdleBuffers();
+  return status;
+}
+
+bool TlsEngine::handshakeDone() const {
+  return SSL_is_init_finished(ssl_) == 1;
+}
+
+ReadResult TlsEngine::read(std::span<uint8_t> out) {
+  ReadResult result;
+  if (!error_.empty()) {
+    result.status = TlsStatus::kError;
+    return result;
+  }
+  while (result.bytes < out.size()) {
+    size_t n = 0;
+    ERR_clear_error();
+    const int ret = SSL_read_ex(ssl_, out.data() + result.bytes, out.size() - result.bytes, &n);
+    if (ret == 1) {
+      result.bytes += n;
+      continue;
+    }
+    const int err = SSL_get_error(ssl_, ret);
+    if (err == SSL_ERROR_WANT_READ) {
+      result.status = TlsStatus::kWantRead;
+    } else if (err == SSL_ERROR_ZERO_RETURN) {
+      result.status = TlsStatus::kClosed;
+    } else {
+      result.status = fail(ret, "read");
+    }
+    break;
+  }
+  releaseIdleBuffers();
+  return result;
+}
+
+TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
+  if (!error_.empty()) return TlsStatus::kError;
+  if (plaintext.empty()) return TlsStatus::kOk;
+  // Before the handshake is complete SSL_write would block on input, and the caller's plaintext
+  // would be only partly taken: report kWantRead and take nothing.
+  if (SSL_is_init_finished(ssl_) != 1) return TlsStatus::kWantRead;
+  size_t done = 0;
+  TlsStatus status = TlsStatus::kOk;
+  while (done < plaintext.size()) {
+    size_t n = 0;
+    ERR_clear_error();
+    const int ret = SSL_write_ex(ssl_, plaintext.data() + done, plaintext.size() - done, &n);
+    if (ret != 1) {
+      status = fail(ret, "write");
+      break;
+    }
+    done += n;
+  }
+  releaseIdleBuffers();
+  return status;
+}
+
+void TlsEngine::shutdown() {
+  if (!error_.empty()) return;
+  ERR_clear_error();
+  (void)SSL_shutdown(ssl_);  // queues close_notify; we never wait for the peer's
+  ERR_clear_error();
+}
+
+size_t TlsEngine::pendingOutputSize() const {
+  return bio_->out.size();
+}
+
+std::vector<uint8_t> TlsEngine::takeOutput() {
+  std::vector<uint8_t> output;
+  output.swap(bio_->out);  // leaves the engine's buffer empty with no capacity
+  releaseIdleBuffers();
+  return output;
+}
+
+void TlsEngine::releaseIdleBuffers() {
+  if (bio_->inPos == bio_->in.size() && bio_->in.capacity() != 0) {
+    std::vector<uint8_t>().swap(bio_->in);
+    bio_->inPos = 0;
+  }
+  if (bio_->out.empty() && bio_->out.capacity() != 0) std::vector<uint8_t>().swap(bio_->out);
+}
+
+std::string_view TlsEngine::alpn() const {
+  const unsigned char* data = nullptr;
+  unsigned int len = 0;
+  SSL_get0_alpn_selected(ssl_, &data, &len);
+  if (data == nullptr) return {};
+  return {reinterpret_cast<const char*>(data), len};
+}
+
+std::string_view TlsEngine::serverName() const {
+  const char* name = SSL_get_servername(ssl_, TLSEXT_NAMETYPE_host_name);
+  return name != nullptr ? std::string_view(name) : std::string_view();
+}
+
+size_t TlsEngine::pendingPlaintext() const {
+  const int n = SSL_pending(ssl_);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+TlsStatus TlsEngine::fail(int ret, const char* what) {
+  const int err = SSL_get_error(ssl_, ret);  // before draining: it peeks at the queue
+  std::string text = std::string("tls ") + what + " failed (ssl error " + std::to_string(err) + ")";
+  const std::string detail = drainErrors();
+  if (!detail.empty()) text += ": " + detail;
+  const long verify = SSL_get_verify_result(ssl_);
+  if (verify != X509_V_OK) {
+    text += "; certificate verify failed: ";
+    text += X509_verify_cert_error_string(verify);
+  }
+  error_ = std::move(text);
+  return TlsStatus::kError;
+}
+
+}  // namespace ot::tls

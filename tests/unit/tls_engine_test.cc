@@ -1,0 +1,364 @@
+#include "common/tls_engine.h"
+
+#include <doctest/doctest.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/unit/test_certs.h"
+
+using ot::tls::TlsEngine;
+using ot::tls::TlsStatus;
+
+namespace {
+
+// One PKI per test binary run: CA + leaves, and the CA PEMs written to temp files (the client
+// context takes a path). The files are removed at exit.
+struct Pki {
+  ot::test::TestCert ca = ot::test::makeCa("OpenTunnel Test CA");
+  ot::test::TestCert otherCa = ot::test::makeCa("Unrelated CA");
+  ot::test::TestCert leaf = ot::test::makeLeaf(ca, "example.test", 2);
+  ot::test::TestCert secondLeaf = ot::test::makeLeaf(ca, "second.test", 3);
+  std::filesystem::path caFile = writeTemp("ca", ca.certPem);
+  std::filesystem::path otherCaFile = writeTemp("other-ca", otherCa.certPem);
+
+  [[nodiscard]] std::string chain() const { return leaf.certPem + ca.certPem; }
+
+  ~Pki() {
+    std::error_code ec;
+    std::filesystem::remove(caFile, ec);
+    std::filesystem::remove(otherCaFile, ec);
+  }
+
+  static std::filesystem::path writeTemp(const std::string& name, const std::string& pem) {
+    auto path = std::filesystem::temp_directory_path() /
+                ("ot-tls-test-" + std::to_string(getpid()) + "-" + name + ".pem");
+    std::ofstream(path) << pem;
+    return path;
+  }
+};
+
+const Pki& pki() {
+  static const Pki instance;
+  return instance;
+}
+
+ot::tls::SslCtxPtr serverCtx(std::vector<std::string> alpn = {"h2", "http/1.1"}) {
+  auto ctx = ot::tls::makeServerContext(pki().chain(), pki().leaf.keyPem, std::move(alpn));
+  REQUIRE_MESSAGE(ctx.ok(), (ctx.ok() ? "" : ctx.error().message));
+  return ctx.value();
+}
+
+ot::tls::SslCtxPtr clientCtx(std::vector<std::string> alpn = {},
+                             const std::filesystem::path& caFile = pki().caFile) {
+  auto ctx = ot::tls::makeClientContext(caFile.string(), std::move(alpn));
+  REQUIRE_MESSAGE(ctx.ok(), (ctx.ok() ? "" : ctx.error().message));
+  return ctx.value();
+}
+
+// Moves every pending ciphertext byte from one engine to the other. True if any moved.
+bool transfer(TlsEngine& from, TlsEngine& to) {
+  if (from.pendingOutputSize() == 0) return false;
+  auto bytes = from.takeOutput();
+  CHECK(from.pendingOutputSize() == 0);
+  to.feed(bytes);
+  return true;
+}
+
+struct HandshakeOutcome {
+  TlsStatus client = TlsStatus::kWantRead;
+  TlsStatus server = TlsStatus::kWantRead;
+};
+
+// Shuttles bytes until nothing moves any more: both sides finished, or one failed and its alert
+// reached the other side.
+HandshakeOutcome pump(TlsEngine& client, TlsEngine& server) {
+  HandshakeOutcome outcome;
+  for (int round = 0; round < 20; ++round) {
+    outcome.client = client.handshake();
+    bool moved = transfer(client, server);
+    outcome.server = server.handshake();
+    moved = transfer(server, client) || moved;
+    if (!moved) break;
+  }
+  return outcome;
+}
+
+std::vector<uint8_t> bytesOf(std::string_view text) {
+  return {text.begin(), text.end()};
+}
+
+// Reads everything currently decryptable, in `chunk`-sized calls.
+std::vector<uint8_t> drain(TlsEngine& engine, size_t chunk, TlsStatus* last = nullptr) {
+  std::vector<uint8_t> all;
+  std::vector<uint8_t> buf(chunk);
+  for (;;) {
+    auto r = engine.read(buf);
+    all.insert(all.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(r.bytes));
+    if (r.status != TlsStatus::kOk || r.bytes < buf.size()) {
+      if (last != nullptr) *last = r.status;
+      break;
+    }
+  }
+  return all;
+}
+
+struct Pair {
+  std::unique_ptr<TlsEngine> client;
+  std::unique_ptr<TlsEngine> server;
+};
+
+Pair connected(std::vector<std::string> clientAlpn = {}) {
+  Pair pair{TlsEngine::client(clientCtx(std::move(clientAlpn)), "example.test"),
+            TlsEngine::server(serverCtx())};
+  REQUIRE(pair.client != nullptr);
+  REQUIRE(pair.server != nullptr);
+  auto outcome = pump(*pair.client, *pair.server);
+  REQUIRE(outcome.client == TlsStatus::kOk);
+  REQUIRE(outcome.server == TlsStatus::kOk);
+  return pair;
+}
+
+}  // namespace
+
+TEST_CASE("tls engine: client and server complete a handshake over memory buffers") {
+  auto client = TlsEngine::client(clientCtx(), "example.test");
+  auto server = TlsEngine::server(serverCtx());
+  REQUIRE(client != nullptr);
+  REQUIRE(server != nullptr);
+  CHECK_FALSE(client->handshakeDone());
+  CHECK(client->handshake() == TlsStatus::kWantRead);  // ClientHello written, waiting
+  CHECK(client->pendingOutputSize() > 0);
+  CHECK(server->handshake() == TlsStatus::kWantRead);  // nothing fed yet
+  CHECK(server->pendingOutputSize() == 0);
+
+  auto outcome = pump(*client, *server);
+  CHECK(outcome.client == TlsStatus::kOk);
+  CHECK(outcome.server == TlsStatus::kOk);
+  CHECK(client->handshakeDone());
+  CHECK(server->handshakeDone());
+  CHECK(client->errorText().empty());
+  CHECK(server->errorText().empty());
+  CHECK(server->serverName() == "example.test");  // SNI seen by the server
+  CHECK(client->handshake() == TlsStatus::kOk);   // stays kOk
+}
+
+TEST_CASE("tls engine: ALPN follows the server's preference among what the client offers") {
+  SUBCASE("client offers only http/1.1") {
+    auto pair = connected({"http/1.1"});
+    CHECK(pair.client->alpn() == "http/1.1");
+    CHECK(pair.server->alpn() == "http/1.1");
+  }
+  SUBCASE("client offers both, in its own order") {
+    auto pair = connected({"http/1.1", "h2"});
+    CHECK(pair.client->alpn() == "h2");
+    CHECK(pair.server->alpn() == "h2");
+  }
+  SUBCASE("client offers none") {
+    auto pair = connected({});
+    CHECK(pair.client->alpn() == "");
+    CHECK(pair.server->alpn() == "");
+  }
+  SUBCASE("no overlap: the handshake proceeds without ALPN") {
+    auto pair = connected({"spdy/3"});
+    CHECK(pair.client->alpn() == "");
+    CHECK(pair.server->alpn() == "");
+  }
+}
+
+TEST_CASE("tls engine: data flows both ways byte for byte, including 1 MiB in chunks") {
+  auto pair = connected();
+  auto& client = *pair.client;
+  auto& server = *pair.server;
+
+  CHECK(client.write(bytesOf("hello server")) == TlsStatus::kOk);
+  transfer(client, server);
+  TlsStatus last = TlsStatus::kOk;
+  CHECK(drain(server, 4096, &last) == bytesOf("hello server"));
+  CHECK(last == TlsStatus::kWantRead);
+
+  CHECK(server.write(bytesOf("hello client")) == TlsStatus::kOk);
+  transfer(server, client);
+  // The client's read also consumes the TLS 1.3 session tickets queued behind the handshake.
+  CHECK(drain(client, 4096, &last) == bytesOf("hello client"));
+  CHECK(last == TlsStatus::kWantRead);
+
+  std::vector<uint8_t> payload(1 << 20);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>((i * 131 + 7) >> 3);
+  constexpr size_t kChunk = 10'007;  // not a record-size multiple
+  std::vector<uint8_t> received;
+  for (size_t off = 0; off < payload.size(); off += kChunk) {
+    const size_t n = std::min(kChunk, payload.size() - off);
+    REQUIRE(client.write(std::span<const uint8_t>(payload).subspan(off, n)) == TlsStatus::kOk);
+    if ((off / kChunk) % 7 == 0) {  // deliver irregularly: several writes per transfer
+      transfer(client, server);
+      auto part = drain(server, 3000);
+      received.insert(received.end(), part.begin(), part.end());
+    }
+  }
+  transfer(client, server);
+  auto rest = drain(server, 65536, &last);
+  received.insert(received.end(), rest.begin(), rest.end());
+  CHECK(last == TlsStatus::kWantRead);
+  REQUIRE(received.size() == payload.size());
+  CHECK(received == payload);
+
+  // The reverse direction, one big write, read in small pieces.
+  REQUIRE(server.write(payload) == TlsStatus::kOk);
+  transfer(server, client);
+  CHECK(drain(client, 1000) == payload);
+  CHECK(client.pendingPlaintext() == 0);
+
+  // Both sides drained: the engines hold no ciphertext.
+  client.releaseIdleBuffers();
+  server.releaseIdleBuffers();
+  CHECK(client.pendingOutputSize() == 0);
+  CHECK(server.pendingOutputSize() == 0);
+}
+
+TEST_CASE("tls engine: a read smaller than a record leaves the rest pending") {
+  auto pair = connected();
+  CHECK(pair.server->write(bytesOf("0123456789")) == TlsStatus::kOk);
+  transfer(*pair.server, *pair.client);
+  std::vector<uint8_t> buf(4);
+  auto r = pair.client->read(buf);
+  CHECK(r.bytes == 4);
+  CHECK(r.status == TlsStatus::kOk);
+  CHECK(pair.client->pendingPlaintext() == 6);
+  CHECK(drain(*pair.client, 100) == bytesOf("456789"));
+}
+
+TEST_CASE("tls engine: a certificate for another name fails verification") {
+  auto client = TlsEngine::client(clientCtx(), "other.test");
+  auto server = TlsEngine::server(serverCtx());
+  auto outcome = pump(*client, *server);
+  CHECK(outcome.client == TlsStatus::kError);
+  CHECK_FALSE(client->errorText().empty());
+  CHECK(client->errorText().find("hostname mismatch") != std::string::npos);
+  CHECK_FALSE(client->handshakeDone());
+  // The client's alert reached the server, which fails too.
+  CHECK(outcome.server == TlsStatus::kError);
+  CHECK_FALSE(server->errorText().empty());
+  // Failure is sticky.
+  CHECK(client->handshake() == TlsStatus::kError);
+  std::vector<uint8_t> buf(16);
+  CHECK(client->read(buf).status == TlsStatus::kError);
+  CHECK(client->write(bytesOf("x")) == TlsStatus::kError);
+}
+
+TEST_CASE("tls engine: without name verification another name is accepted") {
+  auto client = TlsEngine::client(clientCtx(), "other.test", /*verifyName=*/false);
+  auto server = TlsEngine::server(serverCtx());
+  auto outcome = pump(*client, *server);
+  CHECK(outcome.client == TlsStatus::kOk);
+  CHECK(outcome.server == TlsStatus::kOk);
+  CHECK(server->serverName() == "other.test");
+}
+
+TEST_CASE("tls engine: a chain from an unknown CA fails verification") {
+  auto client = TlsEngine::client(clientCtx({}, pki().otherCaFile), "example.test");
+  SUBCASE("server sends leaf and CA") {
+    auto server = TlsEngine::server(serverCtx());
+    auto outcome = pump(*client, *server);
+    CHECK(outcome.client == TlsStatus::kError);
+    CHECK(client->errorText().find("self-signed certificate in certificate chain") !=
+          std::string::npos);
+    CHECK(outcome.server == TlsStatus::kError);
+  }
+  SUBCASE("server sends the leaf only") {
+    auto ctx = ot::tls::makeServerContext(pki().leaf.certPem, pki().leaf.keyPem, {});
+    REQUIRE(ctx.ok());
+    auto server = TlsEngine::server(ctx.value());
+    auto outcome = pump(*client, *server);
+    CHECK(outcome.client == TlsStatus::kError);
+    CHECK(client->errorText().find("unable to get local issuer certificate") != std::string::npos);
+    CHECK(outcome.server == TlsStatus::kError);
+  }
+}
+
+TEST_CASE("tls engine: close_notify reads as kClosed on the peer") {
+  auto pair = connected();
+  CHECK(pair.client->write(bytesOf("last words")) == TlsStatus::kOk);
+  pair.client->shutdown();
+  REQUIRE(pair.client->pendingOutputSize() > 0);
+  transfer(*pair.client, *pair.server);
+  TlsStatus last = TlsStatus::kOk;
+  CHECK(drain(*pair.server, 4096, &last) == bytesOf("last words"));
+  CHECK(last == TlsStatus::kClosed);
+  std::vector<uint8_t> buf(16);
+  auto again = pair.server->read(buf);
+  CHECK(again.bytes == 0);
+  CHECK(again.status == TlsStatus::kClosed);
+}
+
+TEST_CASE("tls engine: leafFingerprint is the SHA-256 of the leaf's DER") {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  REQUIRE(X509_digest(pki().leaf.cert.get(), EVP_sha256(), md, &len) == 1);
+  REQUIRE(len == 32);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string expected;
+  for (unsigned int i = 0; i < len; ++i) {
+    expected += kHex[md[i] >> 4];
+    expected += kHex[md[i] & 0xf];
+  }
+  const std::string got = ot::tls::leafFingerprint(pki().chain());
+  CHECK(got.size() == 64);
+  CHECK(got == expected);
+  CHECK(ot::tls::leafFingerprint(pki().secondLeaf.certPem) != got);
+  CHECK(ot::tls::leafFingerprint("not a pem") == "");
+  CHECK(ot::tls::leafFingerprint("") == "");
+}
+
+TEST_CASE("tls engine: makeServerContext rejects a key that does not match the certificate") {
+  auto ctx = ot::tls::makeServerContext(pki().chain(), pki().secondLeaf.keyPem, {"h2"});
+  REQUIRE_FALSE(ctx.ok());
+  CHECK(ctx.error().kind == ot::ErrorKind::kInvalid);
+  CHECK_FALSE(ctx.error().message.empty());
+
+  auto noCert = ot::tls::makeServerContext("garbage", pki().leaf.keyPem, {});
+  REQUIRE_FALSE(noCert.ok());
+  CHECK(noCert.error().kind == ot::ErrorKind::kInvalid);
+
+  auto noKey = ot::tls::makeServerContext(pki().chain(), "garbage", {});
+  REQUIRE_FALSE(noKey.ok());
+  CHECK(noKey.error().kind == ot::ErrorKind::kInvalid);
+
+  auto badAlpn = ot::tls::makeServerContext(pki().chain(), pki().leaf.keyPem, {""});
+  CHECK_FALSE(badAlpn.ok());
+}
+
+TEST_CASE("tls engine: makeClientContext reports a missing CA file") {
+  auto ctx = ot::tls::makeClientContext("/nonexistent/ca.pem", {});
+  REQUIRE_FALSE(ctx.ok());
+  CHECK(ctx.error().kind == ot::ErrorKind::kInvalid);
+}
+
+TEST_CASE("tls engine: write before the handshake takes nothing") {
+  auto client = TlsEngine::client(clientCtx(), "example.test");
+  CHECK(client->write(bytesOf("early")) == TlsStatus::kWantRead);
+  CHECK(client->pendingOutputSize() == 0);
+}
+
+TEST_CASE("tls engine: a TLS 1.2-only client still negotiates, with ALPN and data") {
+  auto ctx = clientCtx({"h2"});
+  REQUIRE(SSL_CTX_set_max_proto_version(ctx.get(), TLS1_2_VERSION) == 1);
+  auto client = TlsEngine::client(ctx, "example.test");
+  auto server = TlsEngine::server(serverCtx());
+  auto outcome = pump(*client, *server);
+  REQUIRE(outcome.client == TlsStatus::kOk);
+  REQUIRE(outcome.server == TlsStatus::kOk);
+  CHECK(client->alpn() == "h2");
+  CHECK(server->serverName() == "example.test");
+  CHECK(server->write(bytesOf("over 1.2")) == TlsStatus::kOk);
+  transfer(*server, *client);
+  CHECK(drain(*client, 64) == bytesOf("over 1.2"));
+}
