@@ -54,6 +54,10 @@ Status GrpcServer::start() {
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(target(), grpc::InsecureServerCredentials());
+  // relayd pings its idle session every 10 s to notice a frozen controld; gRPC's default policy
+  // would answer that with GOAWAY too_many_pings and drop the session after ~30 s.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.RegisterService(&control_);
   builder.RegisterService(&admin_);
   auto server = builder.BuildAndStart();

@@ -1,0 +1,84 @@
+// A connection to the API domain: TLS terminated here with the certificate controld pushed, then
+// HTTP/1.1. GET /api/tunnel/<id>/bridge with an upgrade becomes a BridgeSession on the same
+// connection; every other request is proxied to controld's unix socket with the client's address,
+// one at a time (pipelined requests wait their turn). While controld cannot be reached the answer
+// is 503 with a JSON error.
+//
+// Owned by itself; freed in its socket's close callback. Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/http_parser.h"
+#include "common/tls_engine.h"
+#include "relayd/bridge_session.h"
+#include "relayd/relay_context.h"
+#include "relayd/tcp_stream.h"
+
+namespace ot::relayd {
+
+class Relay;
+
+class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
+ public:
+  // Takes over `stream` (whose ClientHello, `hello`, was read but not yet given to TLS).
+  // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it.
+  static void start(RelayContext& context, Relay& relay, TcpStream* stream, std::vector<uint8_t> hello,
+                    uint64_t startedAtMs);
+
+  // TcpStream::Handler
+  void onRead(std::span<const uint8_t> bytes) override;
+  void onEof() override;
+  void onStreamError(int status) override;
+  void onWritten(size_t bytes) override;
+  void onClosed() override;
+
+  // BridgeTransport
+  void sendPlain(std::span<const uint8_t> bytes) override;
+  [[nodiscard]] size_t queuedBytes() const override;
+  void pauseReading() override;
+  void resumeReading() override;
+  void closeTransport(bool reset) override;
+  [[nodiscard]] const std::string& peerAddress() const override;
+
+ private:
+  enum class Phase : uint8_t { kHandshake, kHttp, kWaiting, kBridge, kClosing };
+
+  ApiConnection(RelayContext& context, Relay& relay, TcpStream* stream, uint64_t startedAtMs);
+  ~ApiConnection();
+
+  void feedCiphertext(std::span<const uint8_t> bytes);
+  void drainPlaintext();
+  void flushTls();
+  void processHttp();
+  void handleRequest(HttpMessage request, bool upgrade);
+  void handleBridgeUpgrade(const HttpMessage& request, const std::string& tunnelId);
+  void proxy(const HttpMessage& request);
+  void respond(std::vector<uint8_t> response, bool close);
+  void respondError(int status, const std::string& tag, const std::string& message, bool close,
+                    const std::vector<std::pair<std::string, std::string>>& extra = {});
+  void requestDone(bool close);
+  void fail();
+  void armTimer(uint64_t delayMs);
+  static void onTimer(TimerEntry* entry, void* owner);
+
+  RelayContext& context_;
+  Relay& relay_;
+  TcpStream* stream_;
+  std::unique_ptr<tls::TlsEngine> tls_;
+  std::unique_ptr<HttpParser> parser_;
+  std::vector<uint8_t> httpInput_;  // plaintext not yet parsed (pipelining, waiting phases)
+  std::unique_ptr<BridgeSession> bridge_;
+  uint64_t proxyCall_ = 0;
+  Phase phase_ = Phase::kHandshake;
+  bool handshakeCounted_ = false;
+  bool readPausedByBridge_ = false;
+  TimerEntry timer_;
+  std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it
+};
+
+}  // namespace ot::relayd

@@ -1,0 +1,65 @@
+// Forwards one API request to controld's HTTP API on its unix socket and hands the whole response
+// back, on the relay's loop. One upstream connection per request (a local unix socket is cheap),
+// sent with `Connection: close` and `X-OpenTunnel-Client-Address: <visitor address>` (controld
+// believes that header only on this socket). The response is read until controld closes, at most
+// 16 MiB, and checked to be one complete HTTP/1.1 response (common/http_parser).
+//
+// Failures (no socket, refused, reset, timeout of 30 s, oversized or malformed answer) give an
+// Error; the caller answers 503 with a JSON ServiceUnavailableError body (see unavailableResponse).
+// Loop thread only.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace ot::relayd {
+
+struct ProxiedResponse {
+  int status = 0;
+  std::vector<uint8_t> raw;  // the complete response as controld sent it (status line to body)
+};
+
+class ApiProxyCall;  // opaque: one request in flight
+
+class ApiProxy {
+ public:
+  using Done = std::function<void(Result<ProxiedResponse>)>;
+
+  ApiProxy(uv_loop_t* loop, std::string socketPath, uint64_t timeoutMs = 30'000);
+  ~ApiProxy();  // cancels every call in flight (their callbacks are not run)
+  ApiProxy(const ApiProxy&) = delete;
+  ApiProxy& operator=(const ApiProxy&) = delete;
+
+  // `request` is a complete serialized HTTP/1.1 request (request line, headers, body) that already
+  // carries Connection: close and the client-address header. `done` runs on the loop exactly once
+  // unless cancel() is called first. The returned id identifies the call for cancel().
+  uint64_t send(std::vector<uint8_t> request, Done done);
+  // The caller went away (the visitor closed): drop the call, never run its callback.
+  void cancel(uint64_t callId);
+
+  [[nodiscard]] size_t inFlight() const;
+
+ private:
+  friend class ApiProxyCall;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// 503 {"_tag":"ServiceUnavailableError","message":"<message>"} with Content-Type
+// application/json, Content-Length, Retry-After: 5, and Connection: close when `close`.
+[[nodiscard]] std::vector<uint8_t> unavailableResponse(const std::string& message, bool close);
+
+// Any JSON error answer in the API's shape: {"_tag":tag,"message":message}.
+[[nodiscard]] std::vector<uint8_t> jsonErrorResponse(int status, const std::string& tag,
+                                                     const std::string& message, bool close,
+                                                     const std::vector<std::pair<std::string, std::string>>&
+                                                         extraHeaders = {});
+
+}  // namespace ot::relayd

@@ -1,0 +1,466 @@
+#include "relayd/bridge_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "common/log.h"
+#include "relayd/relay.h"
+#include "relayd/visitor_stream.h"
+
+namespace ot::relayd {
+
+namespace {
+
+const log::Logger kLog("relayd.bridge");
+
+constexpr uint64_t kAttachTimeoutMs = 10'000;
+constexpr uint64_t kCloseWaitMs = 5'000;
+constexpr uint64_t kStallWaitMs = 5'000;
+constexpr uint64_t kStallProgressBytes = 64 * 1024;  // a visitor that took less during a stall is reset
+constexpr int64_t kBridgeVisitorBudget = 4 * 1024 * 1024;    // client data waiting for this bridge's visitors
+constexpr size_t kSocketHighMark = 1024 * 1024;              // visitor data waiting for this socket
+constexpr size_t kSocketLowMark = kSocketHighMark / 2;
+// Relay -> client ids stop before wrapping: a bridge that used them all is drained.
+constexpr uint32_t kLastConnId = 0xFFFFFFF0u;
+
+int64_t unixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+BridgeSession::BridgeSession(RelayContext& context, Relay& relay, BridgeTransport& transport,
+                             std::string tunnelId)
+    : context_(context),
+      relay_(relay),
+      transport_(transport),
+      tunnelId_(std::move(tunnelId)),
+      key_(0),
+      reader_(ws::Role::kServer, bridge::kMaxMessageBeforeAttach, ws::Delivery::kWhole),
+      heartbeat_(&BridgeSession::onHeartbeat, this),
+      stall_(&BridgeSession::onStall, this),
+      closeWait_(&BridgeSession::onCloseWait, this) {
+  key_ = relay_.registerBridge(this);
+  lastHeardMs_ = context_.nowMs();
+  // Until attach arrives the heartbeat entry is the attach deadline.
+  context_.wheel.schedule(heartbeat_, context_.nowMs(), kAttachTimeoutMs);
+}
+
+BridgeSession::~BridgeSession() {
+  if (phase_ != Phase::kClosed) {
+    const bool wasAttached = attached();
+    phase_ = Phase::kClosed;
+    abortStreams(bridge::ResetReason::kUnspecified, false);
+    if (wasAttached) relay_.bridgeDetached(this, detachReason_);
+  }
+  relay_.unregisterBridge(key_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input
+
+void BridgeSession::onPlaintext(std::span<uint8_t> bytes) {
+  if (closed() && phase_ != Phase::kClosing) return;
+  lastHeardMs_ = context_.nowMs();
+  pingOutstanding_ = false;
+  if (phase_ == Phase::kAuthorizing) {
+    deferredInput_.insert(deferredInput_.end(), bytes.begin(), bytes.end());
+    return;
+  }
+  while (!bytes.empty()) {
+    if (phase_ == Phase::kClosed || phase_ == Phase::kAuthorizing) break;
+    ws::ReadStep step = reader_.next(bytes);
+    bytes = bytes.subspan(step.consumed);
+    if (step.event == ws::ReadEvent::kNeedMore) break;
+    if (step.event == ws::ReadEvent::kError) {
+      kLog.debug("bridge protocol error", {{"bridge", bridgeId_}, {"error", ws::errorName(step.error)}});
+      close(ws::closeCodeFor(step.error), DetachOutcome::kServerClose, std::string(ws::errorName(step.error)));
+      return;
+    }
+    handleMessage(step);
+  }
+  if (phase_ == Phase::kAuthorizing && !bytes.empty()) {
+    deferredInput_.insert(deferredInput_.end(), bytes.begin(), bytes.end());
+  }
+}
+
+void BridgeSession::handleMessage(ws::ReadStep& step) {
+  if (step.event == ws::ReadEvent::kControl) {
+    if (step.opcode == ws::Opcode::kPing) {
+      if (phase_ != Phase::kClosing) sendFrame(ws::Opcode::kPong, {}, step.payload);
+    } else if (step.opcode == ws::Opcode::kClose) {
+      if (phase_ == Phase::kClosing) {
+        finishClose();  // the answer to our close
+      } else {
+        // The client closes: echo its code and go.
+        const uint16_t code = step.closeCode == ws::kCloseNoStatus ? ws::kCloseNormal : step.closeCode;
+        close(code, DetachOutcome::kClientClose);
+        finishClose();
+      }
+    }
+    return;
+  }
+  if (step.event != ws::ReadEvent::kMessage || phase_ == Phase::kClosing) return;
+  if (step.opcode == ws::Opcode::kText) {
+    if (phase_ == Phase::kAwaitAttach) {
+      handleAttach(std::string_view(reinterpret_cast<const char*>(step.payload.data()), step.payload.size()));
+    }
+    // Text after attach is ignored (protocol.md 4.5).
+    return;
+  }
+  if (phase_ == Phase::kAwaitAttach) {
+    protocolError("binary message before attach");
+    return;
+  }
+  handleFrame(step.payload);
+}
+
+void BridgeSession::handleAttach(std::string_view text) {
+  auto parsed = bridge::parseClientMessage(text);
+  if (!parsed.ok()) {
+    const auto& error = parsed.error();
+    AttachOutcome outcome = AttachOutcome::kError;
+    if (error.code == bridge::AttachErrorCode::kTooManyRoutes) outcome = AttachOutcome::kTooManyRoutes;
+    if (error.code == bridge::AttachErrorCode::kInvalidRoute) outcome = AttachOutcome::kInvalidRoute;
+    if (error.code == bridge::AttachErrorCode::kBadToken) outcome = AttachOutcome::kBadToken;
+    context_.metrics.attach(outcome);
+    attachRefused(error.code,
+                  error.message.empty() ? std::string(bridge::attachErrorCodeName(error.code)) : error.message,
+                  error.closeCode);
+    return;
+  }
+  attach_ = std::move(parsed).value();
+  bridgeId_ = relay_.newBridgeId(key_);
+  phase_ = Phase::kAuthorizing;
+  transport_.pauseReading();
+  relay_.authorizeAttach(this);
+}
+
+void BridgeSession::attachAllowed(uint32_t maxConns) {
+  if (phase_ != Phase::kAuthorizing) return;
+  maxConns_ = maxConns;
+  if (context_.draining) {
+    phase_ = Phase::kAwaitAttach;
+    sendText(bridge::serializeDrain());
+    close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
+    return;
+  }
+  phase_ = Phase::kAttached;
+  attachedAtUnixMs_ = static_cast<uint64_t>(unixNowMs());
+  bridge::Attached attached;
+  attached.bridgeId = bridgeId_;
+  attached.limits.maxConns = maxConns;
+  attached.heartbeatMs = bridge::kDefaultHeartbeatMs;
+  sendText(bridge::serializeAttached(attached));
+  reader_.setMaxMessageSize(bridge::kMaxMessageAfterAttach);
+  context_.metrics.attach(AttachOutcome::kOk);
+  relay_.bridgeAttached(this);
+  scheduleHeartbeat();
+  transport_.resumeReading();
+  if (!deferredInput_.empty()) {
+    std::vector<uint8_t> pending;
+    pending.swap(deferredInput_);
+    onPlaintext(pending);
+  }
+}
+
+void BridgeSession::attachRefused(bridge::AttachErrorCode code, const std::string& message, uint16_t closeCode) {
+  if (phase_ != Phase::kAuthorizing && phase_ != Phase::kAwaitAttach) return;
+  phase_ = Phase::kAwaitAttach;  // not attached: nothing to report as a detach
+  bridge::AttachError error;
+  error.code = code;
+  error.message = message;
+  sendText(bridge::serializeAttachError(error));
+  if (closeCode == 0) closeCode = bridge::closeCodeFor(code);
+  close(closeCode, DetachOutcome::kServerClose, std::string(bridge::attachErrorCodeName(code)));
+  transport_.resumeReading();  // to read the client's close answer
+}
+
+void BridgeSession::handleFrame(std::span<const uint8_t> message) {
+  auto decoded = bridge::decodeFrame(message);
+  if (!decoded.ok()) {
+    protocolError(std::string(bridge::frameErrorName(decoded.error())).c_str());
+    return;
+  }
+  const bridge::Frame& frame = decoded.value();
+  if (frame.kind == bridge::FrameKind::kOpen) {
+    protocolError("open from the client");
+    return;
+  }
+  auto it = streams_.find(frame.connId);
+  if (it == streams_.end()) {
+    // Above every id opened: never used (protocol error); otherwise closed here: ignore.
+    if (frame.connId >= nextConnId_) protocolError("frame for an unused connection");
+    return;
+  }
+  StreamEntry& entry = it->second;
+  switch (frame.kind) {
+    case bridge::FrameKind::kData: {
+      if (entry.clientEnded) {
+        protocolError("data after end");
+        return;
+      }
+      if (entry.receiveCredit.consume(frame.payload.size()) != bridge::CreditStatus::kOk) {
+        protocolError("flow-control violation");
+        return;
+      }
+      entry.visitor->deliver(frame.payload);
+      checkBudgets();
+      return;
+    }
+    case bridge::FrameKind::kEnd:
+      if (entry.clientEnded) {
+        protocolError("end after end");
+        return;
+      }
+      entry.clientEnded = true;
+      entry.visitor->peerEnded();
+      return;
+    case bridge::FrameKind::kReset:
+      entry.visitor->peerReset();  // calls streamFinished
+      return;
+    case bridge::FrameKind::kCredit: {
+      // The visitor holds the send ledger (credit for an ended direction is harmless).
+      if (!entry.visitor->addSendCredit(frame.increment)) protocolError("credit past 2^31 - 1");
+      return;
+    }
+    case bridge::FrameKind::kOpen:
+      return;
+  }
+}
+
+void BridgeSession::protocolError(const char* what) {
+  kLog.info("bridge protocol error", {{"bridge", bridgeId_}, {"error", what}});
+  close(ws::kCloseProtocolError, DetachOutcome::kServerClose, what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+void BridgeSession::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
+                              std::span<const uint8_t> payload) {
+  const auto header = ws::encodeFrameHeader(opcode, true, head.size() + payload.size());
+  std::vector<uint8_t> bytes;
+  bytes.reserve(header.size + head.size() + payload.size());
+  bytes.insert(bytes.end(), header.view().begin(), header.view().end());
+  bytes.insert(bytes.end(), head.begin(), head.end());
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  transport_.sendPlain(bytes);
+}
+
+void BridgeSession::sendText(const std::string& text) {
+  sendFrame(ws::Opcode::kText, {},
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+void BridgeSession::sendStreamFrame(std::vector<uint8_t> frame) { sendFrame(ws::Opcode::kBinary, {}, frame); }
+
+void BridgeSession::sendData(uint32_t connId, std::span<const uint8_t> payload) {
+  if (closed()) return;
+  const auto head = bridge::encodeFrameHeader(bridge::FrameKind::kData, connId);
+  sendFrame(ws::Opcode::kBinary, head, payload);
+  if (!visitorsPaused_ && transport_.queuedBytes() > kSocketHighMark) {
+    visitorsPaused_ = true;
+    for (auto& [id, entry] : streams_) entry.visitor->pauseForBridge();
+  }
+}
+
+void BridgeSession::sendEnd(uint32_t connId) {
+  if (!closed()) sendStreamFrame(bridge::encodeEnd(connId));
+}
+
+void BridgeSession::sendReset(uint32_t connId, bridge::ResetReason reason) {
+  if (!closed()) sendStreamFrame(bridge::encodeReset(connId, reason));
+}
+
+void BridgeSession::sendCredit(uint32_t connId, uint32_t increment) {
+  if (closed()) return;
+  auto it = streams_.find(connId);
+  if (it == streams_.end()) return;
+  if (it->second.receiveCredit.grant(increment) != bridge::CreditStatus::kOk) return;
+  sendStreamFrame(bridge::encodeCredit(connId, increment));
+}
+
+void BridgeSession::onTransportWritten() {
+  if (visitorsPaused_ && transport_.queuedBytes() <= kSocketLowMark) {
+    visitorsPaused_ = false;
+    for (auto& [id, entry] : streams_) entry.visitor->resumeFromBridge();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+
+bool BridgeSession::openStream(VisitorStream* visitor, const std::string& route,
+                               const std::string& visitorAddress, std::vector<uint8_t> hello) {
+  if (phase_ != Phase::kAttached || nextConnId_ >= kLastConnId) return false;
+  auto open = bridge::encodeOpen(nextConnId_, route, visitorAddress);
+  if (!open) open = bridge::encodeOpen(nextConnId_, route, "");
+  if (!open) return false;
+  const uint32_t connId = nextConnId_++;
+  sendStreamFrame(std::move(*open));
+  streams_.emplace(connId, StreamEntry{visitor, bridge::StreamCredit(bridge::kRelayWindow), false});
+  if (visitorsPaused_) visitor->pauseForBridge();
+  visitor->start(this, connId, std::move(hello));
+  return true;
+}
+
+void BridgeSession::streamFinished(VisitorStream* visitor, uint64_t bytesIn, uint64_t bytesOut) {
+  auto it = streams_.find(visitor->connId());
+  if (it == streams_.end() || it->second.visitor != visitor) return;
+  streams_.erase(it);
+  stallAcked_.erase(visitor->connId());
+  relay_.streamClosed(tunnelId_, key_, bytesIn, bytesOut);
+  checkBudgets();
+  if (phase_ == Phase::kDraining && streams_.empty()) close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
+}
+
+void BridgeSession::visitorBuffered(int64_t delta) { pendingToVisitors_ += delta; }
+
+void BridgeSession::abortStreams(bridge::ResetReason reason, bool notifyClient) {
+  std::vector<VisitorStream*> visitors;
+  visitors.reserve(streams_.size());
+  for (auto& [id, entry] : streams_) visitors.push_back(entry.visitor);
+  for (VisitorStream* visitor : visitors) visitor->abort(reason, notifyClient);
+  streams_.clear();
+}
+
+// Client data waits in user space for visitors; past the bridge's budget (or the machine's) stop
+// reading the client, and after 5 s reset the visitors that took nothing meanwhile.
+void BridgeSession::checkBudgets() {
+  const bool over = pendingToVisitors_ > kBridgeVisitorBudget || context_.overBufferedLimit();
+  if (over && !readPaused_ && attached()) {
+    readPaused_ = true;
+    transport_.pauseReading();
+    stallStartedMs_ = context_.nowMs();
+    stallAcked_.clear();
+    for (auto& [id, entry] : streams_) stallAcked_[id] = entry.visitor->ackedByVisitor();
+    context_.wheel.schedule(stall_, context_.nowMs(), kStallWaitMs);
+  } else if (!over && readPaused_) {
+    readPaused_ = false;
+    stall_.cancel();
+    transport_.resumeReading();
+  }
+}
+
+void BridgeSession::onStall(TimerEntry*, void* owner) {
+  auto* self = static_cast<BridgeSession*>(owner);
+  if (!self->readPaused_ || self->closed()) return;
+  self->context_.metrics.backpressureStall.Increment();
+  std::vector<VisitorStream*> slow;
+  for (auto& [id, entry] : self->streams_) {
+    if (entry.visitor->pendingToVisitor() == 0) continue;
+    auto before = self->stallAcked_.find(id);
+    const uint64_t start = before == self->stallAcked_.end() ? 0 : before->second;
+    const uint64_t now = entry.visitor->ackedByVisitor();
+    if (now < start + kStallProgressBytes) slow.push_back(entry.visitor);
+  }
+  for (VisitorStream* visitor : slow) {
+    self->context_.metrics.backpressureReset.Increment();
+    visitor->abort(bridge::ResetReason::kTooSlow, true);
+  }
+  self->readPaused_ = false;  // re-evaluated now
+  self->transport_.resumeReading();
+  self->checkBudgets();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Liveness and closing
+
+void BridgeSession::scheduleHeartbeat() {
+  const uint64_t now = context_.nowMs();
+  const uint64_t due = lastHeardMs_ + bridge::kDefaultHeartbeatMs;
+  context_.wheel.schedule(heartbeat_, now, due > now ? due - now : 0);
+}
+
+void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
+  auto* self = static_cast<BridgeSession*>(owner);
+  if (self->closed()) return;
+  if (self->phase_ == Phase::kAwaitAttach || self->phase_ == Phase::kAuthorizing) {
+    if (self->phase_ == Phase::kAwaitAttach) {
+      self->close(ws::kClosePolicyViolation, DetachOutcome::kServerClose, "no attach within 10 s");
+    } else {
+      self->context_.wheel.schedule(self->heartbeat_, self->context_.nowMs(), kAttachTimeoutMs);
+    }
+    return;
+  }
+  const uint64_t now = self->context_.nowMs();
+  const uint64_t silent = now - self->lastHeardMs_;
+  // Retired after the idle timeout (30 s) plus one heartbeat of silence: 45 s.
+  const uint64_t retireAfter = 30'000 + bridge::kDefaultHeartbeatMs;
+  if (silent >= retireAfter) {
+    self->close(ws::kCloseGoingAway, DetachOutcome::kIdleRetire, "silent");
+    self->finishClose();  // no answer is waited for
+    return;
+  }
+  if (silent >= bridge::kDefaultHeartbeatMs && !self->pingOutstanding_) {
+    self->pingOutstanding_ = true;
+    self->sendFrame(ws::Opcode::kPing, {}, {});
+  }
+  const uint64_t next = silent >= bridge::kDefaultHeartbeatMs ? self->lastHeardMs_ + retireAfter
+                                                              : self->lastHeardMs_ + bridge::kDefaultHeartbeatMs;
+  self->context_.wheel.schedule(self->heartbeat_, now, next > now ? next - now : 0);
+}
+
+void BridgeSession::drain() {
+  if (phase_ == Phase::kAttached) {
+    phase_ = Phase::kDraining;
+    relay_.table().setDraining(tunnelId_, key_);
+    sendText(bridge::serializeDrain());
+    if (streams_.empty()) close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
+  } else if (phase_ == Phase::kAwaitAttach || phase_ == Phase::kAuthorizing) {
+    phase_ = Phase::kAwaitAttach;
+    sendText(bridge::serializeDrain());
+    close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
+  }
+}
+
+void BridgeSession::close(uint16_t code, DetachOutcome reason, const std::string& text) {
+  if (phase_ == Phase::kClosing || phase_ == Phase::kClosed) return;
+  const bool wasAttached = attached();
+  detachReason_ = reason;
+  phase_ = Phase::kClosing;  // first: aborted streams call back into streamFinished
+  abortStreams(code == ws::kCloseServiceRestart ? bridge::ResetReason::kShuttingDown
+                                                : bridge::ResetReason::kUnspecified,
+               false);
+  const auto body = ws::buildClose(code, text.substr(0, std::min<size_t>(text.size(), 120)));
+  transport_.sendPlain(body);
+  heartbeat_.cancel();
+  stall_.cancel();
+  if (wasAttached) relay_.bridgeDetached(this, reason);
+  if (readPaused_) {
+    readPaused_ = false;
+    transport_.resumeReading();
+  }
+  context_.wheel.schedule(closeWait_, context_.nowMs(), kCloseWaitMs);
+}
+
+void BridgeSession::onCloseWait(TimerEntry*, void* owner) { static_cast<BridgeSession*>(owner)->finishClose(); }
+
+void BridgeSession::finishClose() {
+  if (phase_ == Phase::kClosed) return;
+  if (phase_ != Phase::kClosing) close(ws::kCloseGoingAway, detachReason_);
+  phase_ = Phase::kClosed;
+  closeWait_.cancel();
+  transport_.closeTransport(false);
+}
+
+void BridgeSession::onTransportLost() {
+  if (phase_ == Phase::kClosed) return;
+  if (phase_ != Phase::kClosing) {
+    const bool wasAttached = attached();
+    detachReason_ = DetachOutcome::kDrop;
+    phase_ = Phase::kClosed;
+    abortStreams(bridge::ResetReason::kUnspecified, false);
+    if (wasAttached) relay_.bridgeDetached(this, DetachOutcome::kDrop);
+  }
+  phase_ = Phase::kClosed;
+  heartbeat_.cancel();
+  stall_.cancel();
+  closeWait_.cancel();
+}
+
+}  // namespace ot::relayd

@@ -1,0 +1,140 @@
+// One attached (or attaching) bridge: the WebSocket session of docs/protocol.md after the 101.
+// It reads client messages (attach, then stream frames), multiplexes visitor streams, enforces the
+// bridge limits (message sizes, max_conns, credit, per-bridge budgets), keeps liveness with
+// pings, and closes with the protocol's codes. It owns no socket: its transport (the API-domain
+// TLS connection it was upgraded from) carries its bytes.
+//
+// Owned by its ApiConnection; loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/bridge_control.h"
+#include "common/bridge_frame.h"
+#include "common/websocket_message.h"
+#include "relayd/relay_context.h"
+#include "relayd/relay_metrics.h"
+
+namespace ot::relayd {
+
+class Relay;
+class VisitorStream;
+
+// The connection under a bridge (implemented by ApiConnection).
+class BridgeTransport {
+ public:
+  virtual void sendPlain(std::span<const uint8_t> bytes) = 0;  // encrypted and queued
+  [[nodiscard]] virtual size_t queuedBytes() const = 0;        // on the socket, not yet written
+  virtual void pauseReading() = 0;
+  virtual void resumeReading() = 0;
+  virtual void closeTransport(bool reset) = 0;  // the TCP connection goes away
+  [[nodiscard]] virtual const std::string& peerAddress() const = 0;
+
+ protected:
+  ~BridgeTransport() = default;
+};
+
+class BridgeSession {
+ public:
+  // Registers itself with the relay (which gives it its key).
+  BridgeSession(RelayContext& context, Relay& relay, BridgeTransport& transport, std::string tunnelId);
+  ~BridgeSession();
+  BridgeSession(const BridgeSession&) = delete;
+  BridgeSession& operator=(const BridgeSession&) = delete;
+
+  // Decrypted bytes from the client (mutable: frames are unmasked in place).
+  void onPlaintext(std::span<uint8_t> bytes);
+  // The socket went away (EOF, error) without a close handshake.
+  void onTransportLost();
+  // The socket has written `bytes`; resume visitors when below the low mark.
+  void onTransportWritten();
+
+  // From the relay: the attach was decided.
+  void attachAllowed(uint32_t maxConns);
+  // `closeCode` 0: the code the protocol gives `code` (a malformed attach passes 1002).
+  void attachRefused(bridge::AttachErrorCode code, const std::string& message, uint16_t closeCode = 0);
+
+  // Opens a stream for a visitor (the relay picked this bridge). False if the bridge cannot
+  // take it now (closing, out of ids).
+  bool openStream(VisitorStream* visitor, const std::string& route, const std::string& visitorAddress,
+                  std::vector<uint8_t> hello);
+
+  // Sends drain; the bridge closes with 1012 when its streams have ended (or at the deadline).
+  void drain();
+  // Closes now: aborts every stream, close frame with `code`, reports the detach with `reason`.
+  void close(uint16_t code, DetachOutcome reason, const std::string& text = {});
+
+  // For VisitorStream.
+  void sendData(uint32_t connId, std::span<const uint8_t> payload);
+  void sendEnd(uint32_t connId);
+  void sendReset(uint32_t connId, bridge::ResetReason reason);
+  void sendCredit(uint32_t connId, uint32_t increment);
+  void visitorBuffered(int64_t delta);
+  void streamFinished(VisitorStream* visitor, uint64_t bytesIn, uint64_t bytesOut);
+
+  [[nodiscard]] uint64_t key() const { return key_; }
+  [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
+  [[nodiscard]] const std::string& bridgeId() const { return bridgeId_; }
+  [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached || phase_ == Phase::kDraining; }
+  [[nodiscard]] bool closed() const { return phase_ == Phase::kClosing || phase_ == Phase::kClosed; }
+  [[nodiscard]] const bridge::AttachRequest& attachRequest() const { return attach_; }
+  [[nodiscard]] uint64_t attachedAtUnixMs() const { return attachedAtUnixMs_; }
+  [[nodiscard]] uint32_t maxConns() const { return maxConns_; }
+  [[nodiscard]] size_t streamCount() const { return streams_.size(); }
+
+ private:
+  enum class Phase : uint8_t { kAwaitAttach, kAuthorizing, kAttached, kDraining, kClosing, kClosed };
+  struct StreamEntry {
+    VisitorStream* visitor = nullptr;
+    bridge::StreamCredit receiveCredit{bridge::kRelayWindow};  // what the client may still send
+    bool clientEnded = false;
+  };
+
+  void handleMessage(ws::ReadStep& step);
+  void handleAttach(std::string_view text);
+  void handleFrame(std::span<const uint8_t> message);
+  void sendText(const std::string& text);
+  void sendFrame(ws::Opcode opcode, std::span<const uint8_t> head, std::span<const uint8_t> payload);
+  void sendStreamFrame(std::vector<uint8_t> frame);
+  void protocolError(const char* what);
+  void abortStreams(bridge::ResetReason reason, bool notifyClient);
+  void finishClose();
+  void checkBudgets();
+  void scheduleHeartbeat();
+  static void onHeartbeat(TimerEntry* entry, void* owner);
+  static void onStall(TimerEntry* entry, void* owner);
+  static void onCloseWait(TimerEntry* entry, void* owner);
+
+  RelayContext& context_;
+  Relay& relay_;
+  BridgeTransport& transport_;
+  std::string tunnelId_;
+  uint64_t key_;
+  std::string bridgeId_;
+  Phase phase_ = Phase::kAwaitAttach;
+  ws::MessageReader reader_;
+  bridge::AttachRequest attach_;
+  std::vector<uint8_t> deferredInput_;  // bytes that arrived while the attach was decided
+  std::unordered_map<uint32_t, StreamEntry> streams_;
+  uint32_t nextConnId_ = 1;
+  uint32_t maxConns_ = 0;
+  uint64_t attachedAtUnixMs_ = 0;
+  uint64_t lastHeardMs_ = 0;
+  bool pingOutstanding_ = false;
+  int64_t pendingToVisitors_ = 0;  // client data written to visitors' sockets, not yet taken
+  bool readPaused_ = false;        // stopped reading the client because a budget is spent
+  bool visitorsPaused_ = false;    // visitors stopped reading: our socket is over its high mark
+  uint64_t stallStartedMs_ = 0;
+  std::unordered_map<uint32_t, uint64_t> stallAcked_;  // visitors' acked bytes when a stall began
+  DetachOutcome detachReason_ = DetachOutcome::kDrop;
+  TimerEntry heartbeat_;
+  TimerEntry stall_;
+  TimerEntry closeWait_;
+};
+
+}  // namespace ot::relayd

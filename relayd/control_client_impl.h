@@ -1,0 +1,156 @@
+// ControlClient's insides, shared by control_client.cc (the loop side: public methods and the
+// hand-off to the loop), control_calls.cc (the unary calls on a CompletionQueue thread) and
+// control_session.cc (the session thread and its per-stream writer thread). Not for other users.
+//
+// Ownership: ControlClient holds the Impl through a shared_ptr; stop() joins every thread the Impl
+// started, then hands one more reference to the Impl itself until the uv_async_t's close callback,
+// so the handle (and the gRPC channel) outlive the ControlClient and are freed on the loop thread.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <uv.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/log.h"
+#include "opentunnel/control/v1/control.grpc.pb.h"
+#include "relayd/control_client.h"
+#include "relayd/control_mirror.h"
+
+namespace ot::relayd {
+
+// Work for the loop thread, posted from any thread; one uv_async_send per post wakes the loop.
+// Lives in the Impl: every thread that posts is joined before the Impl goes away.
+class LoopInbox {
+ public:
+  explicit LoopInbox(uv_async_t* async) : async_(async) {}
+
+  // Any thread. Dropped once closed.
+  void post(std::function<void()> work);
+  // Loop thread: everything posted so far, in order.
+  [[nodiscard]] std::deque<std::function<void()>> take();
+  // Loop thread, before the uv_async_t is closed: refuses further posts (so uv_async_send is never
+  // called on a closing handle) and returns the work still queued, to be destroyed on the loop.
+  [[nodiscard]] std::deque<std::function<void()>> close();
+
+ private:
+  std::mutex mutex_;
+  uv_async_t* async_;
+  bool closed_ = false;
+  std::deque<std::function<void()>> work_;
+};
+
+// A unary call in flight on the client's CompletionQueue; its tag is the PendingCall itself. The
+// CompletionQueue thread owns it from the start of the call until it completes.
+struct PendingCall {
+  virtual ~PendingCall() = default;
+  // CompletionQueue thread: the call completed (status is set); post the result to the loop.
+  virtual void complete() = 0;
+
+  grpc::ClientContext context;
+  grpc::Status status;
+};
+
+struct ControlClient::Impl {
+  using Stream = grpc::ClientReaderWriter<v1::RelayMessage, v1::ControlMessage>;
+  // Deltas queued for a slow stream beyond this end it: the next stream resyncs with a snapshot.
+  static constexpr size_t kMaxOutbox = 65'536;
+  // How long stop() lets an accepted session flush before it cancels the call.
+  static constexpr std::chrono::milliseconds kStopLinger{1000};
+
+  Impl(uv_loop_t* loop, ControlClientOptions options, ControlEvents events);
+  ~Impl();
+
+  // ---- loop thread (control_client.cc)
+  void start();
+  // Joins the session thread, drops pending results, closes the handle; `self` keeps the Impl
+  // alive until the close callback.
+  void stop(std::shared_ptr<Impl> self);
+  void runPosted();
+  void deliverSessionState(bool up);
+  void deliverMessage(const v1::ControlMessage& message);
+  // For the current stream, if one is up; mutex_ held.
+  void queueLocked(v1::RelayMessage message);
+  void finishAuthorize(uint64_t id, Result<v1::AuthorizeAttachResponse> result);
+  void finishFetch(uint64_t id, Result<v1::FetchTunnelResponse> result);
+
+  // ---- the unary calls (control_calls.cc)
+  // Registers and starts a call on cq_; false (and `call` deleted) once stopping.
+  bool startCall(PendingCall* call);
+  void completionLoop();  // the CompletionQueue thread
+  void cancelCalls();     // loop thread, in stop(): cancels the calls in flight and joins
+
+  // ---- session thread (control_session.cc)
+  void sessionLoop();
+  // One attempt: connect, Hello, snapshot, SessionAccepted, then read until the stream ends.
+  // True when the session was accepted. `reason` says why it ended.
+  bool runSession(std::string& reason);
+  void writeLoop(Stream& stream, grpc::ClientContext& context);
+  // Whether the current stream must end (stop or a broken stream); mutex_ held.
+  [[nodiscard]] bool streamClosing() const { return stopping_ || streamEnded_; }
+
+  uv_loop_t* loop_;
+  const ControlClientOptions options_;
+  const ControlEvents events_;
+  const log::Logger log_{"relayd.control"};
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::RelayControl::Stub> stub_;
+
+  // Loop thread only.
+  uv_async_t async_{};
+  LoopInbox inbox_{&async_};
+  std::shared_ptr<Impl> selfUntilClosed_;  // set by stop(), dropped by the close callback
+  bool started_ = false;
+  bool stopped_ = false;
+  bool connected_ = false;
+  uint64_t nextCallId_ = 1;
+  std::unordered_map<uint64_t, AuthorizeDone> authorizeDone_;
+  std::unordered_map<uint64_t, FetchDone> fetchDone_;
+  std::thread sessionThread_;
+  grpc::CompletionQueue cq_;
+  std::thread completionThread_;
+
+  // The unary calls in flight, for stop() to cancel.
+  std::mutex callsMutex_;
+  bool callsClosed_ = false;
+  std::unordered_set<PendingCall*> calls_;
+
+  // Shared between the loop and the session threads, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable wake_;    // the writer and the backoff wait
+  std::condition_variable exited_;  // stop() waits on it for the session thread
+  bool stopping_ = false;
+  bool sessionExited_ = false;
+  BridgeMirror mirror_;
+  UsageTally usage_;
+  int64_t intervalStartUnixMs_ = 0;
+  std::optional<int64_t> drainingDeadline_;
+  // A stream's snapshot was taken: deltas, Draining and acks are queued in outbox_ for it.
+  bool streamUp_ = false;
+  bool streamEnded_ = false;  // the reader saw the stream end: the writer stops
+  bool accepted_ = false;     // SessionAccepted read on the current stream
+  std::deque<v1::RelayMessage> outbox_;
+  grpc::ClientContext* context_ = nullptr;  // the current stream's, for TryCancel
+
+  // Session thread only: the backoff's jitter, seeded so that relays restarted together differ.
+  std::mt19937_64 random_{
+      options_.epoch ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+};
+
+// Milliseconds since the Unix epoch, from the system clock.
+[[nodiscard]] int64_t unixNowMs();
+
+}  // namespace ot::relayd

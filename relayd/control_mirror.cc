@@ -1,0 +1,78 @@
+#include "relayd/control_mirror.h"
+
+#include <algorithm>
+
+namespace ot::relayd {
+
+void BridgeMirror::attached(const v1::Bridge& bridge) {
+  bridges_.insert_or_assign(bridge.bridge_id(), bridge);
+}
+
+bool BridgeMirror::detached(const std::string& bridgeId) {
+  return bridges_.erase(bridgeId) > 0;
+}
+
+std::vector<v1::RelayMessage> BridgeMirror::snapshot(size_t maxPerPart) const {
+  const size_t perPart = std::max<size_t>(maxPerPart, 1);
+  std::vector<v1::RelayMessage> parts;
+  parts.reserve(bridges_.size() / perPart + 1);
+  v1::BridgeSnapshot* part = nullptr;
+  for (const auto& [id, bridge] : bridges_) {
+    if (part == nullptr || static_cast<size_t>(part->bridges_size()) >= perPart) {
+      part = parts.emplace_back().mutable_snapshot();
+    }
+    *part->add_bridges() = bridge;
+  }
+  if (parts.empty()) parts.emplace_back().mutable_snapshot();
+  parts.back().mutable_snapshot()->set_last(true);
+  return parts;
+}
+
+void UsageTally::add(const std::string& tunnelId, uint64_t bytesIn, uint64_t bytesOut,
+                     uint64_t connections, uint64_t rejected) {
+  if (bytesIn == 0 && bytesOut == 0 && connections == 0 && rejected == 0) return;
+  v1::TunnelCounters& entry = tunnels_[tunnelId];
+  entry.set_bytes_in(entry.bytes_in() + bytesIn);
+  entry.set_bytes_out(entry.bytes_out() + bytesOut);
+  entry.set_connections(entry.connections() + connections);
+  entry.set_rejected_connections(entry.rejected_connections() + rejected);
+}
+
+void UsageTally::restore(const v1::Counters& counters) {
+  for (const auto& tunnel : counters.tunnels()) {
+    add(tunnel.tunnel_id(), tunnel.bytes_in(), tunnel.bytes_out(), tunnel.connections(),
+        tunnel.rejected_connections());
+  }
+}
+
+std::optional<v1::RelayMessage> UsageTally::take(int64_t intervalStartUnixMs,
+                                                 int64_t intervalEndUnixMs) {
+  if (tunnels_.empty()) return std::nullopt;
+  v1::RelayMessage message;
+  v1::Counters* counters = message.mutable_counters();
+  counters->set_interval_start_unix_ms(intervalStartUnixMs);
+  counters->set_interval_end_unix_ms(intervalEndUnixMs);
+  counters->mutable_tunnels()->Reserve(static_cast<int>(tunnels_.size()));
+  for (auto& [id, usage] : tunnels_) {
+    v1::TunnelCounters* entry = counters->add_tunnels();
+    *entry = std::move(usage);
+    entry->set_tunnel_id(id);
+  }
+  tunnels_.clear();
+  return message;
+}
+
+ReconnectBackoff::ReconnectBackoff(uint64_t initialMs, uint64_t maxMs)
+    : initialMs_(std::max<uint64_t>(initialMs, 1)),
+      maxMs_(std::max(maxMs, std::max<uint64_t>(initialMs, 1))),
+      step_(initialMs_) {}
+
+uint64_t ReconnectBackoff::next(double unit) {
+  const double clamped = std::clamp(unit, 0.0, 1.0);
+  const uint64_t half = step_ / 2;
+  const uint64_t wait = half + static_cast<uint64_t>(clamped * static_cast<double>(step_ - half));
+  step_ = step_ >= maxMs_ / 2 ? maxMs_ : step_ * 2;
+  return wait;
+}
+
+}  // namespace ot::relayd

@@ -1,0 +1,85 @@
+// The pure state behind relayd's control session (relayd/control_client.h): the mirror of the
+// attached bridges that every (re)connect reports as a snapshot, the per-tunnel usage summed
+// between two Counters messages, and the backoff between session attempts. No I/O and no locking:
+// ControlClient guards them with its mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opentunnel/control/v1/control.pb.h"
+
+namespace ot::relayd {
+
+namespace v1 = ::opentunnel::control::v1;
+
+// The bridges attached right now, by bridge_id. Ordered so that snapshots are deterministic.
+class BridgeMirror {
+ public:
+  static constexpr size_t kMaxBridgesPerPart = 1000;
+
+  // Inserts or replaces the bridge with that bridge_id.
+  void attached(const v1::Bridge& bridge);
+  // False when no such bridge was held.
+  bool detached(const std::string& bridgeId);
+
+  // The BridgeSnapshot messages for exactly the bridges held now: parts of at most
+  // `maxPerPart` bridges (0 counts as 1), `last` set on the final one. No bridges: one empty part
+  // with `last`.
+  [[nodiscard]] std::vector<v1::RelayMessage> snapshot(
+      size_t maxPerPart = kMaxBridgesPerPart) const;
+
+  [[nodiscard]] size_t size() const { return bridges_.size(); }
+  [[nodiscard]] bool contains(const std::string& bridgeId) const {
+    return bridges_.contains(bridgeId);
+  }
+
+ private:
+  std::map<std::string, v1::Bridge> bridges_;
+};
+
+// Usage summed per tunnel until it is taken into a Counters message. Bounded by the number of
+// tunnels that had traffic since the last report.
+class UsageTally {
+ public:
+  // All-zero usage adds nothing (no entry for the tunnel).
+  void add(const std::string& tunnelId, uint64_t bytesIn, uint64_t bytesOut, uint64_t connections,
+           uint64_t rejected);
+  // Adds back a Counters that could not be sent, so its usage goes out with the next one.
+  void restore(const v1::Counters& counters);
+
+  // A Counters message with one entry per tunnel that had usage (in tunnel_id order), and clears
+  // the tally; nullopt (and nothing cleared) when there is no usage.
+  [[nodiscard]] std::optional<v1::RelayMessage> take(int64_t intervalStartUnixMs,
+                                                     int64_t intervalEndUnixMs);
+
+  [[nodiscard]] bool empty() const { return tunnels_.empty(); }
+  [[nodiscard]] size_t size() const { return tunnels_.size(); }
+
+ private:
+  std::map<std::string, v1::TunnelCounters> tunnels_;
+};
+
+// Waits between session attempts: starts at initialMs, doubles after each attempt up to maxMs;
+// each wait is drawn in [step/2, step] so that restarts do not retry in lockstep.
+class ReconnectBackoff {
+ public:
+  ReconnectBackoff(uint64_t initialMs, uint64_t maxMs);
+
+  // The next wait; `unit` in [0, 1] is the jitter draw (injected for tests).
+  [[nodiscard]] uint64_t next(double unit);
+  // After an accepted session: the next failure waits initialMs again.
+  void reset() { step_ = initialMs_; }
+  [[nodiscard]] uint64_t step() const { return step_; }
+
+ private:
+  uint64_t initialMs_;
+  uint64_t maxMs_;
+  uint64_t step_;
+};
+
+}  // namespace ot::relayd

@@ -1,0 +1,207 @@
+// ControlClient's session thread: one Session stream to controld at a time, reconnected with
+// backoff until stop(). Per stream the session thread writes Hello and the snapshot, reads
+// SessionAccepted and then everything controld pushes; a writer thread of the stream's own sends
+// the deltas, counters, Draining and acks queued by the loop (the sync API allows one Read and
+// one Write at a time, from different threads).
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "relayd/control_client_impl.h"
+
+namespace ot::relayd {
+namespace {
+
+std::string describe(const grpc::Status& status) {
+  return "grpc status " + std::to_string(static_cast<int>(status.error_code())) + ": " +
+         status.error_message();
+}
+
+}  // namespace
+
+void ControlClient::Impl::sessionLoop() {
+  ReconnectBackoff backoff(options_.reconnectInitialMs, options_.reconnectMaxMs);
+  std::uniform_real_distribution<double> jitter(0.0, 1.0);
+  uint64_t failures = 0;
+  for (uint64_t attempt = 1;; ++attempt) {
+    log_.debug("control session attempt", {{"socket", options_.socketPath}, {"attempt", attempt}});
+    std::string reason;
+    const bool accepted = runSession(reason);
+    if (accepted) {
+      backoff.reset();
+      failures = 0;
+    }
+    ++failures;
+    const uint64_t waitMs = backoff.next(jitter(random_));
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) break;
+    }
+    if (accepted) {
+      log_.warn("control session lost", {{"reason", reason}, {"retry_in_ms", waitMs}});
+    } else if (failures == 1) {
+      log_.warn("control session not established; retrying",
+                {{"reason", reason}, {"retry_in_ms", waitMs}});
+    } else {
+      log_.debug("control session attempt failed",
+                 {{"reason", reason}, {"retry_in_ms", waitMs}, {"failures", failures}});
+    }
+    std::unique_lock lock(mutex_);
+    if (wake_.wait_for(lock, std::chrono::milliseconds(waitMs), [this] { return stopping_; })) {
+      break;
+    }
+  }
+  log_.info("control session stopped");
+  std::lock_guard lock(mutex_);
+  sessionExited_ = true;
+  exited_.notify_all();
+}
+
+bool ControlClient::Impl::runSession(std::string& reason) {
+  // A controld known to be unreachable fails the attempt without copying the mirror.
+  if (channel_->GetState(true) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    reason = "controld unreachable at " + options_.socketPath;
+    return false;
+  }
+
+  grpc::ClientContext context;  // declared before the stream: it must outlive it
+  v1::RelayMessage hello;
+  std::vector<v1::RelayMessage> snapshot;
+  {
+    // Hello's draining flag, the snapshot and the start of the delta queue are one atomic cut:
+    // whatever the loop reports after it is queued for this stream, and nothing before it is.
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      reason = "stopping";
+      return false;
+    }
+    context_ = &context;
+    accepted_ = false;
+    streamEnded_ = false;
+    v1::Hello* fields = hello.mutable_hello();
+    fields->set_machine_id(options_.machineId);
+    fields->set_epoch(options_.epoch);
+    fields->set_started_at_unix_ms(options_.startedAtUnixMs);
+    fields->set_version(options_.version);
+    fields->set_draining(drainingDeadline_.has_value());
+    snapshot = mirror_.snapshot();
+    outbox_.clear();
+    streamUp_ = true;
+  }
+  auto endStream = [this] {
+    std::lock_guard lock(mutex_);
+    streamUp_ = false;
+    streamEnded_ = true;
+    accepted_ = false;
+    outbox_.clear();
+    context_ = nullptr;
+    wake_.notify_all();
+  };
+
+  std::unique_ptr<Stream> stream = stub_->Session(&context);
+  bool ok = stream->Write(hello);
+  size_t bridges = 0;
+  for (const auto& part : snapshot) {
+    if (!ok) break;
+    bridges += static_cast<size_t>(part.snapshot().bridges_size());
+    ok = stream->Write(part);
+  }
+  snapshot = {};
+  v1::ControlMessage first;
+  if (ok) ok = stream->Read(&first);
+  if (ok && first.kind_case() != v1::ControlMessage::kAccepted) {
+    context.TryCancel();
+    (void)stream->Finish();
+    endStream();
+    reason = "controld did not answer hello with SessionAccepted";
+    return false;
+  }
+  if (!ok) {
+    const grpc::Status status = stream->Finish();
+    endStream();
+    reason = describe(status);
+    return false;
+  }
+
+  {
+    std::lock_guard lock(mutex_);
+    accepted_ = true;
+  }
+  const v1::SessionAccepted& accepted = first.accepted();
+  log_.info("control session accepted", {{"controld_instance", accepted.instance_id()},
+                                         {"skew_ms", accepted.server_time_unix_ms() - unixNowMs()},
+                                         {"bridges", bridges}});
+  inbox_.post([this] { deliverSessionState(true); });
+
+  std::thread writer;
+  try {
+    writer = std::thread([this, &stream, &context] { writeLoop(*stream, context); });
+  } catch (const std::system_error& e) {
+    reason = std::string("cannot start the writer thread: ") + e.what();
+    context.TryCancel();
+  }
+  for (;;) {
+    v1::ControlMessage message;
+    if (!stream->Read(&message)) break;
+    if (message.kind_case() == v1::ControlMessage::kAccepted) continue;  // only the first counts
+    inbox_.post([this, message = std::move(message)] { deliverMessage(message); });
+  }
+  endStream();  // also tells the writer to stop
+  if (writer.joinable()) writer.join();
+  const grpc::Status status = stream->Finish();
+  if (reason.empty()) reason = describe(status);
+  inbox_.post([this] { deliverSessionState(false); });
+  return true;
+}
+
+void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context) {
+  using Clock = std::chrono::steady_clock;
+  const auto interval =
+      std::chrono::milliseconds(std::max<uint64_t>(options_.countersIntervalMs, 1));
+  auto nextCounters = Clock::now() + interval;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait_until(lock, nextCounters, [this] { return streamClosing() || !outbox_.empty(); });
+    if (streamEnded_) return;
+    const bool stopping = stopping_;
+    std::deque<v1::RelayMessage> batch = std::exchange(outbox_, {});
+    std::optional<v1::RelayMessage> counters;
+    if (stopping || Clock::now() >= nextCounters) {
+      const int64_t now = unixNowMs();
+      counters = usage_.take(intervalStartUnixMs_, now);
+      if (counters) intervalStartUnixMs_ = now;
+      nextCounters = Clock::now() + interval;
+    }
+    lock.unlock();
+
+    bool ok = true;
+    for (const auto& message : batch) {
+      if (!stream.Write(message)) {
+        ok = false;
+        break;
+      }
+    }
+    if (counters && (!ok || !stream.Write(*counters))) {
+      // Not sent: the usage goes out with the next Counters, on this stream or the next.
+      ok = false;
+      lock.lock();
+      usage_.restore(counters->counters());
+      lock.unlock();
+    }
+    if (!ok) {
+      context.TryCancel();  // the call is broken: make sure the reader stops too
+      return;
+    }
+    if (stopping) {
+      // Everything queued is out: half-close, so controld ends the call and the reader returns.
+      (void)stream.WritesDone();
+      return;
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace ot::relayd

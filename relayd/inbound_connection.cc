@@ -1,0 +1,138 @@
+#include "relayd/inbound_connection.h"
+
+#include <unistd.h>
+
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "relayd/api_connection.h"
+#include "relayd/listener.h"
+#include "relayd/relay.h"
+#include "relayd/sni_route.h"
+
+namespace ot::relayd {
+
+namespace {
+const log::Logger kLog("relayd.accept");
+constexpr uint64_t kHelloTimeoutMs = 10'000;
+}  // namespace
+
+void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, std::string peerAddress) {
+  if (context.openConnections >= context.maxConnections) {
+    context.metrics.shedConnections.Increment();
+    ::close(fd);
+    return;
+  }
+  tuneSocket(fd);
+  auto* connection = new InboundConnection(context, relay);
+  connection->stream_ = TcpStream::adopt(context, fd, connection);
+  if (connection->stream_ == nullptr) {
+    delete connection;
+    return;
+  }
+  ++context.openConnections;
+  connection->stream_->setPeerAddress(std::move(peerAddress));
+  connection->acceptedAtMs_ = context.nowMs();
+  context.wheel.schedule(connection->timer_, context.nowMs(), kHelloTimeoutMs);
+  connection->stream_->startReading();
+}
+
+InboundConnection::InboundConnection(RelayContext& context, Relay& relay)
+    : context_(context), relay_(relay), timer_(&InboundConnection::onTimer, this) {
+  if (context_.config.proxy_protocol) proxy_.emplace();
+}
+
+void InboundConnection::onRead(std::span<const uint8_t> bytes) {
+  if (done_) return;
+  if (proxy_) {
+    const ProxyReadResult result = proxy_->feed(bytes);
+    if (result.status == ProxyStatus::kNeedMore) return;
+    if (result.status == ProxyStatus::kError) {
+      kLog.debug("bad PROXY header", {{"error", proxyErrorName(result.error)}});
+      reject(VisitorOutcome::kRejectedBadHello);
+      return;
+    }
+    if (result.header.addresses) stream_->setPeerAddress(result.header.addresses->source.toString());
+    proxy_.reset();
+    bytes = bytes.subspan(result.consumed);
+    if (bytes.empty()) return;
+  }
+  feedHello(bytes);
+}
+
+void InboundConnection::feedHello(std::span<const uint8_t> bytes) {
+  const ClientHelloResult& result = hello_.feed(bytes);
+  if (result.status == ClientHelloStatus::kNeedMore) return;
+  if (result.status == ClientHelloStatus::kError) {
+    reject(VisitorOutcome::kRejectedBadHello);
+    return;
+  }
+  route();
+}
+
+void InboundConnection::route() {
+  const ClientHelloInfo& info = hello_.result().info;
+  SniTarget target;
+  if (info.sni == SniStatus::kValid) target = classifySni(info.server_name, context_.config.domain);
+  std::vector<uint8_t> buffered(hello_.buffered().begin(), hello_.buffered().end());
+  switch (target.kind) {
+    case SniTarget::Kind::kApi: {
+      TcpStream* stream = stream_;
+      handOff();
+      ApiConnection::start(context_, relay_, stream, std::move(buffered), acceptedAtMs_);
+      return;
+    }
+    case SniTarget::Kind::kTunnel: {
+      TcpStream* stream = stream_;
+      handOff();
+      relay_.routeVisitor(stream, target, std::move(buffered));
+      return;
+    }
+    case SniTarget::Kind::kOther:
+      reject(info.sni == SniStatus::kValid ? VisitorOutcome::kRejectedUnknownTunnel
+                                           : VisitorOutcome::kRejectedBadHello);
+      return;
+  }
+}
+
+void InboundConnection::handOff() {
+  done_ = true;
+  timer_.cancel();
+  stream_->stopReading();
+  stream_->setHandler(nullptr);
+  stream_ = nullptr;
+  context_.deferDelete(this);
+}
+
+void InboundConnection::reject(VisitorOutcome outcome) {
+  if (done_) return;
+  done_ = true;
+  timer_.cancel();
+  context_.metrics.visitor(outcome);
+  stream_->close(false);  // onClosed frees us
+}
+
+void InboundConnection::onTimer(TimerEntry*, void* owner) {
+  auto* self = static_cast<InboundConnection*>(owner);
+  self->reject(VisitorOutcome::kRejectedTimeout);
+}
+
+void InboundConnection::onEof() { reject(VisitorOutcome::kRejectedBadHello); }
+
+void InboundConnection::onStreamError(int) {
+  if (done_) return;
+  done_ = true;
+  timer_.cancel();
+  context_.metrics.visitor(VisitorOutcome::kError);
+  stream_->close(true);
+}
+
+void InboundConnection::onWritten(size_t) {}
+
+void InboundConnection::onClosed() {
+  if (context_.openConnections > 0) --context_.openConnections;
+  delete this;
+}
+
+}  // namespace ot::relayd

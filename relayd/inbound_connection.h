@@ -1,0 +1,53 @@
+// A freshly accepted public TLS connection until it is routed: an optional PROXY v1/v2 header
+// (required with PROXY_PROTOCOL=true), then TLS records until the ClientHello is complete (64 KiB,
+// 10 s from accept), without consuming anything that cannot be replayed. Then the SNI decides:
+// the API domain goes to an ApiConnection, a tunnel hostname to the Relay's visitor routing,
+// anything else is closed and counted.
+//
+// Freed by the deferred-delete list once it has handed its socket on. Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "common/client_hello.h"
+#include "common/proxy_protocol.h"
+#include "relayd/relay_context.h"
+#include "relayd/tcp_stream.h"
+
+namespace ot::relayd {
+
+class Relay;
+
+class InboundConnection final : public TcpStream::Handler, public Deferrable {
+ public:
+  // Adopts an accepted descriptor; the connection runs by itself from here on.
+  static void accept(RelayContext& context, Relay& relay, int fd, std::string peerAddress);
+
+  void onRead(std::span<const uint8_t> bytes) override;
+  void onEof() override;
+  void onStreamError(int status) override;
+  void onWritten(size_t bytes) override;
+  void onClosed() override;
+
+ private:
+  InboundConnection(RelayContext& context, Relay& relay);
+  void feedHello(std::span<const uint8_t> bytes);
+  void route();
+  void reject(VisitorOutcome outcome);
+  void handOff();
+  static void onTimer(TimerEntry* entry, void* owner);
+
+  RelayContext& context_;
+  Relay& relay_;
+  TcpStream* stream_ = nullptr;
+  std::optional<ProxyHeaderReader> proxy_;  // present until the PROXY header is read
+  ClientHelloReader hello_;
+  uint64_t acceptedAtMs_ = 0;
+  TimerEntry timer_;
+  bool done_ = false;
+};
+
+}  // namespace ot::relayd

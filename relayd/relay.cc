@@ -1,0 +1,462 @@
+#include "relayd/relay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <utility>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "common/websocket_frame.h"
+#include "relayd/bridge_session.h"
+#include "relayd/tcp_stream.h"
+#include "relayd/visitor_stream.h"
+
+namespace ot::relayd {
+
+namespace {
+
+const log::Logger kLog("relayd.relay");
+
+constexpr int kVisitorNotSentLowat = 128 * 1024;
+constexpr uint64_t kDrainStepMs = 10;
+constexpr size_t kDrainPerSecond = 5'000;
+constexpr uint64_t kDrainSpreadMs = 5'000;
+
+int64_t unixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Sha256 toSha256(const std::string& bytes) {
+  Sha256 out{};
+  if (bytes.size() == out.size()) std::copy(bytes.begin(), bytes.end(), out.begin());
+  return out;
+}
+
+v1::DetachReason toProto(DetachOutcome reason) {
+  switch (reason) {
+    case DetachOutcome::kClientClose:
+      return v1::DETACH_REASON_CLIENT_CLOSE;
+    case DetachOutcome::kDrop:
+      return v1::DETACH_REASON_DROP;
+    case DetachOutcome::kIdleRetire:
+      return v1::DETACH_REASON_IDLE_RETIRE;
+    case DetachOutcome::kDrain:
+      return v1::DETACH_REASON_DRAIN;
+    case DetachOutcome::kDelete:
+      return v1::DETACH_REASON_DELETE;
+    case DetachOutcome::kServerClose:
+      return v1::DETACH_REASON_SERVER_CLOSE;
+    case DetachOutcome::kReset:
+      return v1::DETACH_REASON_RESET;
+    case DetachOutcome::kCount:
+      break;
+  }
+  return v1::DETACH_REASON_SERVER_CLOSE;
+}
+
+DetachOutcome fromProto(v1::DetachReason reason) {
+  switch (reason) {
+    case v1::DETACH_REASON_DELETE:
+      return DetachOutcome::kDelete;
+    case v1::DETACH_REASON_DRAIN:
+      return DetachOutcome::kDrain;
+    case v1::DETACH_REASON_RESET:
+      return DetachOutcome::kReset;
+    case v1::DETACH_REASON_IDLE_RETIRE:
+      return DetachOutcome::kIdleRetire;
+    default:
+      return DetachOutcome::kServerClose;
+  }
+}
+
+VisitorOutcome outcomeFor(PickResult result) {
+  switch (result) {
+    case PickResult::kOk:
+      return VisitorOutcome::kServedLocal;
+    case PickResult::kUnknownTunnel:
+      return VisitorOutcome::kRejectedUnknownTunnel;
+    case PickResult::kCertNotReady:
+      return VisitorOutcome::kRejectedCertNotReady;
+    case PickResult::kNoBridge:
+      return VisitorOutcome::kRejectedNoBridge;
+    case PickResult::kUnknownRoute:
+      return VisitorOutcome::kRejectedUnknownRoute;
+    case PickResult::kTooManyConnections:
+      return VisitorOutcome::kRejectedTooManyConnections;
+  }
+  return VisitorOutcome::kError;
+}
+
+}  // namespace
+
+CachedRecord toCachedRecord(const v1::TunnelRecord& record) {
+  CachedRecord cached;
+  cached.revision = record.revision();
+  cached.tokenSha256 = toSha256(record.token_sha256());
+  cached.certReady = record.cert_ready();
+  cached.deleted = record.deleted();
+  cached.maxConnsPerBridge = record.max_conns_per_bridge();
+  cached.maxConnsPerTunnel = record.max_conns_per_tunnel();
+  cached.maxRoutes = record.max_routes();
+  for (const auto& origin : record.origins()) {
+    cached.origins.emplace_back(origin.name(), toSha256(origin.credential_sha256()));
+  }
+  return cached;
+}
+
+Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
+    : context_(context),
+      table_(MachineLimits{static_cast<uint32_t>(context.config.max_conns_per_bridge),
+                           static_cast<uint32_t>(context.config.max_conns_per_tunnel), 256}),
+      apiProxy_(context.loop, context.config.api_socket) {
+  std::random_device random;
+  bridgeIdPrefix_ = (static_cast<uint64_t>(random()) << 32) ^ random();
+  ControlEvents events;
+  events.onSessionState = [this](bool connected) {
+    context_.metrics.controlConnected.Set(connected ? 1 : 0);
+    if (connected) context_.metrics.controlSessionsTotal.Increment();
+    kLog.info(connected ? "control session up" : "control session down");
+  };
+  events.onTunnel = [this](const v1::TunnelRecord& record) { onTunnel(record); };
+  events.onTunnelDeleted = [this](const v1::TunnelDeleted& deleted) { onTunnelDeleted(deleted.tunnel_id()); };
+  events.onApiCertificate = [this](const v1::ApiCertificate& certificate) { onApiCertificate(certificate); };
+  events.onCommand = [this](const v1::Command& command) { onCommand(command); };
+  control_ = std::make_unique<ControlClient>(context.loop, std::move(controlOptions), std::move(events));
+  uv_timer_init(context.loop, &drainTimer_);
+  drainTimer_.data = this;
+  drainTimerOpen_ = true;
+}
+
+Relay::~Relay() = default;
+
+void Relay::start() { control_->start(); }
+
+void Relay::stop() {
+  control_->stop();
+  if (drainTimerOpen_) {
+    drainTimerOpen_ = false;
+    uv_close(reinterpret_cast<uv_handle_t*>(&drainTimer_), nullptr);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upgrades and attaches
+
+void Relay::checkUpgrade(const std::string& tunnelId, std::function<void(UpgradeDecision)> done) {
+  if (const CachedRecord* record = table_.record(tunnelId)) {
+    done(record->deleted ? UpgradeDecision::kNotFound : UpgradeDecision::kAllowed);
+    return;
+  }
+  if (table_.knownMissing(tunnelId, context_.nowMs())) {
+    done(UpgradeDecision::kNotFound);
+    return;
+  }
+  if (!control_->connected()) {
+    done(UpgradeDecision::kUnavailable);
+    return;
+  }
+  control_->fetchTunnel(tunnelId, [this, tunnelId, done = std::move(done)](Result<v1::FetchTunnelResponse> result) {
+    if (!result.ok()) {
+      done(UpgradeDecision::kUnavailable);
+      return;
+    }
+    if (!result->found()) {
+      table_.markMissing(tunnelId, context_.nowMs());
+      done(UpgradeDecision::kNotFound);
+      return;
+    }
+    table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
+    const CachedRecord* record = table_.record(tunnelId);
+    done(record == nullptr || record->deleted ? UpgradeDecision::kNotFound : UpgradeDecision::kAllowed);
+  });
+}
+
+uint64_t Relay::registerBridge(BridgeSession* bridge) {
+  const uint64_t key = nextBridgeKey_++;
+  bridges_.emplace(key, bridge);
+  return key;
+}
+
+void Relay::unregisterBridge(uint64_t key) { bridges_.erase(key); }
+
+std::string Relay::newBridgeId(uint64_t key) const {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "br_";
+  for (int shift = 60; shift >= 32; shift -= 4) id.push_back(kHex[(bridgeIdPrefix_ >> shift) & 0xF]);
+  id.push_back('_');
+  id += std::to_string(key);
+  return id;
+}
+
+void Relay::authorizeAttach(BridgeSession* bridge) {
+  const uint64_t key = bridge->key();
+  if (!control_->connected()) {
+    authorizeFromCache(key);
+    return;
+  }
+  const bridge::AttachRequest& attach = bridge->attachRequest();
+  v1::AuthorizeAttachRequest request;
+  request.set_tunnel_id(bridge->tunnelId());
+  request.set_token(attach.token);
+  for (const auto& route : attach.routes) request.add_routes(route);
+  request.set_origin(attach.origin);
+  request.set_profile(attach.profile);
+  request.set_bridge_id(bridge->bridgeId());
+  request.set_max_conns(attach.maxConns);
+  control_->authorizeAttach(std::move(request), [this, key](Result<v1::AuthorizeAttachResponse> result) {
+    if (!result.ok()) {
+      // controld went away meanwhile: the cached record decides, as while it is down.
+      authorizeFromCache(key);
+      return;
+    }
+    finishAttach(key, &result.value());
+  });
+}
+
+void Relay::authorizeFromCache(uint64_t key) {
+  auto it = bridges_.find(key);
+  if (it == bridges_.end()) return;
+  BridgeSession* bridge = it->second;
+  const CachedRecord* record = table_.record(bridge->tunnelId());
+  if (record == nullptr || record->deleted) {
+    context_.metrics.attach(AttachOutcome::kError);
+    bridge->attachRefused(bridge::AttachErrorCode::kError, "the control plane is unavailable; retry");
+    return;
+  }
+  const bridge::AttachRequest& attach = bridge->attachRequest();
+  if (!TunnelTable::credentialMatches(*record, attach.token, attach.origin)) {
+    context_.metrics.attach(AttachOutcome::kBadToken);
+    bridge->attachRefused(bridge::AttachErrorCode::kBadToken, "bad token");
+    return;
+  }
+  if (!record->certReady) {
+    context_.metrics.attach(AttachOutcome::kCertNotReady);
+    bridge->attachRefused(bridge::AttachErrorCode::kCertNotReady, "the certificate is not issued yet");
+    return;
+  }
+  finishAttach(key, nullptr);
+}
+
+void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* response) {
+  auto it = bridges_.find(key);
+  if (it == bridges_.end()) return;
+  BridgeSession* bridge = it->second;
+  if (response != nullptr) {
+    const std::string& message = response->message();
+    auto refuse = [&](bridge::AttachErrorCode code, AttachOutcome outcome, const char* fallback) {
+      context_.metrics.attach(outcome);
+      bridge->attachRefused(code, message.empty() ? fallback : message);
+    };
+    switch (response->result()) {
+      case v1::ATTACH_RESULT_OK:
+        if (response->has_record()) table_.upsertRecord(bridge->tunnelId(), toCachedRecord(response->record()));
+        break;
+      case v1::ATTACH_RESULT_BAD_TOKEN:
+        return refuse(bridge::AttachErrorCode::kBadToken, AttachOutcome::kBadToken, "bad token");
+      case v1::ATTACH_RESULT_CERT_NOT_READY:
+        return refuse(bridge::AttachErrorCode::kCertNotReady, AttachOutcome::kCertNotReady,
+                      "the certificate is not issued yet");
+      case v1::ATTACH_RESULT_INVALID_ROUTE:
+        return refuse(bridge::AttachErrorCode::kInvalidRoute, AttachOutcome::kInvalidRoute, "invalid route");
+      case v1::ATTACH_RESULT_TOO_MANY_ROUTES:
+        return refuse(bridge::AttachErrorCode::kTooManyRoutes, AttachOutcome::kTooManyRoutes, "too many routes");
+      case v1::ATTACH_RESULT_ROUTE_CONFLICT:
+        return refuse(bridge::AttachErrorCode::kRouteConflict, AttachOutcome::kRouteConflict, "route conflict");
+      default:
+        return refuse(bridge::AttachErrorCode::kError, AttachOutcome::kError, "attach failed");
+    }
+  }
+  const bridge::AttachRequest& attach = bridge->attachRequest();
+  if (!table_.routesFit(bridge->tunnelId(), attach.routes)) {
+    context_.metrics.attach(AttachOutcome::kTooManyRoutes);
+    bridge->attachRefused(bridge::AttachErrorCode::kTooManyRoutes,
+                          "the tunnel would hold more than 256 routes on this relay");
+    return;
+  }
+  bridge->attachAllowed(table_.bridgeConnLimit(bridge->tunnelId(), attach.maxConns));
+}
+
+void Relay::bridgeAttached(BridgeSession* bridge) {
+  const bridge::AttachRequest& attach = bridge->attachRequest();
+  table_.addBridge(bridge->tunnelId(), bridge->key(), attach.routes, bridge->maxConns());
+  context_.metrics.bridgesAttached.Increment();
+  v1::Bridge proto;
+  proto.set_bridge_id(bridge->bridgeId());
+  proto.set_tunnel_id(bridge->tunnelId());
+  for (const auto& route : attach.routes) proto.add_routes(route);
+  proto.set_origin(attach.origin);
+  proto.set_profile(attach.profile);
+  proto.set_max_conns(bridge->maxConns());
+  proto.set_attached_at_unix_ms(static_cast<int64_t>(bridge->attachedAtUnixMs()));
+  control_->bridgeAttached(proto);
+  kLog.debug("bridge attached", {{"bridge", bridge->bridgeId()}, {"tunnel", bridge->tunnelId()}});
+}
+
+void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
+  table_.removeBridge(bridge->tunnelId(), bridge->key());
+  context_.metrics.bridgesAttached.Decrement();
+  context_.metrics.detach(reason);
+  control_->bridgeDetached(bridge->bridgeId(), bridge->tunnelId(), toProto(reason), unixNowMs());
+  kLog.debug("bridge detached", {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
+}
+
+void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn, uint64_t bytesOut) {
+  table_.connectionClosed(tunnelId, bridgeKey);
+  control_->addUsage(tunnelId, bytesIn, bytesOut, 1, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Visitors
+
+void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello) {
+  const TunnelTable::Pick pick = table_.pickBridge(target.tunnelId, target.route);
+  if (pick.result != PickResult::kOk) {
+    rejectVisitor(stream, outcomeFor(pick.result), target.tunnelId);
+    return;
+  }
+  auto it = bridges_.find(pick.bridgeKey);
+  if (it == bridges_.end()) {
+    table_.connectionClosed(target.tunnelId, pick.bridgeKey);
+    rejectVisitor(stream, VisitorOutcome::kError, target.tunnelId);
+    return;
+  }
+  BridgeSession* bridge = it->second;
+  stream->setNotSentLowat(kVisitorNotSentLowat);
+  auto* visitor = new VisitorStream(context_, stream, target.tunnelId, bridge->attachRequest().window);
+  if (!bridge->openStream(visitor, target.route, stream->peerAddress(), std::move(hello))) {
+    table_.connectionClosed(target.tunnelId, pick.bridgeKey);
+    context_.metrics.visitor(VisitorOutcome::kError);
+    visitor->abort(bridge::ResetReason::kUnspecified, false);
+    return;
+  }
+  context_.metrics.visitor(VisitorOutcome::kServedLocal);
+}
+
+void Relay::rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId) {
+  context_.metrics.visitor(outcome);
+  if (outcome != VisitorOutcome::kRejectedUnknownTunnel) control_->addUsage(tunnelId, 0, 0, 0, 1);
+  if (context_.openConnections > 0) --context_.openConnections;
+  stream->setHandler(nullptr);
+  stream->close(false);
+}
+
+// ---------------------------------------------------------------------------------------------
+// controld's pushes
+
+void Relay::onTunnel(const v1::TunnelRecord& record) {
+  if (record.deleted()) {
+    onTunnelDeleted(record.tunnel_id());
+    return;
+  }
+  table_.upsertRecord(record.tunnel_id(), toCachedRecord(record));
+}
+
+void Relay::onTunnelDeleted(const std::string& tunnelId) {
+  // A deletion is final whatever revision it carries.
+  table_.markDeleted(tunnelId);
+  closeTunnelBridges(tunnelId, ws::kCloseNormal, DetachOutcome::kDelete);
+}
+
+void Relay::closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason) {
+  for (uint64_t key : table_.bridgesOf(tunnelId)) {
+    auto it = bridges_.find(key);
+    if (it != bridges_.end()) it->second->close(code, reason);
+  }
+}
+
+void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
+  if (!certificate.fingerprint_sha256().empty() && certificate.fingerprint_sha256() == apiFingerprint_) return;
+  auto ctx = tls::makeServerContext(certificate.certificate_chain_pem(), certificate.private_key_pem(), {"http/1.1"});
+  if (!ctx.ok()) {
+    kLog.error("the API certificate from controld is unusable", {{"error", ctx.error().message}});
+    return;
+  }
+  apiContext_ = std::move(ctx).value();
+  apiFingerprint_ = certificate.fingerprint_sha256();
+  kLog.info("API certificate installed", {{"fingerprint", apiFingerprint_.substr(0, 16)}});
+}
+
+void Relay::onCommand(const v1::Command& command) {
+  v1::Ack ack;
+  ack.set_command_id(command.id());
+  ack.set_status(v1::ACK_STATUS_OK);
+  uint32_t affected = 0;
+  switch (command.action_case()) {
+    case v1::Command::kDrainTunnel:
+      for (uint64_t key : table_.bridgesOf(command.drain_tunnel().tunnel_id())) {
+        auto it = bridges_.find(key);
+        if (it == bridges_.end()) continue;
+        it->second->drain();
+        ++affected;
+      }
+      break;
+    case v1::Command::kResetTunnel: {
+      const std::string& id = command.reset_tunnel().tunnel_id();
+      affected = static_cast<uint32_t>(table_.bridgesOf(id).size());
+      closeTunnelBridges(id, ws::kCloseNormal, DetachOutcome::kReset);
+      table_.dropRecord(id);
+      break;
+    }
+    case v1::Command::kCloseBridge: {
+      ack.set_status(v1::ACK_STATUS_NOT_FOUND);
+      for (auto& [key, bridge] : bridges_) {
+        if (bridge->bridgeId() != command.close_bridge().bridge_id() || !bridge->attached()) continue;
+        bridge->close(ws::kCloseNormal, fromProto(command.close_bridge().reason()));
+        ack.set_status(v1::ACK_STATUS_OK);
+        affected = 1;
+        break;
+      }
+      break;
+    }
+    default:
+      ack.set_status(v1::ACK_STATUS_FAILED);
+      ack.set_message("unknown command");
+      break;
+  }
+  ack.set_bridges_affected(affected);
+  control_->ack(ack);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Draining
+
+void Relay::startDrain() {
+  if (context_.draining) return;
+  context_.draining = true;
+  control_->draining(unixNowMs() + static_cast<int64_t>(context_.config.shutdown_drain_ms));
+  drainQueue_.clear();
+  for (const auto& [key, bridge] : bridges_) drainQueue_.push_back(key);
+  kLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())}});
+  drainStep();
+}
+
+void Relay::drainStep() {
+  // Spread: 5,000 a second, and all of them within 5 s however many there are.
+  const size_t spreadSteps = kDrainSpreadMs / kDrainStepMs;
+  const size_t perStep = std::max<size_t>(kDrainPerSecond * kDrainStepMs / 1000,
+                                          (drainQueue_.size() + spreadSteps - 1) / spreadSteps);
+  size_t done = 0;
+  while (!drainQueue_.empty() && done < perStep) {
+    const uint64_t key = drainQueue_.back();
+    drainQueue_.pop_back();
+    auto it = bridges_.find(key);
+    if (it == bridges_.end()) continue;
+    it->second->drain();
+    ++done;
+  }
+  if (!drainQueue_.empty() && drainTimerOpen_) uv_timer_start(&drainTimer_, onDrainTimer, kDrainStepMs, 0);
+}
+
+void Relay::onDrainTimer(uv_timer_t* handle) { static_cast<Relay*>(handle->data)->drainStep(); }
+
+void Relay::closeAllBridges() {
+  std::vector<BridgeSession*> all;
+  all.reserve(bridges_.size());
+  for (const auto& [key, bridge] : bridges_) all.push_back(bridge);
+  for (BridgeSession* bridge : all) bridge->close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
+}
+
+}  // namespace ot::relayd

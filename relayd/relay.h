@@ -1,0 +1,99 @@
+// The relay's state on its loop: the tunnel table, the bridges by key, the control client, the
+// API-domain TLS context, the API proxy, and the decisions that need all of them (routing a
+// visitor, allowing an upgrade, authorizing an attach, applying controld's pushes, draining).
+// Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/bridge_control.h"
+#include "common/tls_engine.h"
+#include "relayd/api_proxy.h"
+#include "relayd/control_client.h"
+#include "relayd/relay_context.h"
+#include "relayd/sni_route.h"
+#include "relayd/tunnel_table.h"
+
+namespace ot::relayd {
+
+class BridgeSession;
+class TcpStream;
+
+class Relay {
+ public:
+  Relay(RelayContext& context, ControlClientOptions controlOptions);
+  ~Relay();
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  void start();
+
+  // --- API domain
+  [[nodiscard]] tls::SslCtxPtr apiContext() const { return apiContext_; }
+  [[nodiscard]] ApiProxy& apiProxy() { return apiProxy_; }
+  [[nodiscard]] bool controlConnected() const { return control_->connected(); }
+
+  enum class UpgradeDecision : uint8_t { kAllowed, kNotFound, kUnavailable };
+  // Whether GET /api/tunnel/<id>/bridge may be upgraded: the tunnel exists (cache, else
+  // FetchTunnel). `done` may run synchronously.
+  void checkUpgrade(const std::string& tunnelId, std::function<void(UpgradeDecision)> done);
+
+  // --- bridges
+  uint64_t registerBridge(BridgeSession* bridge);  // a key for a new session
+  void unregisterBridge(uint64_t key);
+  [[nodiscard]] std::string newBridgeId(uint64_t key) const;
+  // Decides the attach; answers through bridge->attachAllowed / attachRefused (maybe later,
+  // and not at all if the bridge has gone by then).
+  void authorizeAttach(BridgeSession* bridge);
+  void bridgeAttached(BridgeSession* bridge);
+  void bridgeDetached(BridgeSession* bridge, DetachOutcome reason);
+  void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn, uint64_t bytesOut);
+
+  // --- visitors
+  // A visitor whose ClientHello named a tunnel: pick a bridge and splice, or close and count.
+  void routeVisitor(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello);
+
+  // --- shutdown
+  // SIGTERM: tell controld, drain every bridge (spread over up to 5 s).
+  void startDrain();
+  // At the end of the drain period: close every bridge that is left with 1012.
+  void closeAllBridges();
+  void stop();  // stops the control client
+
+  [[nodiscard]] TunnelTable& table() { return table_; }
+  [[nodiscard]] size_t bridgeCount() const { return bridges_.size(); }
+
+ private:
+  void onTunnel(const v1::TunnelRecord& record);
+  void onTunnelDeleted(const std::string& tunnelId);
+  void onApiCertificate(const v1::ApiCertificate& certificate);
+  void onCommand(const v1::Command& command);
+  void closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason);
+  void authorizeFromCache(uint64_t key);
+  void finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* response);
+  void rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId);
+  void drainStep();
+  static void onDrainTimer(uv_timer_t* handle);
+
+  RelayContext& context_;
+  TunnelTable table_;
+  std::unique_ptr<ControlClient> control_;
+  ApiProxy apiProxy_;
+  tls::SslCtxPtr apiContext_;
+  std::string apiFingerprint_;
+  std::unordered_map<uint64_t, BridgeSession*> bridges_;
+  uint64_t nextBridgeKey_ = 1;
+  uint64_t bridgeIdPrefix_ = 0;
+  std::vector<uint64_t> drainQueue_;
+  uv_timer_t drainTimer_{};
+  bool drainTimerOpen_ = false;
+};
+
+[[nodiscard]] CachedRecord toCachedRecord(const v1::TunnelRecord& record);
+
+}  // namespace ot::relayd

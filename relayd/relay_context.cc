@@ -1,0 +1,62 @@
+#include "relayd/relay_context.h"
+
+#include <utility>
+
+#include "relayd/tcp_stream.h"
+
+namespace ot::relayd {
+
+RelayContext::RelayContext(uv_loop_t* loopIn, const RelaydConfig& configIn, RelayMetrics& metricsIn)
+    : loop(loopIn), config(configIn), metrics(metricsIn), wheel(uv_now(loopIn)) {
+  uv_check_init(loop, &check_);
+  check_.data = this;
+  uv_check_start(&check_, onCheck);
+  uv_unref(reinterpret_cast<uv_handle_t*>(&check_));
+  uv_timer_init(loop, &tick_);
+  tick_.data = this;
+  uv_timer_start(&tick_, onTick, wheel.tickMs(), wheel.tickMs());
+  uv_unref(reinterpret_cast<uv_handle_t*>(&tick_));
+}
+
+RelayContext::~RelayContext() {
+  runDeferred();
+  // The handles are closed by the owner's shutdown before the loop's last run (closeHandles).
+}
+
+void RelayContext::resetAllStreams() {
+  std::vector<TcpStream*> open(streams.begin(), streams.end());
+  for (TcpStream* stream : open) stream->close(true);
+}
+
+void RelayContext::closeHandles() {
+  uv_close(reinterpret_cast<uv_handle_t*>(&check_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&tick_), nullptr);
+}
+
+void RelayContext::deferDelete(Deferrable* object) { deferred_.push_back(object); }
+
+void RelayContext::runDeferred() {
+  while (!deferred_.empty()) {
+    std::vector<Deferrable*> batch;
+    batch.swap(deferred_);
+    for (Deferrable* object : batch) delete object;
+  }
+}
+
+void RelayContext::addBuffered(int64_t delta) {
+  if (delta < 0 && static_cast<uint64_t>(-delta) > bufferedBytes) {
+    bufferedBytes = 0;
+  } else {
+    bufferedBytes = static_cast<uint64_t>(static_cast<int64_t>(bufferedBytes) + delta);
+  }
+}
+
+void RelayContext::onCheck(uv_check_t* handle) { static_cast<RelayContext*>(handle->data)->runDeferred(); }
+
+void RelayContext::onTick(uv_timer_t* handle) {
+  auto* self = static_cast<RelayContext*>(handle->data);
+  self->wheel.advance(self->nowMs());
+  self->metrics.bufferedBytes.Set(static_cast<double>(self->bufferedBytes));
+}
+
+}  // namespace ot::relayd

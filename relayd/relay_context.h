@@ -1,0 +1,71 @@
+// What every object on relayd's loop shares: the loop, the clock, the timer wheel, the loop-wide
+// buffers, metrics, the configuration, and the deferred-delete list. One per relayd; loop thread
+// only.
+#pragma once
+
+#include <uv.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+#include "relayd/relay_metrics.h"
+#include "relayd/relayd_config.h"
+#include "relayd/timer_wheel.h"
+
+namespace ot::relayd {
+
+class TcpStream;
+
+// Objects that are deleted outside their own callbacks derive from this.
+class Deferrable {
+ public:
+  virtual ~Deferrable() = default;
+};
+
+struct RelayContext {
+  RelayContext(uv_loop_t* loopIn, const RelaydConfig& configIn, RelayMetrics& metricsIn);
+  ~RelayContext();
+  RelayContext(const RelayContext&) = delete;
+  RelayContext& operator=(const RelayContext&) = delete;
+
+  [[nodiscard]] uint64_t nowMs() const { return uv_now(loop); }
+  // Deletes `object` on the next loop iteration, never on the current call stack.
+  void deferDelete(Deferrable* object);
+  // Closes the context's own handles (the tick timer and the check handle); before the loop ends.
+  void closeHandles();
+  // Runs pending deletions now (the check handle does it every iteration; shutdown calls it).
+  void runDeferred();
+
+  // Bytes of connection data held in user space (both directions), against BUFFERED_BYTES_LIMIT.
+  void addBuffered(int64_t delta);
+  [[nodiscard]] bool overBufferedLimit() const { return bufferedBytes >= config.buffered_bytes_limit; }
+
+  // Aborts every public socket still open (the last step of shutdown).
+  void resetAllStreams();
+
+  uv_loop_t* loop;
+  const RelaydConfig& config;
+  RelayMetrics& metrics;
+  TimerWheel wheel;
+  std::array<uint8_t, 65536> readBuffer{};   // every socket read lands here
+  std::array<uint8_t, 65536> plainBuffer{};  // decrypted TLS lands here
+  uint64_t bufferedBytes = 0;
+  uint64_t openConnections = 0;              // accepted public sockets still open
+  uint64_t maxConnections = 60'000;
+  uint32_t apiHandshakesInProgress = 0;
+  bool draining = false;
+  std::unordered_set<TcpStream*> streams;  // every open TcpStream (kept by TcpStream itself)
+
+ private:
+  static void onCheck(uv_check_t* handle);
+  static void onTick(uv_timer_t* handle);
+  uv_check_t check_{};
+  uv_timer_t tick_{};
+  std::vector<Deferrable*> deferred_;
+};
+
+}  // namespace ot::relayd

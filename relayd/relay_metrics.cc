@@ -1,0 +1,151 @@
+#include "relayd/relay_metrics.h"
+
+namespace ot::relayd {
+namespace {
+
+const prometheus::Histogram::BucketBoundaries kDurationBuckets = {0.01, 0.1, 1,   10,
+                                                                  60,   300, 900, 3600};
+
+constexpr const char* kVisitorsName = "opentunnel_visitor_connections_total";
+constexpr const char* kVisitorsHelp = "Visitor connections by how they ended up being handled.";
+constexpr const char* kAttachesName = "opentunnel_bridge_attaches_total";
+constexpr const char* kAttachesHelp = "Bridge attach attempts by result.";
+constexpr const char* kDetachesName = "opentunnel_bridge_detaches_total";
+constexpr const char* kDetachesHelp = "Bridges detached, by reason.";
+constexpr const char* kBackpressureName = "opentunnel_bridge_backpressure_total";
+constexpr const char* kBackpressureHelp =
+    "Bridge write backpressure events: stalls and resets after a stall lasted too long.";
+constexpr const char* kBytesName = "opentunnel_visitor_bytes_total";
+constexpr const char* kBytesHelp = "Bytes relayed for visitors (in: from visitors, out: to them).";
+constexpr const char* kHandshakesName = "opentunnel_api_tls_handshakes_total";
+constexpr const char* kHandshakesHelp = "TLS handshakes terminated for the API domain, by result.";
+constexpr const char* kShedName = "opentunnel_connections_shed_total";
+constexpr const char* kShedHelp = "Connections refused because a relay-wide limit was reached.";
+constexpr const char* kAcceptName = "opentunnel_accept_errors_total";
+constexpr const char* kAcceptHelp = "accept() failures (emfile: out of descriptors or memory).";
+
+}  // namespace
+
+std::string_view visitorOutcomeName(VisitorOutcome outcome) {
+  switch (outcome) {
+    case VisitorOutcome::kServedLocal:
+      return "served_local";
+    case VisitorOutcome::kRejectedUnknownTunnel:
+      return "rejected_unknown_tunnel";
+    case VisitorOutcome::kRejectedUnknownRoute:
+      return "rejected_unknown_route";
+    case VisitorOutcome::kRejectedNoBridge:
+      return "rejected_no_bridge";
+    case VisitorOutcome::kRejectedCertNotReady:
+      return "rejected_cert_not_ready";
+    case VisitorOutcome::kRejectedTooManyConnections:
+      return "rejected_too_many_connections";
+    case VisitorOutcome::kRejectedBadHello:
+      return "rejected_bad_hello";
+    case VisitorOutcome::kRejectedTimeout:
+      return "rejected_timeout";
+    case VisitorOutcome::kError:
+    case VisitorOutcome::kCount:
+      break;
+  }
+  return "error";
+}
+
+std::string_view attachOutcomeName(AttachOutcome outcome) {
+  switch (outcome) {
+    case AttachOutcome::kOk:
+      return "ok";
+    case AttachOutcome::kBadToken:
+      return "bad_token";
+    case AttachOutcome::kCertNotReady:
+      return "cert_not_ready";
+    case AttachOutcome::kInvalidRoute:
+      return "invalid_route";
+    case AttachOutcome::kTooManyRoutes:
+      return "too_many_routes";
+    case AttachOutcome::kRouteConflict:
+      return "route_conflict";
+    case AttachOutcome::kError:
+    case AttachOutcome::kCount:
+      break;
+  }
+  return "error";
+}
+
+std::string_view detachOutcomeName(DetachOutcome outcome) {
+  switch (outcome) {
+    case DetachOutcome::kClientClose:
+      return "client_close";
+    case DetachOutcome::kDrop:
+      return "drop";
+    case DetachOutcome::kIdleRetire:
+      return "idle_retire";
+    case DetachOutcome::kDrain:
+      return "drain";
+    case DetachOutcome::kDelete:
+      return "delete";
+    case DetachOutcome::kServerClose:
+      return "server_close";
+    case DetachOutcome::kReset:
+    case DetachOutcome::kCount:
+      break;
+  }
+  return "reset";
+}
+
+RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
+    : registry(metricsRegistry),
+      bridgesAttached(metricsRegistry.gauge("opentunnel_bridges_attached",
+                                            "Bridges currently attached to this relay.")),
+      attaches{},
+      detaches{},
+      backpressureStall(
+          metricsRegistry.counter(kBackpressureName, kBackpressureHelp, {{"event", "stall"}})),
+      backpressureReset(
+          metricsRegistry.counter(kBackpressureName, kBackpressureHelp, {{"event", "reset"}})),
+      visitorConnectionsOpen(metricsRegistry.gauge("opentunnel_visitor_connections_open",
+                                                   "Visitor connections currently open.")),
+      visitors{},
+      visitorBytesIn(metricsRegistry.counter(kBytesName, kBytesHelp, {{"direction", "in"}})),
+      visitorBytesOut(metricsRegistry.counter(kBytesName, kBytesHelp, {{"direction", "out"}})),
+      visitorDuration(metricsRegistry.histogram(
+          "opentunnel_visitor_connection_duration_seconds",
+          "How long visitor connections stayed open, in seconds.", kDurationBuckets)),
+      apiHandshakeOk(metricsRegistry.counter(kHandshakesName, kHandshakesHelp, {{"result", "ok"}})),
+      apiHandshakeFailed(
+          metricsRegistry.counter(kHandshakesName, kHandshakesHelp, {{"result", "failed"}})),
+      apiHandshakeTimeout(
+          metricsRegistry.counter(kHandshakesName, kHandshakesHelp, {{"result", "timeout"}})),
+      shedHandshakes(metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "handshakes"}})),
+      shedConnections(metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "connections"}})),
+      acceptEmfile(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "emfile"}})),
+      acceptOther(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "other"}})),
+      bufferedBytes(metricsRegistry.gauge(
+          "opentunnel_relay_buffered_bytes",
+          "Bytes held in relay buffers waiting for a slow reader or writer.")),
+      controlSessionsTotal(metricsRegistry.counter("opentunnel_control_sessions_total",
+                                                   "Control sessions opened with controld.")),
+      controlConnected(metricsRegistry.gauge("opentunnel_control_connected",
+                                             "1 while the control session with controld is up.")),
+      apiProxyFailures(
+          metricsRegistry.counter("opentunnel_api_proxy_failures_total",
+                                  "API requests that could not be forwarded to controld.")) {
+  // Every label value exists from the start, so dashboards see zeros instead of gaps.
+  for (size_t i = 0; i < static_cast<size_t>(AttachOutcome::kCount); ++i) {
+    attaches[i] = &metricsRegistry.counter(
+        kAttachesName, kAttachesHelp,
+        {{"result", std::string(attachOutcomeName(static_cast<AttachOutcome>(i)))}});
+  }
+  for (size_t i = 0; i < static_cast<size_t>(DetachOutcome::kCount); ++i) {
+    detaches[i] = &metricsRegistry.counter(
+        kDetachesName, kDetachesHelp,
+        {{"reason", std::string(detachOutcomeName(static_cast<DetachOutcome>(i)))}});
+  }
+  for (size_t i = 0; i < static_cast<size_t>(VisitorOutcome::kCount); ++i) {
+    visitors[i] = &metricsRegistry.counter(
+        kVisitorsName, kVisitorsHelp,
+        {{"outcome", std::string(visitorOutcomeName(static_cast<VisitorOutcome>(i)))}});
+  }
+}
+
+}  // namespace ot::relayd

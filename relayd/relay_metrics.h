@@ -1,0 +1,90 @@
+// relayd's Prometheus metrics (the reference's list, relayd's part). Fixed label values only: no
+// tunnel IDs, hostnames or addresses. Created once at startup; the counters are prometheus-cpp
+// objects, safe to bump from the loop thread without locks of ours.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+
+#include <string>
+#include <string_view>
+
+#include "common/metrics.h"
+
+namespace ot::relayd {
+
+// opentunnel_visitor_connections_total{outcome}
+enum class VisitorOutcome : uint8_t {
+  kServedLocal,
+  kRejectedUnknownTunnel,
+  kRejectedUnknownRoute,
+  kRejectedNoBridge,
+  kRejectedCertNotReady,
+  kRejectedTooManyConnections,
+  kRejectedBadHello,
+  kRejectedTimeout,
+  kError,
+  kCount,
+};
+// opentunnel_bridge_attaches_total{result}
+enum class AttachOutcome : uint8_t {
+  kOk,
+  kBadToken,
+  kCertNotReady,
+  kInvalidRoute,
+  kTooManyRoutes,
+  kRouteConflict,
+  kError,
+  kCount,
+};
+// opentunnel_bridge_detaches_total{reason}
+enum class DetachOutcome : uint8_t {
+  kClientClose,
+  kDrop,
+  kIdleRetire,
+  kDrain,
+  kDelete,
+  kServerClose,
+  kReset,
+  kCount,
+};
+
+[[nodiscard]] std::string_view visitorOutcomeName(VisitorOutcome outcome);
+[[nodiscard]] std::string_view attachOutcomeName(AttachOutcome outcome);
+[[nodiscard]] std::string_view detachOutcomeName(DetachOutcome outcome);
+
+class RelayMetrics {
+ public:
+  explicit RelayMetrics(metrics::Metrics& registry);
+
+  metrics::Metrics& registry;
+
+  prometheus::Gauge& bridgesAttached;                 // opentunnel_bridges_attached
+  prometheus::Counter* attaches[static_cast<size_t>(AttachOutcome::kCount)];
+  prometheus::Counter* detaches[static_cast<size_t>(DetachOutcome::kCount)];
+  prometheus::Counter& backpressureStall;             // opentunnel_bridge_backpressure_total{event="stall"}
+  prometheus::Counter& backpressureReset;             // {event="reset"}
+  prometheus::Gauge& visitorConnectionsOpen;          // opentunnel_visitor_connections_open
+  prometheus::Counter* visitors[static_cast<size_t>(VisitorOutcome::kCount)];
+  prometheus::Counter& visitorBytesIn;                // opentunnel_visitor_bytes_total{direction="in"}
+  prometheus::Counter& visitorBytesOut;               // {direction="out"}
+  prometheus::Histogram& visitorDuration;             // opentunnel_visitor_connection_duration_seconds
+  prometheus::Counter& apiHandshakeOk;                // opentunnel_api_tls_handshakes_total{result="ok"}
+  prometheus::Counter& apiHandshakeFailed;            // {result="failed"}
+  prometheus::Counter& apiHandshakeTimeout;           // {result="timeout"}
+  prometheus::Counter& shedHandshakes;                // opentunnel_connections_shed_total{reason="handshakes"}
+  prometheus::Counter& shedConnections;               // {reason="connections"}
+  prometheus::Counter& acceptEmfile;                  // opentunnel_accept_errors_total{error="emfile"}
+  prometheus::Counter& acceptOther;                   // {error="other"}
+  prometheus::Gauge& bufferedBytes;                   // opentunnel_relay_buffered_bytes (ours)
+  prometheus::Counter& controlSessionsTotal;          // opentunnel_control_sessions_total (ours)
+  prometheus::Gauge& controlConnected;                // opentunnel_control_connected (ours, 0/1)
+  prometheus::Counter& apiProxyFailures;              // opentunnel_api_proxy_failures_total (ours)
+
+  void visitor(VisitorOutcome outcome) { visitors[static_cast<size_t>(outcome)]->Increment(); }
+  void attach(AttachOutcome outcome) { attaches[static_cast<size_t>(outcome)]->Increment(); }
+  void detach(DetachOutcome outcome) { detaches[static_cast<size_t>(outcome)]->Increment(); }
+};
+
+}  // namespace ot::relayd

@@ -1,0 +1,225 @@
+#include "relayd/relay_server.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "common/log.h"
+#include "relayd/inbound_connection.h"
+#include "relayd/listener.h"
+#include "relayd/plain_http_server.h"
+#include "relayd/relay.h"
+#include "relayd/relay_context.h"
+#include "relayd/relay_metrics.h"
+
+namespace ot::relayd {
+
+namespace {
+
+const log::Logger kLog("relayd");
+
+// At most as many connections as three quarters of memory hold at 64 KB each, and 60,000.
+uint64_t connectionLimit() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || pageSize <= 0) return 60'000;
+  const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+  return std::min<uint64_t>(60'000, memory / 4 * 3 / (64 * 1024));
+}
+
+std::string randomHex(size_t digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device random;
+  std::string out;
+  for (size_t i = 0; i < digits; ++i) out.push_back(kHex[random() & 0xF]);
+  return out;
+}
+
+int64_t unixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct RelayServer::Impl {
+  explicit Impl(RelaydConfig configIn) : config(std::move(configIn)), relayMetrics(registry) {}
+
+  RelaydConfig config;
+  metrics::Metrics registry;
+  RelayMetrics relayMetrics;
+  uv_loop_t loop{};
+  std::unique_ptr<RelayContext> context;
+  std::unique_ptr<Relay> relay;
+  std::unique_ptr<Listener> tlsListener;
+  std::unique_ptr<PlainHttpServer> httpServer;
+  std::unique_ptr<PlainHttpServer> metricsServer;
+  uv_signal_t sigterm{};
+  uv_signal_t sigint{};
+  uv_timer_t shutdownTimer{};
+  int phase = 0;  // 0 serving, 1 draining, 2 stopping
+
+  void beginShutdown();
+  int failStartup();
+  void finishDrain();
+  void stopEverything();
+};
+
+RelayServer::RelayServer(RelaydConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+
+RelayServer::~RelayServer() = default;
+
+int RelayServer::run() {
+  Impl& s = *impl_;
+  uv_loop_init(&s.loop);
+  if (s.config.machine_id.empty()) s.config.machine_id = "m_" + randomHex(12);
+  s.context = std::make_unique<RelayContext>(&s.loop, s.config, s.relayMetrics);
+  s.context->maxConnections = connectionLimit();
+
+  ControlClientOptions control;
+  control.socketPath = s.config.control_socket;
+  control.machineId = s.config.machine_id;
+  std::random_device random;
+  control.epoch = (static_cast<uint64_t>(random()) << 32) ^ random();
+  control.startedAtUnixMs = unixNowMs();
+  control.version = "0.1.0";
+  s.relay = std::make_unique<Relay>(*s.context, std::move(control));
+
+  auto tls = Listener::open(
+      &s.loop, s.config.tls_listen, "tls",
+      [&s](int fd, const sockaddr_storage& peer) {
+        if (s.phase >= 2) {
+          ::close(fd);
+          return;
+        }
+        InboundConnection::accept(*s.context, *s.relay, fd, formatSocketAddress(peer));
+      },
+      &s.relayMetrics);
+  if (!tls.ok()) {
+    kLog.error("cannot listen for TLS", {{"address", s.config.tls_listen.toString()}, {"error", tls.error().message}});
+    return s.failStartup();
+  }
+  s.tlsListener = std::move(tls).value();
+
+  if (s.config.http_listen.kind != config::ListenAddress::Kind::kOff) {
+    auto http = PlainHttpServer::open(&s.loop, s.config.http_listen, "http",
+                                      redirectHandler(s.config.domain, s.tlsListener->port(), [] { return true; }),
+                                      &s.relayMetrics);
+    if (!http.ok()) {
+      kLog.error("cannot listen for HTTP", {{"error", http.error().message}});
+      return s.failStartup();
+    }
+    s.httpServer = std::move(http).value();
+  }
+  if (s.config.metrics_listen.kind != config::ListenAddress::Kind::kOff) {
+    auto metricsServer = PlainHttpServer::open(
+        &s.loop, s.config.metrics_listen, "metrics",
+        [&s](const PlainRequest& request) {
+          PlainResponse response;
+          if (request.target != "/metrics") {
+            response.status = 404;
+            response.body = "not found\n";
+            return response;
+          }
+          response.contentType = "text/plain; version=0.0.4; charset=utf-8";
+          response.body = s.registry.render();
+          return response;
+        },
+        &s.relayMetrics);
+    if (!metricsServer.ok()) {
+      kLog.error("cannot listen for metrics", {{"error", metricsServer.error().message}});
+      return s.failStartup();
+    }
+    s.metricsServer = std::move(metricsServer).value();
+  }
+
+  uv_signal_init(&s.loop, &s.sigterm);
+  uv_signal_init(&s.loop, &s.sigint);
+  s.sigterm.data = &s;
+  s.sigint.data = &s;
+  auto onSignal = [](uv_signal_t* handle, int) { static_cast<Impl*>(handle->data)->beginShutdown(); };
+  uv_signal_start(&s.sigterm, onSignal, SIGTERM);
+  uv_signal_start(&s.sigint, onSignal, SIGINT);
+  uv_timer_init(&s.loop, &s.shutdownTimer);
+  s.shutdownTimer.data = &s;
+
+  s.relay->start();
+  kLog.info("serving", {{"tls_port", std::to_string(s.tlsListener->port())},
+                        {"http_port", s.httpServer ? std::to_string(s.httpServer->port()) : std::string("off")},
+                        {"metrics_port", s.metricsServer ? std::to_string(s.metricsServer->port()) : std::string("off")},
+                        {"domain", s.config.domain},
+                        {"max_connections", std::to_string(s.context->maxConnections)}});
+
+  uv_run(&s.loop, UV_RUN_DEFAULT);
+
+  s.context->runDeferred();
+  s.relay.reset();
+  s.context.reset();
+  // Let the close callbacks of everything above run, then the loop can go.
+  uv_run(&s.loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(&s.loop) != 0) kLog.warn("the loop still had handles at exit");
+  kLog.info("stopped");
+  log::flush();
+  return 0;
+}
+
+// A listener could not be opened: close what was set up so the process exits cleanly.
+int RelayServer::Impl::failStartup() {
+  relay->stop();
+  httpServer.reset();
+  metricsServer.reset();
+  tlsListener.reset();
+  context->closeHandles();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  relay.reset();
+  context.reset();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  (void)uv_loop_close(&loop);
+  log::flush();
+  return 1;
+}
+
+void RelayServer::Impl::beginShutdown() {
+  if (phase == 0) {
+    phase = 1;
+    kLog.info("SIGTERM: draining", {{"drain_ms", std::to_string(config.shutdown_drain_ms)}});
+    relay->startDrain();
+    uv_timer_start(&shutdownTimer, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->finishDrain(); },
+                   config.shutdown_drain_ms, 0);
+  } else if (phase == 1) {
+    kLog.info("second signal: stopping now");
+    finishDrain();
+  }
+}
+
+void RelayServer::Impl::finishDrain() {
+  if (phase >= 2) return;
+  phase = 2;
+  uv_timer_stop(&shutdownTimer);
+  tlsListener->close();
+  if (httpServer) httpServer->close();
+  relay->closeAllBridges();
+  // Give close handshakes and open API requests a moment, then stop.
+  uv_timer_start(&shutdownTimer, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->stopEverything(); },
+                 1'000, 0);
+}
+
+void RelayServer::Impl::stopEverything() {
+  context->resetAllStreams();
+  relay->stop();
+  httpServer.reset();
+  metricsServer.reset();
+  tlsListener.reset();
+  uv_close(reinterpret_cast<uv_handle_t*>(&sigterm), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sigint), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&shutdownTimer), nullptr);
+  context->closeHandles();
+  // The loop ends by itself once every handle above has closed.
+}
+
+}  // namespace ot::relayd

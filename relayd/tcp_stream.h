@@ -1,0 +1,83 @@
+// One TCP socket on the relay's loop. Reads land in the loop-wide read buffer (RelayContext) and
+// are handed to the current Handler at once, so an idle socket holds no read buffer; writes are
+// queued with their byte counts so owners can apply watermarks. The handler can change while the
+// socket lives (ClientHello reader -> API session -> bridge, or -> visitor).
+//
+// Lifetime: created by adopt(), deleted by itself after its close callback ran and the handler's
+// onClosed returned. Loop thread only.
+#pragma once
+
+#include <uv.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ot::relayd {
+
+struct RelayContext;
+
+class TcpStream {
+ public:
+  class Handler {
+   public:
+    // Bytes read; valid only during the call. The handler may stop reading, write or close.
+    virtual void onRead(std::span<const uint8_t> bytes) = 0;
+    virtual void onEof() = 0;                 // the peer half-closed
+    virtual void onStreamError(int status) = 0;  // read or write failed (ECONNRESET, ...)
+    virtual void onWritten(size_t bytes) = 0;    // a queued write completed
+    virtual void onClosed() = 0;                 // last call: the stream is freed right after
+
+   protected:
+    ~Handler() = default;
+  };
+
+  // Takes ownership of an accepted, non-blocking descriptor (closed on failure: nullptr).
+  [[nodiscard]] static TcpStream* adopt(RelayContext& context, int fd, Handler* handler);
+
+  void setHandler(Handler* handler) { handler_ = handler; }
+  void startReading();
+  void stopReading();
+  [[nodiscard]] bool reading() const { return reading_; }
+
+  // Queues bytes for the socket. Ignored once closing.
+  void write(std::vector<uint8_t> bytes);
+  [[nodiscard]] size_t queuedBytes() const { return queuedBytes_; }
+  // Sends FIN once queued writes are done.
+  void shutdownWrite();
+  // Closes the socket; `reset` aborts with an RST (SO_LINGER 0) instead of a FIN. Idempotent.
+  void close(bool reset);
+  [[nodiscard]] bool closing() const { return closing_; }
+
+  // TCP_NOTSENT_LOWAT: at most this much unsent data sits in the kernel for this socket.
+  void setNotSentLowat(int bytes);
+  // Bytes the peer has acknowledged: written to the kernel minus its send queue (SIOCOUTQ).
+  [[nodiscard]] uint64_t bytesAcked() const;
+  [[nodiscard]] const std::string& peerAddress() const { return peerAddress_; }
+  void setPeerAddress(std::string address) { peerAddress_ = std::move(address); }
+  [[nodiscard]] RelayContext& context() const { return context_; }
+
+ private:
+  TcpStream(RelayContext& context, Handler* handler);
+  ~TcpStream() = default;
+
+  static void onAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void onWriteCb(uv_write_t* req, int status);
+  static void onShutdownCb(uv_shutdown_t* req, int status);
+  static void onCloseCb(uv_handle_t* handle);
+
+  RelayContext& context_;
+  Handler* handler_;
+  uv_tcp_t tcp_{};
+  size_t queuedBytes_ = 0;
+  uint64_t bytesWritten_ = 0;  // completed writes, for bytesAcked
+  std::string peerAddress_;
+  bool reading_ = false;
+  bool closing_ = false;
+  bool shutdownSent_ = false;
+};
+
+}  // namespace ot::relayd

@@ -1,0 +1,73 @@
+// One hashed timer wheel for every timeout of the relay's connections and bridges (idle, half
+// close, ClientHello, attach, heartbeat, stalled writes), so that 100,000 bridges need no timer
+// handle each: an entry is an intrusive node of 32 bytes inside its owner, and the loop advances
+// the wheel from one uv_timer_t (relayd/relay_server.cc) every tick.
+//
+// Pure logic: no libuv, time is passed in (milliseconds, any monotonic origin). Loop thread only.
+// Resolution is the tick (default 250 ms): an entry fires at the first advance() at or after its
+// deadline rounded up to a tick; never early. Deadlines beyond the wheel's span (slots * tick) are
+// kept in their slot with a round count, so any delay works.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ot::relayd {
+
+class TimerWheel;
+
+// Embed one per timeout in the owning object. The owner's callback runs from advance(); it may
+// re-arm this entry or any other, cancel others, or destroy the owner (the entry is unlinked
+// before the callback runs). Destroying an armed entry cancels it.
+class TimerEntry {
+ public:
+  using Callback = void (*)(TimerEntry* entry, void* owner);
+
+  TimerEntry(Callback callback, void* owner) : callback_(callback), owner_(owner) {}
+  ~TimerEntry() { cancel(); }
+  TimerEntry(const TimerEntry&) = delete;
+  TimerEntry& operator=(const TimerEntry&) = delete;
+
+  [[nodiscard]] bool armed() const { return wheel_ != nullptr; }
+  [[nodiscard]] uint64_t deadline() const { return deadline_; }
+  void cancel();
+
+ private:
+  friend class TimerWheel;
+  Callback callback_;
+  void* owner_;
+  TimerWheel* wheel_ = nullptr;
+  TimerEntry* prev_ = nullptr;
+  TimerEntry* next_ = nullptr;
+  uint64_t deadline_ = 0;
+};
+
+class TimerWheel {
+ public:
+  explicit TimerWheel(uint64_t nowMs, uint32_t tickMs = 250, size_t slots = 4096);
+  ~TimerWheel();  // cancels every entry still armed
+  TimerWheel(const TimerWheel&) = delete;
+  TimerWheel& operator=(const TimerWheel&) = delete;
+
+  // (Re)arms `entry` to fire `delayMs` after `nowMs`.
+  void schedule(TimerEntry& entry, uint64_t nowMs, uint64_t delayMs);
+
+  // Fires every entry whose deadline is <= nowMs, in no particular order within a tick.
+  void advance(uint64_t nowMs);
+
+  [[nodiscard]] size_t size() const { return size_; }
+  [[nodiscard]] uint32_t tickMs() const { return tickMs_; }
+
+ private:
+  friend class TimerEntry;
+  void unlink(TimerEntry& entry);
+  void link(TimerEntry& entry);
+
+  uint32_t tickMs_;
+  std::vector<TimerEntry*> slots_;  // heads of intrusive doubly linked lists
+  uint64_t currentTick_;           // the next tick advance() will process
+  size_t size_ = 0;
+};
+
+}  // namespace ot::relayd

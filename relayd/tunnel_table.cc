@@ -1,0 +1,192 @@
+#include "relayd/tunnel_table.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+
+#include "common/crypto.h"
+
+namespace ot::relayd {
+
+namespace {
+
+bool hashEquals(const Sha256& expected, std::string_view secret) {
+  const auto digest = crypto::sha256(secret);
+  return CRYPTO_memcmp(expected.data(), digest.data(), expected.size()) == 0;
+}
+
+}  // namespace
+
+bool TunnelTable::upsertRecord(const std::string& tunnelId, CachedRecord record) {
+  Tunnel& tunnel = tunnels_[tunnelId];
+  missing_.erase(tunnelId);
+  if (tunnel.haveRecord && tunnel.record.deleted) return false;  // deletion is final
+  if (tunnel.haveRecord && !record.deleted && record.revision < tunnel.record.revision) return false;
+  tunnel.haveRecord = true;
+  tunnel.record = std::move(record);
+  return true;
+}
+
+void TunnelTable::markDeleted(const std::string& tunnelId) {
+  Tunnel& tunnel = tunnels_[tunnelId];
+  tunnel.haveRecord = true;
+  tunnel.record.deleted = true;
+  tunnel.record.certReady = false;
+}
+
+void TunnelTable::dropRecord(const std::string& tunnelId) {
+  auto it = tunnels_.find(tunnelId);
+  if (it == tunnels_.end()) return;
+  it->second.haveRecord = false;
+  it->second.record = CachedRecord{};
+  eraseIfEmpty(it);
+}
+
+const CachedRecord* TunnelTable::record(std::string_view tunnelId) const {
+  auto it = tunnels_.find(std::string(tunnelId));
+  if (it == tunnels_.end() || !it->second.haveRecord) return nullptr;
+  return &it->second.record;
+}
+
+void TunnelTable::markMissing(const std::string& tunnelId, uint64_t nowMs, uint64_t ttlMs) {
+  // Bounded: expired entries are dropped whenever the map grows large.
+  if (missing_.size() > 100'000) {
+    std::erase_if(missing_, [nowMs](const auto& entry) { return entry.second <= nowMs; });
+    if (missing_.size() > 100'000) missing_.clear();
+  }
+  missing_[tunnelId] = nowMs + ttlMs;
+}
+
+bool TunnelTable::knownMissing(std::string_view tunnelId, uint64_t nowMs) const {
+  auto it = missing_.find(std::string(tunnelId));
+  return it != missing_.end() && it->second > nowMs;
+}
+
+bool TunnelTable::credentialMatches(const CachedRecord& record, std::string_view token,
+                                    std::string_view origin) {
+  if (hashEquals(record.tokenSha256, token)) return true;
+  for (const auto& [name, hash] : record.origins) {
+    if (name == origin) return hashEquals(hash, token);
+  }
+  return false;
+}
+
+bool TunnelTable::routesFit(std::string_view tunnelId, const std::vector<std::string>& routes) const {
+  auto it = tunnels_.find(std::string(tunnelId));
+  uint32_t limit = limits_.maxRoutesPerTunnel;
+  size_t distinct = 0;
+  if (it != tunnels_.end()) {
+    if (it->second.haveRecord && it->second.record.maxRoutes != 0) {
+      limit = std::min(limit, it->second.record.maxRoutes);
+    }
+    distinct = it->second.routeClaims.size();
+    for (const auto& route : routes) {
+      if (!it->second.routeClaims.contains(route)) ++distinct;
+    }
+  } else {
+    distinct = routes.size();
+  }
+  return distinct <= limit;
+}
+
+uint32_t TunnelTable::bridgeConnLimit(std::string_view tunnelId, uint32_t clientMaxConns) const {
+  uint32_t limit = std::min(clientMaxConns, limits_.maxConnsPerBridge);
+  if (const CachedRecord* cached = record(tunnelId); cached != nullptr && cached->maxConnsPerBridge != 0) {
+    limit = std::min(limit, cached->maxConnsPerBridge);
+  }
+  return std::max<uint32_t>(limit, 1);
+}
+
+uint32_t TunnelTable::tunnelConnLimit(const Tunnel& tunnel) const {
+  uint32_t limit = limits_.maxConnsPerTunnel;
+  if (tunnel.haveRecord && tunnel.record.maxConnsPerTunnel != 0) {
+    limit = std::min(limit, tunnel.record.maxConnsPerTunnel);
+  }
+  return limit;
+}
+
+void TunnelTable::addBridge(const std::string& tunnelId, uint64_t bridgeKey,
+                            std::vector<std::string> routes, uint32_t maxConns) {
+  Tunnel& tunnel = tunnels_[tunnelId];
+  for (const auto& route : routes) ++tunnel.routeClaims[route];
+  tunnel.bridges.push_back(BridgeEntry{bridgeKey, std::move(routes), maxConns, 0, false});
+  ++bridgeCount_;
+}
+
+void TunnelTable::removeBridge(const std::string& tunnelId, uint64_t bridgeKey) {
+  auto it = tunnels_.find(tunnelId);
+  if (it == tunnels_.end()) return;
+  Tunnel& tunnel = it->second;
+  auto bridge = std::find_if(tunnel.bridges.begin(), tunnel.bridges.end(),
+                             [bridgeKey](const BridgeEntry& entry) { return entry.key == bridgeKey; });
+  if (bridge == tunnel.bridges.end()) return;
+  for (const auto& route : bridge->routes) {
+    auto claim = tunnel.routeClaims.find(route);
+    if (claim != tunnel.routeClaims.end() && --claim->second == 0) tunnel.routeClaims.erase(claim);
+  }
+  tunnel.open -= std::min(tunnel.open, bridge->open);
+  tunnel.bridges.erase(bridge);
+  --bridgeCount_;
+  eraseIfEmpty(it);
+}
+
+void TunnelTable::setDraining(const std::string& tunnelId, uint64_t bridgeKey) {
+  auto it = tunnels_.find(tunnelId);
+  if (it == tunnels_.end()) return;
+  for (auto& bridge : it->second.bridges) {
+    if (bridge.key == bridgeKey) bridge.draining = true;
+  }
+}
+
+std::vector<uint64_t> TunnelTable::bridgesOf(std::string_view tunnelId) const {
+  std::vector<uint64_t> keys;
+  auto it = tunnels_.find(std::string(tunnelId));
+  if (it == tunnels_.end()) return keys;
+  for (const auto& bridge : it->second.bridges) keys.push_back(bridge.key);
+  return keys;
+}
+
+TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string_view route) {
+  auto it = tunnels_.find(std::string(tunnelId));
+  if (it == tunnels_.end() || !it->second.haveRecord || it->second.record.deleted) {
+    return {PickResult::kUnknownTunnel, 0};
+  }
+  Tunnel& tunnel = it->second;
+  if (!tunnel.record.certReady) return {PickResult::kCertNotReady, 0};
+  if (tunnel.bridges.empty()) return {PickResult::kNoBridge, 0};
+  if (!tunnel.routeClaims.contains(route)) return {PickResult::kUnknownRoute, 0};
+  if (tunnel.open >= tunnelConnLimit(tunnel)) return {PickResult::kTooManyConnections, 0};
+  BridgeEntry* best = nullptr;
+  bool anyServing = false;
+  for (auto& bridge : tunnel.bridges) {
+    if (bridge.draining) continue;
+    if (std::find(bridge.routes.begin(), bridge.routes.end(), route) == bridge.routes.end()) continue;
+    anyServing = true;
+    if (bridge.open >= bridge.maxConns) continue;
+    if (best == nullptr || bridge.open <= best->open) best = &bridge;
+  }
+  if (best == nullptr) {
+    return {anyServing ? PickResult::kTooManyConnections : PickResult::kNoBridge, 0};
+  }
+  ++best->open;
+  ++tunnel.open;
+  return {PickResult::kOk, best->key};
+}
+
+void TunnelTable::connectionClosed(std::string_view tunnelId, uint64_t bridgeKey) {
+  auto it = tunnels_.find(std::string(tunnelId));
+  if (it == tunnels_.end()) return;
+  for (auto& bridge : it->second.bridges) {
+    if (bridge.key == bridgeKey && bridge.open > 0) {
+      --bridge.open;
+      if (it->second.open > 0) --it->second.open;
+      return;
+    }
+  }
+}
+
+void TunnelTable::eraseIfEmpty(std::unordered_map<std::string, Tunnel>::iterator it) {
+  if (!it->second.haveRecord && it->second.bridges.empty()) tunnels_.erase(it);
+}
+
+}  // namespace ot::relayd

@@ -1,0 +1,118 @@
+// relayd's view of the tunnels it serves (pure logic, loop thread only): the cached part of each
+// tunnel record controld pushed (token hash, certificate readiness, limits, deletion), the bridges
+// attached here with the routes they claimed, and the visitor connections each carries. Visitors
+// are routed from here alone, so relayd keeps working while controld is away.
+//
+// Bridges are named by an opaque key chosen by the caller (the BridgeSession's number).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ot::relayd {
+
+using Sha256 = std::array<uint8_t, 32>;
+
+struct CachedRecord {
+  uint64_t revision = 0;
+  Sha256 tokenSha256{};
+  bool certReady = false;
+  bool deleted = false;
+  uint32_t maxConnsPerBridge = 0;  // 0: the machine's limit
+  uint32_t maxConnsPerTunnel = 0;
+  uint32_t maxRoutes = 0;
+  std::vector<std::pair<std::string, Sha256>> origins;  // name -> credential hash
+};
+
+struct MachineLimits {
+  uint32_t maxConnsPerBridge = 256;
+  uint32_t maxConnsPerTunnel = 1024;
+  uint32_t maxRoutesPerTunnel = 256;
+};
+
+enum class PickResult : uint8_t {
+  kOk,
+  kUnknownTunnel,  // no record, or deleted
+  kCertNotReady,
+  kNoBridge,       // the tunnel has no bridge here
+  kUnknownRoute,   // it has bridges, none claims the route
+  kTooManyConnections,
+};
+
+class TunnelTable {
+ public:
+  explicit TunnelTable(MachineLimits limits) : limits_(limits) {}
+
+  // Applies a record unless the one held has a higher revision. A deleted record stays cached
+  // (so upgrades answer 404 and visitors are refused) whatever its revision.
+  bool upsertRecord(const std::string& tunnelId, CachedRecord record);
+  void markDeleted(const std::string& tunnelId);
+  // Forgets the record (a reset); bridges stay until the caller closes them.
+  void dropRecord(const std::string& tunnelId);
+  [[nodiscard]] const CachedRecord* record(std::string_view tunnelId) const;
+
+  // A recent FetchTunnel said "no such tunnel": remembered for `ttlMs` so scanners probing
+  // random IDs cost controld one lookup per ID per ttl.
+  void markMissing(const std::string& tunnelId, uint64_t nowMs, uint64_t ttlMs = 5'000);
+  [[nodiscard]] bool knownMissing(std::string_view tunnelId, uint64_t nowMs) const;
+
+  // The credential check done from the cache when controld cannot be asked: the tunnel token, or
+  // the named origin's derived credential. Constant time in the hashes.
+  [[nodiscard]] static bool credentialMatches(const CachedRecord& record, std::string_view token,
+                                              std::string_view origin);
+
+  // Distinct routes the tunnel would hold here after adding `routes`; compared with its limit.
+  [[nodiscard]] bool routesFit(std::string_view tunnelId, const std::vector<std::string>& routes) const;
+  // The cap on a new bridge's connections: min(client's max_conns, record, machine).
+  [[nodiscard]] uint32_t bridgeConnLimit(std::string_view tunnelId, uint32_t clientMaxConns) const;
+
+  void addBridge(const std::string& tunnelId, uint64_t bridgeKey, std::vector<std::string> routes,
+                 uint32_t maxConns);
+  void removeBridge(const std::string& tunnelId, uint64_t bridgeKey);
+  // A draining bridge gets no new visitors.
+  void setDraining(const std::string& tunnelId, uint64_t bridgeKey);
+  [[nodiscard]] std::vector<uint64_t> bridgesOf(std::string_view tunnelId) const;
+  [[nodiscard]] size_t bridgeCount() const { return bridgeCount_; }
+  [[nodiscard]] size_t recordCount() const { return tunnels_.size(); }
+
+  // Chooses the bridge for a visitor of <route>.<id>: among non-draining bridges claiming the
+  // route with room, the one carrying the fewest connections (the newest on a tie). Counts the
+  // connection when it returns kOk.
+  struct Pick {
+    PickResult result = PickResult::kUnknownTunnel;
+    uint64_t bridgeKey = 0;
+  };
+  [[nodiscard]] Pick pickBridge(std::string_view tunnelId, std::string_view route);
+  void connectionClosed(std::string_view tunnelId, uint64_t bridgeKey);
+
+ private:
+  struct BridgeEntry {
+    uint64_t key = 0;
+    std::vector<std::string> routes;
+    uint32_t maxConns = 0;
+    uint32_t open = 0;
+    bool draining = false;
+  };
+  struct Tunnel {
+    bool haveRecord = false;
+    CachedRecord record;
+    std::vector<BridgeEntry> bridges;  // in attach order
+    std::map<std::string, uint32_t, std::less<>> routeClaims;  // route -> bridges claiming it
+    uint32_t open = 0;
+  };
+  [[nodiscard]] uint32_t tunnelConnLimit(const Tunnel& tunnel) const;
+  void eraseIfEmpty(std::unordered_map<std::string, Tunnel>::iterator it);
+
+  MachineLimits limits_;
+  std::unordered_map<std::string, Tunnel> tunnels_;
+  std::unordered_map<std::string, uint64_t> missing_;  // id -> expiry (ms)
+  size_t bridgeCount_ = 0;
+};
+
+}  // namespace ot::relayd

@@ -1,0 +1,87 @@
+// One visitor's TCP connection carried over a bridge as a stream (docs/protocol.md sections 6-7).
+// The visitor side of the splice: bytes read from the visitor go to the bridge as data frames
+// within the client's credit; data frames from the client are written to the visitor and
+// credited back once the socket took them. Idle and half-close timeouts are wheel entries.
+//
+// Owned by itself: it frees itself when its socket has closed and its bridge has let go of it.
+// Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/bridge_frame.h"
+#include "relayd/relay_context.h"
+#include "relayd/tcp_stream.h"
+
+namespace ot::relayd {
+
+class BridgeSession;
+
+class VisitorStream final : public TcpStream::Handler, public Deferrable {
+ public:
+  VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId, uint32_t clientWindow);
+
+  // Attaches to the bridge under `connId` and sends the buffered ClientHello as the first data.
+  void start(BridgeSession* bridge, uint32_t connId, std::vector<uint8_t> hello);
+
+  // From the bridge (client -> visitor). The bridge already checked the relay's receive credit.
+  void deliver(std::span<const uint8_t> payload);
+  void peerEnded();                       // `end` from the client
+  void peerReset();                       // `reset` from the client: abort the visitor
+  // `credit` from the client; false when it would pass 2^31 - 1 (a protocol error).
+  [[nodiscard]] bool addSendCredit(uint32_t increment);
+  // The bridge is going away or the relay resets this connection: abort it (RST), sending
+  // `reset` with `reason` to the client unless `notifyClient` is false.
+  void abort(bridge::ResetReason reason, bool notifyClient);
+  // The bridge's socket drained below its low mark: reading may resume.
+  void resumeFromBridge();
+  // The bridge's socket is over its high mark: stop reading the visitor.
+  void pauseForBridge();
+
+  [[nodiscard]] uint32_t connId() const { return connId_; }
+  [[nodiscard]] size_t pendingToVisitor() const { return pendingToVisitor_; }
+  [[nodiscard]] uint64_t ackedByVisitor() const;
+  [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
+
+  // TcpStream::Handler
+  void onRead(std::span<const uint8_t> bytes) override;
+  void onEof() override;
+  void onStreamError(int status) override;
+  void onWritten(size_t bytes) override;
+  void onClosed() override;
+
+ private:
+  void sendToBridge(std::span<const uint8_t> bytes);
+  void flushHeld();
+  void updateReading();
+  void touch();
+  void armTimer();
+  void finishIfDone();
+  void detachFromBridge();
+  static void onTimer(TimerEntry* entry, void* owner);
+
+  RelayContext& context_;
+  TcpStream* stream_;
+  std::string tunnelId_;
+  BridgeSession* bridge_ = nullptr;
+  uint32_t connId_ = 0;
+  bridge::StreamCredit sendCredit_;   // what the client lets us send it
+  std::vector<uint8_t> held_;         // read from the visitor, waiting for credit
+  size_t pendingToVisitor_ = 0;       // written to the visitor socket, not yet completed
+  uint32_t ungranted_ = 0;            // completed writes not yet credited back to the client
+  uint64_t bytesIn_ = 0;              // visitor -> client
+  uint64_t bytesOut_ = 0;             // client -> visitor
+  uint64_t openedAtMs_ = 0;
+  uint64_t lastActivityMs_ = 0;
+  TimerEntry timer_;
+  bool visitorEnded_ = false;  // the visitor sent FIN (we sent `end`)
+  bool clientEnded_ = false;   // the client sent `end` (we shut down the visitor's write side)
+  bool bridgePaused_ = false;
+  bool socketClosed_ = false;
+  bool finished_ = false;      // the stream is done with the bridge
+};
+
+}  // namespace ot::relayd

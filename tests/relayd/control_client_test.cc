@@ -1,0 +1,822 @@
+// ControlClient against an in-process fake RelayControl service on a unix socket, with the client
+// on a private libuv loop; and the pure pieces behind it (relayd/control_mirror.h).
+#include "relayd/control_client.h"
+
+#include <doctest/doctest.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <grpcpp/grpcpp.h>
+#include <stdlib.h>
+#include <uv.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "opentunnel/control/v1/control.grpc.pb.h"
+#include "relayd/control_mirror.h"
+
+namespace {
+
+namespace v1 = ::opentunnel::control::v1;
+using ot::ErrorKind;
+using ot::Result;
+using ot::relayd::BridgeMirror;
+using ot::relayd::ControlClient;
+using ot::relayd::ControlClientOptions;
+using ot::relayd::ControlEvents;
+using ot::relayd::ReconnectBackoff;
+using ot::relayd::UsageTally;
+
+bool same(const google::protobuf::Message& a, const google::protobuf::Message& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+v1::Bridge makeBridge(const std::string& id, const std::string& tunnel) {
+  v1::Bridge bridge;
+  bridge.set_bridge_id(id);
+  bridge.set_tunnel_id(tunnel);
+  bridge.add_routes("");
+  bridge.add_routes("api");
+  bridge.set_origin("laptop");
+  bridge.set_profile("wss-443");
+  bridge.set_max_conns(64);
+  bridge.set_attached_at_unix_ms(1'700'000'000'000);
+  bridge.set_peer_address("192.0.2.7:40000");
+  return bridge;
+}
+
+std::vector<std::string> bridgeIds(const v1::BridgeSnapshot& snapshot) {
+  std::vector<std::string> ids;
+  for (const auto& bridge : snapshot.bridges()) ids.push_back(bridge.bridge_id());
+  return ids;
+}
+
+// ---- the fake controld
+
+// One Session stream as the fake saw it.
+struct FakeStream {
+  std::vector<v1::RelayMessage> received;
+  std::deque<v1::ControlMessage> outgoing;
+  bool closeRequested = false;
+  bool readDone = false;
+};
+
+class FakeControl final : public v1::RelayControl::Service {
+ public:
+  // Called from the server's threads after every change the test may wait for.
+  std::function<void()> onChange;
+
+  size_t streams() {
+    std::lock_guard lock(mutex_);
+    return streams_.size();
+  }
+  size_t refused() {
+    std::lock_guard lock(mutex_);
+    return refused_;
+  }
+  std::vector<v1::RelayMessage> received(size_t stream) {
+    std::lock_guard lock(mutex_);
+    if (stream >= streams_.size()) return {};
+    return streams_[stream]->received;
+  }
+  bool ended(size_t stream) {
+    std::lock_guard lock(mutex_);
+    return stream < streams_.size() && streams_[stream]->readDone;
+  }
+  void push(v1::ControlMessage message) {
+    std::lock_guard lock(mutex_);
+    REQUIRE(!streams_.empty());
+    streams_.back()->outgoing.push_back(std::move(message));
+    cv_.notify_all();
+  }
+  // Ends the newest stream from the server's side (the client sees CANCELLED).
+  void closeLatest() {
+    std::lock_guard lock(mutex_);
+    REQUIRE(!streams_.empty());
+    streams_.back()->closeRequested = true;
+    cv_.notify_all();
+  }
+  // What the fake answers Hello with (SessionAccepted unless changed); nullopt: nothing at all.
+  void setGreeting(std::optional<v1::ControlMessage> greeting) {
+    std::lock_guard lock(mutex_);
+    greeting_ = std::move(greeting);
+  }
+  static v1::ControlMessage accepted() {
+    v1::ControlMessage message;
+    message.mutable_accepted()->set_instance_id("fake-controld");
+    message.mutable_accepted()->set_server_time_unix_ms(1'700'000'000'000);
+    return message;
+  }
+  // While set, new sessions are answered UNAVAILABLE at once.
+  void setRefuse(bool refuse) {
+    std::lock_guard lock(mutex_);
+    refuse_ = refuse;
+  }
+  std::optional<v1::AuthorizeAttachRequest> lastAuthorize() {
+    std::lock_guard lock(mutex_);
+    return lastAuthorize_;
+  }
+  bool slowStarted() {
+    std::lock_guard lock(mutex_);
+    return slowStarted_;
+  }
+  bool slowCancelled() {
+    std::lock_guard lock(mutex_);
+    return slowCancelled_;
+  }
+
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ControlMessage, v1::RelayMessage>* stream) override {
+    auto record = std::make_shared<FakeStream>();
+    {
+      std::lock_guard lock(mutex_);
+      if (refuse_) {
+        ++refused_;
+        changed();
+        return {grpc::StatusCode::UNAVAILABLE, "refused by the test"};
+      }
+      streams_.push_back(record);
+    }
+    changed();
+    std::thread reader([&] {
+      v1::RelayMessage message;
+      while (stream->Read(&message)) {
+        {
+          std::lock_guard lock(mutex_);
+          if (record->received.empty() && message.has_hello() && greeting_.has_value()) {
+            record->outgoing.push_back(*greeting_);
+          }
+          record->received.push_back(message);
+          cv_.notify_all();
+        }
+        changed();
+      }
+      std::lock_guard lock(mutex_);
+      record->readDone = true;
+      cv_.notify_all();
+    });
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] {
+        return record->closeRequested || record->readDone || !record->outgoing.empty();
+      });
+      if (record->closeRequested) {
+        context->TryCancel();
+        break;
+      }
+      if (!record->outgoing.empty()) {
+        v1::ControlMessage message = std::move(record->outgoing.front());
+        record->outgoing.pop_front();
+        lock.unlock();
+        const bool ok = stream->Write(message);
+        lock.lock();
+        if (!ok) {
+          context->TryCancel();
+          break;
+        }
+        continue;
+      }
+      break;  // the client half-closed
+    }
+    lock.unlock();
+    reader.join();
+    changed();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status AuthorizeAttach(grpc::ServerContext* context,
+                               const v1::AuthorizeAttachRequest* request,
+                               v1::AuthorizeAttachResponse* response) override {
+    {
+      std::lock_guard lock(mutex_);
+      lastAuthorize_ = *request;
+    }
+    if (request->token() == "slow") {
+      // Holds the call until the client gives up on it.
+      {
+        std::lock_guard lock(mutex_);
+        slowStarted_ = true;
+      }
+      changed();
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      std::unique_lock lock(mutex_);
+      while (!context->IsCancelled() && std::chrono::steady_clock::now() < until) {
+        cv_.wait_for(lock, std::chrono::milliseconds(5));
+      }
+      slowCancelled_ = context->IsCancelled();
+      lock.unlock();
+      changed();
+      return {grpc::StatusCode::CANCELLED, "gave up"};
+    }
+    if (request->token() != "good") {
+      response->set_result(v1::ATTACH_RESULT_BAD_TOKEN);
+      response->set_message("token does not match");
+      return grpc::Status::OK;
+    }
+    response->set_result(v1::ATTACH_RESULT_OK);
+    response->mutable_record()->set_tunnel_id(request->tunnel_id());
+    response->mutable_record()->set_revision(4);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status FetchTunnel(grpc::ServerContext*, const v1::FetchTunnelRequest* request,
+                           v1::FetchTunnelResponse* response) override {
+    if (request->tunnel_id() == "t1") {
+      response->set_found(true);
+      response->mutable_record()->set_tunnel_id("t1");
+      response->mutable_record()->set_revision(9);
+      response->mutable_record()->set_hostname("t1.tunnels.test");
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  void changed() {
+    if (onChange) onChange();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<FakeStream>> streams_;
+  size_t refused_ = 0;
+  bool refuse_ = false;
+  std::optional<v1::ControlMessage> greeting_ = accepted();
+  std::optional<v1::AuthorizeAttachRequest> lastAuthorize_;
+  bool slowStarted_ = false;
+  bool slowCancelled_ = false;
+};
+
+// ---- the test's loop and server
+
+// A private loop, a fake controld on a unix socket in a temporary directory, and runUntil().
+// Declare the ControlClient after it, so that the client is stopped first.
+struct Fixture {
+  std::filesystem::path dir;
+  std::string socketPath;
+  uv_loop_t loop{};
+  uv_async_t poke{};  // the fake's threads wake the loop after every change
+  uv_timer_t deadline{};
+  bool expired = false;
+  FakeControl service;
+  std::unique_ptr<grpc::Server> server;
+
+  Fixture() {
+    char pattern[] = "/tmp/ot-control-XXXXXX";
+    REQUIRE(mkdtemp(pattern) != nullptr);
+    dir = pattern;
+    socketPath = (dir / "control.sock").string();
+    REQUIRE(uv_loop_init(&loop) == 0);
+    REQUIRE(uv_async_init(&loop, &poke, [](uv_async_t*) {}) == 0);
+    REQUIRE(uv_timer_init(&loop, &deadline) == 0);
+    deadline.data = this;
+    service.onChange = [this] { uv_async_send(&poke); };
+  }
+
+  ~Fixture() {
+    stopServer();
+    uv_close(reinterpret_cast<uv_handle_t*>(&poke), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&deadline), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);  // also runs the clients' close callbacks
+    CHECK(uv_loop_close(&loop) == 0);
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+
+  void startServer() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socketPath, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    REQUIRE(server != nullptr);
+  }
+
+  void stopServer() {
+    if (server == nullptr) return;
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server->Wait();
+    server.reset();
+  }
+
+  ControlClientOptions options() const {
+    ControlClientOptions options;
+    options.socketPath = socketPath;
+    options.machineId = "machine-1";
+    options.epoch = 0xfeedbeefcafe;
+    options.startedAtUnixMs = 1'700'000'123'456;
+    options.version = "0.1.0-test";
+    options.reconnectInitialMs = 20;
+    options.reconnectMaxMs = 100;
+    options.callTimeoutMs = 5'000;
+    options.countersIntervalMs = 60'000;
+    return options;
+  }
+
+  // Runs the loop until `done` holds, or fails after `ms`.
+  bool runUntil(const std::function<bool()>& done, uint64_t ms = 10'000) {
+    expired = false;
+    uv_timer_start(
+        &deadline, [](uv_timer_t* timer) { static_cast<Fixture*>(timer->data)->expired = true; },
+        ms, 0);
+    while (!done() && !expired) uv_run(&loop, UV_RUN_ONCE);
+    uv_timer_stop(&deadline);
+    return done();
+  }
+};
+
+// What the client delivered on the loop, in order.
+struct Recorder {
+  std::vector<bool> states;
+  std::vector<std::string> events;
+
+  ControlEvents callbacks() {
+    ControlEvents out;
+    out.onSessionState = [this](bool up) { states.push_back(up); };
+    out.onTunnel = [this](const v1::TunnelRecord& record) {
+      events.push_back("tunnel:" + record.tunnel_id() + "@" + std::to_string(record.revision()));
+    };
+    out.onTunnelDeleted = [this](const v1::TunnelDeleted& deleted) {
+      events.push_back("deleted:" + deleted.tunnel_id());
+    };
+    out.onApiCertificate = [this](const v1::ApiCertificate& certificate) {
+      events.push_back("cert:" + certificate.fingerprint_sha256());
+    };
+    out.onCommand = [this](const v1::Command& command) {
+      events.push_back("command:" + std::to_string(command.id()));
+    };
+    return out;
+  }
+};
+
+size_t countKind(const std::vector<v1::RelayMessage>& messages, v1::RelayMessage::KindCase kind) {
+  size_t n = 0;
+  for (const auto& message : messages) {
+    if (message.kind_case() == kind) ++n;
+  }
+  return n;
+}
+
+// The stream delivered Hello and a complete snapshot.
+bool snapshotDone(const std::vector<v1::RelayMessage>& messages) {
+  return !messages.empty() && messages.back().has_snapshot() && messages.back().snapshot().last();
+}
+
+}  // namespace
+
+// ---- pure pieces
+
+TEST_CASE("control mirror: snapshots hold exactly the attached bridges, split in parts") {
+  BridgeMirror mirror;
+  auto empty = mirror.snapshot();
+  REQUIRE(empty.size() == 1);
+  CHECK(empty[0].snapshot().last());
+  CHECK(empty[0].snapshot().bridges_size() == 0);
+
+  for (int i = 0; i < 2500; ++i) {
+    char id[16];
+    snprintf(id, sizeof id, "b%05d", i);
+    mirror.attached(makeBridge(id, "t1"));
+  }
+  mirror.attached(makeBridge("b00000", "t2"));  // replaces, does not add
+  CHECK(mirror.detached("b00001"));
+  CHECK_FALSE(mirror.detached("b00001"));
+  CHECK(mirror.size() == 2499);
+
+  auto parts = mirror.snapshot();
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0].snapshot().bridges_size() == 1000);
+  CHECK(parts[1].snapshot().bridges_size() == 1000);
+  CHECK(parts[2].snapshot().bridges_size() == 499);
+  CHECK_FALSE(parts[0].snapshot().last());
+  CHECK_FALSE(parts[1].snapshot().last());
+  CHECK(parts[2].snapshot().last());
+  CHECK(parts[0].snapshot().bridges(0).bridge_id() == "b00000");
+  CHECK(parts[0].snapshot().bridges(0).tunnel_id() == "t2");
+  CHECK(parts[0].snapshot().bridges(1).bridge_id() == "b00002");
+  CHECK(same(parts[2].snapshot().bridges(498), makeBridge("b02499", "t1")));
+
+  auto small = mirror.snapshot(1000000);
+  REQUIRE(small.size() == 1);
+  CHECK(small[0].snapshot().last());
+  CHECK(small[0].snapshot().bridges_size() == 2499);
+}
+
+TEST_CASE("control mirror: usage is summed per tunnel and taken once") {
+  UsageTally tally;
+  CHECK_FALSE(tally.take(1, 2).has_value());
+  tally.add("t2", 0, 0, 0, 0);
+  CHECK(tally.empty());
+  tally.add("t2", 1, 2, 3, 4);
+  tally.add("t1", 10, 20, 1, 0);
+  tally.add("t2", 100, 200, 300, 400);
+  auto taken = tally.take(1000, 2000);
+  REQUIRE(taken.has_value());
+  const v1::Counters& counters = taken->counters();
+  CHECK(counters.interval_start_unix_ms() == 1000);
+  CHECK(counters.interval_end_unix_ms() == 2000);
+  REQUIRE(counters.tunnels_size() == 2);
+  CHECK(counters.tunnels(0).tunnel_id() == "t1");
+  CHECK(counters.tunnels(0).bytes_in() == 10);
+  CHECK(counters.tunnels(0).bytes_out() == 20);
+  CHECK(counters.tunnels(0).connections() == 1);
+  CHECK(counters.tunnels(0).rejected_connections() == 0);
+  CHECK(counters.tunnels(1).tunnel_id() == "t2");
+  CHECK(counters.tunnels(1).bytes_in() == 101);
+  CHECK(counters.tunnels(1).bytes_out() == 202);
+  CHECK(counters.tunnels(1).connections() == 303);
+  CHECK(counters.tunnels(1).rejected_connections() == 404);
+  CHECK(tally.empty());
+  CHECK_FALSE(tally.take(2000, 3000).has_value());
+
+  tally.add("t1", 5, 0, 0, 0);
+  tally.restore(counters);
+  auto again = tally.take(2000, 3000);
+  REQUIRE(again.has_value());
+  REQUIRE(again->counters().tunnels_size() == 2);
+  CHECK(again->counters().tunnels(0).bytes_in() == 15);
+  CHECK(again->counters().tunnels(1).rejected_connections() == 404);
+}
+
+TEST_CASE("control mirror: backoff doubles with jitter up to the maximum and resets") {
+  ReconnectBackoff backoff(100, 1000);
+  CHECK(backoff.next(1.0) == 100);
+  CHECK(backoff.next(0.0) == 100);  // step 200, jitter down to half
+  CHECK(backoff.next(1.0) == 400);
+  CHECK(backoff.next(0.5) == 600);  // step 800: 400 + 200
+  CHECK(backoff.next(1.0) == 1000);
+  CHECK(backoff.next(1.0) == 1000);
+  CHECK(backoff.step() == 1000);
+  backoff.reset();
+  CHECK(backoff.next(1.0) == 100);
+}
+
+// ---- the client against the fake
+
+TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  client.bridgeAttached(makeBridge("b1", "t1"));
+  client.bridgeAttached(makeBridge("b2", "t2"));
+  client.bridgeDetached("b2", "t2", v1::DETACH_REASON_DROP, 5);
+  CHECK_FALSE(client.connected());
+  client.start();
+
+  REQUIRE(fx.runUntil([&] { return client.connected() && snapshotDone(fx.service.received(0)); }));
+  CHECK(rec.states == std::vector<bool>{true});
+  auto received = fx.service.received(0);
+  REQUIRE(received.size() == 2);
+  REQUIRE(received[0].has_hello());
+  const v1::Hello& hello = received[0].hello();
+  CHECK(hello.machine_id() == "machine-1");
+  CHECK(hello.epoch() == 0xfeedbeefcafe);
+  CHECK(hello.started_at_unix_ms() == 1'700'000'123'456);
+  CHECK(hello.version() == "0.1.0-test");
+  CHECK_FALSE(hello.draining());
+  REQUIRE(received[1].snapshot().bridges_size() == 1);
+  CHECK(same(received[1].snapshot().bridges(0), makeBridge("b1", "t1")));
+
+  // Pushes reach the loop in order; MeshRoutes (not used by relayd yet) is skipped.
+  v1::ControlMessage tunnel;
+  tunnel.mutable_tunnel()->set_tunnel_id("t1");
+  tunnel.mutable_tunnel()->set_revision(3);
+  v1::ControlMessage deleted;
+  deleted.mutable_tunnel_deleted()->set_tunnel_id("t2");
+  v1::ControlMessage mesh;
+  mesh.mutable_mesh_routes()->set_version(1);
+  v1::ControlMessage certificate;
+  certificate.mutable_api_certificate()->set_fingerprint_sha256("ab12");
+  v1::ControlMessage command;
+  command.mutable_command()->set_id(7);
+  command.mutable_command()->mutable_drain_tunnel()->set_tunnel_id("t1");
+  for (auto* message : {&tunnel, &deleted, &mesh, &certificate, &command}) {
+    fx.service.push(*message);
+  }
+  REQUIRE(fx.runUntil([&] { return rec.events.size() == 4; }));
+  CHECK(rec.events ==
+        std::vector<std::string>{"tunnel:t1@3", "deleted:t2", "cert:ab12", "command:7"});
+
+  // Deltas and an ack, in the order the loop reported them.
+  client.bridgeAttached(makeBridge("b3", "t3"));
+  client.bridgeDetached("b1", "t1", v1::DETACH_REASON_CLIENT_CLOSE, 1234);
+  v1::Ack ack;
+  ack.set_command_id(7);
+  ack.set_status(v1::ACK_STATUS_OK);
+  ack.set_message("drained 1");
+  ack.set_bridges_affected(1);
+  client.ack(ack);
+  client.bridgeAttached(makeBridge("b4", "t1"));
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == 6; }));
+  received = fx.service.received(0);
+  REQUIRE(received[2].has_attached());
+  CHECK(same(received[2].attached().bridge(), makeBridge("b3", "t3")));
+  REQUIRE(received[3].has_detached());
+  CHECK(received[3].detached().bridge_id() == "b1");
+  CHECK(received[3].detached().tunnel_id() == "t1");
+  CHECK(received[3].detached().reason() == v1::DETACH_REASON_CLIENT_CLOSE);
+  CHECK(received[3].detached().detached_at_unix_ms() == 1234);
+  REQUIRE(received[4].has_ack());
+  CHECK(same(received[4].ack(), ack));
+  REQUIRE(received[5].has_attached());
+  CHECK(received[5].attached().bridge().bridge_id() == "b4");
+
+  // stop() flushes what is queued and half-closes before it returns.
+  ack.set_command_id(8);
+  client.ack(ack);
+  client.stop();
+  received = fx.service.received(0);
+  REQUIRE(received.size() == 7);
+  CHECK(received[6].ack().command_id() == 8);
+  CHECK(fx.service.ended(0));
+  CHECK(fx.service.streams() == 1);
+  client.stop();                                  // idempotent
+  client.bridgeAttached(makeBridge("b9", "t9"));  // ignored after stop
+  CHECK(rec.states == std::vector<bool>{true});
+}
+
+TEST_CASE("control client: a reconnect resyncs with a snapshot of what changed while down") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  client.bridgeAttached(makeBridge("b1", "t1"));
+  client.bridgeAttached(makeBridge("b2", "t1"));
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected() && snapshotDone(fx.service.received(0)); }));
+  CHECK(bridgeIds(fx.service.received(0)[1].snapshot()) == std::vector<std::string>{"b1", "b2"});
+
+  fx.service.setRefuse(true);
+  fx.service.closeLatest();
+  REQUIRE(fx.runUntil([&] { return !client.connected(); }));
+  CHECK(rec.states == std::vector<bool>{true, false});
+
+  // While down: folded into the mirror, never queued as deltas.
+  client.bridgeAttached(makeBridge("b3", "t2"));
+  client.bridgeDetached("b1", "t1", v1::DETACH_REASON_DROP, 1);
+  client.bridgeAttached(makeBridge("b4", "t2"));
+  client.bridgeDetached("b4", "t2", v1::DETACH_REASON_IDLE_RETIRE, 2);
+  client.ack(v1::Ack{});  // dropped: no stream
+  REQUIRE(fx.runUntil([&] { return fx.service.refused() >= 2; }));
+  CHECK(fx.service.streams() == 1);
+
+  fx.service.setRefuse(false);
+  REQUIRE(fx.runUntil([&] {
+    return fx.service.streams() == 2 && snapshotDone(fx.service.received(1)) && client.connected();
+  }));
+  CHECK(rec.states == std::vector<bool>{true, false, true});
+  client.bridgeAttached(makeBridge("b5", "t3"));
+  REQUIRE(fx.runUntil([&] { return fx.service.received(1).size() >= 3; }));
+  auto received = fx.service.received(1);
+  REQUIRE(received.size() == 3);
+  CHECK(received[0].has_hello());
+  CHECK(received[0].hello().epoch() == 0xfeedbeefcafe);
+  REQUIRE(received[1].has_snapshot());
+  CHECK(received[1].snapshot().last());
+  CHECK(bridgeIds(received[1].snapshot()) == std::vector<std::string>{"b2", "b3"});
+  REQUIRE(received[2].has_attached());
+  CHECK(received[2].attached().bridge().bridge_id() == "b5");
+  // The first stream saw nothing of what happened while down.
+  CHECK(fx.service.received(0).size() == 2);
+}
+
+TEST_CASE("control client: a large snapshot is sent in parts of 1000 bridges") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  for (int i = 0; i < 1500; ++i) client.bridgeAttached(makeBridge("b" + std::to_string(i), "t1"));
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected() && snapshotDone(fx.service.received(0)); }));
+  auto received = fx.service.received(0);
+  REQUIRE(received.size() == 3);
+  CHECK(received[1].snapshot().bridges_size() == 1000);
+  CHECK_FALSE(received[1].snapshot().last());
+  CHECK(received[2].snapshot().bridges_size() == 500);
+  CHECK(received[2].snapshot().last());
+}
+
+TEST_CASE("control client: usage is summed per tunnel and sent every interval") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  auto options = fx.options();
+  options.countersIntervalMs = 30;
+  ControlClient client(&fx.loop, options, rec.callbacks());
+  // Usage from before the session: kept and sent with the first report.
+  client.addUsage("t1", 10, 20, 1, 0);
+  client.addUsage("t1", 5, 5, 1, 1);
+  client.addUsage("t2", 0, 0, 0, 0);
+  client.addUsage("t3", 0, 0, 0, 2);
+  const auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  client.start();
+  auto counters = [&] {
+    std::vector<v1::Counters> out;
+    for (const auto& message : fx.service.received(0)) {
+      if (message.has_counters()) out.push_back(message.counters());
+    }
+    return out;
+  };
+  REQUIRE(fx.runUntil([&] { return counters().size() == 1; }));
+  const v1::Counters first = counters()[0];
+  CHECK(first.interval_start_unix_ms() >= before);
+  CHECK(first.interval_end_unix_ms() >= first.interval_start_unix_ms());
+  REQUIRE(first.tunnels_size() == 2);
+  CHECK(first.tunnels(0).tunnel_id() == "t1");
+  CHECK(first.tunnels(0).bytes_in() == 15);
+  CHECK(first.tunnels(0).bytes_out() == 25);
+  CHECK(first.tunnels(0).connections() == 2);
+  CHECK(first.tunnels(0).rejected_connections() == 1);
+  CHECK(first.tunnels(1).tunnel_id() == "t3");
+  CHECK(first.tunnels(1).rejected_connections() == 2);
+
+  client.addUsage("t2", 100, 0, 0, 0);
+  REQUIRE(fx.runUntil([&] { return counters().size() == 2; }));
+  const v1::Counters second = counters()[1];
+  // Intervals without usage sent nothing, so this one starts where the first ended.
+  CHECK(second.interval_start_unix_ms() == first.interval_end_unix_ms());
+  REQUIRE(second.tunnels_size() == 1);
+  CHECK(second.tunnels(0).tunnel_id() == "t2");
+  CHECK(second.tunnels(0).bytes_in() == 100);
+  CHECK(countKind(fx.service.received(0), v1::RelayMessage::kCounters) == 2);
+}
+
+TEST_CASE("control client: draining is sent at once and announced in hello on reconnect") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected() && snapshotDone(fx.service.received(0)); }));
+  client.draining(1'700'000'999'000);
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == 3; }));
+  REQUIRE(fx.service.received(0)[2].has_draining());
+  CHECK(fx.service.received(0)[2].draining().deadline_unix_ms() == 1'700'000'999'000);
+
+  fx.service.closeLatest();
+  REQUIRE(fx.runUntil([&] {
+    return fx.service.streams() == 2 && snapshotDone(fx.service.received(1)) && client.connected();
+  }));
+  auto received = fx.service.received(1);
+  REQUIRE(received.size() == 2);
+  CHECK(received[0].hello().draining());
+  CHECK(rec.states == std::vector<bool>{true, false, true});
+}
+
+TEST_CASE("control client: a session is up only once controld answers SessionAccepted") {
+  Fixture fx;
+  v1::ControlMessage record;
+  record.mutable_tunnel()->set_tunnel_id("t1");
+  fx.service.setGreeting(record);  // a controld that breaks the contract
+  fx.startServer();
+  Recorder rec;
+  auto client = std::make_unique<ControlClient>(&fx.loop, fx.options(), rec.callbacks());
+  client->start();
+  REQUIRE(fx.runUntil([&] { return fx.service.streams() >= 3; }));  // it keeps retrying
+  CHECK_FALSE(client->connected());
+  CHECK(rec.states.empty());
+  CHECK(rec.events.empty());  // what came instead of SessionAccepted was not delivered
+
+  fx.service.setGreeting(FakeControl::accepted());
+  REQUIRE(fx.runUntil([&] { return client->connected(); }));
+  CHECK(rec.states == std::vector<bool>{true});
+  client.reset();
+
+  // A controld that never answers: stop() cancels at once instead of lingering for a flush.
+  fx.service.setGreeting(std::nullopt);
+  const size_t before = fx.service.streams();
+  client = std::make_unique<ControlClient>(&fx.loop, fx.options(), rec.callbacks());
+  client->start();
+  REQUIRE(fx.runUntil([&] {
+    return fx.service.streams() == before + 1 && snapshotDone(fx.service.received(before));
+  }));
+  const auto stopping = std::chrono::steady_clock::now();
+  client->stop();
+  CHECK(std::chrono::steady_clock::now() - stopping < std::chrono::milliseconds(900));
+  CHECK(fx.service.streams() == before + 1);
+  CHECK(rec.states == std::vector<bool>{true});
+}
+
+TEST_CASE("control client: AuthorizeAttach and FetchTunnel round trip on the loop") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  auto options = fx.options();
+  options.callTimeoutMs = 300;
+  ControlClient client(&fx.loop, options, rec.callbacks());
+
+  v1::AuthorizeAttachRequest request;
+  request.set_tunnel_id("t1");
+  request.set_token("good");
+  request.add_routes("");
+  request.add_routes("api");
+  request.set_bridge_id("b7");
+  request.set_max_conns(32);
+  std::vector<Result<v1::AuthorizeAttachResponse>> answers;
+  client.authorizeAttach(request,
+                         [&](Result<v1::AuthorizeAttachResponse> r) { answers.push_back(r); });
+  request.set_token("bad");
+  client.authorizeAttach(request,
+                         [&](Result<v1::AuthorizeAttachResponse> r) { answers.push_back(r); });
+  std::vector<Result<v1::FetchTunnelResponse>> fetched;
+  client.fetchTunnel("t1", [&](Result<v1::FetchTunnelResponse> r) { fetched.push_back(r); });
+  REQUIRE(fx.runUntil([&] { return answers.size() == 2 && fetched.size() == 1; }));
+  client.fetchTunnel("nope", [&](Result<v1::FetchTunnelResponse> r) { fetched.push_back(r); });
+  REQUIRE(fx.runUntil([&] { return fetched.size() == 2; }));
+
+  // Each answer is the one for its own request, whatever order they finished in.
+  int ok = 0;
+  int bad = 0;
+  for (const auto& answer : answers) {
+    REQUIRE(answer.ok());
+    if (answer->result() == v1::ATTACH_RESULT_OK) {
+      ++ok;
+      CHECK(answer->record().tunnel_id() == "t1");
+      CHECK(answer->record().revision() == 4);
+    } else {
+      ++bad;
+      CHECK(answer->result() == v1::ATTACH_RESULT_BAD_TOKEN);
+      CHECK(answer->message() == "token does not match");
+    }
+  }
+  CHECK(ok == 1);
+  CHECK(bad == 1);
+  auto last = fx.service.lastAuthorize();
+  REQUIRE(last.has_value());
+  CHECK(last->bridge_id() == "b7");
+  CHECK(last->routes_size() == 2);
+  CHECK(last->max_conns() == 32);
+
+  REQUIRE(fetched[0].ok());
+  CHECK(fetched[0]->found());
+  CHECK(fetched[0]->record().revision() == 9);
+  CHECK(fetched[0]->record().hostname() == "t1.tunnels.test");
+  REQUIRE(fetched[1].ok());
+  CHECK_FALSE(fetched[1]->found());
+
+  // A controld that does not answer in time: kTimeout after callTimeoutMs.
+  request.set_token("slow");
+  std::optional<Result<v1::AuthorizeAttachResponse>> slow;
+  client.authorizeAttach(request, [&](Result<v1::AuthorizeAttachResponse> r) { slow = r; });
+  REQUIRE(fx.runUntil([&] { return slow.has_value(); }));
+  REQUIRE_FALSE(slow->ok());
+  CHECK(slow->error().kind == ErrorKind::kTimeout);
+  CHECK(rec.states.empty());  // never started: no session
+}
+
+TEST_CASE("control client: stop cancels calls in flight and drops their callbacks") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  bool called = false;
+  {
+    ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+    v1::AuthorizeAttachRequest request;
+    request.set_tunnel_id("t1");
+    request.set_token("slow");
+    client.authorizeAttach(request, [&](Result<v1::AuthorizeAttachResponse>) { called = true; });
+    REQUIRE(fx.runUntil([&] { return fx.service.slowStarted(); }));
+  }  // the destructor stops
+  REQUIRE(fx.runUntil([&] { return fx.service.slowCancelled(); }));
+  for (int i = 0; i < 5; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
+  CHECK_FALSE(called);
+}
+
+TEST_CASE("control client: without controld calls fail fast and the session retries") {
+  Fixture fx;  // no server yet
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<Result<v1::AuthorizeAttachResponse>> answer;
+  std::optional<Result<v1::FetchTunnelResponse>> fetched;
+  client.authorizeAttach(v1::AuthorizeAttachRequest{},
+                         [&](Result<v1::AuthorizeAttachResponse> r) { answer = r; });
+  client.fetchTunnel("t1", [&](Result<v1::FetchTunnelResponse> r) { fetched = r; });
+  REQUIRE(fx.runUntil([&] { return answer.has_value() && fetched.has_value(); }));
+  // Well before callTimeoutMs (5 s): the call did not wait for controld to appear.
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::milliseconds(2000));
+  REQUIRE_FALSE(answer->ok());
+  CHECK(answer->error().kind == ErrorKind::kUnavailable);
+  REQUIRE_FALSE(fetched->ok());
+  CHECK(fetched->error().kind == ErrorKind::kUnavailable);
+
+  client.bridgeAttached(makeBridge("b1", "t1"));
+  client.start();
+  // A few rounds of the loop while the attempts fail: nothing is delivered.
+  for (int i = 0; i < 3; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
+  CHECK(rec.states.empty());
+  fx.startServer();
+  REQUIRE(fx.runUntil([&] { return client.connected() && snapshotDone(fx.service.received(0)); }));
+  CHECK(rec.states == std::vector<bool>{true});
+  CHECK(bridgeIds(fx.service.received(0)[1].snapshot()) == std::vector<std::string>{"b1"});
+}

@@ -1,0 +1,325 @@
+#include "relayd/timer_wheel.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+using ot::relayd::TimerEntry;
+using ot::relayd::TimerWheel;
+
+namespace {
+
+// An owner that records when its entry fired (the `now` of the advance that fired it).
+struct Probe {
+  Probe() : entry(&Probe::onFire, this) {}
+  static void onFire(TimerEntry*, void* owner) {
+    auto* self = static_cast<Probe*>(owner);
+    self->fired += 1;
+    self->firedAt = *self->clock;
+    if (self->then) self->then(*self);
+  }
+  TimerEntry entry;
+  int fired = 0;
+  uint64_t firedAt = 0;
+  const uint64_t* clock = nullptr;
+  std::function<void(Probe&)> then;
+};
+
+}  // namespace
+
+TEST_CASE("timer wheel: fires at the first tick at or after the deadline, never early") {
+  uint64_t now = 1000;
+  TimerWheel wheel(now, 250, 16);
+  Probe probe;
+  probe.clock = &now;
+  wheel.schedule(probe.entry, now, 300);  // deadline 1300, rounded up to the tick ending at 1500
+  CHECK(probe.entry.armed());
+  CHECK(probe.entry.deadline() == 1300);
+  CHECK(wheel.size() == 1);
+  for (now = 1000; now < 1500; now += 1) {
+    wheel.advance(now);
+    REQUIRE(probe.fired == 0);
+  }
+  now = 1500;
+  wheel.advance(now);
+  CHECK(probe.fired == 1);
+  CHECK(probe.firedAt == 1500);
+  CHECK_FALSE(probe.entry.armed());
+  CHECK(wheel.size() == 0);
+  wheel.advance(100000);
+  CHECK(probe.fired == 1);
+}
+
+TEST_CASE("timer wheel: a deadline on a tick boundary fires on that tick") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 100, 8);
+  Probe probe;
+  probe.clock = &now;
+  wheel.schedule(probe.entry, now, 200);
+  now = 199;
+  wheel.advance(now);
+  CHECK(probe.fired == 0);
+  now = 200;
+  wheel.advance(now);
+  CHECK(probe.fired == 1);
+}
+
+TEST_CASE("timer wheel: random delays and steps fire after the deadline and within a tick") {
+  std::mt19937_64 random(42);
+  uint64_t now = 12345;
+  const uint32_t tick = 50;
+  TimerWheel wheel(now, tick, 64);
+  std::vector<std::unique_ptr<Probe>> probes;
+  std::vector<uint64_t> deadlines;
+  for (int i = 0; i < 2000; ++i) {
+    auto probe = std::make_unique<Probe>();
+    probe->clock = &now;
+    const uint64_t delay = random() % 20000;
+    wheel.schedule(probe->entry, now, delay);
+    deadlines.push_back(now + delay);
+    probes.push_back(std::move(probe));
+  }
+  CHECK(wheel.size() == 2000);
+  uint64_t previous = now;
+  while (wheel.size() > 0) {
+    previous = now;
+    now += 1 + random() % 37;
+    wheel.advance(now);
+    for (size_t i = 0; i < probes.size(); ++i) {
+      if (probes[i]->fired == 1 && probes[i]->firedAt == now) {
+        REQUIRE(now >= deadlines[i]);
+        // The first advance at or after the deadline rounded up to a tick.
+        const uint64_t rounded = (deadlines[i] + tick - 1) / tick * tick;
+        REQUIRE(previous < rounded);
+      }
+    }
+  }
+  for (const auto& probe : probes) REQUIRE(probe->fired == 1);
+}
+
+TEST_CASE("timer wheel: cancel and destruction of an armed entry stop it") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 10, 8);
+  Probe kept;
+  Probe cancelled;
+  kept.clock = &now;
+  cancelled.clock = &now;
+  auto destroyed = std::make_unique<Probe>();
+  wheel.schedule(kept.entry, now, 30);
+  wheel.schedule(cancelled.entry, now, 30);
+  wheel.schedule(destroyed->entry, now, 30);
+  CHECK(wheel.size() == 3);
+  cancelled.entry.cancel();
+  cancelled.entry.cancel();  // idempotent
+  CHECK_FALSE(cancelled.entry.armed());
+  destroyed.reset();
+  CHECK(wheel.size() == 1);
+  now = 30;
+  wheel.advance(now);
+  CHECK(kept.fired == 1);
+  CHECK(cancelled.fired == 0);
+  CHECK(wheel.size() == 0);
+}
+
+TEST_CASE("timer wheel: re-scheduling an armed entry moves its deadline") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 10, 8);
+  Probe probe;
+  probe.clock = &now;
+  wheel.schedule(probe.entry, now, 30);
+  wheel.schedule(probe.entry, now, 500);
+  CHECK(wheel.size() == 1);
+  CHECK(probe.entry.deadline() == 500);
+  for (now = 10; now < 500; now += 10) wheel.advance(now);
+  CHECK(probe.fired == 0);
+  now = 500;
+  wheel.advance(now);
+  CHECK(probe.fired == 1);
+}
+
+TEST_CASE("timer wheel: a callback re-arming its entry fires periodically, not in a loop") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 10, 8);
+  Probe periodic;
+  periodic.clock = &now;
+  periodic.then = [&](Probe& self) { wheel.schedule(self.entry, now, 40); };
+  Probe immediate;  // re-arms with no delay: next tick, not again in the same advance
+  immediate.clock = &now;
+  immediate.then = [&](Probe& self) { wheel.schedule(self.entry, now, 0); };
+  Probe sameSlot;  // re-arms exactly one wheel span ahead: lands in the slot being processed
+  sameSlot.clock = &now;
+  sameSlot.then = [&](Probe& self) { wheel.schedule(self.entry, now, 80); };
+  wheel.schedule(periodic.entry, now, 40);
+  wheel.schedule(immediate.entry, now, 0);
+  wheel.schedule(sameSlot.entry, now, 80);
+  for (now = 10; now <= 400; now += 10) wheel.advance(now);
+  CHECK(periodic.fired == 10);   // 40, 80, ..., 400
+  CHECK(immediate.fired == 40);  // every tick from 10 to 400
+  CHECK(sameSlot.fired == 5);    // 80, 160, 240, 320, 400
+  CHECK(wheel.size() == 3);
+}
+
+TEST_CASE("timer wheel: callbacks may destroy their owner or cancel and re-arm others") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 10, 8);
+  auto selfDestroying = std::make_unique<Probe>();
+  selfDestroying->clock = &now;
+  int destroyedFired = 0;
+  selfDestroying->then = [&](Probe&) {
+    ++destroyedFired;
+    selfDestroying.reset();  // the owner (and its entry) go away inside the callback
+  };
+  // Three entries due on the same tick; whichever fires first cancels one and destroys another,
+  // so at most one more callback of the three may run.
+  std::vector<std::unique_ptr<Probe>> group;
+  for (int i = 0; i < 3; ++i) group.push_back(std::make_unique<Probe>());
+  int groupFired = 0;
+  for (auto& probe : group) {
+    probe->clock = &now;
+    probe->then = [&](Probe& self) {
+      ++groupFired;
+      for (auto& other : group) {
+        if (other && other.get() != &self) {
+          if (other->entry.armed()) {
+            other.reset();
+            break;
+          }
+        }
+      }
+    };
+    wheel.schedule(probe->entry, now, 20);
+  }
+  Probe moved;  // armed for 20, pushed to 1000 by another entry's callback at 10
+  moved.clock = &now;
+  Probe mover;
+  mover.clock = &now;
+  mover.then = [&](Probe&) { wheel.schedule(moved.entry, now, 1000); };
+  wheel.schedule(selfDestroying->entry, now, 20);
+  wheel.schedule(mover.entry, now, 10);
+  wheel.schedule(moved.entry, now, 20);
+  now = 10;
+  wheel.advance(now);
+  CHECK(mover.fired == 1);
+  now = 20;
+  wheel.advance(now);
+  CHECK(destroyedFired == 1);
+  CHECK(selfDestroying == nullptr);
+  CHECK(moved.fired == 0);
+  CHECK(moved.entry.armed());
+  // The first group member to fire destroys a still-armed (due) one, which then never fires; the
+  // last one fires and finds no armed other. So two fire, one is destroyed, none fires twice.
+  int alive = 0;
+  for (auto& probe : group) {
+    if (probe) {
+      ++alive;
+      CHECK(probe->fired <= 1);
+      CHECK_FALSE(probe->entry.armed());
+    }
+  }
+  CHECK(groupFired == alive);
+  CHECK(groupFired + (3 - alive) == 3);
+  CHECK(groupFired == 2);
+  CHECK(wheel.size() == 1);  // only `moved`
+}
+
+TEST_CASE("timer wheel: a callback cancelling a due entry of the same tick prevents it") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 10, 4);
+  Probe a;
+  Probe b;
+  a.clock = &now;
+  b.clock = &now;
+  a.then = [&](Probe&) { b.entry.cancel(); };
+  b.then = [&](Probe&) { a.entry.cancel(); };
+  wheel.schedule(a.entry, now, 10);
+  wheel.schedule(b.entry, now, 10);
+  now = 10;
+  wheel.advance(now);
+  CHECK(a.fired + b.fired == 1);
+  CHECK(wheel.size() == 0);
+}
+
+TEST_CASE("timer wheel: 100000 entries fire exactly once each") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 250, 4096);
+  struct Counter {
+    Counter() : entry(&Counter::onFire, this) {}
+    static void onFire(TimerEntry*, void* owner) { static_cast<Counter*>(owner)->fired += 1; }
+    TimerEntry entry;
+    int fired = 0;
+  };
+  std::vector<Counter> counters(100000);
+  std::mt19937 random(7);
+  for (auto& counter : counters) wheel.schedule(counter.entry, now, random() % 3'600'000);
+  CHECK(wheel.size() == 100000);
+  for (now = 0; now <= 3'600'000; now += 250) wheel.advance(now);
+  CHECK(wheel.size() == 0);
+  for (const auto& counter : counters) REQUIRE(counter.fired == 1);
+}
+
+TEST_CASE("timer wheel: delays beyond the wheel's span wait their rounds") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 10, 8);  // span 80 ms
+  Probe probe;
+  probe.clock = &now;
+  wheel.schedule(probe.entry, now, 1005);
+  for (now = 10; now < 1010; now += 10) {
+    wheel.advance(now);
+    REQUIRE(probe.fired == 0);
+  }
+  now = 1010;
+  wheel.advance(now);
+  CHECK(probe.fired == 1);
+}
+
+TEST_CASE("timer wheel: a jump of many spans fires what is due and keeps the rest") {
+  uint64_t now = 5;
+  TimerWheel wheel(now, 10, 8);
+  std::vector<std::unique_ptr<Probe>> early;
+  for (int i = 0; i < 20; ++i) {
+    early.push_back(std::make_unique<Probe>());
+    early.back()->clock = &now;
+    wheel.schedule(early.back()->entry, now, static_cast<uint64_t>(i) * 37);
+  }
+  Probe late;
+  late.clock = &now;
+  wheel.schedule(late.entry, now, 1'000'000);
+  Probe rearm;  // re-arms for 0 ms from inside the jump: fires at the next tick, once per advance
+  rearm.clock = &now;
+  rearm.then = [&](Probe& self) { wheel.schedule(self.entry, now, 0); };
+  wheel.schedule(rearm.entry, now, 3);
+  now = 100'000;
+  wheel.advance(now);
+  for (const auto& probe : early) CHECK(probe->fired == 1);
+  CHECK(late.fired == 0);
+  CHECK(late.entry.armed());
+  CHECK(rearm.fired == 1);
+  CHECK(rearm.entry.deadline() == 100'010);
+  now = 100'009;
+  wheel.advance(now);
+  CHECK(rearm.fired == 1);
+  now = 100'010;
+  wheel.advance(now);
+  CHECK(rearm.fired == 2);
+  now = 1'000'009;  // the deadline 1'000'005 rounds up to the tick ending at 1'000'010
+  wheel.advance(now);
+  CHECK(late.fired == 0);
+  now = 1'000'010;
+  wheel.advance(now);
+  CHECK(late.fired == 1);
+  CHECK(late.firedAt == 1'000'010);
+}
+
+TEST_CASE("timer wheel: destroying the wheel disarms its entries") {
+  Probe probe;
+  {
+    TimerWheel wheel(0, 10, 8);
+    wheel.schedule(probe.entry, 0, 100);
+    CHECK(probe.entry.armed());
+  }
+  CHECK_FALSE(probe.entry.armed());
+}

@@ -1,0 +1,126 @@
+#include "relayd/tunnel_table.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/crypto.h"
+
+using namespace ot::relayd;
+
+namespace {
+
+Sha256 hashOf(std::string_view secret) {
+  const auto digest = ot::crypto::sha256(secret);
+  Sha256 out{};
+  std::copy(digest.begin(), digest.end(), out.begin());
+  return out;
+}
+
+CachedRecord readyRecord(uint64_t revision) {
+  CachedRecord record;
+  record.revision = revision;
+  record.tokenSha256 = hashOf("tk_secret");
+  record.certReady = true;
+  return record;
+}
+
+}  // namespace
+
+TEST_CASE("tunnel table: visitors are refused for the right reason") {
+  TunnelTable table(MachineLimits{});
+  CHECK(table.pickBridge("t1", "").result == PickResult::kUnknownTunnel);
+
+  CachedRecord notReady = readyRecord(1);
+  notReady.certReady = false;
+  table.upsertRecord("t1", notReady);
+  CHECK(table.pickBridge("t1", "").result == PickResult::kCertNotReady);
+
+  table.upsertRecord("t1", readyRecord(2));
+  CHECK(table.pickBridge("t1", "").result == PickResult::kNoBridge);
+
+  table.addBridge("t1", 7, {""}, 4);
+  CHECK(table.pickBridge("t1", "api").result == PickResult::kUnknownRoute);
+  auto pick = table.pickBridge("t1", "");
+  CHECK(pick.result == PickResult::kOk);
+  CHECK(pick.bridgeKey == 7);
+
+  table.markDeleted("t1");
+  CHECK(table.pickBridge("t1", "").result == PickResult::kUnknownTunnel);
+  CHECK_FALSE(table.upsertRecord("t1", readyRecord(99)));  // a deletion is final
+}
+
+TEST_CASE("tunnel table: revisions only move forward") {
+  TunnelTable table(MachineLimits{});
+  CHECK(table.upsertRecord("t1", readyRecord(5)));
+  CachedRecord older = readyRecord(4);
+  older.certReady = false;
+  CHECK_FALSE(table.upsertRecord("t1", older));
+  CHECK(table.record("t1")->certReady);
+  CHECK(table.upsertRecord("t1", readyRecord(5)));  // the same revision again is harmless
+}
+
+TEST_CASE("tunnel table: per-bridge and per-tunnel connection limits") {
+  TunnelTable table(MachineLimits{.maxConnsPerBridge = 256, .maxConnsPerTunnel = 3, .maxRoutesPerTunnel = 256});
+  table.upsertRecord("t1", readyRecord(1));
+  CHECK(table.bridgeConnLimit("t1", 2) == 2);
+  CHECK(table.bridgeConnLimit("t1", 1000) == 256);
+  table.addBridge("t1", 1, {""}, 2);
+  table.addBridge("t1", 2, {""}, 2);
+  // Least loaded first: the connections alternate between the two bridges.
+  CHECK(table.pickBridge("t1", "").bridgeKey == 2);
+  CHECK(table.pickBridge("t1", "").bridgeKey == 1);
+  CHECK(table.pickBridge("t1", "").result == PickResult::kOk);
+  CHECK(table.pickBridge("t1", "").result == PickResult::kTooManyConnections);  // tunnel limit 3
+  table.connectionClosed("t1", 1);
+  CHECK(table.pickBridge("t1", "").result == PickResult::kOk);
+
+  TunnelTable small(MachineLimits{.maxConnsPerBridge = 1, .maxConnsPerTunnel = 100, .maxRoutesPerTunnel = 256});
+  small.upsertRecord("t2", readyRecord(1));
+  small.addBridge("t2", 9, {""}, small.bridgeConnLimit("t2", 256));
+  CHECK(small.pickBridge("t2", "").result == PickResult::kOk);
+  CHECK(small.pickBridge("t2", "").result == PickResult::kTooManyConnections);  // bridge limit 1
+}
+
+TEST_CASE("tunnel table: draining bridges get no visitors; removal frees routes") {
+  TunnelTable table(MachineLimits{});
+  table.upsertRecord("t1", readyRecord(1));
+  table.addBridge("t1", 1, {"", "api"}, 10);
+  table.setDraining("t1", 1);
+  CHECK(table.pickBridge("t1", "api").result == PickResult::kNoBridge);
+  table.addBridge("t1", 2, {"api"}, 10);
+  CHECK(table.pickBridge("t1", "api").bridgeKey == 2);
+  table.removeBridge("t1", 1);
+  CHECK(table.bridgeCount() == 1);
+  CHECK(table.pickBridge("t1", "").result == PickResult::kUnknownRoute);
+}
+
+TEST_CASE("tunnel table: routes per tunnel are capped across bridges") {
+  TunnelTable table(MachineLimits{.maxConnsPerBridge = 256, .maxConnsPerTunnel = 1024, .maxRoutesPerTunnel = 3});
+  table.upsertRecord("t1", readyRecord(1));
+  table.addBridge("t1", 1, {"", "a"}, 10);
+  CHECK(table.routesFit("t1", {"a", "b"}));       // one new route: 3 in all
+  CHECK_FALSE(table.routesFit("t1", {"b", "c"}));  // two new: 4
+  CHECK(table.routesFit("t1", {"", "a"}));         // nothing new
+}
+
+TEST_CASE("tunnel table: credentials from the cache, in constant time") {
+  CachedRecord record = readyRecord(1);
+  record.origins.emplace_back("laptop", hashOf("derived-credential"));
+  CHECK(TunnelTable::credentialMatches(record, "tk_secret", ""));
+  CHECK(TunnelTable::credentialMatches(record, "tk_secret", "anything"));
+  CHECK(TunnelTable::credentialMatches(record, "derived-credential", "laptop"));
+  CHECK_FALSE(TunnelTable::credentialMatches(record, "derived-credential", "desktop"));
+  CHECK_FALSE(TunnelTable::credentialMatches(record, "tk_wrong", ""));
+}
+
+TEST_CASE("tunnel table: misses are remembered briefly") {
+  TunnelTable table(MachineLimits{});
+  table.markMissing("ghost", 1000, 5000);
+  CHECK(table.knownMissing("ghost", 1000));
+  CHECK(table.knownMissing("ghost", 5999));
+  CHECK_FALSE(table.knownMissing("ghost", 6000));
+  table.upsertRecord("ghost", readyRecord(1));
+  CHECK_FALSE(table.knownMissing("ghost", 1000));
+}
