@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
-# Builds OpenTunnel and runs it for development on this machine: embedded SQLite, the built-in
-# local CA, and a development domain under .localhost (so every tunnel hostname resolves to
-# loopback). Installs dependencies first. Stop it with Ctrl-C.
-#
-# Today this starts controld (the HTTP API on 127.0.0.1:8080, storage, the local CA); relayd and
-# the otunnel client are built but do not serve yet, so tunnels can be created and given
-# certificates but not reached.
+# Builds OpenTunnel and runs it for development on this machine: controld (embedded SQLite, the
+# built-in local CA) and relayd (TLS on 127.0.0.1:8443) for a development domain under .localhost,
+# so every tunnel hostname resolves to loopback. Installs dependencies first. Ctrl-C stops both.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,20 +13,36 @@ cmake --build build -j "${OT_JOBS:-$(nproc)}"
 state=${OT_DEV_STATE:-$root/.dev}
 mkdir -p "$state"
 export OPENTUNNEL_DOMAIN=${OPENTUNNEL_DOMAIN:-opentunnel.localhost}
-export DATABASE_URL=${DATABASE_URL:-sqlite:$state/opentunnel.db}
-export ISSUER=local LOCAL_CA_FILE="$state/local-ca.pem"
-export HTTP_MODE=serve HTTP_LISTEN=${HTTP_LISTEN:-127.0.0.1:8080}
 export API_SOCKET="$state/api.sock" CONTROL_SOCKET="$state/control.sock"
-export METRICS_LISTEN=${METRICS_LISTEN:-127.0.0.1:9091}
+tls_listen=${TLS_LISTEN:-127.0.0.1:8443}
+tls_port=${tls_listen##*:}
+
+# controld: storage, the API (on its unix socket, reached through relayd), issuance.
+DATABASE_URL=${DATABASE_URL:-sqlite:$state/opentunnel.db} ISSUER=local \
+  LOCAL_CA_FILE="$state/local-ca.pem" HTTP_MODE=socket \
+  METRICS_LISTEN=${CONTROLD_METRICS_LISTEN:-127.0.0.1:9092} \
+  build/controld/controld &
+controld_pid=$!
+trap 'kill -TERM $controld_pid 2>/dev/null; wait $controld_pid 2>/dev/null || true' EXIT
+
+for _ in $(seq 1 200); do
+  [[ -S "$CONTROL_SOCKET" && -f "$state/local-ca.pem" ]] && break
+  kill -0 $controld_pid 2>/dev/null || { echo "controld exited; see its log above" >&2; exit 1; }
+  sleep 0.1
+done
 
 cat <<MSG
 
-controld is starting: API http://$HTTP_LISTEN, metrics http://$METRICS_LISTEN/metrics,
-local CA certificate $LOCAL_CA_FILE, state in $state.
-Try:
-  curl -s -X POST http://$HTTP_LISTEN/api/tunnel
-  curl -s http://$HTTP_LISTEN/openapi.json
-relayd and otunnel do not serve yet (see README.md, Status).
+OpenTunnel is starting: https://$OPENTUNNEL_DOMAIN:$tls_port (relayd), metrics on
+http://127.0.0.1:9091/metrics (relayd) and :9092 (controld); the local CA is $state/local-ca.pem.
+Expose a local port (for example a server on 3000) and reach it:
+  build/client/otunnel --server https://$OPENTUNNEL_DOMAIN:$tls_port --ca-file $state/local-ca.pem http 3000
+  curl --cacert $state/local-ca.pem https://<the id otunnel prints>.$OPENTUNNEL_DOMAIN:$tls_port/
 
 MSG
-exec build/controld/controld
+TLS_LISTEN=$tls_listen HTTP_LISTEN=${HTTP_LISTEN:-127.0.0.1:8080} \
+  METRICS_LISTEN=${METRICS_LISTEN:-127.0.0.1:9091} build/relayd/relayd &
+relayd_pid=$!
+trap 'kill -TERM $relayd_pid 2>/dev/null; wait $relayd_pid 2>/dev/null || true;
+      kill -TERM $controld_pid 2>/dev/null; wait $controld_pid 2>/dev/null || true' EXIT
+wait $relayd_pid

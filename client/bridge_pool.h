@@ -1,0 +1,81 @@
+// otunnel's data plane: the bridges it keeps open to the relay and the visitor connections they
+// carry (docs/protocol.md is the contract). Runs on one libuv loop; never blocks.
+//
+// Each of `links` bridges runs the reconnect loop of protocol.md section 10 on its own: TCP to the
+// relay, TLS (verified against caFile, SNI = domain), the WebSocket upgrade to
+// /api/tunnel/<id>/bridge, attach, then stream frames with per-connection flow-control credit,
+// ping/pong liveness, drain handling. A visitor's `open` names a route; the route's LocalTarget
+// says where it goes. In TLS-terminating mode the client runs a TLS server engine per visitor with
+// the tunnel's certificate and key and forwards plaintext to the target; in passthrough mode the
+// visitor's TLS bytes go to the target unchanged.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace ot::client {
+
+struct LocalTarget {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+};
+
+struct BridgeConfig {
+  std::string relayHost;       // TCP address of the relay (names under .localhost -> 127.0.0.1)
+  uint16_t relayPort = 443;
+  std::string domain;          // the API domain: SNI, certificate name and Host of the upgrade
+  std::string caFile;          // "" -> system roots
+  std::string tunnelId;
+  std::string token;
+  std::map<std::string, LocalTarget> routes;  // "" is the tunnel's own hostname
+  bool terminateTls = true;    // false: `otunnel tls` passthrough
+  bool http2 = false;          // terminating: also offer h2 (the local service speaks h2c)
+  std::string certificateChainPem;  // the tunnel's certificate (terminating mode)
+  std::string privateKeyPem;
+  int links = 2;
+  uint32_t maxConns = 256;
+  uint32_t window = 512 * 1024;
+  std::string origin;
+  std::string profile;
+  std::string userAgent = "otunnel/0.1.0";
+};
+
+// What the pool reports whenever a link changes state (on the loop thread).
+struct PoolStatus {
+  int links = 0;           // bridges wanted
+  int attached = 0;        // bridges attached now
+  int openConnections = 0; // visitor connections in flight over all bridges
+  bool fatal = false;      // a link stopped for good (bad token, 404, ...): the client should exit
+  std::string lastError;   // the last failure, for people ("connection refused", "bad_token: ...")
+  uint64_t nextRetryMs = 0;  // when not all attached: the soonest wait before a retry
+};
+
+class BridgePool {
+ public:
+  using OnStatus = std::function<void(const PoolStatus&)>;
+
+  BridgePool(uv_loop_t* loop, BridgeConfig config, OnStatus onStatus);
+  ~BridgePool();
+  BridgePool(const BridgePool&) = delete;
+  BridgePool& operator=(const BridgePool&) = delete;
+
+  void start();
+  // Closes every bridge with 1001 and every visitor connection; `done` runs on the loop when all
+  // handles are closed.
+  void stop(std::function<void()> done);
+  // A renewed certificate: used for visitors that connect from now on.
+  void updateCertificate(std::string certificateChainPem, std::string privateKeyPem);
+
+  [[nodiscard]] PoolStatus status() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ot::client

@@ -1,0 +1,360 @@
+#include "client/bridge_session.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/bridge_frame.h"
+#include "common/websocket_frame.h"
+
+namespace ot::client {
+namespace {
+
+constexpr uint64_t kAttachDeadlineMs = 10'000;  // section 10: TCP, TLS, upgrade and attach
+constexpr uint64_t kNever = UINT64_MAX;
+constexpr uint64_t kSilentBeats = 3;  // section 8: give up after three heartbeats of silence
+
+bool fatalUpgradeStatus(int status) {
+  return status == 400 || status == 404 || status == 405 || status == 426;
+}
+
+}  // namespace
+
+BridgeSession::BridgeSession(uv_loop_t* loop, const BridgeSettings& settings, SessionHost& host,
+                             int link)
+    : loop_(loop), settings_(settings), host_(host), link_(link) {}
+
+BridgeSession::~BridgeSession() = default;
+
+void BridgeSession::start() {
+  attemptDeadlineMs_ = uv_now(loop_) + kAttachDeadlineMs;
+  if (!settings_.relayContext) {
+    endSession({false, true, settings_.relayContextError});
+    maybeFinished();
+    return;
+  }
+  const BridgeConfig& config = settings_.config;
+  RelayEndpoint endpoint;
+  endpoint.host = config.relayHost;
+  endpoint.port = config.relayPort;
+  endpoint.domain = config.domain;
+  endpoint.path = "/api/tunnel/" + config.tunnelId + "/bridge";
+  endpoint.userAgent = config.userAgent;
+  endpoint.tlsContext = settings_.relayContext;
+  transport_ = RelayTransport::create(loop_, std::move(endpoint), *this);
+  if (transport_ == nullptr) {
+    endSession({false, false, "cannot create a socket"});
+    maybeFinished();
+    return;
+  }
+  host_.rescheduleTimer();
+  transport_->start();
+}
+
+void BridgeSession::stop(uint16_t code) {
+  if (transport_ != nullptr) transport_->close(code, "client going away");
+  endSession({phase_ == Phase::kAttached, false, {}});
+  maybeFinished();
+}
+
+// --- The relay's messages ---------------------------------------------------------------------
+
+void BridgeSession::onUpgraded() {
+  phase_ = Phase::kAwaitingAttached;
+  const BridgeConfig& config = settings_.config;
+  bridge::AttachRequest attach;
+  attach.token = config.token;
+  attach.routes = attachRoutes(config);
+  attach.maxConns = config.maxConns;
+  attach.origin = config.origin;
+  attach.profile = config.profile;
+  attach.window = config.window;
+  (void)transport_->sendText(bridge::serializeAttach(attach));
+}
+
+void BridgeSession::onTransportFailed(const TransportFailure& failure) {
+  endSession({false, failure.permanent || fatalUpgradeStatus(failure.httpStatus), failure.text});
+}
+
+void BridgeSession::onTextMessage(std::string_view text) {
+  if (ended_) return;
+  auto parsed = bridge::parseRelayMessage(text);
+  if (phase_ == Phase::kAttached) {
+    // Once attached, only drain matters; anything unknown or malformed is ignored (4.5).
+    if (parsed.ok() && std::holds_alternative<bridge::Drain>(parsed.value()) && !draining_) {
+      draining_ = true;
+      log_.info("relay drains the bridge", {{"link", link_}, {"bridge", attached_.bridgeId}});
+      host_.onSessionDrain(*this);
+    }
+    return;
+  }
+  if (!parsed.ok()) {
+    protocolError("unexpected message before attached: " +
+                  std::string(bridge::relayMessageErrorName(parsed.error())));
+    return;
+  }
+  onRelayMessage(parsed.value());
+}
+
+void BridgeSession::onRelayMessage(const bridge::RelayMessage& message) {
+  if (const auto* attached = std::get_if<bridge::Attached>(&message)) {
+    attached_ = *attached;
+    phase_ = Phase::kAttached;
+    lastPingMs_ = 0;
+    transport_->setMaxMessageSize(bridge::kMaxMessageAfterAttach);
+    log_.info("bridge attached", {{"link", link_},
+                                  {"bridge", attached_.bridgeId},
+                                  {"heartbeat_ms", attached_.heartbeatMs},
+                                  {"window", attached_.limits.window}});
+    host_.onSessionAttached(*this);
+    host_.rescheduleTimer();
+    return;
+  }
+  if (const auto* error = std::get_if<bridge::AttachError>(&message)) {
+    std::string text = "attach_error " + std::string(bridge::attachErrorCodeName(error->code));
+    if (!error->message.empty()) text += ": " + error->message;
+    // The relay closes right after; answer its close promptly instead of waiting for it.
+    transport_->close(ws::kCloseNormal);
+    endSession({false, fatalAttachError(*error), std::move(text)});
+    return;
+  }
+  transport_->close(ws::kCloseNormal);
+  endSession({false, false, "the relay is draining"});
+}
+
+bool BridgeSession::fatalAttachError(const bridge::AttachError& error) const {
+  switch (error.code) {
+    case bridge::AttachErrorCode::kBadToken:
+    case bridge::AttachErrorCode::kInvalidRoute:
+      return true;
+    case bridge::AttachErrorCode::kTooManyRoutes:
+      return attachRoutes(settings_.config).size() > bridge::kMaxRoutesPerAttach;
+    case bridge::AttachErrorCode::kCertNotReady:
+    case bridge::AttachErrorCode::kRouteConflict:
+    case bridge::AttachErrorCode::kError:
+      return false;
+  }
+  return false;
+}
+
+void BridgeSession::onBinaryMessage(std::span<const uint8_t> message) {
+  if (ended_) return;
+  if (phase_ != Phase::kAttached) {
+    protocolError("binary message before attached");
+    return;
+  }
+  const auto decoded = bridge::decodeFrame(message);
+  if (!decoded.ok()) {
+    protocolError("bad stream frame: " + std::string(bridge::frameErrorName(decoded.error())));
+    return;
+  }
+  const bridge::Frame& frame = decoded.value();
+  if (frame.kind == bridge::FrameKind::kOpen) {
+    onOpen(frame);
+    return;
+  }
+  const auto it = streams_.find(frame.connId);
+  if (it == streams_.end()) {
+    // At or below the highest open: a finished connection (ignore); above it: unused.
+    if (frame.connId > highestOpened_) {
+      protocolError(std::string(bridge::frameKindName(frame.kind)) + " for unused connection " +
+                    std::to_string(frame.connId));
+    }
+    return;
+  }
+  VisitorStream& stream = *it->second;
+  FrameVerdict verdict = FrameVerdict::kOk;
+  switch (frame.kind) {
+    case bridge::FrameKind::kData:
+      verdict = stream.onData(frame.payload);
+      break;
+    case bridge::FrameKind::kEnd:
+      verdict = stream.onEnd();
+      break;
+    case bridge::FrameKind::kReset:
+      stream.onReset();
+      break;
+    case bridge::FrameKind::kCredit:
+      verdict = stream.onCredit(frame.increment);
+      break;
+    case bridge::FrameKind::kOpen:
+      break;
+  }
+  if (verdict == FrameVerdict::kProtocolError) {
+    protocolError(std::string(bridge::frameKindName(frame.kind)) + " not allowed on connection " +
+                  std::to_string(frame.connId) + " in its state");
+  } else if (verdict == FrameVerdict::kFlowControlViolation) {
+    protocolError("flow-control violation on connection " + std::to_string(frame.connId));
+  }
+}
+
+void BridgeSession::onOpen(const bridge::Frame& frame) {
+  if (frame.connId <= highestOpened_) {
+    protocolError("open out of order (connection " + std::to_string(frame.connId) + ")");
+    return;
+  }
+  highestOpened_ = frame.connId;
+  const BridgeConfig& config = settings_.config;
+  const size_t open = static_cast<size_t>(std::count_if(
+      streams_.begin(), streams_.end(), [](const auto& entry) {
+        return !entry.second->protocolClosed();
+      }));
+  if (open >= attached_.limits.maxConns) {
+    // The relay promised not to; refusing the one connection keeps our memory bounded.
+    sendReset(frame.connId, bridge::ResetReason::kProtocolError, "max_conns exceeded");
+    return;
+  }
+  const auto route = config.routes.find(std::string(frame.route));
+  if (route == config.routes.end()) {
+    sendReset(frame.connId, bridge::ResetReason::kConnectFailed,
+              "no local service for route \"" + std::string(frame.route) + "\"");
+    return;
+  }
+  StreamOptions options;
+  options.connId = frame.connId;
+  options.target = route->second;
+  options.receiveWindow = config.window;
+  options.sendWindow = attached_.limits.window;
+  options.maxPayload = attached_.limits.maxPayload;
+  if (config.terminateTls) {
+    if (!settings_.visitorContext) {
+      sendReset(frame.connId, bridge::ResetReason::kConnectFailed, settings_.visitorContextError);
+      return;
+    }
+    options.tlsContext = settings_.visitorContext;
+  }
+  VisitorStream* stream = VisitorStream::create(loop_, *this, std::move(options));
+  if (stream == nullptr) {
+    sendReset(frame.connId, bridge::ResetReason::kConnectFailed, "cannot create a socket");
+    return;
+  }
+  streams_.emplace(frame.connId, stream);
+  host_.onSessionChanged();
+  stream->start();
+}
+
+void BridgeSession::sendReset(uint32_t connId, bridge::ResetReason reason,
+                              std::string_view text) {
+  const std::vector<uint8_t> frame = bridge::encodeReset(connId, reason, text);
+  sendStreamFrame(frame, {});
+}
+
+void BridgeSession::onDisconnected(uint16_t code, std::string_view reason) {
+  std::string text = code == ws::kCloseAbnormal
+                         ? "connection lost"
+                         : "relay closed the bridge with " + std::to_string(code);
+  if (!reason.empty()) text += ": " + std::string(reason);
+  endSession({phase_ == Phase::kAttached, false, std::move(text)});
+}
+
+void BridgeSession::onTransportClosed() {
+  transport_ = nullptr;
+  endSession({phase_ == Phase::kAttached, false, "connection closed"});
+  maybeFinished();
+}
+
+// --- Streams ----------------------------------------------------------------------------------
+
+void BridgeSession::onWritable() {
+  std::vector<VisitorStream*> waiting;
+  waiting.reserve(streams_.size());
+  for (const auto& [id, stream] : streams_) waiting.push_back(stream);
+  for (VisitorStream* stream : waiting) {
+    if (ended_ || transport_ == nullptr || transport_->congested()) return;
+    stream->resume();
+  }
+}
+
+bool BridgeSession::bridgeCongested() const {
+  return transport_ != nullptr && transport_->congested();
+}
+
+void BridgeSession::sendStreamFrame(std::span<const uint8_t> head,
+                                    std::span<const uint8_t> payload) {
+  if (transport_ != nullptr && !ended_) (void)transport_->sendBinary(head, payload);
+}
+
+void BridgeSession::onStreamDeadlineChanged() { host_.rescheduleTimer(); }
+
+void BridgeSession::onStreamFreed(uint32_t connId) {
+  streams_.erase(connId);
+  host_.onSessionChanged();
+  maybeFinished();
+}
+
+// --- Time -------------------------------------------------------------------------------------
+
+uint64_t BridgeSession::nextDeadlineMs() const {
+  uint64_t next = kNever;
+  if (transport_ != nullptr && transport_->closeDeadlineMs() != 0) {
+    next = transport_->closeDeadlineMs();
+  }
+  if (!ended_ && phase_ != Phase::kAttached) next = std::min(next, attemptDeadlineMs_);
+  if (!ended_ && phase_ == Phase::kAttached && transport_ != nullptr) {
+    const uint64_t last = transport_->lastReceiveMs();
+    const uint64_t beat = attached_.heartbeatMs;
+    next = std::min({next, std::max(last, lastPingMs_) + beat, last + kSilentBeats * beat});
+  }
+  for (const auto& [id, stream] : streams_) {
+    if (stream->deadlineMs() != 0) next = std::min(next, stream->deadlineMs());
+  }
+  return next;
+}
+
+void BridgeSession::onTimer(uint64_t nowMs) {
+  if (transport_ != nullptr && transport_->closeDeadlineMs() != 0 &&
+      nowMs >= transport_->closeDeadlineMs()) {
+    transport_->abort();  // the relay did not answer our close within 5 s
+  }
+  if (!ended_ && phase_ != Phase::kAttached && nowMs >= attemptDeadlineMs_) {
+    if (transport_ != nullptr) transport_->abort();
+    endSession({false, false, "no attached within 10 s"});
+  }
+  if (!ended_ && phase_ == Phase::kAttached && transport_ != nullptr) {
+    const uint64_t last = transport_->lastReceiveMs();
+    const uint64_t beat = attached_.heartbeatMs;
+    if (nowMs >= last + kSilentBeats * beat) {
+      transport_->close(ws::kCloseGoingAway, "relay silent");
+      endSession({true, false, "nothing from the relay for " +
+                                   std::to_string(nowMs - last) + " ms"});
+    } else if (nowMs >= std::max(last, lastPingMs_) + beat) {
+      (void)transport_->sendPing({});
+      lastPingMs_ = nowMs;
+    }
+  }
+  std::vector<VisitorStream*> due;
+  for (const auto& [id, stream] : streams_) {
+    if (stream->deadlineMs() != 0 && nowMs >= stream->deadlineMs()) due.push_back(stream);
+  }
+  for (VisitorStream* stream : due) stream->onTimer(nowMs);
+  maybeFinished();
+}
+
+// --- Ending -----------------------------------------------------------------------------------
+
+void BridgeSession::protocolError(std::string text) {
+  log_.warn("protocol error from the relay; closing the bridge",
+            {{"link", link_}, {"bridge", attached_.bridgeId}, {"error", text}});
+  if (transport_ != nullptr) transport_->close(ws::kCloseProtocolError);
+  endSession({phase_ == Phase::kAttached, false, "protocol error: " + text});
+}
+
+void BridgeSession::endSession(SessionEnd end) {
+  if (ended_) return;
+  ended_ = true;
+  // Closing a bridge aborts what it carries (section 9). Streams free themselves later, in
+  // their close callbacks, so the map is stable here.
+  for (const auto& [id, stream] : streams_) stream->abort();
+  host_.onSessionEnded(*this, end);
+  host_.rescheduleTimer();
+}
+
+void BridgeSession::maybeFinished() {
+  if (finished_ || !ended_ || transport_ != nullptr || !streams_.empty()) return;
+  finished_ = true;
+  host_.onSessionFinished(*this);
+}
+
+}  // namespace ot::client

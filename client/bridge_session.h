@@ -1,0 +1,117 @@
+// One bridge (docs/protocol.md sections 2-9): a RelayTransport from the upgrade through `attach`
+// to its end, the visitor connections it carries, their frames routed by connection id with the
+// state checks of section 6, and liveness (ping after heartbeat_ms of silence, give up after
+// three). Retrying is not its business: BridgeLink owns sessions and runs the reconnect loop.
+//
+// Ownership: BridgeLink owns the session (unique_ptr). The session owns its transport and
+// streams, which free themselves in their close callbacks and report back; once both are gone
+// after the end, onSessionFinished tells the link it may delete the session (later, not on the
+// reporting call's stack). Loop thread only; nothing here blocks or throws.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "client/bridge_settings.h"
+#include "client/relay_transport.h"
+#include "client/visitor_stream.h"
+#include "common/bridge_control.h"
+#include "common/log.h"
+
+namespace ot::client {
+
+class BridgeSession;
+
+// How a session ended, for the reconnect loop.
+struct SessionEnd {
+  bool wasAttached = false;
+  bool fatal = false;  // section 10's stop-for-good cases: do not retry
+  std::string error;   // for people; empty for a deliberate stop
+};
+
+class SessionHost {
+ public:
+  virtual ~SessionHost() = default;
+  virtual void onSessionAttached(BridgeSession& session) = 0;
+  // The relay drains this bridge: start a replacement, keep this one until the relay closes it.
+  virtual void onSessionDrain(BridgeSession& session) = 0;
+  // Exactly once; the session is closing.
+  virtual void onSessionEnded(BridgeSession& session, const SessionEnd& end) = 0;
+  // Ended and every handle closed: delete the session, but not on this call's stack.
+  virtual void onSessionFinished(BridgeSession& session) = 0;
+  // The number of connections changed.
+  virtual void onSessionChanged() = 0;
+  // A deadline changed: call nextDeadlineMs() again.
+  virtual void rescheduleTimer() = 0;
+};
+
+class BridgeSession final : private RelayTransportListener, private StreamHost {
+ public:
+  BridgeSession(uv_loop_t* loop, const BridgeSettings& settings, SessionHost& host, int link);
+  ~BridgeSession() override;
+  BridgeSession(const BridgeSession&) = delete;
+  BridgeSession& operator=(const BridgeSession&) = delete;
+
+  // Starts the attempt (its 10 s deadline too). May end it from inside.
+  void start();
+  // Ends the bridge on purpose: close `code` to the relay, abort every connection.
+  void stop(uint16_t code);
+
+  // The earliest deadline (UINT64_MAX: none) and the timer's visit.
+  [[nodiscard]] uint64_t nextDeadlineMs() const;
+  void onTimer(uint64_t nowMs);
+
+  [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached && !ended_; }
+  [[nodiscard]] bool ended() const { return ended_; }
+  [[nodiscard]] size_t connections() const { return streams_.size(); }
+  [[nodiscard]] const std::string& bridgeId() const { return attached_.bridgeId; }
+
+ private:
+  enum class Phase : uint8_t { kConnecting, kAwaitingAttached, kAttached };
+
+  // RelayTransportListener
+  void onUpgraded() override;
+  void onTransportFailed(const TransportFailure& failure) override;
+  void onTextMessage(std::string_view text) override;
+  void onBinaryMessage(std::span<const uint8_t> message) override;
+  void onDisconnected(uint16_t code, std::string_view reason) override;
+  void onTransportClosed() override;
+  void onWritable() override;
+
+  // StreamHost
+  void sendStreamFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) override;
+  void onStreamDeadlineChanged() override;
+  void onStreamFreed(uint32_t connId) override;
+  [[nodiscard]] bool bridgeCongested() const override;
+
+  void onRelayMessage(const bridge::RelayMessage& message);
+  void onOpen(const bridge::Frame& frame);
+  void sendReset(uint32_t connId, bridge::ResetReason reason, std::string_view text);
+  [[nodiscard]] bool fatalAttachError(const bridge::AttachError& error) const;
+  void protocolError(std::string text);
+  void endSession(SessionEnd end);
+  void maybeFinished();
+
+  uv_loop_t* loop_;
+  const BridgeSettings& settings_;
+  SessionHost& host_;
+  log::Logger log_{"client.bridge"};
+  int link_;
+  Phase phase_ = Phase::kConnecting;
+  bool ended_ = false;
+  bool finished_ = false;
+  bool draining_ = false;
+  RelayTransport* transport_ = nullptr;  // owns itself; null once closed
+  std::unordered_map<uint32_t, VisitorStream*> streams_;  // each owns itself until freed
+  bridge::Attached attached_;
+  uint32_t highestOpened_ = 0;
+  uint64_t attemptDeadlineMs_ = 0;
+  uint64_t lastPingMs_ = 0;
+};
+
+}  // namespace ot::client

@@ -1,0 +1,455 @@
+#include "client/relay_transport.h"
+
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "client/address_resolver.h"
+#include "client/backoff.h"
+#include "common/bridge_frame.h"
+
+namespace ot::client {
+namespace {
+
+constexpr uint64_t kCloseWaitMs = 5000;  // protocol.md section 9
+constexpr unsigned kKeepAliveSeconds = 30;
+constexpr size_t kReadBufferSize = 64 * 1024;
+constexpr size_t kPlaintextBufferSize = 16 * 1024;
+constexpr size_t kHighWatermark = 1024 * 1024;
+constexpr size_t kLowWatermark = 256 * 1024;
+
+// Both are used only inside one callback at a time on the loop thread; the visitor streams have
+// their own, because a transport callback runs stream code while it still holds these.
+thread_local std::array<uint8_t, kReadBufferSize> tReadBuffer;
+thread_local std::array<uint8_t, kPlaintextBufferSize> tPlaintext;
+
+// Masks only keep proxies from mistaking frames for other protocols (RFC 6455 10.3); inside TLS
+// a weaker source would do, but OpenSSL's is at hand and never fails in practice.
+ws::MaskKey randomMask() {
+  ws::MaskKey key{};
+  if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
+    const uint64_t r = uniformRandom(UINT32_MAX);
+    for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(r >> (8 * i));
+  }
+  return key;
+}
+
+std::string describeUv(std::string_view what, int status) {
+  return std::string(what) + ": " + uv_strerror(status);
+}
+
+}  // namespace
+
+struct RelayTransport::WriteRequest {
+  uv_write_t req{};
+  std::vector<uint8_t> data;
+  RelayTransport* owner = nullptr;
+};
+
+RelayTransport::RelayTransport(uv_loop_t* loop, RelayEndpoint endpoint,
+                               RelayTransportListener& listener)
+    : loop_(loop),
+      endpoint_(std::move(endpoint)),
+      listener_(listener),
+      reader_(ws::Role::kClient, bridge::kMaxMessageBeforeAttach, ws::Delivery::kWhole) {}
+
+RelayTransport::~RelayTransport() = default;
+
+RelayTransport* RelayTransport::create(uv_loop_t* loop, RelayEndpoint endpoint,
+                                       RelayTransportListener& listener) {
+  auto* self = new RelayTransport(loop, std::move(endpoint), listener);
+  if (uv_tcp_init(loop, &self->socket_) != 0) {
+    delete self;
+    return nullptr;
+  }
+  self->socket_.data = self;
+  self->connectReq_.data = self;
+  self->lastReceiveMs_ = uv_now(loop);
+  return self;
+}
+
+void RelayTransport::start() {
+  if (state_ != State::kIdle) return;
+  state_ = State::kResolving;
+  if (auto address = resolveWithoutDns(endpoint_.host, endpoint_.port)) {
+    connectTo(*address);
+    return;
+  }
+  int error = 0;
+  dns_ = DnsQuery::start(
+      loop_, endpoint_.host, endpoint_.port,
+      [this](int status, const sockaddr_storage& address) {
+        dns_ = nullptr;
+        if (status != 0) {
+          fail(describeUv("resolving " + endpoint_.host, status));
+          return;
+        }
+        connectTo(address);
+      },
+      &error);
+  if (dns_ == nullptr) fail(describeUv("resolving " + endpoint_.host, error));
+}
+
+void RelayTransport::connectTo(const sockaddr_storage& address) {
+  if (state_ != State::kResolving) return;
+  state_ = State::kConnecting;
+  const int rc = uv_tcp_connect(&connectReq_, &socket_,
+                                reinterpret_cast<const sockaddr*>(&address), &onConnect);
+  if (rc != 0) fail(describeUv("connecting to " + formatAddress(address), rc));
+}
+
+void RelayTransport::onConnect(uv_connect_t* req, int status) {
+  auto* self = static_cast<RelayTransport*>(req->data);
+  if (status == UV_ECANCELED || self->closing()) return;
+  if (status != 0) {
+    self->fail(describeUv("connecting to " + self->endpoint_.host + ":" +
+                              std::to_string(self->endpoint_.port),
+                          status));
+    return;
+  }
+  self->onConnected();
+}
+
+void RelayTransport::onConnected() {
+  (void)uv_tcp_nodelay(&socket_, 1);
+  (void)uv_tcp_keepalive(&socket_, 1, kKeepAliveSeconds);
+  lastReceiveMs_ = uv_now(loop_);
+  tls_ = tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true);
+  if (!tls_) {
+    fail("tls: cannot create a client session");
+    return;
+  }
+  const int rc = uv_read_start(reinterpret_cast<uv_stream_t*>(&socket_), &onAlloc, &onRead);
+  if (rc != 0) {
+    fail(describeUv("reading from the relay", rc));
+    return;
+  }
+  state_ = State::kTlsHandshake;
+  if (tls_->handshake() == tls::TlsStatus::kError) {
+    fail("tls: " + tls_->errorText());
+    return;
+  }
+  flushTls();  // the ClientHello
+}
+
+void RelayTransport::onAlloc(uv_handle_t*, size_t, uv_buf_t* buf) {
+  buf->base = reinterpret_cast<char*>(tReadBuffer.data());
+  buf->len = tReadBuffer.size();
+}
+
+void RelayTransport::onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  auto* self = static_cast<RelayTransport*>(stream->data);
+  if (self->closing() || nread == 0) return;
+  if (nread < 0) {
+    self->onEndOfStream(static_cast<int>(nread));
+    return;
+  }
+  self->lastReceiveMs_ = uv_now(self->loop_);
+  self->onBytes({reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)});
+}
+
+void RelayTransport::onBytes(std::span<const uint8_t> ciphertext) {
+  tls_->feed(ciphertext);
+  if (state_ == State::kTlsHandshake) {
+    const tls::TlsStatus status = tls_->handshake();
+    flushTls();  // handshake output, and an alert on failure
+    if (closing()) return;
+    if (status == tls::TlsStatus::kError) {
+      fail("tls: " + tls_->errorText());
+      return;
+    }
+    if (!tls_->handshakeDone()) return;
+    sendUpgradeRequest();
+    if (closing()) return;
+  }
+  drainPlaintext();
+}
+
+void RelayTransport::drainPlaintext() {
+  while (state_ >= State::kUpgrading && state_ <= State::kCloseSent) {
+    const tls::ReadResult result = tls_->read(tPlaintext);
+    if (result.bytes > 0) consumePlaintext({tPlaintext.data(), result.bytes});
+    if (closing() || state_ == State::kFlushing) return;
+    if (result.status == tls::TlsStatus::kClosed) {
+      onEndOfStream(UV_EOF);
+      return;
+    }
+    if (result.status == tls::TlsStatus::kError) {
+      flushTls();
+      fail("tls: " + tls_->errorText());
+      return;
+    }
+    if (result.bytes < tPlaintext.size()) break;
+  }
+  if (!closing()) flushTls();  // e.g. a key update answer
+}
+
+void RelayTransport::onEndOfStream(int status) {
+  const std::string why = status == UV_EOF ? "the relay closed the connection"
+                                           : describeUv("reading from the relay", status);
+  if (upgraded_) {
+    lose(ws::kCloseAbnormal, why);
+    return;
+  }
+  if (state_ == State::kUpgrading && upgrade_) {
+    // A refusal whose body runs to the end of the connection completes now.
+    onUpgradeStep(upgrade_->finish());
+    return;
+  }
+  fail(why + (state_ == State::kTlsHandshake ? " during the TLS handshake" : ""));
+}
+
+void RelayTransport::consumePlaintext(std::span<uint8_t> data) {
+  if (state_ == State::kUpgrading) {
+    const RelayUpgrade::Step step = upgrade_->feed(data);
+    onUpgradeStep(step);
+    if (state_ != State::kOpen) return;
+    data = data.subspan(step.consumed);
+  }
+  consumeWebSocket(data);
+}
+
+void RelayTransport::sendUpgradeRequest() {
+  std::array<uint8_t, 16> nonce{};
+  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
+    fail("cannot draw a WebSocket key");
+    return;
+  }
+  upgrade_ = RelayUpgrade::create(endpoint_.domain, endpoint_.path, endpoint_.userAgent, nonce);
+  if (!upgrade_) {
+    fail("cannot build the upgrade request for " + endpoint_.domain + endpoint_.path, 0, {},
+         true);
+    return;
+  }
+  state_ = State::kUpgrading;
+  const std::string& request = upgrade_->request();
+  if (tls_->write({reinterpret_cast<const uint8_t*>(request.data()), request.size()}) ==
+      tls::TlsStatus::kError) {
+    fail("tls: " + tls_->errorText());
+    return;
+  }
+  flushTls();
+}
+
+void RelayTransport::onUpgradeStep(const RelayUpgrade::Step& step) {
+  switch (step.outcome) {
+    case RelayUpgrade::Outcome::kNeedMore:
+      return;
+    case RelayUpgrade::Outcome::kFailed: {
+      const TransportFailure& f = step.failure;
+      fail(f.text, f.httpStatus, f.tag, f.permanent);
+      return;
+    }
+    case RelayUpgrade::Outcome::kUpgraded:
+      upgrade_.reset();
+      upgraded_ = true;
+      state_ = State::kOpen;
+      listener_.onUpgraded();
+      return;
+  }
+}
+
+void RelayTransport::consumeWebSocket(std::span<uint8_t> data) {
+  while (!data.empty() && (state_ == State::kOpen || state_ == State::kCloseSent)) {
+    ws::ReadStep step = reader_.next(data);
+    data = data.subspan(step.consumed);
+    switch (step.event) {
+      case ws::ReadEvent::kNeedMore:
+      case ws::ReadEvent::kData:  // not produced in whole-message delivery
+        break;
+      case ws::ReadEvent::kMessage:
+        if (state_ != State::kOpen) break;  // after our close, only the relay's close matters
+        if (step.opcode == ws::Opcode::kText) {
+          listener_.onTextMessage(
+              {reinterpret_cast<const char*>(step.payload.data()), step.payload.size()});
+        } else {
+          listener_.onBinaryMessage(step.payload);
+        }
+        break;
+      case ws::ReadEvent::kControl:
+        if (step.opcode == ws::Opcode::kPing && state_ == State::kOpen) {
+          (void)sendFrame(ws::Opcode::kPong, {}, step.payload);
+        } else if (step.opcode == ws::Opcode::kClose) {
+          onPeerClose(step.closeCode, step.closeReason());
+        }
+        break;
+      case ws::ReadEvent::kError:
+        protocolClose(ws::closeCodeFor(step.error),
+                      "websocket: " + std::string(ws::errorName(step.error)));
+        return;
+    }
+  }
+}
+
+void RelayTransport::onPeerClose(uint16_t code, std::string_view reason) {
+  if (state_ == State::kCloseSent) {
+    closeSocket();  // the handshake is complete
+    return;
+  }
+  // Echo the code (RFC 6455 5.5.1), let the echo drain, then close.
+  const std::vector<uint8_t> body = [&] {
+    if (!ws::isValidWireCloseCode(code)) return std::vector<uint8_t>{};
+    return std::vector<uint8_t>{static_cast<uint8_t>(code >> 8), static_cast<uint8_t>(code)};
+  }();
+  (void)sendFrame(ws::Opcode::kClose, {}, body);
+  if (closing()) return;
+  state_ = State::kFlushing;
+  if (pendingWrites_ == 0) closeSocket();
+  if (!reported_) {
+    reported_ = true;
+    listener_.onDisconnected(code, reason);
+  }
+}
+
+bool RelayTransport::sendText(std::string_view text) {
+  return sendFrame(ws::Opcode::kText, {},
+                   {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+}
+
+bool RelayTransport::sendBinary(std::span<const uint8_t> head, std::span<const uint8_t> payload) {
+  return sendFrame(ws::Opcode::kBinary, head, payload);
+}
+
+bool RelayTransport::sendPing(std::span<const uint8_t> payload) {
+  return sendFrame(ws::Opcode::kPing, {}, payload.first(std::min(payload.size(),
+                                                                 ws::kMaxControlPayload)));
+}
+
+bool RelayTransport::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
+                               std::span<const uint8_t> payload) {
+  if (state_ != State::kOpen) return false;
+  const size_t length = head.size() + payload.size();
+  const ws::MaskKey key = randomMask();
+  const ws::EncodedHeader header = ws::encodeFrameHeader(opcode, true, length, key);
+  std::vector<uint8_t> frame(header.size + length);
+  std::memcpy(frame.data(), header.bytes.data(), header.size);
+  if (!head.empty()) std::memcpy(frame.data() + header.size, head.data(), head.size());
+  if (!payload.empty()) {
+    std::memcpy(frame.data() + header.size + head.size(), payload.data(), payload.size());
+  }
+  ws::maskInPlace(std::span<uint8_t>(frame).subspan(header.size), key);
+  if (tls_->write(frame) == tls::TlsStatus::kError) {
+    lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
+    return false;
+  }
+  flushTls();
+  return !closing();
+}
+
+void RelayTransport::close(uint16_t code, std::string_view reason) {
+  reported_ = true;  // the owner knows why
+  if (state_ != State::kOpen) {
+    if (state_ < State::kOpen || state_ == State::kCloseSent) closeSocket();
+    return;
+  }
+  std::vector<uint8_t> payload;
+  if (ws::isValidWireCloseCode(code)) {
+    payload = {static_cast<uint8_t>(code >> 8), static_cast<uint8_t>(code)};
+    // Our reasons are short ASCII; the cut only guards the 125-byte control frame limit.
+    const std::string_view cut = reason.substr(0, ws::kMaxControlPayload - 2);
+    payload.insert(payload.end(), cut.begin(), cut.end());
+  }
+  if (!sendFrame(ws::Opcode::kClose, {}, payload)) {
+    closeSocket();
+    return;
+  }
+  state_ = State::kCloseSent;
+  closeDeadlineMs_ = uv_now(loop_) + kCloseWaitMs;
+}
+
+void RelayTransport::abort() {
+  reported_ = true;
+  closeSocket();
+}
+
+void RelayTransport::flushTls() {
+  if (tls_ && tls_->pendingOutputSize() > 0 && !closing()) writeRaw(tls_->takeOutput());
+}
+
+void RelayTransport::writeRaw(std::vector<uint8_t> bytes) {
+  auto* request = new WriteRequest;
+  request->data = std::move(bytes);
+  request->owner = this;
+  request->req.data = request;
+  const uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(request->data.data()),
+                                   static_cast<unsigned>(request->data.size()));
+  const size_t size = request->data.size();
+  const int rc = uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&socket_), &buf, 1,
+                          &onWrite);
+  if (rc != 0) {
+    delete request;
+    fail(describeUv("writing to the relay", rc));
+    return;
+  }
+  ++pendingWrites_;
+  queuedBytes_ += size;
+  if (queuedBytes_ >= kHighWatermark) congested_ = true;
+}
+
+void RelayTransport::onWrite(uv_write_t* req, int status) {
+  auto* request = static_cast<WriteRequest*>(req->data);
+  RelayTransport* self = request->owner;
+  --self->pendingWrites_;
+  self->queuedBytes_ -= request->data.size();
+  delete request;
+  if (status == UV_ECANCELED || self->closing()) return;
+  if (status != 0) {
+    self->fail(describeUv("writing to the relay", status));
+    return;
+  }
+  if (self->state_ == State::kFlushing && self->pendingWrites_ == 0) {
+    self->closeSocket();
+    return;
+  }
+  if (self->congested_ && self->queuedBytes_ <= kLowWatermark) {
+    self->congested_ = false;
+    if (self->state_ == State::kOpen) self->listener_.onWritable();
+  }
+}
+
+void RelayTransport::fail(std::string text, int httpStatus, std::string tag, bool permanent) {
+  if (upgraded_) {
+    lose(ws::kCloseAbnormal, std::move(text));
+    return;
+  }
+  closeSocket();
+  if (reported_) return;
+  reported_ = true;
+  listener_.onTransportFailed({httpStatus, std::move(tag), std::move(text), permanent});
+}
+
+void RelayTransport::lose(uint16_t code, std::string text) {
+  closeSocket();
+  if (reported_) return;
+  reported_ = true;
+  listener_.onDisconnected(code, text);
+}
+
+void RelayTransport::protocolClose(uint16_t code, std::string text) {
+  const bool wasReported = reported_;
+  close(code);  // waits for the relay's answer like any close of ours
+  if (!wasReported) listener_.onDisconnected(code, text);
+}
+
+void RelayTransport::closeSocket() {
+  if (closing()) return;
+  state_ = State::kClosing;
+  closeDeadlineMs_ = 0;
+  if (dns_ != nullptr) {
+    dns_->cancel();
+    dns_ = nullptr;
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&socket_), &onClosed);
+}
+
+void RelayTransport::onClosed(uv_handle_t* handle) {
+  auto* self = static_cast<RelayTransport*>(handle->data);
+  RelayTransportListener& listener = self->listener_;
+  delete self;
+  listener.onTransportClosed();
+}
+
+}  // namespace ot::client

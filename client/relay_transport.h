@@ -1,0 +1,160 @@
+// One connection from otunnel to the relay, below the bridge protocol: resolve, TCP connect,
+// TLS (SNI and certificate name = the API domain, ALPN http/1.1), the WebSocket upgrade of
+// docs/protocol.md section 1, then whole WebSocket messages in and masked frames out. Pings are
+// answered here at once; the closing handshake is RFC 6455's. What the messages mean (attach,
+// stream frames) is the listener's business (BridgeSession).
+//
+// Ownership: a heap object created by its listener, freed by itself once its socket is closed;
+// onTransportClosed() is the last thing it does, so the listener must outlive it until then.
+// Loop thread only; nothing here blocks or throws.
+#pragma once
+
+#include <uv.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/relay_upgrade.h"
+#include "common/tls_engine.h"
+#include "common/websocket_frame.h"
+#include "common/websocket_message.h"
+
+namespace ot::client {
+
+class DnsQuery;
+
+struct RelayEndpoint {
+  std::string host;    // TCP address (names under .localhost are 127.0.0.1)
+  uint16_t port = 443;
+  std::string domain;  // SNI, certificate name and Host header
+  std::string path;    // "/api/tunnel/<id>/bridge"
+  std::string userAgent;
+  tls::SslCtxPtr tlsContext;  // a client context (verifies the relay's chain)
+};
+
+class RelayTransportListener {
+ public:
+  virtual ~RelayTransportListener() = default;
+  // The relay switched protocols: send `attach` now.
+  virtual void onUpgraded() = 0;
+  // The attempt failed before onUpgraded (DNS, TCP, TLS, an error answer). The transport is
+  // closing; onTransportClosed follows.
+  virtual void onTransportFailed(const TransportFailure& failure) = 0;
+  virtual void onTextMessage(std::string_view text) = 0;
+  virtual void onBinaryMessage(std::span<const uint8_t> message) = 0;
+  // After onUpgraded, the connection ended without a local close() or abort(): `code` is the
+  // relay's close code, 1006 when the connection dropped, or the code we closed with when the
+  // relay broke RFC 6455. No message is delivered after this.
+  virtual void onDisconnected(uint16_t code, std::string_view reason) = 0;
+  // The socket is closed and the transport is gone.
+  virtual void onTransportClosed() = 0;
+  // The write queue fell back below the low watermark after congested() had turned true.
+  virtual void onWritable() = 0;
+};
+
+class RelayTransport {
+ public:
+  // nullptr when the socket could not be created (nothing to close then).
+  [[nodiscard]] static RelayTransport* create(uv_loop_t* loop, RelayEndpoint endpoint,
+                                              RelayTransportListener& listener);
+  RelayTransport(const RelayTransport&) = delete;
+  RelayTransport& operator=(const RelayTransport&) = delete;
+
+  // Resolves and connects. A failure may be reported from inside this call.
+  void start();
+
+  // Masked frames; false when the connection is not open for messages (nothing sent).
+  bool sendText(std::string_view text);
+  bool sendBinary(std::span<const uint8_t> head, std::span<const uint8_t> payload);
+  bool sendPing(std::span<const uint8_t> payload);
+
+  // Starts the closing handshake (before the upgrade: drops the connection). The owner enforces
+  // closeDeadlineMs() with abort(). No listener call results from close() or abort() except
+  // onTransportClosed.
+  void close(uint16_t code, std::string_view reason = {});
+  void abort();
+
+  // The message size limit (64 KiB before `attached`, header + 32 KiB after).
+  void setMaxMessageSize(uint64_t bytes) { reader_.setMaxMessageSize(bytes); }
+
+  [[nodiscard]] bool isOpen() const { return state_ == State::kOpen; }
+  // uv_now() when bytes last arrived from the relay (connect time before any did).
+  [[nodiscard]] uint64_t lastReceiveMs() const { return lastReceiveMs_; }
+  // When our close has gone unanswered for 5 s (0: no close pending).
+  [[nodiscard]] uint64_t closeDeadlineMs() const { return closeDeadlineMs_; }
+  // Ciphertext handed to the socket and not yet written.
+  [[nodiscard]] size_t queuedBytes() const { return queuedBytes_; }
+  // Above the high watermark (1 MiB) until the queue drains below the low one (256 KiB): the
+  // producers (visitor streams) stop reading their local sockets meanwhile.
+  [[nodiscard]] bool congested() const { return congested_; }
+
+ private:
+  enum class State : uint8_t {
+    kIdle,
+    kResolving,
+    kConnecting,
+    kTlsHandshake,
+    kUpgrading,
+    kOpen,       // messages both ways
+    kCloseSent,  // our close is out; waiting for the relay's
+    kFlushing,   // the closing handshake is done; the last writes drain, then the socket closes
+    kClosing,    // uv_close called
+  };
+  struct WriteRequest;
+
+  RelayTransport(uv_loop_t* loop, RelayEndpoint endpoint, RelayTransportListener& listener);
+  ~RelayTransport();
+
+  static void onConnect(uv_connect_t* req, int status);
+  static void onAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void onWrite(uv_write_t* req, int status);
+  static void onClosed(uv_handle_t* handle);
+
+  void connectTo(const sockaddr_storage& address);
+  void onConnected();
+  void onBytes(std::span<const uint8_t> ciphertext);
+  void onEndOfStream(int status);
+  void drainPlaintext();
+  void consumePlaintext(std::span<uint8_t> data);
+  void consumeWebSocket(std::span<uint8_t> data);
+  void onUpgradeStep(const RelayUpgrade::Step& step);
+  void onPeerClose(uint16_t code, std::string_view reason);
+  void sendUpgradeRequest();
+  bool sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
+                 std::span<const uint8_t> payload);
+  void flushTls();
+  void writeRaw(std::vector<uint8_t> bytes);
+  // The connection ended on its own (not by close()/abort()): tell the listener once.
+  void fail(std::string text, int httpStatus = 0, std::string tag = {}, bool permanent = false);
+  void lose(uint16_t code, std::string text);
+  void protocolClose(uint16_t code, std::string text);
+  void closeSocket();
+  [[nodiscard]] bool closing() const { return state_ == State::kClosing; }
+
+  uv_loop_t* loop_;
+  RelayEndpoint endpoint_;
+  RelayTransportListener& listener_;
+  State state_ = State::kIdle;
+  bool upgraded_ = false;
+  bool reported_ = false;  // the listener heard how it ended (or the owner ended it)
+  uv_tcp_t socket_{};
+  uv_connect_t connectReq_{};
+  DnsQuery* dns_ = nullptr;
+  std::unique_ptr<tls::TlsEngine> tls_;
+  std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
+  ws::MessageReader reader_;
+  uint64_t lastReceiveMs_ = 0;
+  uint64_t closeDeadlineMs_ = 0;
+  size_t pendingWrites_ = 0;
+  size_t queuedBytes_ = 0;
+  bool congested_ = false;
+};
+
+}  // namespace ot::client

@@ -1,0 +1,160 @@
+// One visitor connection carried over a bridge (docs/protocol.md sections 5-7): the local TCP
+// connection to the route's LocalTarget, the visitor's TLS terminated here (a server TlsEngine on
+// the tunnel's certificate) or passed through unchanged, and the connection's flow control both
+// ways. The protocol state (open / ended / peer-ended / closed) is kept here too, so the bridge
+// can apply the receive table of section 6.
+//
+// Ownership: created by a BridgeSession on `open`, a heap object that frees itself in its socket's
+// close callback, then calls host.onStreamFreed() as its last act; the host outlives it. The
+// host never deletes it. Loop thread only; nothing here blocks or throws.
+#pragma once
+
+#include <uv.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/bridge_pool.h"
+#include "client/receive_window.h"
+#include "common/bridge_frame.h"
+#include "common/tls_engine.h"
+
+namespace ot::client {
+
+class DnsQuery;
+
+// What a stream needs from the bridge that carries it.
+class StreamHost {
+ public:
+  virtual ~StreamHost() = default;
+  // One stream frame toward the relay, given as its 5-byte header (plus any fixed part) and its
+  // payload. Silently dropped once the bridge is closing.
+  virtual void sendStreamFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) = 0;
+  // The stream set a new deadline (deadlineMs()); the host's timer must cover it.
+  virtual void onStreamDeadlineChanged() = 0;
+  // The stream's socket is closed and the object is gone.
+  virtual void onStreamFreed(uint32_t connId) = 0;
+  // The bridge's write queue is over its high watermark: do not read local sockets for now
+  // (resume() follows when it drained).
+  [[nodiscard]] virtual bool bridgeCongested() const = 0;
+};
+
+struct StreamOptions {
+  uint32_t connId = 0;
+  LocalTarget target;
+  tls::SslCtxPtr tlsContext;  // terminate the visitor's TLS with it; null: passthrough
+  uint32_t receiveWindow = bridge::kDefaultWindow;  // our attach window
+  uint32_t sendWindow = bridge::kRelayWindow;       // attached.limits.window
+  uint32_t maxPayload = static_cast<uint32_t>(bridge::kMaxDataPayload);  // limits.max_payload
+  uint64_t connectTimeoutMs = 10'000;
+};
+
+// How a frame from the relay fits the connection's state. Anything but kOk closes the bridge
+// with 1002.
+enum class FrameVerdict : uint8_t { kOk, kProtocolError, kFlowControlViolation };
+
+class VisitorStream {
+ public:
+  // nullptr when no socket could be created (the caller resets the connection).
+  [[nodiscard]] static VisitorStream* create(uv_loop_t* loop, StreamHost& host,
+                                             StreamOptions options);
+  VisitorStream(const VisitorStream&) = delete;
+  VisitorStream& operator=(const VisitorStream&) = delete;
+
+  // Resolves and connects to the target; data from the relay is queued meanwhile.
+  void start();
+
+  // Frames from the relay for this connection. Frames for a closed connection are ignored.
+  [[nodiscard]] FrameVerdict onData(std::span<const uint8_t> payload);
+  [[nodiscard]] FrameVerdict onEnd();
+  void onReset();
+  [[nodiscard]] FrameVerdict onCredit(uint32_t increment);
+
+  // The bridge is gone: abort the local connection (RST) and send nothing.
+  void abort();
+  // The bridge can take data again: read the local socket if credit allows.
+  void resume() { updateReading(); }
+
+  // The connect deadline (0: none) and its check.
+  [[nodiscard]] uint64_t deadlineMs() const { return deadlineMs_; }
+  void onTimer(uint64_t nowMs);
+
+  [[nodiscard]] uint32_t connId() const { return options_.connId; }
+  // Closed in the protocol's sense: both sides sent `end`, or either sent `reset`.
+  [[nodiscard]] bool protocolClosed() const { return reset_ || (sentEnd_ && gotEnd_); }
+
+ private:
+  enum class Local : uint8_t { kIdle, kResolving, kConnecting, kConnected, kClosing };
+  struct WriteRequest;
+
+  VisitorStream(uv_loop_t* loop, StreamHost& host, StreamOptions options);
+  ~VisitorStream();
+
+  static void onConnect(uv_connect_t* req, int status);
+  static void onAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void onWrite(uv_write_t* req, int status);
+  static void onShutdown(uv_shutdown_t* req, int status);
+  static void onClosed(uv_handle_t* handle);
+
+  [[nodiscard]] bool terminating() const { return tls_ != nullptr; }
+  void connectTo(const sockaddr_storage& address);
+  void onConnected();
+  void onLocalBytes(std::span<const uint8_t> bytes);
+  void onLocalEof();
+  void pumpTls();
+  void sendTlsOutput();
+  void tlsFailed();
+  void toLocal(std::span<const uint8_t> bytes);
+  void writeLocal(std::vector<uint8_t> bytes);
+  void onLocalWritten(size_t bytes);
+  void maybeGrant();
+  void maybeShutdown();
+  void maybeFinish();
+  void sendToRelay(std::span<const uint8_t> bytes);
+  [[nodiscard]] size_t sendData(std::span<const uint8_t> bytes);
+  void flushToRelay();
+  void sendEnd();
+  void updateReading();
+  void resetStream(bridge::ResetReason reason, std::string_view text);
+  void closeLocal(bool abortive);
+  [[nodiscard]] bool closing() const { return local_ == Local::kClosing; }
+
+  uv_loop_t* loop_;
+  StreamHost& host_;
+  StreamOptions options_;
+  Local local_ = Local::kIdle;
+
+  // The protocol state of section 6.
+  bool sentEnd_ = false;
+  bool gotEnd_ = false;
+  bool reset_ = false;
+
+  bool localEof_ = false;          // the local service closed its side
+  bool visitorTlsClosed_ = false;  // terminating: the visitor sent close_notify
+  bool reading_ = false;
+  bool shutdownStarted_ = false;
+  bool shutdownDone_ = false;
+  uint64_t deadlineMs_ = 0;
+
+  uv_tcp_t socket_{};
+  uv_connect_t connectReq_{};
+  uv_shutdown_t shutdownReq_{};
+  DnsQuery* dns_ = nullptr;
+  std::unique_ptr<tls::TlsEngine> tls_;
+
+  ReceiveWindow receive_;
+  bridge::StreamCredit sendCredit_;
+  // Toward the local service: held until it is connected, then in flight in uv_write.
+  std::vector<uint8_t> pendingLocal_;
+  size_t localInFlight_ = 0;
+  // Toward the relay: what the send credit does not cover yet.
+  std::vector<uint8_t> pendingRelay_;
+};
+
+}  // namespace ot::client

@@ -1,0 +1,52 @@
+// Turning relay and local target names into addresses.
+#include "client/address_resolver.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tests/client/test_support.h"
+
+TEST_CASE("client address: localhost names never go to DNS; literals parse") {
+  using ot::client::formatAddress;
+  using ot::client::resolveWithoutDns;
+  CHECK(formatAddress(*resolveWithoutDns("localhost", 443)) == "127.0.0.1:443");
+  CHECK(formatAddress(*resolveWithoutDns("opentunnel.localhost", 8443)) == "127.0.0.1:8443");
+  CHECK(formatAddress(*resolveWithoutDns("A.B.LOCALHOST.", 1)) == "127.0.0.1:1");
+  CHECK(formatAddress(*resolveWithoutDns("192.0.2.7", 80)) == "192.0.2.7:80");
+  CHECK(formatAddress(*resolveWithoutDns("[::1]", 80)) == "[::1]:80");
+  CHECK(formatAddress(*resolveWithoutDns("::1", 80)) == "[::1]:80");
+  CHECK_FALSE(resolveWithoutDns("example.com", 443).has_value());
+  CHECK_FALSE(resolveWithoutDns("notlocalhost", 443).has_value());
+  CHECK_FALSE(resolveWithoutDns("localhost.example", 443).has_value());
+}
+
+TEST_CASE("client address: a DNS query answers on the loop; a cancelled one never calls back") {
+  ot::client_test::TestLoop loop;
+  int calls = 0;
+  int status = -1;
+  std::string address;
+  int error = 0;
+  auto* query = ot::client::DnsQuery::start(
+      loop.get(), "localhost", 8080,
+      [&](int s, const sockaddr_storage& a) {
+        ++calls;
+        status = s;
+        address = ot::client::formatAddress(a);
+      },
+      &error);
+  REQUIRE(query != nullptr);
+  REQUIRE(loop.runUntil([&] { return calls == 1; }));
+  CHECK(status == 0);
+  CHECK((address == "127.0.0.1:8080" || address == "[::1]:8080"));
+
+  bool cancelledCalled = false;
+  auto* cancelled = ot::client::DnsQuery::start(
+      loop.get(), "localhost", 1, [&](int, const sockaddr_storage&) { cancelledCalled = true; },
+      &error);
+  REQUIRE(cancelled != nullptr);
+  cancelled->cancel();
+  // The request still completes inside libuv (and frees itself); nobody is called.
+  loop.runFor(200);
+  CHECK_FALSE(cancelledCalled);
+}

@@ -1,0 +1,210 @@
+// The bridge's life against a fake relay: upgrade and attach as docs/protocol.md sections 1-4
+// say, the stop-for-good answers of section 10, reconnecting, liveness and drain.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "client/bridge_pool.h"
+#include "tests/client/fake_relay.h"
+#include "tests/client/test_support.h"
+
+using namespace ot::client_test;
+using ot::client::BridgeConfig;
+
+TEST_CASE("client bridge: upgrades to /api/tunnel/<id>/bridge and attaches with its settings") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  BridgeConfig config = testConfig(relay.port(), 1, false);
+  config.routes["api"] = {"127.0.0.1", 1};
+  config.origin = "laptop";
+  config.profile = "tls443";
+  config.maxConns = 64;
+  PoolUnderTest pool(loop, config);
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+
+  REQUIRE(relay.bridges.size() == 1);
+  FakeBridge& bridge = relay.bridge(0);
+  CHECK(bridge.method == "GET");
+  CHECK(bridge.path == "/api/tunnel/t1/bridge");
+  CHECK(bridge.host == "relay.localhost");
+  CHECK(bridge.userAgent == "otunnel/0.1.0");
+  CHECK(bridge.attach["type"] == "attach");
+  CHECK(bridge.attach["token"] == "tk_test_token");
+  CHECK(bridge.attach["routes"] == nlohmann::json::array({"", "api"}));
+  CHECK(bridge.attach["max_conns"] == 64);
+  CHECK(bridge.attach["window"] == 65536);
+  CHECK(bridge.attach["origin"] == "laptop");
+  CHECK(bridge.attach["profile"] == "tls443");
+  CHECK(pool.last.links == 1);
+  CHECK_FALSE(pool.last.fatal);
+  CHECK(pool->status().attached == 1);
+
+  pool.stop();
+  // The client went away: close 1001, answered by the relay.
+  REQUIRE(bridge.closeCodes.size() == 1);
+  CHECK(bridge.closeCodes[0] == 1001);
+  CHECK(bridge.badFrames.empty());
+}
+
+TEST_CASE("client bridge: every link is its own bridge") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  BridgeConfig config = testConfig(relay.port(), 1, false);
+  config.links = 3;
+  PoolUnderTest pool(loop, config);
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 3; }));
+  CHECK(relay.bridges.size() == 3);
+  CHECK(relay.attachedCount() == 3);
+  pool.stop();
+  for (auto& bridge : relay.bridges) CHECK(bridge->closeCodes == std::vector<uint16_t>{1001});
+}
+
+TEST_CASE("client bridge: attach_error bad_token stops the link for good") {
+  TestLoop loop;
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.attachError = "bad_token"; }));
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.fatal; }));
+  CHECK(pool.last.attached == 0);
+  CHECK(pool.last.lastError.find("bad_token") != std::string::npos);
+  CHECK(pool.last.nextRetryMs == 0);
+  loop.runFor(600);  // longer than the first two backoff waits together
+  CHECK(relay.bridges.size() == 1);
+}
+
+TEST_CASE("client bridge: attach_error cert_not_ready is retried") {
+  TestLoop loop;
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.attachError = "cert_not_ready"; }));
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return relay.bridges.size() >= 2; }));
+  CHECK_FALSE(pool.last.fatal);
+  CHECK(pool->status().lastError.find("cert_not_ready") != std::string::npos);
+}
+
+TEST_CASE("client bridge: 404 on the upgrade is fatal") {
+  TestLoop loop;
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.upgradeStatus = 404; o.errorTag = "NotFoundError"; }));
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.fatal; }));
+  CHECK(pool.last.lastError.find("404") != std::string::npos);
+  CHECK(pool.last.lastError.find("NotFoundError") != std::string::npos);
+  loop.runFor(600);
+  CHECK(relay.bridges.size() == 1);
+}
+
+TEST_CASE("client bridge: 503 on the upgrade is retried with backoff") {
+  TestLoop loop;
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.upgradeStatus = 503; o.errorTag = "ServiceUnavailableError"; }));
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return relay.bridges.size() >= 3; }));
+  CHECK_FALSE(pool.last.fatal);
+  CHECK(pool->status().lastError.find("503") != std::string::npos);
+}
+
+TEST_CASE("client bridge: a refused TCP connection is retried, not fatal") {
+  TestLoop loop;
+  const uint16_t port = unusedPort(loop.get());
+  PoolUnderTest pool(loop, testConfig(port, 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.nextRetryMs > 0; }));
+  CHECK_FALSE(pool.last.fatal);
+  CHECK(pool.last.lastError.find("connection refused") != std::string::npos);
+}
+
+TEST_CASE("client bridge: a relay certificate for another name is refused (retried)") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  BridgeConfig config = testConfig(relay.port(), 1, false);
+  config.domain = "other.localhost";  // the relay's certificate says relay.localhost
+  PoolUnderTest pool(loop, config);
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return !pool.last.lastError.empty(); }));
+  CHECK(pool.last.lastError.find("tls") != std::string::npos);
+  CHECK(pool.last.attached == 0);
+  CHECK_FALSE(pool.last.fatal);
+  CHECK(relay.attachedCount() == 0);
+}
+
+TEST_CASE("client bridge: the relay closing after attached makes the link reconnect") {
+  TestLoop loop;
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.closeAfterAttached = true; }));
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  // Each attached bridge resets the backoff: 125-250 ms between attempts.
+  const uint64_t started = loop.now();
+  REQUIRE(loop.runUntil([&] { return relay.attachedCount() >= 4; }));
+  CHECK(loop.now() - started < 3000);
+  CHECK_FALSE(pool.last.fatal);
+  for (size_t i = 0; i + 1 < relay.bridges.size(); ++i) {
+    CHECK(relay.bridge(i).closeCodes == std::vector<uint16_t>{1000});  // our echo of its close
+  }
+}
+
+TEST_CASE("client bridge: pings are answered at once with the same payload") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  relay.latest().sendPing("are you there");
+  REQUIRE(loop.runUntil([&] { return !relay.latest().pongs.empty(); }));
+  CHECK(relay.latest().pongs == std::vector<std::string>{"are you there"});
+}
+
+TEST_CASE("client bridge: a silent relay is pinged, then abandoned with 1001") {
+  TestLoop loop;
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.heartbeatMs = 1000; o.answerPings = false; }));
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  const uint64_t attachedAt = loop.now();
+  REQUIRE(loop.runUntil([&] { return !relay.bridge(0).pings.empty(); }, 3000));
+  CHECK(loop.now() - attachedAt >= 900);
+  // Three heartbeats without a byte from the relay: close 1001 and a new bridge.
+  REQUIRE(loop.runUntil([&] { return !relay.bridge(0).closeCodes.empty(); }, 5000));
+  CHECK(relay.bridge(0).closeCodes[0] == 1001);
+  CHECK(loop.now() - attachedAt >= 2900);
+  CHECK(relay.bridge(0).pings.size() == 2);  // at one and two heartbeats
+  REQUIRE(loop.runUntil([&] { return relay.attachedCount() == 2; }, 3000));
+}
+
+TEST_CASE("client bridge: drain starts a replacement and keeps the old bridge until it closes") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  relay.bridge(0).sendText(R"({"type":"drain"})");
+  REQUIRE(loop.runUntil([&] { return relay.attachedCount() == 2; }));
+  CHECK_FALSE(relay.bridge(0).tcpClosed);  // the draining bridge stays
+  CHECK(relay.bridge(0).closeCodes.empty());
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  relay.bridge(0).sendClose(1012);
+  REQUIRE(loop.runUntil([&] { return relay.bridge(0).tcpClosed; }));
+  loop.runFor(400);
+  CHECK(relay.bridges.size() == 2);  // closing the drained bridge needs no replacement
+  CHECK(pool->status().attached == 1);
+}
+
+TEST_CASE("client bridge: unknown text is ignored once attached; a frame for an unused id is 1002") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  // After attached, an unknown text message is ignored...
+  relay.bridge(0).sendText(R"({"type":"something_new"})");
+  relay.bridge(0).sendPing("x");
+  REQUIRE(loop.runUntil([&] { return !relay.bridge(0).pongs.empty(); }));
+  CHECK(relay.bridge(0).closeCodes.empty());
+  // ...but a frame for a connection never opened closes the bridge.
+  relay.bridge(0).sendEnd(7);
+  REQUIRE(loop.runUntil([&] { return !relay.bridge(0).closeCodes.empty(); }));
+  CHECK(relay.bridge(0).closeCodes[0] == 1002);
+  REQUIRE(loop.runUntil([&] { return relay.attachedCount() == 2; }));
+}

@@ -1,0 +1,335 @@
+// Visitor connections over a bridge against a fake relay and a local service: passthrough and
+// TLS-terminating forwarding, end and reset (docs/protocol.md section 6) and flow control
+// (section 7).
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+
+#include "client/bridge_pool.h"
+#include "common/tls_engine.h"
+#include "tests/client/fake_relay.h"
+#include "tests/client/test_support.h"
+
+using namespace ot::client_test;
+using ot::client::BridgeConfig;
+
+namespace {
+
+// A pool attached to the relay, with one local service behind route "".
+struct Rig {
+  explicit Rig(TestLoop& l, LocalServer& local, bool terminate, FakeRelayOptions options = {})
+      : loop(l), relay(l, std::move(options)), pool(l, testConfig(relay.port(), local.port(),
+                                                                  terminate)) {
+    pool->start();
+    REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  }
+  FakeBridge& bridge() { return relay.bridge(0); }
+
+  TestLoop& loop;
+  FakeRelay relay;
+  PoolUnderTest pool;
+};
+
+std::string pattern(size_t size) {
+  std::string out(size, '\0');
+  for (size_t i = 0; i < size; ++i) out[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
+  return out;
+}
+
+// The visitor's side of TLS, pumped through the relay's frames by the test.
+class Visitor {
+ public:
+  Visitor(FakeBridge& bridge, uint32_t id) : bridge_(bridge), id_(id) {
+    auto context = ot::tls::makeClientContext(pki().caFile.string(), {"http/1.1"});
+    REQUIRE(context.ok());
+    tls_ = ot::tls::TlsEngine::client(context.value(), kTunnelName, true);
+    REQUIRE(tls_ != nullptr);
+    (void)tls_->handshake();
+    flush();
+  }
+
+  // Feeds what the client sent since the last call; true once `done` holds.
+  void pump() {
+    const std::string& data = bridge_.conns[id_].data;
+    if (data.size() > consumed_) {
+      tls_->feed({reinterpret_cast<const uint8_t*>(data.data()) + consumed_,
+                  data.size() - consumed_});
+      consumed_ = data.size();
+      if (!tls_->handshakeDone()) (void)tls_->handshake();
+      if (tls_->handshakeDone()) {
+        std::vector<uint8_t> buf(16384);
+        for (;;) {
+          const auto result = tls_->read(buf);
+          plaintext.append(reinterpret_cast<const char*>(buf.data()), result.bytes);
+          if (result.status == ot::tls::TlsStatus::kClosed) closed = true;
+          if (result.status == ot::tls::TlsStatus::kError) failed = true;
+          if (result.bytes < buf.size()) break;
+        }
+      }
+    }
+    flush();
+  }
+  void write(const std::string& text) {
+    REQUIRE(tls_->write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}) ==
+            ot::tls::TlsStatus::kOk);
+    flush();
+  }
+  [[nodiscard]] bool ready() const { return tls_->handshakeDone(); }
+  [[nodiscard]] std::string_view alpn() const { return tls_->alpn(); }
+
+  std::string plaintext;
+  bool closed = false;
+  bool failed = false;
+
+ private:
+  void flush() {
+    if (tls_->pendingOutputSize() == 0) return;
+    const auto out = tls_->takeOutput();
+    bridge_.queueData(id_, {reinterpret_cast<const char*>(out.data()), out.size()});
+  }
+
+  FakeBridge& bridge_;
+  uint32_t id_;
+  std::unique_ptr<ot::tls::TlsEngine> tls_;
+  size_t consumed_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("client stream: passthrough carries bytes both ways unchanged, end half-closes") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, false);
+  FakeBridge& bridge = rig.bridge();
+
+  bridge.sendOpen(1);
+  const std::string hello = "\x16\x03\x01 not really a ClientHello \x00\xff";
+  bridge.sendData(1, hello);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].data.size() == hello.size(); }));
+  CHECK(bridge.conns[1].data == hello);
+  CHECK(rig.pool.last.openConnections == 1);
+
+  // 100 KB: more than one frame and more than one read, still byte for byte.
+  const std::string big = pattern(100'000);
+  bridge.sendCredit(1, 100'000);  // keep the client's send credit ahead of the echo
+  bridge.queueData(1, big);  // more than the client's 64 KiB window: sent as it grants
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].data.size() == hello.size() + big.size(); }));
+  CHECK(bridge.conns[1].data == hello + big);
+  // We received 100 KB+ on a 64 KiB window: the client granted credit in quarter batches.
+  CHECK(bridge.conns[1].creditFromClient >= 16384);
+  CHECK(bridge.conns[1].creditFromClient % 16384 == 0);
+
+  // The visitor closes its side: the local service sees EOF, closes too, the client sends end.
+  bridge.sendEnd(1);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].ended; }));
+  REQUIRE(echo.conns().size() == 1);
+  CHECK(echo.conns()[0]->eof);
+  CHECK(echo.conns()[0]->received == hello + big);
+  CHECK_FALSE(bridge.conns[1].reset);
+  CHECK_FALSE(bridge.conns[1].overrun);
+  REQUIRE(loop.runUntil([&] { return rig.pool.last.openConnections == 0; }));
+  CHECK(bridge.badFrames.empty());
+  CHECK(bridge.closeCodes.empty());
+}
+
+TEST_CASE("client stream: TLS is terminated with the tunnel certificate; plaintext goes local") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, true);
+  FakeBridge& bridge = rig.bridge();
+
+  bridge.sendOpen(1, "", "198.51.100.20:40000");
+  Visitor visitor(bridge, 1);  // sends its ClientHello as data frames
+  REQUIRE(loop.runUntil([&] {
+    visitor.pump();
+    return visitor.ready();
+  }));
+  CHECK(visitor.alpn() == "http/1.1");
+  const std::string request = "GET / HTTP/1.1\r\nHost: t1.opentunnel.test\r\n\r\n";
+  visitor.write(request);
+  REQUIRE(loop.runUntil([&] {
+    visitor.pump();
+    return visitor.plaintext.size() >= request.size();
+  }));
+  CHECK(visitor.plaintext == request);
+  REQUIRE(echo.conns().size() == 1);
+  CHECK(echo.conns()[0]->received == request);  // the local service saw plaintext only
+
+  // A larger exchange, several TLS records each way.
+  const std::string body = pattern(70'000);
+  visitor.write(body);
+  REQUIRE(loop.runUntil([&] {
+    visitor.pump();
+    // The relay keeps granting what the client spends, like relayd would.
+    const auto& conn = bridge.conns[1];
+    if (conn.creditToClient - conn.data.size() < 32768) bridge.sendCredit(1, 65536);
+    return visitor.plaintext.size() >= request.size() + body.size();
+  }));
+  CHECK(visitor.plaintext == request + body);
+  CHECK_FALSE(visitor.failed);
+  CHECK_FALSE(bridge.conns[1].overrun);
+  CHECK_FALSE(bridge.conns[1].reset);
+  CHECK(bridge.badFrames.empty());
+}
+
+TEST_CASE("client stream: a visitor that does not trust the certificate gets no plaintext") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, true);
+  FakeBridge& bridge = rig.bridge();
+  bridge.sendOpen(1);
+  bridge.sendData(1, "this is not TLS at all, just bytes\r\n\r\n");
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].reset; }));
+  CHECK(bridge.conns[1].resetReason == 2);  // client_io_error
+  CHECK(bridge.conns[1].resetText.find("tls") == 0);
+  loop.runFor(50);
+  for (const auto& conn : echo.conns()) CHECK(conn->received.empty());
+}
+
+TEST_CASE("client stream: the client never sends beyond its credit and resumes on credit") {
+  TestLoop loop;
+  const std::string payload = pattern(200'000);
+  LocalServer source(loop.get(), LocalServer::Mode::kSource, payload);
+  Rig rig(loop, source, false, relayOptions([](FakeRelayOptions& o) { o.window = 65536; o.maxPayload = 16384; }));
+  FakeBridge& bridge = rig.bridge();
+
+  bridge.sendOpen(1);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].data.size() == 65536; }));
+  loop.runFor(200);  // the local service has more; the client must hold it back
+  CHECK(bridge.conns[1].data.size() == 65536);
+  CHECK_FALSE(bridge.conns[1].overrun);
+  CHECK_FALSE(bridge.conns[1].ended);
+
+  bridge.sendCredit(1, 100'000);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].data.size() == 165'536; }));
+  loop.runFor(100);
+  CHECK(bridge.conns[1].data.size() == 165'536);
+  CHECK_FALSE(bridge.conns[1].ended);  // the end waits behind the data
+
+  // The rest, and room to notice the end of file (a read needs credit to see it).
+  bridge.sendCredit(1, 50'000);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].ended; }));
+  CHECK(bridge.conns[1].data == payload);
+  CHECK_FALSE(bridge.conns[1].overrun);
+  CHECK(bridge.badFrames.empty());  // max_payload 16384 respected too
+}
+
+TEST_CASE("client stream: a slow local service holds the relay back; overrunning is 1002") {
+  TestLoop loop;
+  LocalServer sink(loop.get(), LocalServer::Mode::kSink);
+  Rig rig(loop, sink, false);
+  FakeBridge& bridge = rig.bridge();
+  bridge.sendOpen(1);
+  REQUIRE(loop.runUntil([&] { return sink.conns().size() == 1; }));
+  sink.pauseReading();
+  // Push as fast as the client grants. Once the kernel buffers toward the stalled service are
+  // full, its writes stop completing and so do the grants: the relay is held at the window.
+  const std::string chunk = pattern(256 * 1024);
+  uint64_t lastCredit = 0;
+  uint64_t lastChange = loop.now();
+  REQUIRE(loop.runUntil(
+      [&] {
+        const uint64_t credit = bridge.clientCredit(1);
+        if (credit > 0) bridge.sendData(1, std::string_view(chunk).substr(0, credit));
+        if (bridge.conns[1].creditFromClient != lastCredit) {
+          lastCredit = bridge.conns[1].creditFromClient;
+          lastChange = loop.now();
+        }
+        return credit == 0 && loop.now() - lastChange >= 300;
+      },
+      20'000));
+  CHECK(bridge.closeCodes.empty());
+  CHECK(bridge.conns[1].creditFromClient % 16384 == 0);  // grants come in quarter windows
+  // One byte past the credit: a flow-control violation.
+  bridge.sendData(1, "!");
+  REQUIRE(loop.runUntil([&] { return !bridge.closeCodes.empty(); }));
+  CHECK(bridge.closeCodes[0] == 1002);
+  REQUIRE(loop.runUntil([&] { return rig.relay.attachedCount() == 2; }));
+}
+
+TEST_CASE("client stream: a reset from the relay aborts the local connection (RST)") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, false);
+  FakeBridge& bridge = rig.bridge();
+  bridge.sendOpen(1);
+  bridge.sendData(1, "x");
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].data == "x"; }));
+  REQUIRE(echo.conns().size() == 1);
+  bridge.sendReset(1);
+  REQUIRE(loop.runUntil([&] { return echo.conns()[0]->closed; }));
+  CHECK(echo.conns()[0]->error == UV_ECONNRESET);
+  CHECK_FALSE(echo.conns()[0]->eof);
+  REQUIRE(loop.runUntil([&] { return rig.pool.last.openConnections == 0; }));
+  CHECK_FALSE(bridge.conns[1].reset);  // a reset is never answered with a reset
+  CHECK(bridge.closeCodes.empty());
+}
+
+TEST_CASE("client stream: the local service resetting sends reset client_io_error") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, false);
+  FakeBridge& bridge = rig.bridge();
+  bridge.sendOpen(1);
+  bridge.sendData(1, "y");
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].data == "y"; }));
+  REQUIRE(echo.conns().size() == 1);
+  echo.resetConn(0);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].reset; }));
+  CHECK(bridge.conns[1].resetReason == 2);
+}
+
+TEST_CASE("client stream: an unreachable local service or unknown route is connect_failed") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  FakeRelay relay(loop);
+  BridgeConfig config = testConfig(relay.port(), echo.port(), false);
+  config.routes["down"] = {"127.0.0.1", unusedPort(loop.get())};
+  PoolUnderTest pool(loop, config);
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  FakeBridge& bridge = relay.bridge(0);
+
+  bridge.sendOpen(1, "down");
+  bridge.sendData(1, "queued before the connect fails");
+  bridge.sendOpen(2, "nosuch");
+  bridge.sendData(2, "ignored: the connection is closed");
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].reset && bridge.conns[2].reset; }));
+  CHECK(bridge.conns[1].resetReason == 5);
+  CHECK(bridge.conns[1].resetText == "connection refused");
+  CHECK(bridge.conns[2].resetReason == 5);
+  CHECK(bridge.conns[2].resetText.find("nosuch") != std::string::npos);
+
+  // The bridge is fine: the next connection works.
+  bridge.sendOpen(3);
+  bridge.sendData(3, "still here");
+  REQUIRE(loop.runUntil([&] { return bridge.conns[3].data == "still here"; }));
+  CHECK(bridge.closeCodes.empty());
+}
+
+TEST_CASE("client stream: closing the bridge aborts its connections") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, false);
+  FakeBridge& bridge = rig.bridge();
+  bridge.sendOpen(1);
+  bridge.sendData(1, "z");
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].data == "z"; }));
+  bridge.dropTcp();
+  REQUIRE(loop.runUntil([&] { return echo.conns()[0]->closed; }));
+  CHECK(echo.conns()[0]->error == UV_ECONNRESET);
+  REQUIRE(loop.runUntil([&] { return rig.relay.attachedCount() == 2; }));
+  CHECK(rig.pool.last.openConnections == 0);
+}
+
+TEST_CASE("client stream: open ids must increase; an old id is a protocol error") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, false);
+  FakeBridge& bridge = rig.bridge();
+  bridge.sendOpen(5);
+  bridge.sendOpen(3);
+  REQUIRE(loop.runUntil([&] { return !bridge.closeCodes.empty(); }));
+  CHECK(bridge.closeCodes[0] == 1002);
+}
