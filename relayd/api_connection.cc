@@ -274,6 +274,13 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
 }
 
 void ApiConnection::proxy(const HttpMessage& request) {
+  if (!relay_.controlConnected()) {
+    // controld is restarting, frozen or gone: answer at once instead of waiting on its socket.
+    const bool close = !request.keepAlive || context_.draining;
+    context_.metrics.apiProxyFailures.Increment();
+    respond(unavailableResponse("the control plane is unavailable; retry", close), close);
+    return;
+  }
   std::vector<HttpHeader> headers;
   for (const auto& header : request.headers) {
     if (!isHopHeader(header.name)) headers.push_back(header);

@@ -153,7 +153,7 @@ void BridgeSession::attachAllowed(uint32_t maxConns) {
   bridge::Attached attached;
   attached.bridgeId = bridgeId_;
   attached.limits.maxConns = maxConns;
-  attached.heartbeatMs = bridge::kDefaultHeartbeatMs;
+  attached.heartbeatMs = static_cast<uint32_t>(context_.config.bridge_heartbeat_ms);
   sendText(bridge::serializeAttached(attached));
   reader_.setMaxMessageSize(bridge::kMaxMessageAfterAttach);
   context_.metrics.attach(AttachOutcome::kOk);
@@ -372,7 +372,7 @@ void BridgeSession::onStall(TimerEntry*, void* owner) {
 
 void BridgeSession::scheduleHeartbeat() {
   const uint64_t now = context_.nowMs();
-  const uint64_t due = lastHeardMs_ + bridge::kDefaultHeartbeatMs;
+  const uint64_t due = lastHeardMs_ + context_.config.bridge_heartbeat_ms;
   context_.wheel.schedule(heartbeat_, now, due > now ? due - now : 0);
 }
 
@@ -389,19 +389,19 @@ void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
   }
   const uint64_t now = self->context_.nowMs();
   const uint64_t silent = now - self->lastHeardMs_;
-  // Retired after the idle timeout (30 s) plus one heartbeat of silence: 45 s.
-  const uint64_t retireAfter = 30'000 + bridge::kDefaultHeartbeatMs;
+  // Retired after the idle timeout plus one heartbeat of silence: 45 s by default.
+  const uint64_t heartbeat = self->context_.config.bridge_heartbeat_ms;
+  const uint64_t retireAfter = self->context_.config.bridge_idle_timeout_ms + heartbeat;
   if (silent >= retireAfter) {
     self->close(ws::kCloseGoingAway, DetachOutcome::kIdleRetire, "silent");
     self->finishClose();  // no answer is waited for
     return;
   }
-  if (silent >= bridge::kDefaultHeartbeatMs && !self->pingOutstanding_) {
+  if (silent >= heartbeat && !self->pingOutstanding_) {
     self->pingOutstanding_ = true;
     self->sendFrame(ws::Opcode::kPing, {}, {});
   }
-  const uint64_t next = silent >= bridge::kDefaultHeartbeatMs ? self->lastHeardMs_ + retireAfter
-                                                              : self->lastHeardMs_ + bridge::kDefaultHeartbeatMs;
+  const uint64_t next = silent >= heartbeat ? self->lastHeardMs_ + retireAfter : self->lastHeardMs_ + heartbeat;
   self->context_.wheel.schedule(self->heartbeat_, now, next > now ? next - now : 0);
 }
 

@@ -49,6 +49,16 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
                  "after SIGTERM, keep serving this long while bridges move elsewhere")
       ->envname("SHUTDOWN_DRAIN_MS")
       ->capture_default_str();
+  app.add_option("--bridge-heartbeat-ms", c.bridge_heartbeat_ms,
+                 "a bridge silent this long is pinged (sent to clients as heartbeat_ms)")
+      ->envname("BRIDGE_HEARTBEAT_MS")
+      ->check(CLI::Range(uint64_t{1000}, uint64_t{300000}))
+      ->capture_default_str();
+  app.add_option("--bridge-idle-timeout-ms", c.bridge_idle_timeout_ms,
+                 "a bridge silent this long plus one heartbeat is retired")
+      ->envname("BRIDGE_IDLE_TIMEOUT_MS")
+      ->check(CLI::Range(uint64_t{1000}, uint64_t{3600000}))
+      ->capture_default_str();
   app.add_option("--log-format", c.log_format, "text or json")
       ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"text", "json"}))

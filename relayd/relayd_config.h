@@ -25,6 +25,8 @@ struct RelaydConfig {
   uint64_t max_conns_per_tunnel = 1024;
   uint64_t buffered_bytes_limit = 256ull << 20;
   uint64_t shutdown_drain_ms = 10'000;
+  uint64_t bridge_heartbeat_ms = 15'000;     // announced in `attached`; silence before a ping
+  uint64_t bridge_idle_timeout_ms = 30'000;  // retired after this plus one heartbeat of silence
   std::string log_format = "text";
   std::string log_level = "info";
 };

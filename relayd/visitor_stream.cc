@@ -10,6 +10,11 @@ namespace ot::relayd {
 namespace {
 // Credit goes back to the client in batches of a quarter window (protocol.md section 7).
 constexpr uint32_t kGrantDivisor = 4;
+// A visitor holding half its window unwritten must take 64 KiB within 5 s or be reset: a visitor
+// that stops reading never holds its bridge or its memory for long.
+constexpr size_t kLagThreshold = bridge::kRelayWindow / 2;
+constexpr uint64_t kStallWaitMs = 5'000;
+constexpr uint64_t kStallProgressBytes = 64 * 1024;
 }  // namespace
 
 VisitorStream::VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId,
@@ -18,7 +23,8 @@ VisitorStream::VisitorStream(RelayContext& context, TcpStream* stream, std::stri
       stream_(stream),
       tunnelId_(std::move(tunnelId)),
       sendCredit_(clientWindow),
-      timer_(&VisitorStream::onTimer, this) {
+      timer_(&VisitorStream::onTimer, this),
+      stall_(&VisitorStream::onStall, this) {
   stream_->setHandler(this);
   openedAtMs_ = context_.nowMs();
   lastActivityMs_ = openedAtMs_;
@@ -93,6 +99,23 @@ void VisitorStream::deliver(std::span<const uint8_t> payload) {
   if (bridge_ != nullptr) bridge_->visitorBuffered(static_cast<int64_t>(payload.size()));
   context_.addBuffered(static_cast<int64_t>(payload.size()));
   stream_->write(std::vector<uint8_t>(payload.begin(), payload.end()));
+  if (pendingToVisitor_ >= kLagThreshold && !stall_.armed()) {
+    stallBaseline_ = ackedByVisitor();
+    context_.wheel.schedule(stall_, context_.nowMs(), kStallWaitMs);
+  }
+}
+
+void VisitorStream::onStall(TimerEntry*, void* owner) {
+  auto* self = static_cast<VisitorStream*>(owner);
+  if (self->finished_ || self->pendingToVisitor_ < kLagThreshold) return;  // it caught up
+  const uint64_t acked = self->ackedByVisitor();
+  if (acked < self->stallBaseline_ + kStallProgressBytes) {
+    self->context_.metrics.backpressureReset.Increment();
+    self->abort(bridge::ResetReason::kTooSlow, true);
+    return;
+  }
+  self->stallBaseline_ = acked;  // slow but moving: look again in 5 s
+  self->context_.wheel.schedule(self->stall_, self->context_.nowMs(), kStallWaitMs);
 }
 
 void VisitorStream::onWritten(size_t bytes) {
@@ -186,6 +209,7 @@ void VisitorStream::detachFromBridge() {
   if (finished_) return;
   finished_ = true;
   timer_.cancel();
+  stall_.cancel();
   if (!held_.empty()) {
     context_.addBuffered(-static_cast<int64_t>(held_.size()));
     held_.clear();

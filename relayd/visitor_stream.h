@@ -62,6 +62,7 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable {
   void finishIfDone();
   void detachFromBridge();
   static void onTimer(TimerEntry* entry, void* owner);
+  static void onStall(TimerEntry* entry, void* owner);
 
   RelayContext& context_;
   TcpStream* stream_;
@@ -77,6 +78,8 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable {
   uint64_t openedAtMs_ = 0;
   uint64_t lastActivityMs_ = 0;
   TimerEntry timer_;
+  TimerEntry stall_;            // armed while the visitor lags behind half its window
+  uint64_t stallBaseline_ = 0;  // bytes the visitor had acknowledged when the stall began
   bool visitorEnded_ = false;  // the visitor sent FIN (we sent `end`)
   bool clientEnded_ = false;   // the client sent `end` (we shut down the visitor's write side)
   bool bridgePaused_ = false;
