@@ -335,20 +335,24 @@ void BridgeSession::checkBudgets() {
   if (over && !readPaused_ && attached()) {
     readPaused_ = true;
     transport_.pauseReading();
-    stallStartedMs_ = context_.nowMs();
-    stallAcked_.clear();
-    for (auto& [id, entry] : streams_) stallAcked_[id] = entry.visitor->ackedByVisitor();
-    context_.wheel.schedule(stall_, context_.nowMs(), kStallWaitMs);
+    if (!stall_.armed()) {  // a wait already running covers this pause too
+      stallStartedMs_ = context_.nowMs();
+      stallAcked_.clear();
+      for (auto& [id, entry] : streams_) stallAcked_[id] = entry.visitor->ackedByVisitor();
+      context_.wheel.schedule(stall_, context_.nowMs(), kStallWaitMs);
+    }
   } else if (!over && readPaused_) {
+    // Back under budget (often because stalled visitors were reset one by one). The stall wait
+    // stays armed: at its end every visitor that took nothing meanwhile is reset together, so a
+    // crowd of stalled visitors costs the bridge one wait, not one per batch.
     readPaused_ = false;
-    stall_.cancel();
     transport_.resumeReading();
   }
 }
 
 void BridgeSession::onStall(TimerEntry*, void* owner) {
   auto* self = static_cast<BridgeSession*>(owner);
-  if (!self->readPaused_ || self->closed()) return;
+  if (self->closed()) return;
   self->context_.metrics.backpressureStall.Increment();
   std::vector<VisitorStream*> slow;
   for (auto& [id, entry] : self->streams_) {
@@ -362,8 +366,10 @@ void BridgeSession::onStall(TimerEntry*, void* owner) {
     self->context_.metrics.backpressureReset.Increment();
     visitor->abort(bridge::ResetReason::kTooSlow, true);
   }
-  self->readPaused_ = false;  // re-evaluated now
-  self->transport_.resumeReading();
+  if (self->readPaused_) {
+    self->readPaused_ = false;  // re-evaluated now
+    self->transport_.resumeReading();
+  }
   self->checkBudgets();
 }
 
