@@ -2,6 +2,57 @@
 
 namespace ot::controld {
 
+namespace {
+
+// Secrets never get capture_default_str, so --help cannot show them.
+void addAcmeFlags(CLI::App& app, ControldConfig& c) {
+  app.add_option("--acme-url", c.acme_url, "ACME directory URL")
+      ->envname("ACME_URL")
+      ->capture_default_str();
+  app.add_option("--acme-email", c.acme_email, "ACME account contact")
+      ->envname("ACME_EMAIL")
+      ->capture_default_str();
+  app.add_option("--acme-eab-kid", c.acme_eab_kid, "external account binding key ID")
+      ->envname("ACME_EAB_KID");
+  app.add_option("--acme-eab-hmac-key", c.acme_eab_hmac_key,
+                 "secret: external account binding MAC key (base64url)")
+      ->envname("ACME_EAB_HMAC_KEY");
+  app.add_option("--acme-account-key-jwk", c.acme_account_key_jwk,
+                 "secret: the account's P-256 private JWK (controld account-key makes one)")
+      ->envname("ACME_ACCOUNT_KEY_JWK");
+  app.add_option("--acme-ca-bundle", c.acme_ca_bundle, "extra roots for the ACME server (PEM)")
+      ->envname("ACME_CA_BUNDLE");
+  app.add_option("--acme-dns-propagation-timeout-ms", c.acme_dns_propagation_timeout_ms,
+                 "wait this long for the resolver to see the TXT records; 0 skips the check")
+      ->envname("ACME_DNS_PROPAGATION_TIMEOUT_MS")
+      ->check(CLI::Range(int64_t{0}, int64_t{600'000}))
+      ->capture_default_str();
+  app.add_option("--acme-dns-resolver", c.acme_dns_resolver,
+                 "IPv4 host:port asked for the TXT records (challtestsrv's DNS); empty: the system's")
+      ->envname("ACME_DNS_RESOLVER");
+  app.add_option("--acme-poll-interval-ms", c.acme_poll_interval_ms,
+                 "between polls of authorizations and orders (60 at most each)")
+      ->envname("ACME_POLL_INTERVAL_MS")
+      ->check(CLI::Range(int64_t{1}, int64_t{600'000}))
+      ->capture_default_str();
+  app.add_option("--dns-provider", c.dns_provider, "DNS-01 records: cloudflare or challtestsrv")
+      ->envname("DNS_PROVIDER")
+      ->check(CLI::IsMember({"", "cloudflare", "challtestsrv"}));
+  app.add_option("--challtestsrv-url", c.challtestsrv_url, "pebble-challtestsrv management API")
+      ->envname("CHALLTESTSRV_URL")
+      ->capture_default_str();
+  app.add_option("--cloudflare-zone-id", c.cloudflare_zone_id, "the domain's Cloudflare zone")
+      ->envname("CLOUDFLARE_ZONE_ID");
+  app.add_option("--cloudflare-api-token", c.cloudflare_api_token,
+                 "secret: Cloudflare token with DNS edit on the zone")
+      ->envname("CLOUDFLARE_API_TOKEN");
+  app.add_option("--cloudflare-api-url", c.cloudflare_api_url, "Cloudflare API base URL")
+      ->envname("CLOUDFLARE_API_URL")
+      ->capture_default_str();
+}
+
+}  // namespace
+
 void addControldFlags(CLI::App& app, ControldConfig& c) {
   app.add_option("--domain", c.domain, "API domain; tunnels are <id>.<domain>")
       ->envname("OPENTUNNEL_DOMAIN")
@@ -31,10 +82,11 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->capture_default_str();
   config::addListenOption(app, "--metrics-listen", "METRICS_LISTEN", c.metrics_listen,
                           "Prometheus /metrics; off disables");
-  app.add_option("--issuer", c.issuer, "certificate issuer: local (built-in CA; ACME is not built yet)")
+  app.add_option("--issuer", c.issuer, "certificate issuer: acme, or local (insecure built-in CA)")
       ->envname("ISSUER")
-      ->check(CLI::IsMember({"local"}))
+      ->check(CLI::IsMember({"local", "acme"}))
       ->capture_default_str();
+  addAcmeFlags(app, c);
   app.add_option("--local-ca-file", c.local_ca_file,
                  "with --issuer local, write the CA certificate here for clients to trust")
       ->envname("LOCAL_CA_FILE");

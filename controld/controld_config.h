@@ -19,7 +19,23 @@ struct ControldConfig {
   config::ListenAddress http_listen{config::ListenAddress::Kind::kTcp, "127.0.0.1", 8080, {}};
   std::string control_socket = "/run/opentunnel/control.sock";
   config::ListenAddress metrics_listen{};  // off
-  std::string issuer = "local";
+  std::string issuer = "local";  // local or acme
+  // ISSUER=acme (acme_issuer.h). Secrets: eab_hmac_key, account_key_jwk, cloudflare_api_token.
+  std::string acme_url = "https://acme.zerossl.com/v2/DV90";
+  std::string acme_email = "acme@opentunnel.xyz";
+  std::string acme_eab_kid;
+  std::string acme_eab_hmac_key;
+  std::string acme_account_key_jwk;
+  std::string acme_ca_bundle;
+  int64_t acme_dns_propagation_timeout_ms = 10'000;
+  std::string acme_dns_resolver;  // host:port asked for the TXT records; "" the system's
+  int64_t acme_poll_interval_ms = 2'000;
+  // DNS-01 providers (dns_factory.h): challtestsrv or cloudflare.
+  std::string dns_provider;
+  std::string challtestsrv_url = "http://127.0.0.1:8055";
+  std::string cloudflare_zone_id;
+  std::string cloudflare_api_token;
+  std::string cloudflare_api_url = "https://api.cloudflare.com/client/v4";
   std::string local_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;

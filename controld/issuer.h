@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "controld/job_policy.h"
 
 namespace ot::controld {
 
@@ -23,6 +24,20 @@ struct IssuedCertificate {
   int64_t not_after_ms = 0;
 };
 
+// What an issuer knows about a failed attempt beyond Error::kind: how the job machinery should
+// treat it and what to count. The default (issueDetailed's base version) derives it from the kind.
+struct FailureDetail {
+  FailureClass failure = FailureClass::kOther;
+  // opentunnel_acme_failures_total's class label: network, timeout, http_5xx, http_429,
+  // bad_body, nonce, bad_nonce, authz_pending, dns, rejected, other.
+  const char* reason = "other";
+  bool points_at_ca = false;   // counts toward the CA cool-down (network, 5xx, nonce trouble...)
+  bool rate_limited = false;   // the CA said 429 / rateLimited
+  int64_t retry_after_ms = 0;  // the CA's Retry-After, 0 when it gave none
+  int http_status = 0;         // of an ACME error response, 0 otherwise
+};
+[[nodiscard]] FailureDetail failureDetailFromKind(ErrorKind kind);
+
 class Issuer {
  public:
   virtual ~Issuer() = default;
@@ -30,6 +45,15 @@ class Issuer {
   // issuer checks it between steps and returns kUnavailable.
   virtual Result<IssuedCertificate> issue(const IssueRequest& request,
                                           const std::atomic<bool>& cancel) = 0;
+  // issue() plus what is known about a failure (set only when it fails). The job runner calls
+  // this one; issuers that know more than the error kind (ACME) override it.
+  virtual Result<IssuedCertificate> issueDetailed(const IssueRequest& request,
+                                                  const std::atomic<bool>& cancel,
+                                                  FailureDetail& detail) {
+    auto issued = issue(request, cancel);
+    if (!issued) detail = failureDetailFromKind(issued.error().kind);
+    return issued;
+  }
   [[nodiscard]] virtual const char* name() const = 0;
 };
 

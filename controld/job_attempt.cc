@@ -1,5 +1,6 @@
 // JobRunner: what happens to one claimed job (see job_runner.h for the order of the steps).
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "common/log.h"
@@ -37,6 +38,7 @@ JobRunner::Want JobRunner::wants(const Job& job, const TunnelRecord& record) {
 }
 
 JobOutcome JobRunner::runJob(Job job, const std::atomic<bool>& cancel) {
+  const auto started = std::chrono::steady_clock::now();
   JobOutcome outcome = JobOutcome::kDropped;
   try {
     outcome = job.kind == JobKind::kServer ? runServerJob(job, cancel) : runTunnelJob(job, cancel);
@@ -47,6 +49,10 @@ JobOutcome JobRunner::runJob(Job job, const std::atomic<bool>& cancel) {
   kLog.debug(
       "issuance job ran",
       {{"job", job.id}, {"kind", jobKindName(job.kind)}, {"outcome", jobOutcomeName(outcome)}});
+  if (config_.on_attempt && outcome != JobOutcome::kDeferred && outcome != JobOutcome::kDropped) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    config_.on_attempt(job.kind, outcome, took.count());
+  }
   return outcome;
 }
 
@@ -82,14 +88,18 @@ JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
                                              {"certificate", record.certificate.id},
                                              {"kind", jobKindName(job.kind)},
                                              {"attempt", job.attempts}});
-  auto issued = issuer_.issue(request, cancel);
+  FailureDetail detail;
+  auto issued = issuer_.issueDetailed(request, cancel, detail);
   if (!issued && cancel.load()) {
     // Shutting down or the lease is gone: whoever holds the job next starts it again.
     kLog.info("certificate issuance attempt interrupted",
               {{"tunnel", job.tunnel_id}, {"job", job.id}, {"error", issued.error().message}});
     return JobOutcome::kDropped;
   }
-  if (!issued) return recordFailure(job, issued.error());
+  if (!issued) {
+    if (config_.on_failure) config_.on_failure(job.kind, detail);
+    return recordFailure(job, issued.error(), detail);
+  }
   return recordIssued(job, *issued);
 }
 
@@ -132,23 +142,33 @@ JobOutcome JobRunner::recordIssued(Job& job, const IssuedCertificate& issued) {
   return outcome;
 }
 
-JobOutcome JobRunner::recordFailure(Job& job, const Error& error) {
-  const FailureClass failure = classifyFailure(error.kind);
-  kLog.warn("certificate issuance attempt failed", {{"tunnel", job.tunnel_id},
-                                                    {"job", job.id},
-                                                    {"kind", jobKindName(job.kind)},
-                                                    {"attempt", job.attempts},
-                                                    {"error_class", failureClassName(failure)},
-                                                    {"error", error.message}});
+RetryDecision JobRunner::retryAfterFailure(const Job& job, const FailureDetail& detail) {
+  const int64_t now = config_.now_ms();
+  RetryDecision decision =
+      decideRetry(config_.retry, detail.failure, job.attempts, job.queued_at_ms, now, jitter());
+  if (decision.retry && detail.retry_after_ms > 0) {
+    decision.next_run_at_ms = std::max(decision.next_run_at_ms, now + detail.retry_after_ms);
+  }
+  return decision;
+}
+
+JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureDetail& detail) {
+  kLog.warn("certificate issuance attempt failed",
+            {{"tunnel", job.tunnel_id},
+             {"job", job.id},
+             {"kind", jobKindName(job.kind)},
+             {"attempt", job.attempts},
+             {"error_class", detail.reason},
+             {"retry_class", failureClassName(detail.failure)},
+             {"http_status", detail.http_status},
+             {"error", error.message}});
   // A tunnel deleted or rebound meanwhile ends the job as abandoned, not failed.
   auto loaded = store_.getTunnel(job.tunnel_id);
   if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
   if (!*loaded || wants(job, (*loaded)->record) != Want::kRun) {
     return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
   }
-  const int64_t now = config_.now_ms();
-  const RetryDecision decision =
-      decideRetry(config_.retry, failure, job.attempts, job.queued_at_ms, now, jitter());
+  const RetryDecision decision = retryAfterFailure(job, detail);
   if (!decision.retry) return giveUp(job, error.message, false);
   job.next_run_at_ms = decision.next_run_at_ms;
   const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);
@@ -205,7 +225,8 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
   auto row = store_.getServerCertificate(config_.domain);
   if (!row) return deferForStorage(job, row.error(), "getServerCertificate");
   if (!*row || (*row)->key_pem.empty()) {
-    return recordServerFailure(job, Error{ErrorKind::kInternal, "the domain key is missing"});
+    return recordServerFailure(job, Error{ErrorKind::kInternal, "the domain key is missing"},
+                               failureDetailFromKind(ErrorKind::kInternal));
   }
   ServerCertificate stored = std::move(**row);
   // An earlier run stored a certificate and stopped before finishing the job.
@@ -221,13 +242,17 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
   }
   const IssueRequest request{stored.csr_pem, csr->names};
   kLog.info("domain certificate issuance attempt", {{"job", job.id}, {"attempt", job.attempts}});
-  auto issued = issuer_.issue(request, cancel);
+  FailureDetail detail;
+  auto issued = issuer_.issueDetailed(request, cancel, detail);
   if (!issued && cancel.load()) {
     kLog.info("domain certificate issuance interrupted",
               {{"job", job.id}, {"error", issued.error().message}});
     return JobOutcome::kDropped;
   }
-  if (!issued) return recordServerFailure(job, issued.error());
+  if (!issued) {
+    if (config_.on_failure) config_.on_failure(job.kind, detail);
+    return recordServerFailure(job, issued.error(), detail);
+  }
   return recordServerIssued(job, std::move(stored), *issued);
 }
 
@@ -249,15 +274,16 @@ JobOutcome JobRunner::recordServerIssued(Job& job, ServerCertificate row,
   return outcome;
 }
 
-JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error) {
-  const FailureClass failure = classifyFailure(error.kind);
+JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error,
+                                          const FailureDetail& detail) {
   kLog.warn("domain certificate issuance attempt failed",
             {{"job", job.id},
              {"attempt", job.attempts},
-             {"error_class", failureClassName(failure)},
+             {"error_class", detail.reason},
+             {"retry_class", failureClassName(detail.failure)},
+             {"http_status", detail.http_status},
              {"error", error.message}});
-  const RetryDecision decision = decideRetry(config_.retry, failure, job.attempts, job.queued_at_ms,
-                                             config_.now_ms(), jitter());
+  const RetryDecision decision = retryAfterFailure(job, detail);
   if (decision.retry) {
     job.next_run_at_ms = decision.next_run_at_ms;
     const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);

@@ -1,5 +1,7 @@
 #include "controld/job_policy.h"
 
+#include "controld/issuer.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -30,6 +32,17 @@ FailureClass classifyFailure(ErrorKind kind) {
       return FailureClass::kOther;
   }
   return FailureClass::kOther;
+}
+
+FailureDetail failureDetailFromKind(ErrorKind kind) {
+  FailureDetail detail;
+  detail.failure = classifyFailure(kind);
+  if (kind == ErrorKind::kTimeout) {
+    detail.reason = "timeout";
+  } else if (kind == ErrorKind::kUnavailable) {
+    detail.reason = "network";
+  }
+  return detail;
 }
 
 int64_t retryDelayMs(const RetryPolicy& policy, int attempt, double jitter01) {

@@ -50,6 +50,17 @@
 
 namespace ot::controld {
 
+enum class JobOutcome {
+  kDone,
+  kRetry,      // failed; pending again with a later next_run_at
+  kFailed,     // gave up
+  kRefused,    // names the tunnel may not have: failed without contacting the issuer
+  kAbandoned,  // no longer wanted
+  kDeferred,   // storage trouble before an outcome: pending again, the attempt given back
+  kDropped,    // cancelled, or the lease was lost: nothing recorded
+};
+[[nodiscard]] const char* jobOutcomeName(JobOutcome outcome);
+
 struct JobRunnerConfig {
   std::string owner;    // this machine's ID: the lease owner
   std::string domain;   // tunnels are <id>.<domain>; also the API domain
@@ -68,18 +79,13 @@ struct JobRunnerConfig {
   std::function<int64_t()> now_ms;  // default: the system clock
   std::function<double()> jitter;   // uniform in [0, 1); default: a generator seeded below
   uint64_t jitter_seed = 0;         // 0: seeded from std::random_device
+  // Observers (metrics, the CA cool-down), called on the job's thread; each may be empty.
+  // on_attempt: every run that ended in an outcome (not kDeferred or kDropped), with its length.
+  std::function<void(JobKind, JobOutcome, double seconds)> on_attempt;
+  // on_failure: every failed Issuer call, with what the issuer knew about it.
+  std::function<void(JobKind, const FailureDetail&)> on_failure;
 };
 
-enum class JobOutcome {
-  kDone,
-  kRetry,      // failed; pending again with a later next_run_at
-  kFailed,     // gave up
-  kRefused,    // names the tunnel may not have: failed without contacting the issuer
-  kAbandoned,  // no longer wanted
-  kDeferred,   // storage trouble before an outcome: pending again, the attempt given back
-  kDropped,    // cancelled, or the lease was lost: nothing recorded
-};
-[[nodiscard]] const char* jobOutcomeName(JobOutcome outcome);
 
 struct JobRun {
   std::string job_id;
@@ -142,10 +148,12 @@ class JobRunner final : public JobNotifier {
   JobOutcome runServerJob(Job& job, const std::atomic<bool>& cancel);
   [[nodiscard]] Result<std::vector<std::string>> tunnelNames(const TunnelRecord& record) const;
   JobOutcome recordIssued(Job& job, const IssuedCertificate& issued);
-  JobOutcome recordFailure(Job& job, const Error& error);
+  JobOutcome recordFailure(Job& job, const Error& error, const FailureDetail& detail);
   JobOutcome giveUp(Job& job, const std::string& message, bool refused);
   JobOutcome recordServerIssued(Job& job, ServerCertificate row, const IssuedCertificate& issued);
-  JobOutcome recordServerFailure(Job& job, const Error& error);
+  JobOutcome recordServerFailure(Job& job, const Error& error, const FailureDetail& detail);
+  // decideRetry, then no earlier than the CA's Retry-After.
+  [[nodiscard]] RetryDecision retryAfterFailure(const Job& job, const FailureDetail& detail);
   // Loads the tunnel, applies `change` if the job is still wanted, writes it naming the revision
   // (conflicts reload). nullopt: no longer wanted.
   Result<std::optional<StoredTunnel>> updateIfWanted(

@@ -15,6 +15,10 @@
 #include <string_view>
 
 #include "common/crypto.h"
+#include "controld/acme_issuer.h"
+#include "controld/acme_jws.h"
+#include "controld/acme_metrics.h"
+#include "controld/dns_factory.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "controld/api_routes.h"
@@ -145,6 +149,43 @@ std::function<void(std::string_view)> limitedCounter(ot::metrics::Metrics& metri
   };
 }
 
+// ISSUER=acme: the issuer, or nullptr after logging what is missing (the caller exits 2).
+std::unique_ptr<AcmeIssuer> makeAcmeIssuer(const ControldConfig& config) {
+  std::string problem;
+  if (config.acme_account_key_jwk.empty()) {
+    problem = "ACME_ACCOUNT_KEY_JWK is not set (controld account-key makes one)";
+  } else if (config.dns_provider.empty()) {
+    problem = "DNS_PROVIDER is not set (cloudflare or challtestsrv)";
+  }
+  std::unique_ptr<DnsProvider> dns;
+  if (problem.empty()) {
+    dns = makeDnsProvider(config, &problem);
+    if (!dns && problem.empty()) problem = "cannot set up DNS_PROVIDER " + config.dns_provider;
+  }
+  if (problem.empty()) {
+    AcmeIssuerConfig acme;
+    acme.client.directory_url = config.acme_url;
+    acme.client.email = config.acme_email;
+    acme.client.eab_kid = config.acme_eab_kid;
+    acme.client.eab_hmac_key = config.acme_eab_hmac_key;
+    acme.client.account_key_jwk = config.acme_account_key_jwk;
+    acme.client.http.ca_bundle = config.acme_ca_bundle;
+    acme.order.poll_interval_ms = config.acme_poll_interval_ms;
+    acme.order.propagation_timeout_ms = config.acme_dns_propagation_timeout_ms;
+    acme.order.dns_resolver = config.acme_dns_resolver;
+    auto created = AcmeIssuer::create(std::move(acme), std::move(dns));
+    if (created) {
+      log::info("issuing certificates through ACME", {{"directory", config.acme_url},
+                                                     {"dns_provider", config.dns_provider},
+                                                     {"eab", !config.acme_eab_kid.empty()}});
+      return std::move(created).value();
+    }
+    problem = created.error().message;
+  }
+  log::error("ISSUER=acme is not configured", {{"error", problem}});
+  return nullptr;
+}
+
 int run(ControldConfig config) {
   const sigset_t signals = blockShutdownSignals();
   ot::metrics::Metrics metrics;
@@ -153,6 +194,13 @@ int run(ControldConfig config) {
              .level = *log::parseLevel(config.log_level),
              .target = "controld",
              .trailingFields = {{"machine", config.machine_id}}});
+
+  // Checked before the database, so a bad configuration fails at once.
+  std::unique_ptr<AcmeIssuer> acme;
+  if (config.issuer == "acme") {
+    acme = makeAcmeIssuer(config);
+    if (!acme) return 2;
+  }
 
   auto url = parseDatabaseUrl(config.database_url, config.sqlite_path);
   if (!url.ok()) {
@@ -174,18 +222,23 @@ int run(ControldConfig config) {
   log::info("starting", {{"database", redactedDatabaseUrl(*url)}, {"domain", config.domain}});
   if (auto code = waitForDatabase(*store, config, signals)) return *code;
 
-  auto ca = LocalCa::load(*store, config.local_cert_validity_ms);
-  if (!ca.ok()) {
-    log::error("cannot load the local CA", {{"error", ca.error().message}});
-    return 1;
-  }
-  Issuer& issuer = **ca;
-  if (!config.local_ca_file.empty()) {
-    if (auto written = (*ca)->writeCaFile(config.local_ca_file); !written.ok()) {
-      log::error("cannot write LOCAL_CA_FILE", {{"error", written.error().message}});
+  std::unique_ptr<LocalCa> local_ca;
+  if (!acme) {
+    auto ca = LocalCa::load(*store, config.local_cert_validity_ms);
+    if (!ca.ok()) {
+      log::error("cannot load the local CA", {{"error", ca.error().message}});
       return 1;
     }
+    local_ca = std::move(ca).value();
+    if (!config.local_ca_file.empty()) {
+      if (auto written = local_ca->writeCaFile(config.local_ca_file); !written.ok()) {
+        log::error("cannot write LOCAL_CA_FILE", {{"error", written.error().message}});
+        return 1;
+      }
+    }
   }
+  Issuer& issuer = acme ? static_cast<Issuer&>(*acme) : static_cast<Issuer&>(*local_ca);
+  AcmeMetrics acme_metrics(metrics);
 
   BridgeRegistry registry;
   RelayHub hub(registry);
@@ -194,6 +247,12 @@ int run(ControldConfig config) {
   runner_config.domain = config.domain;
   runner_config.concurrency = config.issuance_concurrency;
   runner_config.retry.base_delay_ms = config.issuance_retry_delay_ms;
+  runner_config.on_attempt = [&acme_metrics](JobKind kind, JobOutcome outcome, double seconds) {
+    acme_metrics.attempt(kind, outcome, seconds);
+  };
+  runner_config.on_failure = [&acme_metrics](JobKind kind, const FailureDetail& detail) {
+    acme_metrics.failure(kind, detail);
+  };
   JobRunner runner(runner_config, *store, issuer, hub);
 
   TunnelServiceConfig service_config;
@@ -294,6 +353,18 @@ int main(int argc, char** argv) {
   ControldConfig config;
   CLI::App app{"controld: OpenTunnel's control plane (HTTP API, storage, issuance, gRPC)"};
   addControldFlags(app, config);
+  CLI::App* account_key =
+      app.add_subcommand("account-key", "print a new ACME account key (a P-256 private JWK)");
+  app.require_subcommand(0, 1);
   if (auto code = ot::config::parseCommandLine(app, argc, argv)) return *code;
+  if (account_key->parsed()) {
+    auto jwk = ot::controld::jws::generateAccountKeyJwk();
+    if (!jwk) {
+      std::fprintf(stderr, "cannot make a key: %s\n", jwk.error().message.c_str());
+      return 1;
+    }
+    std::printf("%s\n", jwk->c_str());
+    return 0;
+  }
   return run(std::move(config));
 }

@@ -1,0 +1,48 @@
+// ISSUER=acme: certificates from an RFC 8555 CA (ZeroSSL in production, Pebble in tests) with
+// DNS-01 through a DnsProvider. Owns the shared AcmeClient (account, nonces) and the provider;
+// issue()/issueDetailed() run one order attempt each (acme_order.h) on the calling worker thread,
+// several at once. Failures carry their classification (acme_errors.h) for the job runner.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "controld/acme_client.h"
+#include "controld/acme_order.h"
+#include "controld/dns_provider.h"
+#include "controld/issuer.h"
+
+namespace ot::controld {
+
+struct AcmeIssuerConfig {
+  AcmeClientConfig client;
+  AcmeOrderConfig order;
+};
+
+class AcmeIssuer final : public Issuer {
+ public:
+  // kInvalid (with the reason) for missing or unusable configuration; nothing is contacted yet.
+  static Result<std::unique_ptr<AcmeIssuer>> create(AcmeIssuerConfig config,
+                                                    std::unique_ptr<DnsProvider> dns);
+
+  Result<IssuedCertificate> issue(const IssueRequest& request,
+                                  const std::atomic<bool>& cancel) override;
+  Result<IssuedCertificate> issueDetailed(const IssueRequest& request,
+                                          const std::atomic<bool>& cancel,
+                                          FailureDetail& detail) override;
+  [[nodiscard]] const char* name() const override { return "acme"; }
+
+  [[nodiscard]] AcmeClient& client() { return *client_; }
+
+ private:
+  AcmeIssuer(AcmeIssuerConfig config, std::unique_ptr<AcmeClient> client,
+             std::unique_ptr<DnsProvider> dns)
+      : config_(std::move(config)), client_(std::move(client)), dns_(std::move(dns)) {}
+
+  AcmeIssuerConfig config_;
+  std::unique_ptr<AcmeClient> client_;
+  std::unique_ptr<DnsProvider> dns_;
+};
+
+}  // namespace ot::controld
