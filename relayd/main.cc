@@ -2,6 +2,8 @@
 // relay on this thread's event loop until SIGTERM has drained it.
 #include <sys/resource.h>
 
+#include <csignal>
+
 #include <string>
 
 #include "common/log.h"
@@ -34,6 +36,8 @@ int main(int argc, char** argv) {
                  .level = *ot::log::parseLevel(config.log_level),
                  .target = "relayd",
                  .trailingFields = {}});
+  // A visitor that resets while we write to it must cost an EPIPE, not the process.
+  std::signal(SIGPIPE, SIG_IGN);
   raiseOpenFileLimit();
   ot::relayd::RelayServer server(std::move(config));
   return server.run();

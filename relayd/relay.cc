@@ -266,7 +266,10 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
       case v1::ATTACH_RESULT_ROUTE_CONFLICT:
         return refuse(bridge::AttachErrorCode::kRouteConflict, AttachOutcome::kRouteConflict, "route conflict");
       default:
-        return refuse(bridge::AttachErrorCode::kError, AttachOutcome::kError, "attach failed");
+        // controld could not decide (its storage is down, say): the cached record decides, as
+        // while controld itself is away; without one the attach fails with `error`.
+        authorizeFromCache(key);
+        return;
     }
   }
   const bridge::AttachRequest& attach = bridge->attachRequest();
