@@ -76,3 +76,41 @@ def control_pb2():
     health_pb2 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(health_pb2)
     return pb, pb_grpc, health_pb2
+
+
+@pytest.fixture
+def stack(workdir):
+    """A factory for controld + relayd stacks (relay_harness.Stack); all stopped after the test,
+    relayd checked for exit code 0. Tests that need a short drain pass SHUTDOWN_DRAIN_MS."""
+    import relay_harness
+    started = []
+
+    def start(relayd_env=None, controld_env=None, start_relayd=True):
+        env = {"SHUTDOWN_DRAIN_MS": "200"}
+        env.update(relayd_env or {})
+        instance = relay_harness.Stack(workdir / f"stack{len(started)}", relayd_env=env,
+                                       controld_env=controld_env, start_relayd=start_relayd)
+        started.append(instance)
+        return instance
+
+    yield start
+    for instance in started:
+        codes = instance.close()
+        for name, code in codes.items():
+            assert code == 0, f"{name} exited with {code}"
+
+
+@pytest.fixture
+def origin():
+    """A local HTTP/1.1 origin (relay_harness.OriginServer), stopped after the test."""
+    import relay_harness
+    servers = []
+
+    def start(name="origin"):
+        server = relay_harness.OriginServer(name).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
