@@ -45,6 +45,7 @@ void BridgeLink::onSessionAttached(BridgeSession& session) {
 void BridgeLink::onSessionDrain(BridgeSession& session) {
   if (&session != current_ || state_ != State::kActive) return;
   current_ = nullptr;  // it lives on in sessions_ until the relay closes it
+  setError("the relay is restarting (drain); moving to another");
   scheduleRetry();
   host_.onLinkChanged();
 }

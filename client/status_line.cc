@@ -13,7 +13,7 @@ std::string statusKey(const PoolStatus& status) {
 }
 
 std::optional<std::string> statusLine(const PoolStatus& status) {
-  const std::string error = status.lastError.empty() ? "unknown error" : status.lastError;
+  const std::string error = status.lastError.empty() ? "the bridge ended" : status.lastError;
   if (status.fatal) return "otunnel: " + error;
   const std::string links =
       "(" + std::to_string(status.attached) + "/" + std::to_string(status.links) + " links)";
