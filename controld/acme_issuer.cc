@@ -10,8 +10,10 @@ const log::Logger kLog("controld.acme");
 }  // namespace
 
 Result<std::unique_ptr<AcmeIssuer>> AcmeIssuer::create(AcmeIssuerConfig config,
-                                                       std::unique_ptr<DnsProvider> dns) {
+                                                       std::unique_ptr<DnsProvider> dns,
+                                                       DnsRecordMetrics* dns_metrics) {
   if (!dns) return Error{ErrorKind::kInvalid, "ISSUER=acme needs a DNS_PROVIDER"};
+  if (dns_metrics != nullptr) config.order.dns_metrics = dns_metrics;
   if (config.order.poll_interval_ms < 1) {
     return Error{ErrorKind::kInvalid, "ACME_POLL_INTERVAL_MS must be at least 1"};
   }

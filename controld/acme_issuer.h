@@ -23,8 +23,11 @@ struct AcmeIssuerConfig {
 class AcmeIssuer final : public Issuer {
  public:
   // kInvalid (with the reason) for missing or unusable configuration; nothing is contacted yet.
+  // dns_metrics (nullable, must outlive the issuer) counts the attempts' challenge records; it
+  // replaces config.order.dns_metrics when given.
   static Result<std::unique_ptr<AcmeIssuer>> create(AcmeIssuerConfig config,
-                                                    std::unique_ptr<DnsProvider> dns);
+                                                    std::unique_ptr<DnsProvider> dns,
+                                                    DnsRecordMetrics* dns_metrics = nullptr);
 
   Result<IssuedCertificate> issue(const IssueRequest& request,
                                   const std::atomic<bool>& cancel) override;
@@ -34,6 +37,8 @@ class AcmeIssuer final : public Issuer {
   [[nodiscard]] const char* name() const override { return "acme"; }
 
   [[nodiscard]] AcmeClient& client() { return *client_; }
+  // The provider the attempts use (also for the sweep of leftover records). Thread-safe.
+  [[nodiscard]] DnsProvider& dns() { return *dns_; }
 
  private:
   AcmeIssuer(AcmeIssuerConfig config, std::unique_ptr<AcmeClient> client,

@@ -198,6 +198,7 @@ AcmeStatus Attempt::answer(const std::vector<std::string>& pending) {
         return acmeError(AcmeReason::kDns,
                          "cannot create the TXT record " + name + ": " + created.error().message);
       }
+      if (config_.dns_metrics != nullptr) config_.dns_metrics->created.Increment();
       records_.push_back(std::move(created).value());
     }
   }
@@ -323,8 +324,11 @@ void Attempt::cleanup() {
   }
   for (const auto& record : records_) {
     if (auto deleted = dns_.deleteTxt(record); !deleted) {
+      if (config_.dns_metrics != nullptr) config_.dns_metrics->delete_failed.Increment();
       kLog.warn("cannot delete a challenge record",
                 {{"name", record.name}, {"error", deleted.error().message}});
+    } else if (config_.dns_metrics != nullptr) {
+      config_.dns_metrics->deleted.Increment();
     }
   }
 }

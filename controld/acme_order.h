@@ -22,6 +22,7 @@
 #include "controld/acme_client.h"
 #include "controld/acme_errors.h"
 #include "controld/dns_provider.h"
+#include "controld/dns_record_metrics.h"
 #include "controld/issuer.h"
 
 namespace ot::controld {
@@ -34,6 +35,9 @@ struct AcmeOrderConfig {
   // The TXT strings a resolver sees for a name (default: lookupTxt on dns_resolver).
   std::function<Result<std::vector<std::string>>(const std::string& name)> lookup_txt;
   std::string dns_resolver;  // ACME_DNS_RESOLVER, host:port; "" the system's
+  // Counts the challenge records an attempt creates, deletes and fails to delete (nullptr: none).
+  // Must outlive every attempt.
+  DnsRecordMetrics* dns_metrics = nullptr;
 };
 
 // One attempt for `names` (the first is the host; "*.host" may follow) with the CSR (PEM).

@@ -14,6 +14,36 @@ std::optional<std::string_view> ApiRequest::header(std::string_view name) const 
   return std::nullopt;
 }
 
+std::string effectiveClientAddress(const ApiRequest& request, const IpRanges& trusted_proxies) {
+  if (trusted_proxies.empty() || !trusted_proxies.contains(request.client_address)) {
+    return request.client_address;
+  }
+  std::optional<std::string_view> forwarded;
+  for (const auto& [key, value] : request.headers) {
+    if (key.size() != kCfConnectingIpHeader.size() ||
+        strncasecmp(key.data(), kCfConnectingIpHeader.data(), key.size()) != 0) {
+      continue;
+    }
+    if (forwarded) return request.client_address;  // repeated: not Cloudflare's own
+    forwarded = value;
+  }
+  if (!forwarded) return request.client_address;
+  const auto address = parseIpAddress(*forwarded);
+  if (!address) return request.client_address;
+  return address->toString();
+}
+
+ApiHandler withTrustedProxies(ApiHandler inner, IpRanges trusted_proxies) {
+  if (trusted_proxies.empty()) return inner;
+  return [inner = std::move(inner),
+          trusted = std::move(trusted_proxies)](const ApiRequest& request) {
+    if (!trusted.contains(request.client_address)) return inner(request);
+    ApiRequest copy = request;
+    copy.client_address = effectiveClientAddress(request, trusted);
+    return inner(copy);
+  };
+}
+
 ApiResponse ApiResponse::json(int status, std::string json_body) {
   ApiResponse response;
   response.status = status;

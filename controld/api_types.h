@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "controld/ip_ranges.h"
+
 namespace ot::controld {
 
 struct ApiRequest {
@@ -43,5 +45,20 @@ inline constexpr std::string_view kClientAddressHeader = "X-OpenTunnel-Client-Ad
 
 // Runs on a worker thread; may block. Must not throw (the server answers 500 if it does).
 using ApiHandler = std::function<ApiResponse(const ApiRequest&)>;
+
+// The header Cloudflare sets to the visitor's address. Believed only from a trusted proxy.
+inline constexpr std::string_view kCfConnectingIpHeader = "CF-Connecting-IP";
+
+// The address a request is counted under (the create rate limit): its CF-Connecting-IP when the
+// connection's address (client_address as the server filled it) is in `trusted_proxies` and the
+// header is one valid IP address, otherwise client_address itself. A header from anyone else, a
+// repeated one or one that is not an address is ignored, so nobody outside the trusted ranges
+// can choose the budget they are counted against.
+[[nodiscard]] std::string effectiveClientAddress(const ApiRequest& request,
+                                                 const IpRanges& trusted_proxies);
+
+// `inner` with client_address replaced by effectiveClientAddress. With no trusted ranges it is
+// `inner` unchanged. The ranges are copied; the result may run on any number of threads.
+[[nodiscard]] ApiHandler withTrustedProxies(ApiHandler inner, IpRanges trusted_proxies);
 
 }  // namespace ot::controld

@@ -105,6 +105,11 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->envname("CREATE_RATE_BURST")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--trusted-proxy-ranges", c.trusted_proxy_ranges,
+                 "comma-separated CIDRs whose CF-Connecting-IP header names the client "
+                 "(cloudflare: Cloudflare's published ranges; off trusts none)")
+      ->envname("TRUSTED_PROXY_RANGES")
+      ->capture_default_str();
   app.add_option("--issuance-rate-per-day", c.issuance_rate_per_day,
                  "new certificates one tunnel may request per day on average; 0 disables")
       ->envname("ISSUANCE_RATE_PER_DAY")

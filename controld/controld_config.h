@@ -42,6 +42,9 @@ struct ControldConfig {
   std::string machine_id;  // random when empty
   int64_t create_rate_per_hour = 30;
   int64_t create_rate_burst = 10;
+  // Proxies whose CF-Connecting-IP names the client (ip_ranges.h): CIDRs, "cloudflare" for
+  // Cloudflare's published ranges, or off.
+  std::string trusted_proxy_ranges = "cloudflare";
   int64_t issuance_rate_per_day = 5;
   int64_t issuance_rate_burst = 5;
   int64_t issuance_backlog_limit = 200;

@@ -96,11 +96,21 @@ JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
               {{"tunnel", job.tunnel_id}, {"job", job.id}, {"error", issued.error().message}});
     return JobOutcome::kDropped;
   }
+  reportToCooldown(issued.ok(), detail);
   if (!issued) {
     if (config_.on_failure) config_.on_failure(job.kind, detail);
     return recordFailure(job, issued.error(), detail);
   }
   return recordIssued(job, *issued);
+}
+
+void JobRunner::reportToCooldown(bool issued, const FailureDetail& detail) {
+  if (cooldown_ == nullptr) return;
+  if (issued) {
+    cooldown_->recordSuccess();
+  } else {
+    cooldown_->recordFailure(detail);
+  }
 }
 
 Result<std::vector<std::string>> JobRunner::tunnelNames(const TunnelRecord& record) const {
@@ -249,6 +259,7 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
               {{"job", job.id}, {"error", issued.error().message}});
     return JobOutcome::kDropped;
   }
+  reportToCooldown(issued.ok(), detail);
   if (!issued) {
     if (config_.on_failure) config_.on_failure(job.kind, detail);
     return recordServerFailure(job, issued.error(), detail);

@@ -197,9 +197,33 @@ void JobRunner::reapLocked() {
   }
 }
 
+std::optional<int64_t> JobRunner::issuancePausedUntil() {
+  if (cooldown_ == nullptr) return std::nullopt;
+  auto until = cooldown_->pausedUntil();
+  // Claim first issuance again as soon as the cool-down ends, not at the next idle poll.
+  if (until) noteRetryAt(*until);
+  return until;
+}
+
+std::set<std::string> JobRunner::runningNames() {
+  std::set<std::string> names;
+  const std::lock_guard lock(mutex_);
+  for (const Running& running : running_) {
+    if (running.finished) continue;
+    if (running.job.kind == JobKind::kServer) {
+      names.insert(config_.domain);
+    } else if (!running.job.tunnel_id.empty()) {
+      names.insert(running.job.tunnel_id + "." + config_.domain);
+    }
+  }
+  return names;
+}
+
 void JobRunner::fillSlots() {
   while (true) {
     bool include_issue = true;
+    // Read before taking the lock: it may go to the store.
+    const bool paused = issuancePausedUntil().has_value();
     {
       const std::lock_guard lock(mutex_);
       if (stopping_) return;
@@ -207,6 +231,11 @@ void JobRunner::fillSlots() {
       const auto busy = static_cast<int>(running_.size());
       if (busy >= config_.concurrency) return;
       include_issue = config_.concurrency == 1 || busy + 1 < config_.concurrency;
+      if (paused) {
+        // One renewal at a time probes the CA; no first issuance starts.
+        if (busy > 0) return;
+        include_issue = false;
+      }
     }
     auto claimed =
         store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, include_issue);
@@ -264,7 +293,9 @@ void JobRunner::extendLeases() {
 std::vector<JobRun> JobRunner::runDue(int max_jobs) {
   std::vector<JobRun> runs;
   while (static_cast<int>(runs.size()) < max_jobs) {
-    auto claimed = store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, true);
+    // Jobs run one at a time here, so a cool-down only keeps first issuance out.
+    const bool paused = issuancePausedUntil().has_value();
+    auto claimed = store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, !paused);
     if (!claimed) {
       kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       break;

@@ -3,6 +3,10 @@
 // record (or the server_certificates row) and tells the relays. Also fires renewal alarms and
 // re-adds first-issuance jobs that a bind recorded but failed to queue (the reconcile).
 //
+// The CA cool-down (setCaCooldown, ca_cooldown_gate.h): while it lasts no first issuance is
+// claimed, and renewals (and the domain certificate) run one at a time on this machine; each
+// Issuer call's result is reported to it (a success ends the cool-down everywhere).
+//
 // Per claimed job, in order:
 //  1. Still wanted? A tunnel job whose tunnel is gone or deleted, or whose certificate is no
 //     longer the one the job names (a new bind; for renewals: already renewed), ends abandoned,
@@ -38,11 +42,13 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/result.h"
+#include "controld/ca_cooldown_gate.h"
 #include "controld/issuer.h"
 #include "controld/job_policy.h"
 #include "controld/record_publisher.h"
@@ -79,7 +85,8 @@ struct JobRunnerConfig {
   std::function<int64_t()> now_ms;  // default: the system clock
   std::function<double()> jitter;   // uniform in [0, 1); default: a generator seeded below
   uint64_t jitter_seed = 0;         // 0: seeded from std::random_device
-  // Observers (metrics, the CA cool-down), called on the job's thread; each may be empty.
+  // Observers (metrics), called on the job's thread; each may be empty. The CA cool-down is
+  // told directly (setCaCooldown).
   // on_attempt: every run that ended in an outcome (not kDeferred or kDropped), with its length.
   std::function<void(JobKind, JobOutcome, double seconds)> on_attempt;
   // on_failure: every failed Issuer call, with what the issuer knew about it.
@@ -102,6 +109,14 @@ class JobRunner final : public JobNotifier {
   // Receives the domain certificate after a server job stored it (ServerCertificates::adopt).
   // Without one, it goes straight to RecordPublisher::publishApiCertificate. Set before start().
   void setServerCertificateHandler(std::function<void(const ServerCertificate&)> handler);
+  // The shared CA cool-down (nullptr: none, the default). It must outlive the runner. Set before
+  // start().
+  void setCaCooldown(CaCooldownGate* cooldown) { cooldown_ = cooldown; }
+
+  // The names this machine's running jobs are issuing for right now: <tunnel>.<domain> for tunnel
+  // jobs, the domain for its own certificate (the DNS sweep keeps their challenge records). Any
+  // thread.
+  [[nodiscard]] std::set<std::string> runningNames();
 
   // Releases leases an earlier run of this machine left (it takes its own jobs back at once),
   // then starts the loop.
@@ -141,6 +156,10 @@ class JobRunner final : public JobNotifier {
   void noteRetryAt(int64_t next_run_at_ms);
   [[nodiscard]] double jitter();
   [[nodiscard]] int64_t pollIntervalMs();
+  // The cool-down's end while one lasts (and a wake-up for it), nullopt otherwise.
+  [[nodiscard]] std::optional<int64_t> issuancePausedUntil();
+  // Tells the cool-down what an Issuer call that was not cancelled came to.
+  void reportToCooldown(bool issued, const FailureDetail& detail);
 
   // job_attempt.cc: one job.
   [[nodiscard]] static Want wants(const Job& job, const TunnelRecord& record);
@@ -167,6 +186,7 @@ class JobRunner final : public JobNotifier {
   Issuer& issuer_;
   RecordPublisher& publisher_;
   std::function<void(const ServerCertificate&)> server_handler_;
+  CaCooldownGate* cooldown_ = nullptr;
 
   std::mutex jitter_mutex_;
   std::mt19937_64 random_;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -18,7 +19,11 @@
 #include "controld/acme_issuer.h"
 #include "controld/acme_jws.h"
 #include "controld/acme_metrics.h"
+#include "controld/ca_cooldown_gate.h"
 #include "controld/dns_factory.h"
+#include "controld/dns_record_metrics.h"
+#include "controld/dns_sweeper.h"
+#include "controld/ip_ranges.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "controld/api_routes.h"
@@ -150,7 +155,8 @@ std::function<void(std::string_view)> limitedCounter(ot::metrics::Metrics& metri
 }
 
 // ISSUER=acme: the issuer, or nullptr after logging what is missing (the caller exits 2).
-std::unique_ptr<AcmeIssuer> makeAcmeIssuer(const ControldConfig& config) {
+std::unique_ptr<AcmeIssuer> makeAcmeIssuer(const ControldConfig& config,
+                                           DnsRecordMetrics* dns_metrics) {
   std::string problem;
   if (config.acme_account_key_jwk.empty()) {
     problem = "ACME_ACCOUNT_KEY_JWK is not set (controld account-key makes one)";
@@ -173,7 +179,7 @@ std::unique_ptr<AcmeIssuer> makeAcmeIssuer(const ControldConfig& config) {
     acme.order.poll_interval_ms = config.acme_poll_interval_ms;
     acme.order.propagation_timeout_ms = config.acme_dns_propagation_timeout_ms;
     acme.order.dns_resolver = config.acme_dns_resolver;
-    auto created = AcmeIssuer::create(std::move(acme), std::move(dns));
+    auto created = AcmeIssuer::create(std::move(acme), std::move(dns), dns_metrics);
     if (created) {
       log::info("issuing certificates through ACME", {{"directory", config.acme_url},
                                                      {"dns_provider", config.dns_provider},
@@ -196,9 +202,16 @@ int run(ControldConfig config) {
              .trailingFields = {{"machine", config.machine_id}}});
 
   // Checked before the database, so a bad configuration fails at once.
+  auto trusted_proxies = parseTrustedProxyRanges(config.trusted_proxy_ranges);
+  if (!trusted_proxies) {
+    log::error("TRUSTED_PROXY_RANGES is not usable", {{"error", trusted_proxies.error().message}});
+    return 2;
+  }
+  std::unique_ptr<DnsRecordMetrics> dns_metrics;
   std::unique_ptr<AcmeIssuer> acme;
   if (config.issuer == "acme") {
-    acme = makeAcmeIssuer(config);
+    dns_metrics = std::make_unique<DnsRecordMetrics>(metrics);
+    acme = makeAcmeIssuer(config, dns_metrics.get());
     if (!acme) return 2;
   }
 
@@ -240,6 +253,14 @@ int run(ControldConfig config) {
   Issuer& issuer = acme ? static_cast<Issuer&>(*acme) : static_cast<Issuer&>(*local_ca);
   AcmeMetrics acme_metrics(metrics);
 
+  // With ACME, the CA cool-down shared through meta (the local CA cannot be overloaded).
+  std::unique_ptr<CaCooldownGate> cooldown;
+  if (acme) {
+    CaCooldownGateOptions cooldown_options;
+    cooldown_options.on_started = [&acme_metrics] { acme_metrics.cooldown(); };
+    cooldown = std::make_unique<CaCooldownGate>(*store, std::move(cooldown_options));
+  }
+
   BridgeRegistry registry;
   RelayHub hub(registry);
   JobRunnerConfig runner_config;
@@ -254,6 +275,22 @@ int run(ControldConfig config) {
     acme_metrics.failure(kind, detail);
   };
   JobRunner runner(runner_config, *store, issuer, hub);
+  runner.setCaCooldown(cooldown.get());
+
+  // Leftover challenge records: one machine at a time sweeps them (a lease in meta). The names
+  // kept are those of this machine's running jobs; other machines' attempts are protected by the
+  // sweep's minimum age (an hour), far longer than an attempt lasts.
+  std::unique_ptr<DnsSweeper> sweeper;
+  if (acme) {
+    DnsSweeperOptions sweep;
+    sweep.domain = config.domain;
+    sweep.owner = config.machine_id;
+    sweep.active_names = [&runner]() -> ot::Result<std::set<std::string>> {
+      return runner.runningNames();
+    };
+    sweeper = std::make_unique<DnsSweeper>(*store, acme->dns(), std::move(sweep),
+                                           dns_metrics.get());
+  }
 
   TunnelServiceConfig service_config;
   service_config.domain = config.domain;
@@ -265,6 +302,7 @@ int run(ControldConfig config) {
   service_config.on_limited = limitedCounter(metrics);
   TunnelService service(service_config, *store, registry, hub, runner, systemClockMs);
   auto router = std::make_shared<const ApiRouter>(buildApiRouter(service));
+  ApiHandler api_handler = withTrustedProxies(makeApiHandler(router), *trusted_proxies);
 
   ServerCertificatesConfig certificates_config;
   certificates_config.domain = config.domain;
@@ -291,7 +329,7 @@ int run(ControldConfig config) {
   }
 
   WorkerPool pool;
-  HttpServer api(pool, makeApiHandler(router));
+  HttpServer api(pool, std::move(api_handler));
   std::vector<HttpListenerConfig> listeners;
   makeParentDirectory(config.api_socket);
   listeners.push_back(HttpListenerConfig::forApi(
@@ -321,6 +359,7 @@ int run(ControldConfig config) {
   job_gauges.start();
   certificates.start();
   runner.start();
+  if (sweeper) sweeper->start();
   grpc.setServing(true);
   log::info("serving", {{"api_socket", config.api_socket},
                         {"control_socket", config.control_socket},
@@ -334,6 +373,7 @@ int run(ControldConfig config) {
   api.setDraining(true);
   api.stop();
   runner.stop();  // ends running attempts and releases this machine's leases
+  if (sweeper) sweeper->stop();  // before the store goes
   certificates.stop();
   usage.stop();  // flushes what the relays reported
   job_gauges.stop();

@@ -1,0 +1,92 @@
+// The ACME order counts its challenge records in opentunnel_acme_dns_records_total (created,
+// deleted, delete_failed) through the DnsRecordMetrics given to AcmeIssuer::create, against the
+// fake CA of acme_test_support.h.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <memory>
+
+#include "common/metrics.h"
+#include "controld/acme_issuer.h"
+#include "controld/acme_jws.h"
+#include "controld/dns_record_metrics.h"
+#include "tests/controld/acme_test_support.h"
+#include "tests/controld/csr_builder.h"
+
+namespace ot::controld {
+namespace {
+
+using acme_testing::FakeAcmeServer;
+using acme_testing::FakeDns;
+
+constexpr const char* kHost = "dnsmetrics.example.com";
+const std::atomic<bool> kRunning{false};
+
+// Passes every call to a FakeDns (which the fake CA checks the challenges against) and fails
+// deletes on request.
+class FlakyDeletes final : public DnsProvider {
+ public:
+  explicit FlakyDeletes(FakeDns& inner) : inner_(inner) {}
+  Result<TxtRecord> createTxt(const std::string& name, const std::string& value) override {
+    return inner_.createTxt(name, value);
+  }
+  Status deleteTxt(const TxtRecord& record) override {
+    if (fail_deletes) return Error{ErrorKind::kUnavailable, "Cloudflare answered 500"};
+    return inner_.deleteTxt(record);
+  }
+  Result<std::vector<TxtRecord>> listChallengeRecords(const std::string& domain) override {
+    return inner_.listChallengeRecords(domain);
+  }
+  [[nodiscard]] const char* name() const override { return "flaky"; }
+
+  std::atomic<bool> fail_deletes{false};
+
+ private:
+  FakeDns& inner_;
+};
+
+double records(metrics::Metrics& metrics, const char* event) {
+  return metrics.counter("opentunnel_acme_dns_records_total", "", {{"event", event}}).Value();
+}
+
+TEST_CASE("acme order: challenge records created, deleted and failed deletes are counted") {
+  FakeAcmeServer server;
+  FakeDns fake;
+  server.dns = &fake;
+  metrics::Metrics metrics;
+  DnsRecordMetrics dns_metrics(metrics);
+  auto provider = std::make_unique<FlakyDeletes>(fake);
+  FlakyDeletes* flaky = provider.get();
+  AcmeIssuerConfig config;
+  config.client.directory_url = server.directoryUrl();
+  config.client.account_key_jwk = jws::generateAccountKeyJwk().value();
+  config.order.poll_interval_ms = 5;
+  config.order.poll_attempts = 5;
+  config.order.propagation_timeout_ms = 0;
+  auto created = AcmeIssuer::create(std::move(config), std::move(provider), &dns_metrics);
+  REQUIRE(created.ok());
+  AcmeIssuer& issuer = **created;
+  CHECK(&issuer.dns() == flaky);
+  const IssueRequest request{testing::buildCsrPem(testing::hostCsr(kHost, true)),
+                             {kHost, std::string("*.") + kHost}};
+
+  FailureDetail detail;
+  auto issued = issuer.issueDetailed(request, kRunning, detail);
+  REQUIRE_MESSAGE(issued.ok(), issued.error().message);
+  // The host and its wildcard: two values under one name, both removed at the end.
+  CHECK(records(metrics, "created") == 2);
+  CHECK(records(metrics, "deleted") == 2);
+  CHECK(records(metrics, "delete_failed") == 0);
+  CHECK(records(metrics, "swept") == 0);
+
+  flaky->fail_deletes = true;
+  issued = issuer.issueDetailed(request, kRunning, detail);
+  REQUIRE_MESSAGE(issued.ok(), issued.error().message);
+  CHECK(records(metrics, "created") == 4);
+  CHECK(records(metrics, "deleted") == 2);
+  CHECK(records(metrics, "delete_failed") == 2);
+  CHECK(fake.live() == 2);
+}
+
+}  // namespace
+}  // namespace ot::controld

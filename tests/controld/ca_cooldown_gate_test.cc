@@ -1,0 +1,296 @@
+// The CA cool-down shared through meta (ca_cooldown_gate.h) on real storage, and the job runner
+// obeying it: two machines count one run of failures, a machine reads the row at most every 15 s,
+// while it lasts first issuance is not claimed and renewals run one at a time, and a renewal's
+// success ends it for everyone.
+#include "controld/ca_cooldown_gate.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controld/job_runner.h"
+#include "tests/controld/forwarding_store.h"
+#include "tests/controld/issuance_test_support.h"
+
+namespace ot::controld {
+namespace {
+
+using issuance_testing::bindTunnel;
+using issuance_testing::editTunnel;
+using issuance_testing::GateIssuer;
+using issuance_testing::hostOf;
+using issuance_testing::kDay;
+using issuance_testing::kMinute;
+using issuance_testing::loadCa;
+using issuance_testing::loadJob;
+using issuance_testing::ManualClock;
+using issuance_testing::Publisher;
+using issuance_testing::runnerConfig;
+using issuance_testing::waitUntil;
+using testing::testDatabases;
+
+FailureDetail caFailure() {
+  FailureDetail detail;
+  detail.failure = FailureClass::kTransient;
+  detail.reason = "http_5xx";
+  detail.points_at_ca = true;
+  detail.http_status = 502;
+  return detail;
+}
+
+// Counts the reads of the cool-down row.
+class CountingStore final : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<std::optional<std::string>> getMeta(const std::string& key) override {
+    if (key == kCaCooldownMetaKey) ++reads;
+    return ForwardingStore::getMeta(key);
+  }
+  std::atomic<int> reads{0};
+};
+
+// Fails the next `failures` calls with `detail` (as the ACME issuer reports them), then passes
+// calls on to `inner`. Records the first name of every call.
+class DetailIssuer final : public Issuer {
+ public:
+  explicit DetailIssuer(Issuer& inner) : inner_(inner) {}
+
+  void failNext(int failures, FailureDetail detail) {
+    const std::lock_guard lock(mutex_);
+    failures_ = failures;
+    detail_ = detail;
+  }
+  Result<IssuedCertificate> issue(const IssueRequest& request,
+                                  const std::atomic<bool>& cancel) override {
+    FailureDetail ignored;
+    return issueDetailed(request, cancel, ignored);
+  }
+  Result<IssuedCertificate> issueDetailed(const IssueRequest& request,
+                                          const std::atomic<bool>& cancel,
+                                          FailureDetail& detail) override {
+    {
+      const std::lock_guard lock(mutex_);
+      calls_.push_back(request.names.empty() ? "" : request.names.front());
+      if (failures_ > 0) {
+        --failures_;
+        detail = detail_;
+        return Error{ErrorKind::kUnavailable, "the CA answered 502"};
+      }
+    }
+    return inner_.issue(request, cancel);
+  }
+  [[nodiscard]] const char* name() const override { return "detail"; }
+  std::vector<std::string> calls() {
+    const std::lock_guard lock(mutex_);
+    return calls_;
+  }
+
+ private:
+  Issuer& inner_;
+  std::mutex mutex_;
+  int failures_ = 0;
+  FailureDetail detail_;
+  std::vector<std::string> calls_;
+};
+
+CaCooldownState storedState(Store& store) {
+  auto stored = store.getMeta(kCaCooldownMetaKey);
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  auto state = decodeCaCooldown(**stored);
+  REQUIRE(state.has_value());
+  return *state;
+}
+
+// A tunnel with a ready certificate expiring in 10 days and its renewal job, due at `now`.
+std::string queueRenewal(Store& store, const std::string& id, int64_t now) {
+  const StoredTunnel ready = bindTunnel(store, id, now, false, false);
+  editTunnel(store, id, [&](TunnelRecord& record) {
+    record.certificate.state = CertificateState::kReady;
+    record.certificate.chain_pem = "old chain";
+    record.certificate.not_after_ms = now + 10 * kDay;
+  });
+  CertificateInfo held = ready.record.certificate;
+  held.not_after_ms = now + 10 * kDay;
+  Job renewal;
+  renewal.id = renewalJobId(held, now);
+  renewal.kind = JobKind::kRenew;
+  renewal.tunnel_id = id;
+  renewal.queued_at_ms = now;
+  renewal.next_run_at_ms = now;
+  auto added = store.addJob(renewal);
+  REQUIRE(added.ok());
+  REQUIRE(*added);
+  return renewal.id;
+}
+
+TEST_CASE("ca cooldown: two machines count one run through meta and read it every 15 s") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store_a = db->openMigrated();
+    auto store_b = db->openMigrated();
+    CountingStore counted_a(*store_a);
+    int started_a = 0;
+    int started_b = 0;
+    CaCooldownGate a(counted_a, {clock.function(), 15'000, 5, [&] { ++started_a; }});
+    CaCooldownGate b(*store_b, {clock.function(), 15'000, 5, [&] { ++started_b; }});
+
+    CHECK_FALSE(a.pausedUntil().has_value());
+    CHECK(counted_a.reads == 1);
+    CHECK_FALSE(b.pausedUntil().has_value());
+    // Failures that are not the CA's touch nothing.
+    FailureDetail dns;
+    dns.reason = "dns";
+    a.recordFailure(dns);
+    CHECK(counted_a.reads == 1);
+    CHECK_FALSE(store_a->getMeta(kCaCooldownMetaKey)->has_value());
+
+    for (int i = 0; i < 4; ++i) a.recordFailure(caFailure());
+    CHECK(storedState(*store_a) == CaCooldownState{0, 0, 4});
+    // The fifth failure in a row happens on the other machine: it starts the cool-down.
+    clock.advance(1000);
+    b.recordFailure(caFailure());
+    const int64_t until = clock.now() + kMinute;
+    CHECK(started_b == 1);
+    CHECK(started_a == 0);
+    CHECK(storedState(*store_a) == CaCooldownState{until, 1, 0});
+    CHECK(b.pausedUntil() == until);
+
+    // Machine a read the row when it last wrote; it looks again only 15 s later.
+    const int reads = counted_a.reads;
+    clock.advance(13'999);
+    CHECK_FALSE(a.pausedUntil().has_value());
+    CHECK(counted_a.reads == reads);
+    clock.advance(1);
+    CHECK(a.pausedUntil() == until);
+    CHECK(counted_a.reads == reads + 1);
+    CHECK(a.pausedUntil() == until);
+    CHECK(counted_a.reads == reads + 1);
+
+    // A success on a ends it for everyone; b sees it within 15 s.
+    clock.advance(5000);
+    a.recordSuccess();
+    CHECK(storedState(*store_a) == CaCooldownState{});
+    CHECK_FALSE(a.pausedUntil().has_value());
+    clock.advance(15'000);
+    CHECK_FALSE(b.pausedUntil().has_value());
+    CHECK(started_a == 0);
+    CHECK(started_b == 1);
+
+    // An unreadable row pauses nothing and is replaced by the next report.
+    REQUIRE(*store_a->compareAndSetMeta(kCaCooldownMetaKey, encodeCaCooldown({}), "junk"));
+    clock.advance(15'000);
+    CHECK_FALSE(a.pausedUntil().has_value());
+    a.recordFailure(caFailure());
+    CHECK(storedState(*store_a) == CaCooldownState{0, 0, 1});
+  }
+}
+
+TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal succeeds") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock;
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.function());
+    DetailIssuer issuer(*ca);
+    Publisher publisher;
+    int started = 0;
+    CaCooldownGate gate(*store, {clock.function(), 15'000, 5, [&] { ++started; }});
+    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    runner.setCaCooldown(&gate);
+
+    std::vector<std::string> jobs;
+    for (int i = 0; i < 6; ++i) {
+      jobs.push_back(bindTunnel(*store, "first" + std::to_string(i), clock.now())
+                         .record.certificate.id);
+    }
+    issuer.failNext(6, caFailure());
+    // Five CA failures start the cool-down; the sixth job is not even claimed.
+    auto runs = runner.runDue();
+    REQUIRE(runs.size() == 5);
+    for (const JobRun& run : runs) CHECK(run.outcome == JobOutcome::kRetry);
+    CHECK(started == 1);
+    CHECK(storedState(*store) == CaCooldownState{clock.now() + kMinute, 1, 0});
+    CHECK(issuer.calls().size() == 5);
+    // The one job not claimed (claims among equally due jobs come in no fixed order).
+    std::string waiting;
+    for (const std::string& id : jobs) {
+      bool ran = false;
+      for (const JobRun& run : runs) ran |= run.job_id == id;
+      if (!ran) waiting = id;
+    }
+    CHECK(loadJob(*store, waiting).attempts == 0);
+
+    // A renewal still runs, as the probe; it fails too: the cool-down goes on.
+    const std::string renewal = queueRenewal(*store, "renewal", clock.now());
+    clock.advance(1000);
+    runs = runner.runDue();
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].job_id == renewal);
+    CHECK(runs[0].outcome == JobOutcome::kRetry);
+    CHECK(loadJob(*store, waiting).attempts == 0);
+    CHECK(started == 1);
+
+    // Its retry succeeds while the cool-down still lasts: it ends, and first issuance resumes
+    // in the same round (the failed jobs are due again by now too).
+    clock.advance(30'000);
+    REQUIRE(gate.pausedUntil().has_value());
+    runs = runner.runDue();
+    REQUIRE(runs.size() == 7);
+    CHECK(runs[0].job_id == renewal);
+    for (const JobRun& run : runs) CHECK(run.outcome == JobOutcome::kDone);
+    CHECK(storedState(*store) == CaCooldownState{});
+    CHECK(loadJob(*store, waiting).status == JobStatus::kDone);
+    CHECK(started == 1);
+  }
+}
+
+TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store);
+    GateIssuer gate_issuer(*ca);
+    Publisher publisher;
+    const int64_t now = systemClockMs();
+    // Another machine started a cool-down that lasts an hour.
+    REQUIRE(*store->insertMetaIfAbsent(kCaCooldownMetaKey,
+                                       encodeCaCooldown({now + 60 * kMinute, 1, 0})));
+    CaCooldownGate gate(*store, {});
+    bindTunnel(*store, "fresh", now);
+    for (const char* id : {"renew1", "renew2", "renew3"}) queueRenewal(*store, id, now);
+    JobRunnerConfig config = runnerConfig("machine-a", nullptr);
+    config.concurrency = 4;
+    JobRunner runner(config, *store, gate_issuer, publisher);
+    runner.setCaCooldown(&gate);
+    runner.start();
+    REQUIRE(gate_issuer.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
+    // Wake the runner a few times: nothing else may start while the probe runs.
+    for (int i = 0; i < 5; ++i) {
+      runner.jobAdded();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK(gate_issuer.maxInFlight() == 1);
+    CHECK(runner.runningNames().size() == 1);
+    CHECK(runner.runningNames().count(hostOf("fresh")) == 0);
+
+    // The probe's success ends the cool-down: everything else follows.
+    gate_issuer.release();
+    const bool all_done = waitUntil([&] {
+      auto done = store->countJobs(JobStatus::kDone);
+      return done.ok() && *done == 4;
+    });
+    runner.stop();
+    CHECK(all_done);
+    CHECK(storedState(*store) == CaCooldownState{});
+  }
+}
+
+}  // namespace
+}  // namespace ot::controld
