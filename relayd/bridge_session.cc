@@ -50,6 +50,7 @@ BridgeSession::BridgeSession(RelayContext& context, Relay& relay, BridgeTranspor
 }
 
 BridgeSession::~BridgeSession() {
+  context_.stopWaitingForBufferRoom(this);
   if (phase_ != Phase::kClosed) {
     const bool wasAttached = attached();
     phase_ = Phase::kClosed;
@@ -332,6 +333,7 @@ void BridgeSession::abortStreams(bridge::ResetReason reason, bool notifyClient) 
 // reading the client, and after 5 s reset the visitors that took nothing meanwhile.
 void BridgeSession::checkBudgets() {
   const bool over = pendingToVisitors_ > kBridgeVisitorBudget || context_.overBufferedLimit();
+  if (over && context_.overBufferedLimit()) context_.waitForBufferRoom(this);
   if (over && !readPaused_ && attached()) {
     readPaused_ = true;
     transport_.pauseReading();

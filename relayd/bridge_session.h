@@ -39,7 +39,7 @@ class BridgeTransport {
   ~BridgeTransport() = default;
 };
 
-class BridgeSession {
+class BridgeSession final : public BufferWaiter {
  public:
   // Registers itself with the relay (which gives it its key).
   BridgeSession(RelayContext& context, Relay& relay, BridgeTransport& transport, std::string tunnelId);
@@ -76,6 +76,9 @@ class BridgeSession {
   void sendCredit(uint32_t connId, uint32_t increment);
   void visitorBuffered(int64_t delta);
   void streamFinished(VisitorStream* visitor, uint64_t bytesIn, uint64_t bytesOut);
+
+  // BufferWaiter: the process is back under BUFFERED_BYTES_LIMIT.
+  void onBufferRoom() override { checkBudgets(); }
 
   [[nodiscard]] uint64_t key() const { return key_; }
   [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }

@@ -51,7 +51,23 @@ void RelayContext::addBuffered(int64_t delta) {
   }
 }
 
-void RelayContext::onCheck(uv_check_t* handle) { static_cast<RelayContext*>(handle->data)->runDeferred(); }
+void RelayContext::onCheck(uv_check_t* handle) {
+  auto* self = static_cast<RelayContext*>(handle->data);
+  self->runDeferred();
+  // Back under the limit: everyone who paused for it reads again (each re-checks its own state).
+  if (!self->bufferWaiters_.empty() && !self->overBufferedLimit()) {
+    std::vector<BufferWaiter*> waiters(self->bufferWaiters_.begin(), self->bufferWaiters_.end());
+    self->bufferWaiters_.clear();
+    for (size_t i = 0; i < waiters.size(); ++i) {
+      waiters[i]->onBufferRoom();
+      if (self->overBufferedLimit()) {
+        // Full again: the ones not yet told keep waiting.
+        self->bufferWaiters_.insert(waiters.begin() + static_cast<std::ptrdiff_t>(i) + 1, waiters.end());
+        break;
+      }
+    }
+  }
+}
 
 void RelayContext::onTick(uv_timer_t* handle) {
   auto* self = static_cast<RelayContext*>(handle->data);

@@ -20,6 +20,16 @@ namespace ot::relayd {
 
 class TcpStream;
 
+// Something that stopped reading because the process held BUFFERED_BYTES_LIMIT; told (on a later
+// loop iteration, never inside addBuffered) once the total is back under it.
+class BufferWaiter {
+ public:
+  virtual void onBufferRoom() = 0;
+
+ protected:
+  ~BufferWaiter() = default;
+};
+
 // Objects that are deleted outside their own callbacks derive from this.
 class Deferrable {
  public:
@@ -43,6 +53,8 @@ struct RelayContext {
   // Bytes of connection data held in user space (both directions), against BUFFERED_BYTES_LIMIT.
   void addBuffered(int64_t delta);
   [[nodiscard]] bool overBufferedLimit() const { return bufferedBytes >= config.buffered_bytes_limit; }
+  void waitForBufferRoom(BufferWaiter* waiter) { bufferWaiters_.insert(waiter); }
+  void stopWaitingForBufferRoom(BufferWaiter* waiter) { bufferWaiters_.erase(waiter); }
 
   // Aborts every public socket still open (the last step of shutdown).
   void resetAllStreams();
@@ -66,6 +78,7 @@ struct RelayContext {
   uv_check_t check_{};
   uv_timer_t tick_{};
   std::vector<Deferrable*> deferred_;
+  std::unordered_set<BufferWaiter*> bufferWaiters_;
 };
 
 }  // namespace ot::relayd

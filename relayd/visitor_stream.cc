@@ -72,6 +72,8 @@ void VisitorStream::updateReading() {
     stream_->startReading();
   } else {
     stream_->stopReading();
+    // Nothing else would wake a visitor paused only by the process-wide limit.
+    if (context_.overBufferedLimit()) context_.waitForBufferRoom(this);
   }
 }
 
@@ -210,6 +212,7 @@ void VisitorStream::detachFromBridge() {
   finished_ = true;
   timer_.cancel();
   stall_.cancel();
+  context_.stopWaitingForBufferRoom(this);
   if (!held_.empty()) {
     context_.addBuffered(-static_cast<int64_t>(held_.size()));
     held_.clear();
@@ -231,6 +234,7 @@ void VisitorStream::detachFromBridge() {
 }
 
 void VisitorStream::onClosed() {
+  context_.stopWaitingForBufferRoom(this);
   socketClosed_ = true;
   stream_ = nullptr;
   detachFromBridge();

@@ -20,7 +20,7 @@ namespace ot::relayd {
 
 class BridgeSession;
 
-class VisitorStream final : public TcpStream::Handler, public Deferrable {
+class VisitorStream final : public TcpStream::Handler, public Deferrable, public BufferWaiter {
  public:
   VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId, uint32_t clientWindow);
 
@@ -52,6 +52,9 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable {
   void onStreamError(int status) override;
   void onWritten(size_t bytes) override;
   void onClosed() override;
+
+  // BufferWaiter: the process is back under BUFFERED_BYTES_LIMIT.
+  void onBufferRoom() override { updateReading(); }
 
  private:
   void sendToBridge(std::span<const uint8_t> bytes);
