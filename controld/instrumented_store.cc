@@ -105,8 +105,8 @@ Result<bool> InstrumentedStore::finishJob(const Job& job, const std::string& own
 Status InstrumentedStore::releaseLeases(const std::string& owner) {
   return timed(Op::kReleaseLeases, [&] { return inner_->releaseLeases(owner); });
 }
-Result<int64_t> InstrumentedStore::countJobs(JobStatus status) {
-  return timed(Op::kCountJobs, [&] { return inner_->countJobs(status); });
+Result<int64_t> InstrumentedStore::countJobs(JobStatus status, int64_t since_ms) {
+  return timed(Op::kCountJobs, [&] { return inner_->countJobs(status, since_ms); });
 }
 Result<std::optional<std::string>> InstrumentedStore::getMeta(const std::string& key) {
   return timed(Op::kGetMeta, [&] { return inner_->getMeta(key); });

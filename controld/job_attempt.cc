@@ -347,6 +347,9 @@ JobOutcome JobRunner::finish(Job& job, JobStatus status, const std::string& erro
                              JobOutcome outcome) {
   job.status = status;
   job.last_error = error;
+  // A finished job never runs again: its next_run_at records when it ended (for the
+  // certificate_jobs{status="failed"} gauge, which counts the last 24 h).
+  if (status != JobStatus::kPending) job.next_run_at_ms = config_.now_ms();
   auto finished = store_.finishJob(job, config_.owner);
   if (!finished) {
     kLog.warn("cannot record a job's outcome; it runs again after its lease",

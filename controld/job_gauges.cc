@@ -9,10 +9,10 @@ const log::Logger kLog("controld.metrics");
 
 constexpr const char* kName = "opentunnel_certificate_jobs";
 constexpr const char* kHelp =
-    "Certificate jobs in the whole database by status, refreshed every minute.";
+    "Certificate jobs in the whole database: pending, and failed in the last 24 h; refreshed every minute.";
 
-void refreshOne(Store& store, JobStatus status, prometheus::Gauge& gauge) {
-  const Result<int64_t> count = store.countJobs(status);
+void refreshOne(Store& store, JobStatus status, int64_t since_ms, prometheus::Gauge& gauge) {
+  const Result<int64_t> count = store.countJobs(status, since_ms);
   if (!count) {
     kLog.warn("cannot count certificate jobs; keeping the last value",
               {{"status", jobStatusName(status)}, {"error", count.error().message}});
@@ -50,8 +50,13 @@ void JobGauges::stop() {
 }
 
 void JobGauges::refresh() {
-  refreshOne(store_, JobStatus::kPending, pending_);
-  refreshOne(store_, JobStatus::kFailed, failed_);
+  // Failed jobs count for a day after they failed, as alerts want a rate, not a history.
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  constexpr int64_t kDayMs = 24LL * 60 * 60 * 1000;
+  refreshOne(store_, JobStatus::kPending, 0, pending_);
+  refreshOne(store_, JobStatus::kFailed, now_ms - kDayMs, failed_);
 }
 
 void JobGauges::run() {

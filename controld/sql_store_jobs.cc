@@ -183,11 +183,13 @@ Status SqlStore::releaseLeases(const std::string& owner) {
   });
 }
 
-Result<int64_t> SqlStore::countJobs(JobStatus status) {
+Result<int64_t> SqlStore::countJobs(JobStatus status, int64_t since_ms) {
   return run<int64_t>("countJobs", [&](soci::session& sql) -> Result<int64_t> {
     const std::string name = jobStatusName(status);
+    const long long since = since_ms;
     long long count = 0;
-    sql << "SELECT COUNT(*) FROM jobs WHERE status = :status", soci::into(count), soci::use(name);
+    sql << "SELECT COUNT(*) FROM jobs WHERE status = :status AND next_run_at >= :since",
+        soci::into(count), soci::use(name), soci::use(since);
     return int64_t{count};
   });
 }

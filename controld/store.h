@@ -99,7 +99,9 @@ class Store {
   // Records the outcome only if `owner` still holds the lease (false otherwise).
   virtual Result<bool> finishJob(const Job& job, const std::string& owner) = 0;
   virtual Status releaseLeases(const std::string& owner) = 0;
-  virtual Result<int64_t> countJobs(JobStatus status) = 0;
+  // Jobs in `status` whose next_run_at is at or after `since_ms` (0: all). A finished job's
+  // next_run_at is when it finished, so this also counts "failed in the last 24 h".
+  virtual Result<int64_t> countJobs(JobStatus status, int64_t since_ms) = 0;
 
   // Meta: small key/value rows (the local CA, the API certificate's job, cool-downs, leases).
   virtual Result<std::optional<std::string>> getMeta(const std::string& key) = 0;

@@ -142,7 +142,7 @@ std::optional<ServiceError> TunnelService::checkBacklog() {
     }
   }
   if (read) {
-    const Result<int64_t> pending = store_.countJobs(JobStatus::kPending);
+    const Result<int64_t> pending = store_.countJobs(JobStatus::kPending, 0);
     if (!pending) {
       kLog.warn("cannot read the issuance backlog; not limiting",
                 {{"error", pending.error().message}});

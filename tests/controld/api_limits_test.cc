@@ -42,10 +42,10 @@ class InterferingStore final : public testing::ForwardingStore {
     }
     return read;
   }
-  Result<int64_t> countJobs(JobStatus status) override {
+  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
     ++count_jobs_calls;
     if (fail_count_jobs) return Error{ErrorKind::kUnavailable, "storage unavailable (test)"};
-    return inner_.countJobs(status);
+    return inner_.countJobs(status, since_ms);
   }
 };
 

@@ -170,7 +170,7 @@ class TestApi {
   }
 
   int64_t pendingJobs() const {
-    auto count = store_.countJobs(JobStatus::kPending);
+    auto count = store_.countJobs(JobStatus::kPending, 0);
     REQUIRE(count.ok());
     return *count;
   }

@@ -283,7 +283,7 @@ TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
     // The probe's success ends the cool-down: everything else follows.
     gate_issuer.release();
     const bool all_done = waitUntil([&] {
-      auto done = store->countJobs(JobStatus::kDone);
+      auto done = store->countJobs(JobStatus::kDone, 0);
       return done.ok() && *done == 4;
     });
     runner.stop();

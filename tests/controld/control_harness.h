@@ -138,7 +138,9 @@ class FlakyStore final : public Store {
     return real_.finishJob(job, owner);
   }
   Status releaseLeases(const std::string& owner) override { return real_.releaseLeases(owner); }
-  Result<int64_t> countJobs(JobStatus status) override { return real_.countJobs(status); }
+  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
+    return real_.countJobs(status, since_ms);
+  }
   Result<std::optional<std::string>> getMeta(const std::string& key) override {
     return real_.getMeta(key);
   }

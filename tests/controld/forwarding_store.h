@@ -45,7 +45,9 @@ class ForwardingStore : public Store {
     return inner_.finishJob(job, owner);
   }
   Status releaseLeases(const std::string& owner) override { return inner_.releaseLeases(owner); }
-  Result<int64_t> countJobs(JobStatus status) override { return inner_.countJobs(status); }
+  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
+    return inner_.countJobs(status, since_ms);
+  }
   Result<std::optional<std::string>> getMeta(const std::string& key) override {
     return inner_.getMeta(key);
   }

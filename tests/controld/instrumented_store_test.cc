@@ -74,11 +74,20 @@ TEST_CASE("instrumented store: job gauges count pending and failed jobs, keep th
     job.tunnel_id = "t";
     REQUIRE(store.addJob(job).ok());
   }
+  // A finished job's next_run_at is when it finished: only failures of the last 24 h count.
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   Job failed;
   failed.id = "job-c";
   failed.tunnel_id = "t";
   failed.status = JobStatus::kFailed;
+  failed.next_run_at_ms = now_ms - 60'000;
   REQUIRE(store.addJob(failed).ok());
+  Job old_failure = failed;
+  old_failure.id = "job-d";
+  old_failure.next_run_at_ms = now_ms - 25LL * 3600 * 1000;
+  REQUIRE(store.addJob(old_failure).ok());
 
   gauges.refresh();
   std::string text = metrics.render();

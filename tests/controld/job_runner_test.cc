@@ -147,7 +147,7 @@ TEST_CASE("job runner: 30 jobs on two runners are each issued exactly once") {
     a.start();
     b.start();
     const bool all_done = waitUntil([&] {
-      auto done = store_a->countJobs(JobStatus::kDone);
+      auto done = store_a->countJobs(JobStatus::kDone, 0);
       return done.ok() && *done == 30;
     });
     a.stop();
@@ -168,7 +168,7 @@ TEST_CASE("job runner: 30 jobs on two runners are each issued exactly once") {
       CHECK(job.lease_owner.empty());
       CHECK(publisher_a.recordsOf(id).size() + publisher_b.recordsOf(id).size() == 1);
     }
-    CHECK(*store_a->countJobs(JobStatus::kPending) == 0);
+    CHECK(*store_a->countJobs(JobStatus::kPending, 0) == 0);
     for (size_t i = 0; i < 3; ++i) {
       const StoredTunnel stored = loadTunnel(*store_a, ids[i]);
       checkVerifies(*ca_a, stored.record.certificate.chain_pem, hostOf(ids[i]));
@@ -758,7 +758,7 @@ TEST_CASE("job runner: first issuance never takes the last slot") {
 
     gate.release();
     const bool all_done = waitUntil([&] {
-      auto done = store->countJobs(JobStatus::kDone);
+      auto done = store->countJobs(JobStatus::kDone, 0);
       return done.ok() && *done == 4;
     });
     runner.stop();

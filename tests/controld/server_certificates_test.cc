@@ -111,7 +111,7 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     CHECK(metaValue(*sql_a, serverJobMetaKey(kDomain)) == first_job);
     CHECK(loadJob(*sql_a, first_job).kind == JobKind::kServer);
     CHECK(loadJob(*sql_a, first_job).status == JobStatus::kPending);
-    CHECK(*sql_a->countJobs(JobStatus::kPending) == 1);
+    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 1);
     CHECK(notifier_a.count() + notifier_b.count() == 1);
     CHECK_FALSE(certs_a.current().has_value());
     CHECK(certs_a.waiting());
@@ -152,7 +152,7 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     CHECK(certs_a.check().ok());
     CHECK(certs_b.check().ok());
     CHECK(metaValue(*sql_a, serverJobMetaKey(kDomain)) == first_job);
-    CHECK(*sql_a->countJobs(JobStatus::kPending) == 0);
+    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 0);
     CHECK(publisher_a.api().size() == 1);
     CHECK(publisher_b.api().size() == 1);
 
@@ -162,7 +162,7 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     CHECK(validity->not_after_ms == issued.not_after_ms);
     clock.set(issued.not_after_ms - 30 * kDay - 1);
     CHECK(certs_a.check().ok());
-    CHECK(*sql_a->countJobs(JobStatus::kPending) == 0);
+    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 0);
     clock.set(issued.not_after_ms - 30 * kDay);
     std::thread renew_a([&] { CHECK(certs_a.check().ok()); });
     std::thread renew_b([&] { CHECK(certs_b.check().ok()); });
@@ -170,7 +170,7 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     renew_b.join();
     const std::string second_job = serverJobId(kDomain, 2);
     CHECK(metaValue(*sql_a, serverJobMetaKey(kDomain)) == second_job);
-    CHECK(*sql_a->countJobs(JobStatus::kPending) == 1);
+    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 1);
     CHECK_FALSE(sql_a->getJob(serverJobId(kDomain, 3))->has_value());
     CHECK(certs_a.waiting());
 
@@ -282,12 +282,12 @@ TEST_CASE("server certificates: a key claim left by a dead machine is taken over
     ServerCertificates certs(issuedConfig("machine-a", clock), *store, publisher, nullptr);
     CHECK(certs.check().ok());
     CHECK_FALSE(store->getServerCertificate(kDomain)->has_value());
-    CHECK(*store->countJobs(JobStatus::kPending) == 0);
+    CHECK(*store->countJobs(JobStatus::kPending, 0) == 0);
     clock.advance(5 * 60'000);
     CHECK(certs.check().ok());
     CHECK(store->getServerCertificate(kDomain)->has_value());
     CHECK(metaValue(*store, serverKeyMetaKey(kDomain)).rfind("machine-a@", 0) == 0);
-    CHECK(*store->countJobs(JobStatus::kPending) == 1);
+    CHECK(*store->countJobs(JobStatus::kPending, 0) == 1);
   }
 }
 
@@ -385,7 +385,7 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
 
   // Files never touch the database's issuance.
   CHECK_FALSE(store->getServerCertificate(kDomain)->has_value());
-  CHECK(*store->countJobs(JobStatus::kPending) == 0);
+  CHECK(*store->countJobs(JobStatus::kPending, 0) == 0);
   CHECK(notifier.count() == 0);
 }
 

@@ -118,7 +118,7 @@ TEST_CASE("store: jobs are added once and read back whole") {
     CHECK(read.lease_until_ms == 0);
     CHECK(read.last_error == "ACME said no");
     CHECK_FALSE(store->getJob("cert-2").value().has_value());
-    CHECK(store->countJobs(JobStatus::kPending).value() == 1);
+    CHECK(store->countJobs(JobStatus::kPending, 0).value() == 1);
   }
 }
 
@@ -166,8 +166,8 @@ TEST_CASE("store: 30 jobs on two stores in two threads each run exactly once") {
       CAPTURE(run.first);
       CHECK(run.second.size() == 1);
     }
-    CHECK(first->countJobs(JobStatus::kDone).value() == kJobs);
-    CHECK(first->countJobs(JobStatus::kPending).value() == 0);
+    CHECK(first->countJobs(JobStatus::kDone, 0).value() == kJobs);
+    CHECK(first->countJobs(JobStatus::kPending, 0).value() == 0);
   }
 }
 
