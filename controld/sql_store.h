@@ -111,24 +111,33 @@ Result<T> SqlStore::run(const char* operation, Fn&& fn) {
     }
   } give_back{pool_, slot, in_use_};
   soci::session& sql = pool_.at(slot);
-  try {
-    if (sql.get_backend() == nullptr) {
-      Status connected = connect(sql);
-      if (!connected) {
-        return Error{connected.error().kind,
-                     std::string(operation) + ": " + connected.error().message};
+  // A session kept from before a server restart fails its first statement ("lost connection"):
+  // that one is reopened and the call tried once more, so a recovered server costs callers
+  // nothing. A session opened by this call is not retried: its failure is the server's now.
+  for (int pass = 0;; ++pass) {
+    bool fresh = false;
+    try {
+      if (sql.get_backend() == nullptr) {
+        Status connected = connect(sql);
+        if (!connected) {
+          return Error{connected.error().kind,
+                       std::string(operation) + ": " + connected.error().message};
+        }
+        ++open_;
+        fresh = true;
       }
-      ++open_;
+      return fn(sql);
+    } catch (const std::exception& error) {
+      SqlFailure failure = classifySqlFailure(error);
+      // connect() closes what it opened when it fails, so only a counted session is open here.
+      if (failure.drop_connection && sql.get_backend() != nullptr) {
+        sql.close();
+        --open_;
+      }
+      if (!failure.drop_connection || fresh || pass > 0) {
+        return Error{failure.kind, std::string(operation) + ": " + failure.message};
+      }
     }
-    return fn(sql);
-  } catch (const std::exception& error) {
-    SqlFailure failure = classifySqlFailure(error);
-    // connect() closes what it opened when it fails, so only a counted session is open here.
-    if (failure.drop_connection && sql.get_backend() != nullptr) {
-      sql.close();
-      --open_;
-    }
-    return Error{failure.kind, std::string(operation) + ": " + failure.message};
   }
 }
 
