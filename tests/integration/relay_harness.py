@@ -516,7 +516,12 @@ class Stack:
         self.origins = []
         self.relayd = None
         if start_relayd:
-            self.relayd = self.start_relayd(relayd_env)
+            try:
+                self.relayd = self.start_relayd(relayd_env)
+            except BaseException:
+                # The fixture never gets this Stack to close: stop what was started here.
+                self.close()
+                raise
 
     def start_relayd(self, env=None, name=None, tls_port=0, wait=True):
         name = name or f"relayd{len(self.relayds)}"

@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 from datetime import datetime
 from pathlib import Path

@@ -12,7 +12,6 @@ import pytest
 
 import bridge_client as bc
 import harness
-import relay_harness as rh
 import resilience_harness as rz
 
 MB = 1_000_000

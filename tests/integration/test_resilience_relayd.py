@@ -6,7 +6,6 @@ import signal
 import time
 
 import harness
-import relay_harness as rh
 import resilience_harness as rz
 
 MB = 1_000_000
