@@ -34,6 +34,13 @@ bool isHopHeader(std::string_view name) {
 
 std::vector<uint8_t> toBytes(const std::string& text) { return {text.begin(), text.end()}; }
 
+// A connection closed before an ApiConnection took it: it stops counting as open here.
+void closeUnserved(RelayContext& context, TcpStream* stream, bool reset) {
+  if (context.openConnections > 0) --context.openConnections;
+  stream->setHandler(nullptr);
+  stream->close(reset);
+}
+
 }  // namespace
 
 void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream, std::vector<uint8_t> hello,
@@ -41,18 +48,22 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
   if (!relay.apiContext()) {
     // No certificate for the API domain yet: TLS to the domain fails while tunnels work.
     context.metrics.apiHandshakeFailed.Increment();
-    stream->close(false);
+    closeUnserved(context, stream, false);
     return;
   }
   if (context.apiHandshakesInProgress >= kMaxHandshakesInProgress) {
     context.metrics.shedHandshakes.Increment();
-    stream->close(false);
+    closeUnserved(context, stream, false);
     return;
   }
   auto* connection = new (std::nothrow) ApiConnection(context, relay, stream, startedAtMs);
   if (connection == nullptr || !connection->tls_) {
-    delete connection;
-    stream->close(true);
+    if (connection != nullptr) {
+      connection->stream_ = nullptr;
+      stream->setHandler(nullptr);
+      delete connection;
+    }
+    closeUnserved(context, stream, true);
     return;
   }
   const uint64_t now = context.nowMs();
