@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/log.h"
 #include "common/metrics.h"
 #include "relayd/relay_metrics.h"
 
@@ -277,6 +278,10 @@ int runEmfileScenario() {
 }  // namespace
 
 TEST_CASE("listener: EMFILE pauses accepting, counts it, and accepting resumes (child process)") {
+  // Logging is set up before descriptors run out, as relayd's main does: the listener's first
+  // "accept paused" line must not be what creates the logger in a process with no fds left.
+  ot::log::init({});
+  ot::log::debug("emfile scenario starting");
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) ::_exit(runEmfileScenario());
