@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/bridge_frame.h"
 #include "common/config.h"
 
 namespace ot::client {
@@ -18,14 +19,7 @@ int refuse(const std::string& message) {
 
 }  // namespace
 
-bool isDnsLabel(std::string_view text) {
-  if (text.empty() || text.size() > 63 || text.front() == '-' || text.back() == '-') return false;
-  for (char c : text) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
+bool isDnsLabel(std::string_view text) { return bridge::isDnsLabel(text); }
 
 Result<std::map<std::string, uint16_t>> parseRoutes(const std::vector<std::string>& specs) {
   if (specs.size() > kMaxNamedRoutes) {

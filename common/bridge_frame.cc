@@ -235,13 +235,16 @@ std::vector<uint8_t> encodeCredit(uint32_t connId, uint32_t increment) {
   return out;
 }
 
-bool isValidRoute(std::string_view route) {
-  if (route.empty()) return true;
-  if (route.size() > kMaxRouteLength || route.front() == '-' || route.back() == '-') return false;
-  return std::all_of(route.begin(), route.end(), [](char c) {
+bool isDnsLabel(std::string_view label) {
+  if (label.empty() || label.size() > kMaxRouteLength || label.front() == '-' || label.back() == '-') {
+    return false;
+  }
+  return std::all_of(label.begin(), label.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
   });
 }
+
+bool isValidRoute(std::string_view route) { return route.empty() || isDnsLabel(route); }
 
 bool isValidVisitorAddress(std::string_view address) {
   if (address.empty()) return true;

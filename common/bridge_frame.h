@@ -141,6 +141,8 @@ Decoded<Frame, FrameError> decodeFrame(std::vector<uint8_t>&& message) = delete;
 [[nodiscard]] std::vector<uint8_t> encodeCredit(uint32_t connId, uint32_t increment);
 
 // "" (the bare hostname) or one DNS label: 1..63 of [a-z0-9-], no hyphen at either end.
+// One lowercase DNS label: 1-63 of a-z 0-9 -, no hyphen first or last (tunnel IDs, routes).
+[[nodiscard]] bool isDnsLabel(std::string_view label);
 [[nodiscard]] bool isValidRoute(std::string_view route);
 // "" (unknown), "a.b.c.d:port" or "[ipv6]:port"; port 1..65535 without leading zeros.
 [[nodiscard]] bool isValidVisitorAddress(std::string_view address);

@@ -1,5 +1,6 @@
 #include "relayd/bridge_session.h"
 
+#include "common/clock.h"
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -23,12 +24,6 @@ constexpr size_t kSocketHighMark = 1024 * 1024;              // visitor data wai
 constexpr size_t kSocketLowMark = kSocketHighMark / 2;
 // Relay -> client ids stop before wrapping: a bridge that used them all is drained.
 constexpr uint32_t kLastConnId = 0xFFFFFFF0u;
-
-int64_t unixNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 

@@ -1,4 +1,6 @@
 // The loop side of ControlClient: the public methods and the hand-off of what the gRPC threads
+
+#include "common/clock.h"
 // learn to the loop thread. The unary calls are in control_calls.cc, the session thread in
 // control_session.cc.
 #include "relayd/control_client.h"
@@ -32,12 +34,6 @@ std::shared_ptr<grpc::Channel> makeChannel(const std::string& socketPath) {
 }
 
 }  // namespace
-
-int64_t unixNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // ---- LoopInbox
 

@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
+#include "common/clock.h"
 #include "relayd/control_client.h"
 #include "relayd/control_mirror.h"
 
@@ -149,8 +150,5 @@ struct ControlClient::Impl {
       options_.epoch ^
       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
 };
-
-// Milliseconds since the Unix epoch, from the system clock.
-[[nodiscard]] int64_t unixNowMs();
 
 }  // namespace ot::relayd

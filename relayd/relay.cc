@@ -1,5 +1,6 @@
 #include "relayd/relay.h"
 
+#include "common/clock.h"
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -22,12 +23,6 @@ constexpr int kVisitorNotSentLowat = 128 * 1024;
 constexpr uint64_t kDrainStepMs = 10;
 constexpr size_t kDrainPerSecond = 5'000;
 constexpr uint64_t kDrainSpreadMs = 5'000;
-
-int64_t unixNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Sha256 toSha256(const std::string& bytes) {
   Sha256 out{};

@@ -1,5 +1,6 @@
 #include "relayd/relay_server.h"
 
+#include "common/clock.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "common/crypto.h"
 #include "common/log.h"
 #include "relayd/inbound_connection.h"
 #include "relayd/listener.h"
@@ -29,20 +31,6 @@ uint64_t connectionLimit() {
   if (pages <= 0 || pageSize <= 0) return 60'000;
   const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
   return std::min<uint64_t>(60'000, memory / 4 * 3 / (64 * 1024));
-}
-
-std::string randomHex(size_t digits) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device random;
-  std::string out;
-  for (size_t i = 0; i < digits; ++i) out.push_back(kHex[random() & 0xF]);
-  return out;
-}
-
-int64_t unixNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -77,7 +65,7 @@ RelayServer::~RelayServer() = default;
 int RelayServer::run() {
   Impl& s = *impl_;
   uv_loop_init(&s.loop);
-  if (s.config.machine_id.empty()) s.config.machine_id = "m_" + randomHex(12);
+  if (s.config.machine_id.empty()) s.config.machine_id = "m_" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
   s.context = std::make_unique<RelayContext>(&s.loop, s.config, s.relayMetrics);
   s.context->maxConnections = connectionLimit();
 

@@ -1,16 +1,10 @@
 #include "relayd/sni_route.h"
 
+#include "common/bridge_frame.h"
+
 namespace ot::relayd {
 
-bool isDnsLabel(std::string_view label) {
-  if (label.empty() || label.size() > 63) return false;
-  if (label.front() == '-' || label.back() == '-') return false;
-  for (char c : label) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
+bool isDnsLabel(std::string_view label) { return bridge::isDnsLabel(label); }
 
 SniTarget classifySni(std::string_view serverName, std::string_view domain) {
   SniTarget target;
