@@ -56,7 +56,7 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
     closeUnserved(context, stream, false);
     return;
   }
-  auto* connection = new (std::nothrow) ApiConnection(context, relay, stream, startedAtMs);
+  auto* connection = new (std::nothrow) ApiConnection(context, relay, stream);
   if (connection == nullptr || !connection->tls_) {
     if (connection != nullptr) {
       connection->stream_ = nullptr;
@@ -73,7 +73,7 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
   if (connection->phase_ != Phase::kClosing) stream->startReading();
 }
 
-ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* stream, uint64_t)
+ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* stream)
     : context_(context),
       relay_(relay),
       stream_(stream),
@@ -200,7 +200,7 @@ void ApiConnection::processHttp() {
         httpInput_.erase(httpInput_.begin(), httpInput_.begin() + static_cast<std::ptrdiff_t>(result.consumed));
         HttpMessage request = parser_->takeMessage();
         parser_->reset();
-        handleRequest(std::move(request), result.status == HttpParseStatus::kUpgrade);
+        handleRequest(request);  // an upgrade to any path but the bridge is proxied like any request
         break;
       }
       case HttpParseStatus::kError: {
@@ -216,7 +216,7 @@ void ApiConnection::processHttp() {
   }
 }
 
-void ApiConnection::handleRequest(HttpMessage request, bool) {
+void ApiConnection::handleRequest(const HttpMessage& request) {
   timer_.cancel();
   const BridgePath bridgePath = parseBridgePath(request.target);
   if (!bridgePath.matches) {

@@ -48,14 +48,14 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
  private:
   enum class Phase : uint8_t { kHandshake, kHttp, kWaiting, kBridge, kClosing };
 
-  ApiConnection(RelayContext& context, Relay& relay, TcpStream* stream, uint64_t startedAtMs);
+  ApiConnection(RelayContext& context, Relay& relay, TcpStream* stream);
   ~ApiConnection();
 
   void feedCiphertext(std::span<const uint8_t> bytes);
   void drainPlaintext();
   void flushTls();
   void processHttp();
-  void handleRequest(HttpMessage request, bool upgrade);
+  void handleRequest(const HttpMessage& request);
   void handleBridgeUpgrade(const HttpMessage& request, const std::string& tunnelId);
   void proxy(const HttpMessage& request);
   void respond(std::vector<uint8_t> response, bool close);
