@@ -19,6 +19,7 @@
 #include "controld/record_publisher.h"
 #include "controld/tunnel_service.h"
 #include "tests/controld/csr_builder.h"
+#include "tests/controld/recording_publisher.h"
 #include "tests/controld/test_database.h"
 
 namespace ot::controld::testing {
@@ -27,39 +28,7 @@ inline constexpr const char* kTestDomain = "tunnel.test";
 inline constexpr int64_t kStartMs = 1'700'000'000'000;  // 2023-11-14T22:13:20.000Z
 inline constexpr const char* kClient = "203.0.113.7";
 
-class RecordingPublisher final : public RecordPublisher {
- public:
-  void publishRecord(const StoredTunnel& tunnel) override {
-    const std::lock_guard lock(mutex_);
-    records_.push_back(tunnel);
-  }
-  void publishDeleted(const std::string& tunnel_id) override {
-    const std::lock_guard lock(mutex_);
-    deleted_.push_back(tunnel_id);
-  }
-  void publishApiCertificate(const ApiCertificatePem&) override {
-    const std::lock_guard lock(mutex_);
-    ++api_certificates_;
-  }
-  std::vector<StoredTunnel> records() const {
-    const std::lock_guard lock(mutex_);
-    return records_;
-  }
-  std::vector<std::string> deleted() const {
-    const std::lock_guard lock(mutex_);
-    return deleted_;
-  }
-  int apiCertificates() const {
-    const std::lock_guard lock(mutex_);
-    return api_certificates_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<StoredTunnel> records_;
-  std::vector<std::string> deleted_;
-  int api_certificates_ = 0;
-};
+using test_support::RecordingPublisher;
 
 class CountingNotifier final : public JobNotifier {
  public:

@@ -35,6 +35,7 @@
 #include "controld/record_publisher.h"
 #include "controld/store.h"
 #include "tests/controld/csr_builder.h"
+#include "tests/controld/recording_publisher.h"
 #include "tests/controld/test_database.h"
 
 namespace ot::controld::issuance_testing {
@@ -59,43 +60,7 @@ class ManualClock {
   std::atomic<int64_t> now_;
 };
 
-class Publisher final : public RecordPublisher {
- public:
-  void publishRecord(const StoredTunnel& tunnel) override {
-    const std::lock_guard lock(mutex_);
-    records_.push_back(tunnel);
-  }
-  void publishDeleted(const std::string& tunnel_id) override {
-    const std::lock_guard lock(mutex_);
-    deleted_.push_back(tunnel_id);
-  }
-  void publishApiCertificate(const ApiCertificatePem& certificate) override {
-    const std::lock_guard lock(mutex_);
-    api_.push_back(certificate);
-  }
-  [[nodiscard]] std::vector<StoredTunnel> records() const {
-    const std::lock_guard lock(mutex_);
-    return records_;
-  }
-  [[nodiscard]] std::vector<StoredTunnel> recordsOf(const std::string& id) const {
-    const std::lock_guard lock(mutex_);
-    std::vector<StoredTunnel> out;
-    for (const auto& record : records_) {
-      if (record.record.id == id) out.push_back(record);
-    }
-    return out;
-  }
-  [[nodiscard]] std::vector<ApiCertificatePem> api() const {
-    const std::lock_guard lock(mutex_);
-    return api_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<StoredTunnel> records_;
-  std::vector<std::string> deleted_;
-  std::vector<ApiCertificatePem> api_;
-};
+using Publisher = test_support::RecordingPublisher;
 
 class Notifier final : public JobNotifier {
  public:
