@@ -7,7 +7,7 @@ namespace ot::controld {
 namespace {
 
 // In the order of InstrumentedStore::Op.
-constexpr std::array<std::string_view, 23> kOperationNames = {
+constexpr std::array<std::string_view, 24> kOperationNames = {
     "migrate",
     "ping",
     "insertTunnel",
@@ -23,6 +23,7 @@ constexpr std::array<std::string_view, 23> kOperationNames = {
     "finishJob",
     "releaseLeases",
     "countJobs",
+    "leasedJobs",
     "getMeta",
     "insertMetaIfAbsent",
     "compareAndSetMeta",
@@ -107,6 +108,9 @@ Status InstrumentedStore::releaseLeases(const std::string& owner) {
 }
 Result<int64_t> InstrumentedStore::countJobs(JobStatus status, int64_t since_ms) {
   return timed(Op::kCountJobs, [&] { return inner_->countJobs(status, since_ms); });
+}
+Result<std::vector<Job>> InstrumentedStore::leasedJobs(int64_t now_ms, int limit) {
+  return timed(Op::kLeasedJobs, [&] { return inner_->leasedJobs(now_ms, limit); });
 }
 Result<std::optional<std::string>> InstrumentedStore::getMeta(const std::string& key) {
   return timed(Op::kGetMeta, [&] { return inner_->getMeta(key); });

@@ -42,6 +42,7 @@ class InstrumentedStore final : public Store {
   Result<bool> finishJob(const Job& job, const std::string& owner) override;
   Status releaseLeases(const std::string& owner) override;
   Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override;
+  Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override;
   Result<std::optional<std::string>> getMeta(const std::string& key) override;
   Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override;
   Result<bool> compareAndSetMeta(const std::string& key, const std::string& expected,
@@ -72,6 +73,7 @@ class InstrumentedStore final : public Store {
     kFinishJob,
     kReleaseLeases,
     kCountJobs,
+    kLeasedJobs,
     kGetMeta,
     kInsertMetaIfAbsent,
     kCompareAndSetMeta,

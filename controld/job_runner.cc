@@ -210,11 +210,21 @@ std::set<std::string> JobRunner::runningNames() {
   const std::lock_guard lock(mutex_);
   for (const Running& running : running_) {
     if (running.finished) continue;
-    if (running.job.kind == JobKind::kServer) {
-      names.insert(config_.domain);
-    } else if (!running.job.tunnel_id.empty()) {
-      names.insert(running.job.tunnel_id + "." + config_.domain);
-    }
+    std::string name = jobHostname(running.job, config_.domain);
+    if (!name.empty()) names.insert(std::move(name));
+  }
+  return names;
+}
+
+Result<std::set<std::string>> JobRunner::clusterRunningNames() {
+  // Leased jobs are bounded by ISSUANCE_CONCURRENCY per machine; the limit only guards a runaway.
+  constexpr int kMaxLeasedJobs = 10'000;
+  auto leased = store_.leasedJobs(config_.now_ms(), kMaxLeasedJobs);
+  if (!leased) return leased.error();
+  std::set<std::string> names = runningNames();
+  for (const Job& job : *leased) {
+    std::string name = jobHostname(job, config_.domain);
+    if (!name.empty()) names.insert(std::move(name));
   }
   return names;
 }

@@ -93,7 +93,6 @@ struct JobRunnerConfig {
   std::function<void(JobKind, const FailureDetail&)> on_failure;
 };
 
-
 struct JobRun {
   std::string job_id;
   JobOutcome outcome = JobOutcome::kDone;
@@ -117,6 +116,9 @@ class JobRunner final : public JobNotifier {
   // jobs, the domain for its own certificate (the DNS sweep keeps their challenge records). Any
   // thread.
   [[nodiscard]] std::set<std::string> runningNames();
+  // runningNames() plus the names of every job leased on any machine (read from the store):
+  // what the DNS sweep must keep. Blocks on the store; any thread but the I/O loop.
+  [[nodiscard]] Result<std::set<std::string>> clusterRunningNames();
 
   // Releases leases an earlier run of this machine left (it takes its own jobs back at once),
   // then starts the loop.

@@ -16,24 +16,24 @@
 #include <string_view>
 
 #include "common/crypto.h"
+#include "common/log.h"
+#include "common/metrics.h"
 #include "controld/acme_issuer.h"
 #include "controld/acme_jws.h"
 #include "controld/acme_metrics.h"
-#include "controld/ca_cooldown_gate.h"
-#include "controld/dns_factory.h"
-#include "controld/dns_record_metrics.h"
-#include "controld/dns_sweeper.h"
-#include "controld/ip_ranges.h"
-#include "common/log.h"
-#include "common/metrics.h"
 #include "controld/api_routes.h"
 #include "controld/bridge_registry.h"
+#include "controld/ca_cooldown_gate.h"
 #include "controld/control_service.h"
 #include "controld/controld_config.h"
 #include "controld/database_url.h"
+#include "controld/dns_factory.h"
+#include "controld/dns_record_metrics.h"
+#include "controld/dns_sweeper.h"
 #include "controld/grpc_server.h"
 #include "controld/http_server.h"
 #include "controld/instrumented_store.h"
+#include "controld/ip_ranges.h"
 #include "controld/job_gauges.h"
 #include "controld/job_runner.h"
 #include "controld/local_ca.h"
@@ -182,8 +182,8 @@ std::unique_ptr<AcmeIssuer> makeAcmeIssuer(const ControldConfig& config,
     auto created = AcmeIssuer::create(std::move(acme), std::move(dns), dns_metrics);
     if (created) {
       log::info("issuing certificates through ACME", {{"directory", config.acme_url},
-                                                     {"dns_provider", config.dns_provider},
-                                                     {"eab", !config.acme_eab_kid.empty()}});
+                                                      {"dns_provider", config.dns_provider},
+                                                      {"eab", !config.acme_eab_kid.empty()}});
       return std::move(created).value();
     }
     problem = created.error().message;
@@ -278,18 +278,18 @@ int run(ControldConfig config) {
   runner.setCaCooldown(cooldown.get());
 
   // Leftover challenge records: one machine at a time sweeps them (a lease in meta). The names
-  // kept are those of this machine's running jobs; other machines' attempts are protected by the
-  // sweep's minimum age (an hour), far longer than an attempt lasts.
+  // kept are those of every job running on any machine (leased in the store) besides the
+  // sweep's minimum age (an hour).
   std::unique_ptr<DnsSweeper> sweeper;
   if (acme) {
     DnsSweeperOptions sweep;
     sweep.domain = config.domain;
     sweep.owner = config.machine_id;
     sweep.active_names = [&runner]() -> ot::Result<std::set<std::string>> {
-      return runner.runningNames();
+      return runner.clusterRunningNames();
     };
-    sweeper = std::make_unique<DnsSweeper>(*store, acme->dns(), std::move(sweep),
-                                           dns_metrics.get());
+    sweeper =
+        std::make_unique<DnsSweeper>(*store, acme->dns(), std::move(sweep), dns_metrics.get());
   }
 
   TunnelServiceConfig service_config;
@@ -372,7 +372,7 @@ int run(ControldConfig config) {
   grpc.setServing(false);
   api.setDraining(true);
   api.stop();
-  runner.stop();  // ends running attempts and releases this machine's leases
+  runner.stop();                 // ends running attempts and releases this machine's leases
   if (sweeper) sweeper->stop();  // before the store goes
   certificates.stop();
   usage.stop();  // flushes what the relays reported

@@ -3,6 +3,8 @@
 // controlds racing for a job exactly one wins; results are recorded only by the lease holder.
 #include <soci/soci.h>
 
+#include <algorithm>
+
 #include "controld/sql_store.h"
 
 namespace ot::controld {
@@ -191,6 +193,30 @@ Result<int64_t> SqlStore::countJobs(JobStatus status, int64_t since_ms) {
     sql << "SELECT COUNT(*) FROM jobs WHERE status = :status AND next_run_at >= :since",
         soci::into(count), soci::use(name), soci::use(since);
     return int64_t{count};
+  });
+}
+
+Result<std::vector<Job>> SqlStore::leasedJobs(int64_t now_ms, int limit) {
+  return run<std::vector<Job>>("leasedJobs", [&](soci::session& sql) -> Result<std::vector<Job>> {
+    long long now = now_ms;
+    JobRow row;
+    soci::statement st =
+        (sql.prepare << std::string("SELECT ") + kJobColumns +
+                            " FROM jobs WHERE status = 'pending' AND lease_owner <> ''"
+                            " AND lease_until > :now ORDER BY id LIMIT " +
+                            std::to_string(std::max(limit, 0)),
+         soci::into(row.id), soci::into(row.kind), soci::into(row.tunnel_id),
+         soci::into(row.status), soci::into(row.attempts), soci::into(row.queued_at),
+         soci::into(row.next_run_at), soci::into(row.lease_owner), soci::into(row.lease_until),
+         soci::into(row.last_error), soci::use(now));
+    st.execute();
+    std::vector<Job> jobs;
+    while (st.fetch()) {
+      auto job = toJob(row);
+      if (!job) return job.error();
+      jobs.push_back(std::move(job).value());
+    }
+    return jobs;
   });
 }
 

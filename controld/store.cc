@@ -49,4 +49,10 @@ std::optional<JobStatus> parseJobStatus(std::string_view name) {
   return std::nullopt;
 }
 
+std::string jobHostname(const Job& job, const std::string& domain) {
+  if (job.kind == JobKind::kServer) return domain;
+  if (job.tunnel_id.empty()) return {};
+  return job.tunnel_id + "." + domain;
+}
+
 }  // namespace ot::controld

@@ -41,6 +41,10 @@ struct Job {
   std::string last_error;
 };
 
+// The name a job asks the CA for: <tunnel>.<domain>, or the domain itself for the API domain's
+// own certificate; empty for a tunnel job without a tunnel ID. Pure.
+[[nodiscard]] std::string jobHostname(const Job& job, const std::string& domain);
+
 struct ServerCertificate {
   std::string domain;
   std::string key_pem;
@@ -102,6 +106,9 @@ class Store {
   // Jobs in `status` whose next_run_at is at or after `since_ms` (0: all). A finished job's
   // next_run_at is when it finished, so this also counts "failed in the last 24 h".
   virtual Result<int64_t> countJobs(JobStatus status, int64_t since_ms) = 0;
+  // Pending jobs whose lease runs past now, on any machine: the attempts running in the cluster.
+  // At most `limit`, by ID.
+  virtual Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) = 0;
 
   // Meta: small key/value rows (the local CA, the API certificate's job, cool-downs, leases).
   virtual Result<std::optional<std::string>> getMeta(const std::string& key) = 0;

@@ -141,6 +141,10 @@ class FlakyStore final : public Store {
   Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
     return real_.countJobs(status, since_ms);
   }
+  Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override {
+    if (down) return unreachable();
+    return real_.leasedJobs(now_ms, limit);
+  }
   Result<std::optional<std::string>> getMeta(const std::string& key) override {
     return real_.getMeta(key);
   }

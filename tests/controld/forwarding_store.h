@@ -48,6 +48,9 @@ class ForwardingStore : public Store {
   Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
     return inner_.countJobs(status, since_ms);
   }
+  Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override {
+    return inner_.leasedJobs(now_ms, limit);
+  }
   Result<std::optional<std::string>> getMeta(const std::string& key) override {
     return inner_.getMeta(key);
   }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -196,6 +197,9 @@ TEST_CASE("job runner: an expired lease is taken over by the other runner") {
 
     JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher);
     CHECK(b.runDue().empty());  // the lease still holds
+    // B runs nothing itself, yet the DNS sweep on B must keep A's challenge name.
+    CHECK(b.runningNames().empty());
+    CHECK(b.clusterRunningNames().value() == std::set<std::string>{hostOf("crashy")});
     clock.advance(2 * kMinute - 1);
     CHECK(b.runDue().empty());
     CHECK(issuer.total() == 0);
@@ -207,6 +211,7 @@ TEST_CASE("job runner: an expired lease is taken over by the other runner") {
     CHECK(job.status == JobStatus::kDone);
     CHECK(job.attempts == 2);
     CHECK(job.lease_owner.empty());
+    CHECK(b.clusterRunningNames().value().empty());
 
     // A waking up late records nothing.
     Job late = **claimed;

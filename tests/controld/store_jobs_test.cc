@@ -276,5 +276,51 @@ TEST_CASE("store: finishJob by a non-holder is refused; released leases are clai
   }
 }
 
+TEST_CASE("store: leasedJobs lists the attempts running on every machine, and only those") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto a = db->openMigrated();
+    auto b = db->open();
+    REQUIRE(a->addJob(pendingJob("1", JobKind::kIssue, kNow)).ok());
+    REQUIRE(a->addJob(pendingJob("2", JobKind::kRenew, kNow)).ok());
+    REQUIRE(a->addJob(pendingJob("3", JobKind::kServer, kNow)).ok());
+    REQUIRE(a->addJob(pendingJob("4", JobKind::kIssue, kNow + 60'000)).ok());  // not due: unleased
+    CHECK(b->leasedJobs(kNow, 100).value().empty());
+
+    // Renewals and server jobs are claimed first, by ID: A takes "2", B "3" and then "1".
+    auto renewal = a->claimJob("machine-a", kNow, 1000, true);
+    auto server = b->claimJob("machine-b", kNow, 5000, true);
+    auto issue = b->claimJob("machine-b", kNow, 5000, true);
+    REQUIRE(renewal.ok());
+    REQUIRE(server.ok());
+    REQUIRE(issue.ok());
+    REQUIRE(renewal->has_value());
+    REQUIRE(server->has_value());
+    REQUIRE(issue->has_value());
+    CHECK((*renewal)->id == "2");
+    CHECK((*server)->id == "3");
+    CHECK((*issue)->id == "1");
+
+    auto leased = a->leasedJobs(kNow + 500, 100);
+    REQUIRE(leased.ok());
+    std::map<std::string, std::string> owners;
+    for (const Job& job : *leased) owners[job.id] = job.lease_owner;
+    CHECK(owners == std::map<std::string, std::string>{
+                        {"1", "machine-b"}, {"2", "machine-a"}, {"3", "machine-b"}});
+    CHECK(a->leasedJobs(kNow + 500, 2).value().size() == 2);
+
+    // A's lease ran out; B finished the issue: only the server job is still running.
+    Job finished = **issue;
+    finished.status = JobStatus::kDone;
+    REQUIRE(b->finishJob(finished, "machine-b").value());
+    auto later = a->leasedJobs(kNow + 1000, 100);
+    REQUIRE(later.ok());
+    REQUIRE(later->size() == 1);
+    CHECK(later->front().id == "3");
+    CHECK(jobHostname(later->front(), "example.com") == "example.com");
+    CHECK(jobHostname(**renewal, "example.com") == "t2.example.com");
+  }
+}
+
 }  // namespace
 }  // namespace ot::controld
