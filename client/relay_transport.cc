@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <utility>
 
 #include "client/address_resolver.h"
@@ -324,14 +323,17 @@ bool RelayTransport::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
   const size_t length = head.size() + payload.size();
   const ws::MaskKey key = randomMask();
   const ws::EncodedHeader header = ws::encodeFrameHeader(opcode, true, length, key);
-  std::vector<uint8_t> frame(header.size + length);
-  std::memcpy(frame.data(), header.bytes.data(), header.size);
-  if (!head.empty()) std::memcpy(frame.data() + header.size, head.data(), head.size());
-  if (!payload.empty()) {
-    std::memcpy(frame.data() + header.size + head.size(), payload.data(), payload.size());
-  }
+  // Assembled in a reused buffer (moved out, so a nested send finds it empty); TLS copies it.
+  std::vector<uint8_t> frame = std::move(frameScratch_);
+  frame.clear();
+  frame.reserve(header.size + length);
+  frame.insert(frame.end(), header.bytes.data(), header.bytes.data() + header.size);
+  frame.insert(frame.end(), head.begin(), head.end());
+  frame.insert(frame.end(), payload.begin(), payload.end());
   ws::maskInPlace(std::span<uint8_t>(frame).subspan(header.size), key);
-  if (tls_->write(frame) == tls::TlsStatus::kError) {
+  const tls::TlsStatus written = tls_->write(frame);
+  frameScratch_ = std::move(frame);
+  if (written == tls::TlsStatus::kError) {
     lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
     return false;
   }

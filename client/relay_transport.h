@@ -150,6 +150,7 @@ class RelayTransport {
   std::unique_ptr<tls::TlsEngine> tls_;
   std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
   ws::MessageReader reader_;
+  std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)
   uint64_t lastReceiveMs_ = 0;
   uint64_t closeDeadlineMs_ = 0;
   size_t pendingWrites_ = 0;

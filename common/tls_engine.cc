@@ -412,6 +412,13 @@ TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
   // Before the handshake is complete SSL_write would block on input, and the caller's plaintext
   // would be only partly taken: report kWantRead and take nothing.
   if (SSL_is_init_finished(ssl_) != 1) return TlsStatus::kWantRead;
+  // Room for every record this write makes, so the output queue grows once instead of doubling
+  // (and moving what it holds) record by record: on the data path that copy cost as much as the
+  // encryption. AEAD suites only, so a record adds at most 29 bytes (TLS 1.2 GCM); 64 is ample.
+  constexpr size_t kRecordPlaintext = 16384;
+  constexpr size_t kRecordOverhead = 64;
+  const size_t records = (plaintext.size() + kRecordPlaintext - 1) / kRecordPlaintext;
+  bio_->out.reserve(bio_->out.size() + plaintext.size() + records * kRecordOverhead);
   size_t done = 0;
   TlsStatus status = TlsStatus::kOk;
   while (done < plaintext.size()) {

@@ -239,12 +239,14 @@ void BridgeSession::protocolError(const char* what) {
 void BridgeSession::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
                               std::span<const uint8_t> payload) {
   const auto header = ws::encodeFrameHeader(opcode, true, head.size() + payload.size());
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes = std::move(context_.frameScratch);
+  bytes.clear();
   bytes.reserve(header.size + head.size() + payload.size());
   bytes.insert(bytes.end(), header.view().begin(), header.view().end());
   bytes.insert(bytes.end(), head.begin(), head.end());
   bytes.insert(bytes.end(), payload.begin(), payload.end());
-  transport_.sendPlain(bytes);
+  transport_.sendPlain(bytes);  // encrypted (copied) by TLS when this returns
+  context_.frameScratch = std::move(bytes);
 }
 
 void BridgeSession::sendText(const std::string& text) {

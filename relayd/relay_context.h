@@ -65,6 +65,9 @@ struct RelayContext {
   TimerWheel wheel;
   std::array<uint8_t, 65536> readBuffer{};   // every socket read lands here
   std::array<uint8_t, 65536> plainBuffer{};  // decrypted TLS lands here
+  // WebSocket frames are assembled here before TLS encrypts them (a copy, but no allocation per
+  // frame); a user moves it out and back, so a nested send finds it empty.
+  std::vector<uint8_t> frameScratch;
   uint64_t bufferedBytes = 0;
   uint64_t openConnections = 0;              // accepted public sockets still open
   uint64_t maxConnections = 60'000;
