@@ -19,6 +19,7 @@
 #include "client/provision.h"
 #include "client/status_line.h"
 #include "client/tunnel_state.h"
+#include "common/allocator_tuning.h"
 #include "common/log.h"
 
 namespace {
@@ -218,6 +219,7 @@ int run(const CommandLine& line) {
 int main(int argc, char** argv) {
   // A visitor or the relay closing a socket mid-write must be an EPIPE, not the end of otunnel.
   std::signal(SIGPIPE, SIG_IGN);
+  (void)ot::memory::tuneAllocatorForStreaming();  // refused only costs speed
   auto parsed = parseCommandLine(argc, argv);
   if (const int* code = std::get_if<int>(&parsed)) return *code;
   return run(std::get<CommandLine>(parsed));

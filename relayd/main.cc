@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/allocator_tuning.h"
 #include "common/log.h"
 #include "relayd/relay_server.h"
 #include "relayd/relayd_config.h"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   // A visitor that resets while we write to it must cost an EPIPE, not the process.
   std::signal(SIGPIPE, SIG_IGN);
   raiseOpenFileLimit();
+  if (!ot::memory::tuneAllocatorForStreaming()) ot::log::debug("allocator tuning refused");
   ot::relayd::RelayServer server(std::move(config));
   return server.run();
 }
