@@ -6,17 +6,20 @@ start with test_). It starts controld + relayd (relay_harness.Stack), a fast loc
 preallocated buffer written with sendall, so the origin is not the bottleneck), and otunnel, then
 moves N MB with curl in each direction twice: directly to the origin over plain HTTP, and through
 relayd + otunnel over TLS (visitor TLS terminated by otunnel in `http` mode). It prints MB/s for
-both and the ratio tunnel/direct.
+both and the ratio tunnel/direct, and the CPU time relayd and otunnel spent per MB moved through
+the tunnel (read from /proc, summed over every run; it holds steady on a busy machine where MB/s
+does not).
 
 Usage (after building controld, relayd and otunnel in build/):
     /usr/bin/python3 tests/bench/tunnel_throughput.py [--mb 200] [--links 2] [--runs 3]
     OT_BUILD_DIR=/work/main/build-asan /usr/bin/python3 tests/bench/tunnel_throughput.py --mb 50
 
 Output, one line per direction, e.g.:
-    download  direct 1850.3 MB/s  tunnel 210.4 MB/s  ratio 0.11
+    download  direct 1850.3 MB/s  tunnel 210.4 MB/s  ratio 0.11  cpu ms/MB relayd 3.10 otunnel 4.02
 The best of --runs runs is reported for each path.
 """
 import argparse
+import os
 import shutil
 import socket
 import subprocess
@@ -102,6 +105,13 @@ class FastOrigin:
         self.sock.close()
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of a running process (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed_curl(args):
     started = time.monotonic()
     result = subprocess.run(["curl", "-sS", "--http1.1", *args], capture_output=True, text=True)
@@ -138,9 +148,12 @@ def main():
         paths = {"direct": (direct, []), "tunnel": (tunnel.url, tunnel_args)}
         print(f"{options.mb} MB per transfer, otunnel --links {options.links}, "
               f"best of {options.runs}")
+        daemons = {"relayd": stack.relayd.process.pid, "otunnel": tunnel.process.pid}
         for direction in ("download", "upload"):
             best = {}
+            cpu = {}
             for name, (base, extra) in paths.items():
+                before = {d: cpu_seconds(pid) for d, pid in daemons.items()}
                 for _ in range(options.runs):
                     if direction == "download":
                         seconds, out = timed_curl([*extra, "-o", "/dev/null", "-w",
@@ -152,9 +165,14 @@ def main():
                     if int(out) != size:
                         raise RuntimeError(f"{direction} {name}: {out} bytes, wanted {size}")
                     best[name] = max(best.get(name, 0.0), size / MB / seconds)
+                if name == "tunnel":
+                    moved = options.runs * size / MB
+                    cpu = {d: (cpu_seconds(pid) - before[d]) * 1000 / moved
+                           for d, pid in daemons.items()}
             print(f"{direction:8}  direct {best['direct']:8.1f} MB/s  "
                   f"tunnel {best['tunnel']:8.1f} MB/s  "
-                  f"ratio {best['tunnel'] / best['direct']:.2f}")
+                  f"ratio {best['tunnel'] / best['direct']:.2f}  "
+                  f"cpu ms/MB relayd {cpu['relayd']:.2f} otunnel {cpu['otunnel']:.2f}")
     finally:
         codes = stack.close()
         origin.stop()
