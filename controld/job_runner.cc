@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "controld/ca_probe_token.h"
 
 namespace ot::controld {
 namespace {
@@ -229,6 +230,22 @@ Result<std::set<std::string>> JobRunner::clusterRunningNames() {
   return names;
 }
 
+Result<std::optional<Job>> JobRunner::claimProbe() {
+  const int64_t now = config_.now_ms();
+  auto token = takeCaProbeToken(store_, config_.owner, now);
+  if (!token) return token.error();
+  if (!*token) return std::optional<Job>{};  // another machine is deciding right now
+  Result<std::optional<Job>> claimed = std::optional<Job>{};
+  auto running = store_.leasedJobs(now, 1);
+  if (!running) {
+    claimed = running.error();
+  } else if (running->empty()) {
+    claimed = store_.claimJob(config_.owner, now, config_.lease_ms, false);
+  }
+  releaseCaProbeToken(store_, config_.owner, config_.now_ms());
+  return claimed;
+}
+
 void JobRunner::fillSlots() {
   while (true) {
     bool include_issue = true;
@@ -241,14 +258,13 @@ void JobRunner::fillSlots() {
       const auto busy = static_cast<int>(running_.size());
       if (busy >= config_.concurrency) return;
       include_issue = config_.concurrency == 1 || busy + 1 < config_.concurrency;
-      if (paused) {
-        // One renewal at a time probes the CA; no first issuance starts.
-        if (busy > 0) return;
-        include_issue = false;
-      }
+      // During a cool-down one renewal at a time probes the CA, across the cluster; no first
+      // issuance starts.
+      if (paused && busy > 0) return;
     }
     auto claimed =
-        store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, include_issue);
+        paused ? claimProbe()
+               : store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, include_issue);
     if (!claimed) {
       kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       return;
@@ -303,9 +319,10 @@ void JobRunner::extendLeases() {
 std::vector<JobRun> JobRunner::runDue(int max_jobs) {
   std::vector<JobRun> runs;
   while (static_cast<int>(runs.size()) < max_jobs) {
-    // Jobs run one at a time here, so a cool-down only keeps first issuance out.
     const bool paused = issuancePausedUntil().has_value();
-    auto claimed = store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, !paused);
+    auto claimed = paused
+                       ? claimProbe()
+                       : store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, true);
     if (!claimed) {
       kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       break;

@@ -4,8 +4,9 @@
 // re-adds first-issuance jobs that a bind recorded but failed to queue (the reconcile).
 //
 // The CA cool-down (setCaCooldown, ca_cooldown_gate.h): while it lasts no first issuance is
-// claimed, and renewals (and the domain certificate) run one at a time on this machine; each
-// Issuer call's result is reported to it (a success ends the cool-down everywhere).
+// claimed, and renewals (and the domain certificate) run one at a time across the cluster
+// (claimProbe, ca_probe_token.h); each Issuer call's result is reported to it (a success ends the
+// cool-down everywhere).
 //
 // Per claimed job, in order:
 //  1. Still wanted? A tunnel job whose tunnel is gone or deleted, or whose certificate is no
@@ -160,6 +161,9 @@ class JobRunner final : public JobNotifier {
   [[nodiscard]] int64_t pollIntervalMs();
   // The cool-down's end while one lasts (and a wake-up for it), nullopt otherwise.
   [[nodiscard]] std::optional<int64_t> issuancePausedUntil();
+  // During a cool-down: a renewal or domain job, claimed only while no job is leased on any
+  // machine (under the probe token, ca_probe_token.h); nullopt while another attempt runs.
+  Result<std::optional<Job>> claimProbe();
   // Tells the cool-down what an Issuer call that was not cancelled came to.
   void reportToCooldown(bool issued, const FailureDetail& detail);
 

@@ -292,5 +292,54 @@ TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
   }
 }
 
+TEST_CASE("job runner: during a CA cool-down two machines run one probe between them") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store_a = db->openMigrated();
+    auto store_b = db->open();
+    auto ca = loadCa(*store_a);
+    GateIssuer gate_issuer(*ca);  // both machines' attempts pass through it
+    Publisher publisher;
+    const int64_t now = systemClockMs();
+    REQUIRE(*store_a->insertMetaIfAbsent(kCaCooldownMetaKey,
+                                         encodeCaCooldown({now + 60 * kMinute, 1, 0})));
+    CaCooldownGate gate_a(*store_a, {});
+    CaCooldownGate gate_b(*store_b, {});
+    for (const char* id : {"renew1", "renew2", "renew3", "renew4"}) queueRenewal(*store_a, id, now);
+    JobRunnerConfig config_a = runnerConfig("machine-a", nullptr);
+    JobRunnerConfig config_b = runnerConfig("machine-b", nullptr);
+    config_a.concurrency = 4;
+    config_b.concurrency = 4;
+    JobRunner a(config_a, *store_a, gate_issuer, publisher);
+    JobRunner b(config_b, *store_b, gate_issuer, publisher);
+    a.setCaCooldown(&gate_a);
+    b.setCaCooldown(&gate_b);
+    a.start();
+    b.start();
+    REQUIRE(gate_issuer.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
+    // Wake both runners a few times: the machine without the probe must not start another.
+    for (int i = 0; i < 5; ++i) {
+      a.jobAdded();
+      b.jobAdded();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK(gate_issuer.maxInFlight() == 1);
+    CHECK(a.runningNames().size() + b.runningNames().size() == 1);
+    CHECK(a.clusterRunningNames().value().size() == 1);
+    CHECK(b.clusterRunningNames().value().size() == 1);
+
+    // The probe succeeds: the cool-down ends for both, and the rest run on either machine.
+    gate_issuer.release();
+    const bool all_done = waitUntil([&] {
+      auto done = store_a->countJobs(JobStatus::kDone, 0);
+      return done.ok() && *done == 4;
+    });
+    a.stop();
+    b.stop();
+    CHECK(all_done);
+    CHECK(storedState(*store_a) == CaCooldownState{});
+  }
+}
+
 }  // namespace
 }  // namespace ot::controld
