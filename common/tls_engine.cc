@@ -8,6 +8,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -418,7 +419,10 @@ TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
   constexpr size_t kRecordPlaintext = 16384;
   constexpr size_t kRecordOverhead = 64;
   const size_t records = (plaintext.size() + kRecordPlaintext - 1) / kRecordPlaintext;
-  bio_->out.reserve(bio_->out.size() + plaintext.size() + records * kRecordOverhead);
+  auto& out = bio_->out;
+  const size_t needed = out.size() + plaintext.size() + records * kRecordOverhead;
+  // At least doubling, so callers that write many times before taking the output stay linear.
+  if (needed > out.capacity()) out.reserve(std::max(needed, 2 * out.capacity()));
   size_t done = 0;
   TlsStatus status = TlsStatus::kOk;
   while (done < plaintext.size()) {
