@@ -278,6 +278,23 @@ void BridgeSession::sendStreamFrame(std::span<const uint8_t> head,
 
 void BridgeSession::onStreamDeadlineChanged() { host_.rescheduleTimer(); }
 
+void BridgeSession::onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {
+  // A visitor per failed connect: a page with many assets would otherwise print dozens of lines.
+  constexpr uint64_t kUnreachableLogEveryMs = 10'000;
+  const uint64_t now = uv_now(loop_);
+  if (unreachableLogged_ && now - unreachableLoggedMs_ < kUnreachableLogEveryMs) {
+    ++unreachableSuppressed_;
+    return;
+  }
+  log_.warn("cannot reach the local service; its visitors get an error",
+            {{"target", target.host + ":" + std::to_string(target.port)},
+             {"error", std::string(error)},
+             {"suppressed", unreachableSuppressed_}});
+  unreachableLogged_ = true;
+  unreachableLoggedMs_ = now;
+  unreachableSuppressed_ = 0;
+}
+
 void BridgeSession::onStreamFreed(uint32_t connId) {
   streams_.erase(connId);
   host_.onSessionChanged();

@@ -88,6 +88,7 @@ class BridgeSession final : private RelayTransportListener, private StreamHost {
   void onStreamDeadlineChanged() override;
   void onStreamFreed(uint32_t connId) override;
   [[nodiscard]] bool bridgeCongested() const override;
+  void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) override;
 
   void onRelayMessage(const bridge::RelayMessage& message);
   void onOpen(const bridge::Frame& frame);
@@ -101,6 +102,10 @@ class BridgeSession final : private RelayTransportListener, private StreamHost {
   const BridgeSettings& settings_;
   SessionHost& host_;
   log::Logger log_{"client.bridge"};
+  // "cannot reach the local service": one line per kUnreachableLogEveryMs, the rest counted.
+  uint64_t unreachableLoggedMs_ = 0;
+  bool unreachableLogged_ = false;
+  uint64_t unreachableSuppressed_ = 0;
   int link_;
   Phase phase_ = Phase::kConnecting;
   bool ended_ = false;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "client/address_resolver.h"
+#include "client/local_unreachable.h"
 
 namespace ot::client {
 namespace {
@@ -74,16 +75,13 @@ void VisitorStream::start() {
       [this](int status, const sockaddr_storage& address) {
         dns_ = nullptr;
         if (status != 0) {
-          resetStream(bridge::ResetReason::kConnectFailed,
-                      describeUv("resolving " + options_.target.host, status));
+          localConnectFailed(describeUv("resolving " + options_.target.host, status));
           return;
         }
         connectTo(address);
       },
       &error);
-  if (dns_ == nullptr) {
-    resetStream(bridge::ResetReason::kConnectFailed, describeUv("resolving " + target.host, error));
-  }
+  if (dns_ == nullptr) localConnectFailed(describeUv("resolving " + target.host, error));
 }
 
 void VisitorStream::connectTo(const sockaddr_storage& address) {
@@ -91,14 +89,15 @@ void VisitorStream::connectTo(const sockaddr_storage& address) {
   local_ = Local::kConnecting;
   const int rc = uv_tcp_connect(&connectReq_, &socket_,
                                 reinterpret_cast<const sockaddr*>(&address), &onConnect);
-  if (rc != 0) resetStream(bridge::ResetReason::kConnectFailed, uv_strerror(rc));
+  if (rc != 0) localConnectFailed(uv_strerror(rc));
 }
 
 void VisitorStream::onConnect(uv_connect_t* req, int status) {
   auto* self = static_cast<VisitorStream*>(req->data);
-  if (status == UV_ECANCELED || self->closing()) return;
+  // Also ignored once the connect deadline gave up on it (kUnreachable).
+  if (status == UV_ECANCELED || self->local_ != Local::kConnecting) return;
   if (status != 0) {
-    self->resetStream(bridge::ResetReason::kConnectFailed, uv_strerror(status));
+    self->localConnectFailed(uv_strerror(status));
     return;
   }
   self->onConnected();
@@ -118,10 +117,56 @@ void VisitorStream::onConnected() {
 void VisitorStream::onTimer(uint64_t nowMs) {
   if (deadlineMs_ == 0 || nowMs < deadlineMs_ || closing()) return;
   if (local_ == Local::kResolving || local_ == Local::kConnecting) {
-    resetStream(bridge::ResetReason::kConnectFailed,
-                "connecting to " + options_.target.host + ":" +
-                    std::to_string(options_.target.port) + " timed out");
+    if (dns_ != nullptr) {
+      dns_->cancel();
+      dns_ = nullptr;
+    }
+    localConnectFailed("connecting to " + options_.target.host + ":" +
+                       std::to_string(options_.target.port) + " timed out");
+  } else if (local_ == Local::kUnreachable) {
+    // The visitor neither asked nor ended in time.
+    resetStream(bridge::ResetReason::kConnectFailed, unreachableError_);
   }
+}
+
+void VisitorStream::localConnectFailed(std::string error) {
+  if (closing()) return;
+  host_.onLocalServiceUnreachable(options_.target, error);
+  // Passthrough cannot answer inside the visitor's TLS: the reset is all it can say.
+  if (!terminating()) {
+    resetStream(bridge::ResetReason::kConnectFailed, error);
+    return;
+  }
+  local_ = Local::kUnreachable;
+  unreachableError_ = std::move(error);
+  deadlineMs_ = uv_now(loop_) + kUnreachableAnswerMs;
+  host_.onStreamDeadlineChanged();
+  // Plaintext already held is the start of the request: answer it now.
+  const bool requested = !pendingLocal_.empty();
+  pendingLocal_ = {};
+  maybeGrant();
+  if (requested) answerUnreachable();
+}
+
+void VisitorStream::answerUnreachable() {
+  if (answered_ || closing()) return;
+  // An HTTP/2 visitor would not read an HTTP/1.1 answer.
+  if (tls_->alpn() == "h2") {
+    resetStream(bridge::ResetReason::kConnectFailed, unreachableError_);
+    return;
+  }
+  answered_ = true;
+  const std::string response = badGatewayResponse(options_.target, unreachableError_);
+  if (tls_->write({reinterpret_cast<const uint8_t*>(response.data()), response.size()}) ==
+      tls::TlsStatus::kError) {
+    tlsFailed();
+    return;
+  }
+  tls_->shutdown();  // close_notify after the answer, as Connection: close says
+  sendTlsOutput();
+  if (closing()) return;
+  localEof_ = true;                      // nothing more will come "from the local service"
+  if (pendingRelay_.empty()) sendEnd();  // otherwise flushToRelay ends once credit drains it
 }
 
 // --- Frames from the relay --------------------------------------------------------------------
@@ -146,6 +191,11 @@ FrameVerdict VisitorStream::onEnd() {
   if (protocolClosed()) return FrameVerdict::kOk;
   if (gotEnd_) return FrameVerdict::kProtocolError;
   gotEnd_ = true;
+  if (local_ == Local::kUnreachable && !answered_) {
+    // The visitor left without a request to answer.
+    resetStream(bridge::ResetReason::kConnectFailed, unreachableError_);
+    return FrameVerdict::kOk;
+  }
   maybeShutdown();
   maybeFinish();
   return FrameVerdict::kOk;
@@ -219,6 +269,10 @@ void VisitorStream::tlsFailed() {
 
 void VisitorStream::toLocal(std::span<const uint8_t> bytes) {
   if (bytes.empty() || closing()) return;
+  if (local_ == Local::kUnreachable) {
+    answerUnreachable();  // the request goes nowhere; its first bytes are enough to answer
+    return;
+  }
   if (local_ == Local::kConnected) {
     writeLocal(std::vector<uint8_t>(bytes.begin(), bytes.end()));
   } else {
@@ -304,9 +358,10 @@ void VisitorStream::onShutdown(uv_shutdown_t* req, int status) {
 }
 
 void VisitorStream::maybeFinish() {
-  // Both directions finished: ours ended, the relay's ended and flushed to the local service.
-  if (closing() || !sentEnd_ || !gotEnd_ || !shutdownDone_) return;
-  closeLocal(false);
+  // Both directions finished: ours ended, the relay's ended and flushed to the local service
+  // (or there is no local service: the visitor was answered 502).
+  if (closing() || !sentEnd_ || !gotEnd_) return;
+  if (shutdownDone_ || local_ == Local::kUnreachable) closeLocal(false);
 }
 
 // --- From the local service toward the relay --------------------------------------------------

@@ -42,6 +42,12 @@ class StreamHost {
   // The bridge's write queue is over its high watermark: do not read local sockets for now
   // (resume() follows when it drained).
   [[nodiscard]] virtual bool bridgeCongested() const = 0;
+  // The stream could not reach its local service (`error` says why); for the person running
+  // otunnel. The stream itself answers the visitor.
+  virtual void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {
+    (void)target;
+    (void)error;
+  }
 };
 
 struct StreamOptions {
@@ -89,7 +95,9 @@ class VisitorStream {
   [[nodiscard]] bool protocolClosed() const { return reset_ || (sentEnd_ && gotEnd_); }
 
  private:
-  enum class Local : uint8_t { kIdle, kResolving, kConnecting, kConnected, kClosing };
+  // kUnreachable: the local service could not be reached; a terminated visitor is answered 502
+  // (local_unreachable.h) before the stream ends.
+  enum class Local : uint8_t { kIdle, kResolving, kConnecting, kConnected, kUnreachable, kClosing };
   struct WriteRequest;
 
   VisitorStream(uv_loop_t* loop, StreamHost& host, StreamOptions options);
@@ -105,6 +113,8 @@ class VisitorStream {
   [[nodiscard]] bool terminating() const { return tls_ != nullptr; }
   void connectTo(const sockaddr_storage& address);
   void onConnected();
+  void localConnectFailed(std::string error);
+  void answerUnreachable();
   void onLocalBytes(std::span<const uint8_t> bytes);
   void onLocalEof();
   void pumpTls();
@@ -140,6 +150,8 @@ class VisitorStream {
   bool reading_ = false;
   bool shutdownStarted_ = false;
   bool shutdownDone_ = false;
+  bool answered_ = false;  // kUnreachable: the 502 went out
+  std::string unreachableError_;
   uint64_t deadlineMs_ = 0;
 
   uv_tcp_t socket_{};

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client/bridge_pool.h"
 #include "common/tls_engine.h"
@@ -40,8 +41,9 @@ std::string pattern(size_t size) {
 // The visitor's side of TLS, pumped through the relay's frames by the test.
 class Visitor {
  public:
-  Visitor(FakeBridge& bridge, uint32_t id) : bridge_(bridge), id_(id) {
-    auto context = ot::tls::makeClientContext(pki().caFile.string(), {"http/1.1"});
+  Visitor(FakeBridge& bridge, uint32_t id, std::vector<std::string> alpn = {"http/1.1"})
+      : bridge_(bridge), id_(id) {
+    auto context = ot::tls::makeClientContext(pki().caFile.string(), std::move(alpn));
     REQUIRE(context.ok());
     tls_ = ot::tls::TlsEngine::client(context.value(), kTunnelName, true);
     REQUIRE(tls_ != nullptr);
@@ -306,6 +308,75 @@ TEST_CASE("client stream: an unreachable local service or unknown route is conne
   bridge.sendData(3, "still here");
   REQUIRE(loop.runUntil([&] { return bridge.conns[3].data == "still here"; }));
   CHECK(bridge.closeCodes.empty());
+}
+
+TEST_CASE("client stream: a terminated visitor of an unreachable local service gets a 502") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  FakeRelay relay(loop);
+  BridgeConfig config = testConfig(relay.port(), echo.port(), true);
+  const uint16_t downPort = unusedPort(loop.get());
+  config.routes["down"] = {"127.0.0.1", downPort};
+  config.http2 = true;  // offers h2 as well, for the third visitor
+  PoolUnderTest pool(loop, config);
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  FakeBridge& bridge = relay.bridge(0);
+
+  // The connect fails before the visitor's TLS is done: the handshake still completes, and the
+  // request is answered 502 with the failing address, then close_notify and end.
+  bridge.sendOpen(1, "down");
+  Visitor visitor(bridge, 1);
+  REQUIRE(loop.runUntil([&] {
+    visitor.pump();
+    return visitor.ready();
+  }));
+  visitor.write("GET /page HTTP/1.1\r\nHost: down.t1.opentunnel.test\r\n\r\n");
+  REQUIRE(loop.runUntil([&] {
+    visitor.pump();
+    return visitor.closed && bridge.conns[1].ended;
+  }));
+  CHECK(visitor.plaintext.rfind("HTTP/1.1 502 Bad Gateway\r\n", 0) == 0);
+  CHECK(visitor.plaintext.find("127.0.0.1:" + std::to_string(downPort) + " (connection refused)") !=
+        std::string::npos);
+  CHECK(visitor.plaintext.find("Connection: close\r\n") != std::string::npos);
+  CHECK_FALSE(bridge.conns[1].reset);
+  // The visitor's end finishes the connection.
+  bridge.sendEnd(1);
+  REQUIRE(loop.runUntil([&] { return pool.last.openConnections == 0; }));
+
+  // A visitor that ends without asking anything is reset (connect_failed).
+  bridge.sendOpen(2, "down");
+  Visitor silent(bridge, 2);
+  REQUIRE(loop.runUntil([&] {
+    silent.pump();
+    return silent.ready();
+  }));
+  bridge.sendEnd(2);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[2].reset; }));
+  CHECK(bridge.conns[2].resetReason == 5);
+  CHECK(silent.plaintext.empty());
+
+  // An HTTP/2 visitor cannot read an HTTP/1.1 answer: it is reset.
+  bridge.sendOpen(3, "down");
+  Visitor h2(bridge, 3, {"h2"});
+  REQUIRE(loop.runUntil([&] {
+    h2.pump();
+    return h2.ready();
+  }));
+  CHECK(h2.alpn() == "h2");
+  h2.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+  REQUIRE(loop.runUntil([&] {
+    h2.pump();
+    return bridge.conns[3].reset;
+  }));
+  CHECK(bridge.conns[3].resetReason == 5);
+  CHECK(bridge.conns[3].resetText == "connection refused");
+  CHECK(h2.plaintext.empty());
+
+  // The bridge and the reachable route are unaffected.
+  CHECK(bridge.closeCodes.empty());
+  CHECK(bridge.badFrames.empty());
 }
 
 TEST_CASE("client stream: closing the bridge aborts its connections") {

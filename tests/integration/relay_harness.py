@@ -182,12 +182,12 @@ class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 class OriginServer:
     """An HTTP/1.1 origin: /hello, /bytes?n=&seed=[&rate=], /headers, /hang, POST /upload, /echo."""
 
-    def __init__(self, name="origin"):
+    def __init__(self, name="origin", port=0):
         self.name = name
         self.hang = threading.Event()
         self.requests = []
         self._lock = threading.Lock()
-        self.server = _ThreadingServer(("127.0.0.1", 0), _OriginHandler)
+        self.server = _ThreadingServer(("127.0.0.1", port), _OriginHandler)
         self.server.origin = self
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever,
@@ -530,8 +530,8 @@ class Stack:
         relay.start(wait=wait)
         return relay
 
-    def origin(self, name="origin"):
-        server = OriginServer(name).start()
+    def origin(self, name="origin", port=0):
+        server = OriginServer(name, port).start()
         self.origins.append(server)
         return server
 

@@ -1,6 +1,6 @@
 """Visitors reach a local service through relayd and otunnel: HTTP/1.1 (otunnel http), HTTP/2
 (otunnel tls passthrough to nghttpd with TLS, and otunnel http --http2 to nghttpd --no-tls),
-named routes, and unknown routes refused.
+named routes, unknown routes refused, and a local service that is down answered 502.
 Every TLS connection verifies the tunnel's certificate against controld's local CA (no -k)."""
 import json
 import shutil
@@ -58,6 +58,32 @@ def test_http_mode_serves_a_default_curl_from_an_http1_origin(stack):
     got = rh.curl_url(tunnel.url + "/hello", s.ca_file, "-w", "\n%{http_code} %{http_version}")
     assert got.returncode == 0, got.stderr
     assert got.stdout == "hello from web\n\n200 1.1"
+
+
+def test_a_local_service_that_is_down_answers_502_and_tells_the_user(stack):
+    # Nothing listens on the port: the visitor's TLS still verifies and completes, and the
+    # request gets a 502 naming the local address, instead of a reset mid-handshake. Once the
+    # service is up, the same tunnel serves it.
+    s = stack()
+    # Bound but not listening: connects are refused, and no other process can take the port.
+    placeholder = socket.socket()
+    placeholder.bind(("127.0.0.1", 0))
+    port = placeholder.getsockname()[1]
+    tunnel = s.tunnel(port, links=1)
+    got = rh.curl_url(tunnel.url + "/hello", s.ca_file, "-w", "\n%{http_code} %{ssl_verify_result}")
+    assert got.returncode == 0, got.stderr
+    body, status = got.stdout.rsplit("\n", 1)
+    assert status == "502 0"
+    assert f"127.0.0.1:{port} (connection refused)" in body
+    harness.wait_until(lambda: "cannot reach the local service" in tunnel.stderr_text(),
+                       what="otunnel's warning")
+    assert f"target=127.0.0.1:{port}" in tunnel.stderr_text()
+
+    placeholder.close()
+    web = s.origin("web", port=port)
+    got = rh.curl_url(tunnel.url + "/hello", s.ca_file, "-w", "\n%{http_code}")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "hello from web\n\n200"
 
 
 def test_every_link_is_a_distinct_bridge_in_the_api(stack):
