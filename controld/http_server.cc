@@ -135,10 +135,10 @@ HttpServerCore::~HttpServerCore() {
 Status HttpServerCore::start(std::span<const HttpListenerConfig> listeners) {
   if (started_) return Error{ErrorKind::kInvalid, "HTTP server started twice"};
   // Bind everything first: a failure then leaves nothing behind (the sockets close themselves).
-  std::vector<ListenSocket> sockets;
+  std::vector<net::ListenSocket> sockets;
   std::string names;
   for (const auto& listener : listeners) {
-    auto socket = ListenSocket::open(listener.address, options_.backlog);
+    auto socket = net::ListenSocket::open(listener.address, options_.backlog);
     if (!socket) return socket.error();
     names += (names.empty() ? "" : " ") + socket->name();
     sockets.push_back(std::move(socket).value());

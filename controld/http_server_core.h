@@ -24,7 +24,7 @@
 
 #include "common/log.h"
 #include "controld/http_server.h"
-#include "controld/listen_socket.h"
+#include "common/listen_socket.h"
 
 namespace ot::controld {
 
@@ -84,7 +84,7 @@ class HttpServerCore {
   struct Dispatch;
   struct Listener {
     uv_poll_t poll{};  // poll.data points to this Listener
-    ListenSocket socket;
+    net::ListenSocket socket;
     bool trustClientAddress = false;
     HttpServerCore* core = nullptr;
   };

@@ -1,122 +1,23 @@
 #include "relayd/listener.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "common/listen_socket.h"
 #include "common/log.h"
 #include "relayd/relay_metrics.h"
 
 namespace ot::relayd {
 namespace {
 
-constexpr int kBacklog = 16384;
 constexpr int kAcceptsPerWakeup = 64;
 constexpr uint64_t kPauseMs = 500;
 constexpr uint64_t kLogEveryMs = 10'000;
-
-Error sysError(const std::string& what, int error) {
-  return Error{ErrorKind::kUnavailable, what + ": " + std::strerror(error)};
-}
-
-// A bound, listening, non-blocking, close-on-exec socket, or an error.
-Result<int> listenOn(const sockaddr* address, socklen_t length) {
-  const int fd = ::socket(address->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return sysError("socket", errno);
-  const int one = 1;
-  const int zero = 0;
-  if (address->sa_family != AF_UNIX) {
-    (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  }
-  if (address->sa_family == AF_INET6) {
-    (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-  }
-  if (::bind(fd, address, length) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return sysError("bind", error);
-  }
-  if (::listen(fd, kBacklog) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return sysError("listen", error);
-  }
-  return fd;
-}
-
-Result<int> listenTcp(const config::ListenAddress& address) {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  if (address.host.empty()) {
-    // No host: every address, dual-stack (falls back to IPv4 on a host without IPv6).
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
-    v6->sin6_family = AF_INET6;
-    v6->sin6_addr = in6addr_any;
-    v6->sin6_port = htons(address.port);
-    auto fd = listenOn(reinterpret_cast<sockaddr*>(&storage), sizeof(sockaddr_in6));
-    if (fd.ok()) return fd;
-    storage = {};
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
-    v4->sin_family = AF_INET;
-    v4->sin_addr.s_addr = htonl(INADDR_ANY);
-    v4->sin_port = htons(address.port);
-    return listenOn(reinterpret_cast<sockaddr*>(&storage), sizeof(sockaddr_in));
-  }
-  // Literals and names alike; a name is resolved once, at startup.
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(address.port);
-  const int status = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found);
-  if (status != 0 || found == nullptr) {
-    return Error{ErrorKind::kInvalid,
-                 "cannot resolve " + address.host + ": " + ::gai_strerror(status)};
-  }
-  if (found->ai_addrlen > sizeof storage) {
-    ::freeaddrinfo(found);
-    return Error{ErrorKind::kInvalid, "unexpected address size for " + address.host};
-  }
-  std::memcpy(&storage, found->ai_addr, found->ai_addrlen);
-  length = found->ai_addrlen;
-  ::freeaddrinfo(found);
-  return listenOn(reinterpret_cast<sockaddr*>(&storage), length);
-}
-
-Result<int> listenUnix(const config::ListenAddress& address) {
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  if (address.path.empty() || address.path.size() >= sizeof un.sun_path) {
-    return Error{ErrorKind::kInvalid, "unix socket path too long: " + address.path};
-  }
-  std::memcpy(un.sun_path, address.path.data(), address.path.size());
-  // A socket file left by a previous run would make bind fail; only sockets are removed.
-  struct stat info {};
-  if (::lstat(address.path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode)) {
-    (void)::unlink(address.path.c_str());
-  }
-  return listenOn(reinterpret_cast<sockaddr*>(&un), sizeof un);
-}
-
-uint16_t boundPort(int fd) {
-  sockaddr_storage bound{};
-  socklen_t length = sizeof bound;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) return 0;
-  if (bound.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  if (bound.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -124,7 +25,7 @@ uint16_t boundPort(int fd) {
 // still closing: the last close callback frees it.
 struct Listener::Impl {
   uv_loop_t* loop = nullptr;
-  int fd = -1;
+  net::ListenSocket socket;  // closed (and a unix socket file removed) by closeAll()
   std::string name;
   OnAccept onAccept;
   RelayMetrics* metrics = nullptr;
@@ -144,8 +45,7 @@ struct Listener::Impl {
     uv_close(reinterpret_cast<uv_handle_t*>(&poll), &Impl::onClosed);
     uv_close(reinterpret_cast<uv_handle_t*>(&pauseTimer), &Impl::onClosed);
     // uv_close stopped the poll watcher, so the descriptor can go now.
-    ::close(fd);
-    fd = -1;
+    socket = {};
   }
 
   static void onClosed(uv_handle_t* handle) {
@@ -174,8 +74,8 @@ struct Listener::Impl {
     for (int attempt = 0; attempt < kAcceptsPerWakeup && !closing; ++attempt) {
       sockaddr_storage peer{};
       socklen_t length = sizeof peer;
-      const int client =
-          ::accept4(fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      const int client = ::accept4(socket.fd(), reinterpret_cast<sockaddr*>(&peer), &length,
+                                   SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (client >= 0) {
         onAccept(client, peer);  // may close or destroy the Listener: `closing` ends the loop
         continue;
@@ -220,22 +120,18 @@ Result<std::unique_ptr<Listener>> Listener::open(uv_loop_t* loop,
                                                  const config::ListenAddress& address,
                                                  std::string name, OnAccept onAccept,
                                                  RelayMetrics* metrics) {
-  Result<int> fd = Error{ErrorKind::kInvalid, "listener " + name + " is off"};
-  if (address.kind == config::ListenAddress::Kind::kTcp) fd = listenTcp(address);
-  if (address.kind == config::ListenAddress::Kind::kUnix) fd = listenUnix(address);
-  if (!fd.ok()) {
-    return Error{fd.error().kind,
-                 "listen " + name + " on " + address.toString() + ": " + fd.error().message};
+  auto socket = net::ListenSocket::open(address);
+  if (!socket.ok()) {
+    return Error{socket.error().kind, "listener " + name + ": " + socket.error().message};
   }
   auto impl = std::make_unique<Impl>();
   impl->loop = loop;
-  impl->fd = *fd;
+  impl->socket = std::move(socket).value();
   impl->name = name;
   impl->onAccept = std::move(onAccept);
   impl->metrics = metrics;
-  const int pollStatus = uv_poll_init(loop, &impl->poll, impl->fd);
+  const int pollStatus = uv_poll_init(loop, &impl->poll, impl->socket.fd());
   if (pollStatus != 0) {
-    ::close(impl->fd);
     return Error{ErrorKind::kInternal, std::string("uv_poll_init: ") + uv_strerror(pollStatus)};
   }
   impl->poll.data = impl.get();
@@ -244,7 +140,7 @@ Result<std::unique_ptr<Listener>> Listener::open(uv_loop_t* loop,
   impl->openHandles = 2;
   uv_poll_start(&impl->poll, UV_READABLE, &Impl::onReadable);
 
-  const uint16_t port = boundPort(impl->fd);
+  const uint16_t port = impl->socket.port();
   std::unique_ptr<Listener> listener(new Listener(std::move(impl)));
   listener->port_ = port;
   listener->name_ = std::move(name);

@@ -26,8 +26,9 @@ class Listener {
  public:
   using OnAccept = std::function<void(int fd, const sockaddr_storage& peer)>;
 
-  // Binds and listens (SO_REUSEADDR; IPv6 sockets are dual-stack). `name` is for logs ("tls",
-  // "http", "metrics"). Port 0 picks a free port: see port().
+  // Binds and listens through net::ListenSocket (TCP with SO_REUSEADDR, or a unix socket whose
+  // stale file is removed only when nothing answers on it). `name` is for logs ("tls", "http",
+  // "metrics"). Port 0 picks a free port: see port().
   [[nodiscard]] static Result<std::unique_ptr<Listener>> open(uv_loop_t* loop,
                                                              const config::ListenAddress& address,
                                                              std::string name, OnAccept onAccept,

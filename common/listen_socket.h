@@ -1,6 +1,7 @@
-// Listening sockets opened with plain POSIX calls rather than uv_listen, because the HTTP server
-// must be able to stop accepting for a while (out of descriptors) and libuv's listen cannot be
-// paused: the server watches the descriptor with a uv_poll_t and accepts itself.
+// Listening sockets opened with plain POSIX calls rather than uv_listen, because the servers
+// (controld's HTTP server, relayd's listeners) must be able to stop accepting for a while (out of
+// descriptors) and libuv's listen cannot be paused: they watch the descriptor with a uv_poll_t
+// and accept themselves.
 //
 // A ListenSocket owns its descriptor and, for a unix socket, the socket file it created: both go
 // away with it (the file only if it is still the one we bound, not a successor's). Owner thread
@@ -15,7 +16,7 @@
 #include "common/config.h"
 #include "common/result.h"
 
-namespace ot::controld {
+namespace ot::net {
 
 inline constexpr int kDefaultListenBacklog = 16384;  // capped by the kernel's somaxconn
 
@@ -54,4 +55,4 @@ class ListenSocket {
   ino_t unixInode_ = 0;
 };
 
-}  // namespace ot::controld
+}  // namespace ot::net

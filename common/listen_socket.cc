@@ -1,4 +1,4 @@
-#include "controld/listen_socket.h"
+#include "common/listen_socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <utility>
 
-namespace ot::controld {
+namespace ot::net {
 namespace {
 
 Error failure(const std::string& what, const std::string& name, int error) {
@@ -175,4 +175,4 @@ Result<ListenSocket> ListenSocket::open(const config::ListenAddress& address, in
   return socket;
 }
 
-}  // namespace ot::controld
+}  // namespace ot::net
