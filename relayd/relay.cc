@@ -428,16 +428,17 @@ void Relay::startDrain() {
   drainQueue_.clear();
   for (const auto& [key, bridge] : bridges_) drainQueue_.push_back(key);
   kLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())}});
+  // Spread: 5,000 a second, and all of them within 5 s however many there are. Sized once from
+  // the whole queue: recomputed from what is left, the batches would shrink and run past 5 s.
+  const size_t spreadSteps = kDrainSpreadMs / kDrainStepMs;
+  drainPerStep_ = std::max<size_t>(kDrainPerSecond * kDrainStepMs / 1000,
+                                   (drainQueue_.size() + spreadSteps - 1) / spreadSteps);
   drainStep();
 }
 
 void Relay::drainStep() {
-  // Spread: 5,000 a second, and all of them within 5 s however many there are.
-  const size_t spreadSteps = kDrainSpreadMs / kDrainStepMs;
-  const size_t perStep = std::max<size_t>(kDrainPerSecond * kDrainStepMs / 1000,
-                                          (drainQueue_.size() + spreadSteps - 1) / spreadSteps);
   size_t done = 0;
-  while (!drainQueue_.empty() && done < perStep) {
+  while (!drainQueue_.empty() && done < drainPerStep_) {
     const uint64_t key = drainQueue_.back();
     drainQueue_.pop_back();
     auto it = bridges_.find(key);

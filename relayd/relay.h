@@ -90,6 +90,7 @@ class Relay {
   uint64_t nextBridgeKey_ = 1;
   uint64_t bridgeIdPrefix_ = 0;
   std::vector<uint64_t> drainQueue_;
+  size_t drainPerStep_ = 0;  // set by startDrain from the whole queue
   uv_timer_t drainTimer_{};
   bool drainTimerOpen_ = false;
 };
