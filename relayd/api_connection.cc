@@ -319,22 +319,20 @@ void ApiConnection::proxy(const HttpMessage& request) {
           respond(unavailableResponse("the control plane is unavailable; retry", close), close);
           return;
         }
-        // Re-frame controld's answer for this connection's own keep-alive.
-        HttpParser parser(HttpParser::Kind::kResponse, HttpParserLimits{.maxBodyBytes = 16u << 20});
-        HttpParseResult parsed = parser.feed(std::span<const uint8_t>(result->raw));
-        if (parsed.status == HttpParseStatus::kNeedMore) parsed = parser.finish();
-        if (parsed.status != HttpParseStatus::kDone) {
-          context_.metrics.apiProxyFailures.Increment();
-          respond(unavailableResponse("the control plane gave an unreadable answer", close), close);
-          return;
-        }
-        const HttpMessage& response = parser.message();
+        // Re-frame controld's answer (parsed once, by the proxy) for this connection's keep-alive.
+        const HttpMessage& response = result->message;
         std::vector<HttpHeader> responseHeaders;
         for (const auto& header : response.headers) {
           if (!isHopHeader(header.name)) responseHeaders.push_back(header);
         }
         if (close) responseHeaders.push_back({"Connection", "close"});
-        auto out = serializeResponse(response.status, response.reason, responseHeaders, response.body);
+        auto out = result->headRequest
+                       ? serializeResponseHead(response.status, response.reason, responseHeaders,
+                                               response.contentLength
+                                                   ? HttpFraming::length(*response.contentLength)
+                                                   : HttpFraming::none())
+                       : serializeResponse(response.status, response.reason, responseHeaders,
+                                           response.body);
         if (!out) {
           respond(unavailableResponse("the control plane gave an unreadable answer", true), true);
           return;

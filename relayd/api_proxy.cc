@@ -14,15 +14,17 @@ namespace {
 constexpr size_t kMaxResponseBytes = 16 * 1024 * 1024;
 constexpr size_t kReadChunkBytes = 64 * 1024;
 
-// Checks that `raw` is exactly one complete response (after any 1xx interim ones) and returns its
-// status, or an Error. A response to HEAD ends with its head.
-Result<int> checkResponse(std::span<const uint8_t> raw, bool headRequest) {
+// Parses `raw` as exactly one complete response after any 1xx interim ones, and returns that final
+// response (body collected), or an Error. A response to HEAD ends with its head.
+Result<HttpMessage> parseFinalResponse(std::span<const uint8_t> raw, bool headRequest) {
   HttpParserLimits limits;
   limits.maxHeaderBytes = 64 * 1024;
   limits.maxHeaderCount = 200;
   limits.maxBodyBytes = kMaxResponseBytes;
-  limits.bodyMode = HttpBodyMode::kStream;  // the bytes are forwarded as they are: no copy
+  // Streamed so that the head of a HEAD answer is seen as such (kHeaders); pieces gathered here.
+  limits.bodyMode = HttpBodyMode::kStream;
   HttpParser parser(HttpParser::Kind::kResponse, limits);
+  std::string body;
   std::span<const uint8_t> input = raw;
   bool atEof = false;
   int eofCalls = 0;
@@ -35,18 +37,24 @@ Result<int> checkResponse(std::span<const uint8_t> raw, bool headRequest) {
       case HttpParseStatus::kHeaders:
         if (headRequest && status >= 200) {
           if (!input.empty()) return Error{ErrorKind::kInvalid, "bytes after a HEAD response"};
-          return status;
+          return parser.message();
         }
         continue;
       case HttpParseStatus::kBody:
+        body.append(reinterpret_cast<const char*>(result.body.data()), result.body.size());
         continue;
       case HttpParseStatus::kDone:
         if (status >= 100 && status < 200) {  // interim (100 Continue): the final one follows
           parser.reset();
+          body.clear();
           continue;
         }
         if (!input.empty()) return Error{ErrorKind::kInvalid, "bytes after the response"};
-        return status;
+        {
+          HttpMessage message = parser.message();
+          message.body = std::move(body);
+          return message;
+        }
       case HttpParseStatus::kNeedMore:
         if (atEof) return Error{ErrorKind::kUnavailable, "upstream sent no response"};
         atEof = true;  // controld closed: a body without framing ends here
@@ -173,12 +181,12 @@ class ApiProxyCall {
   }
 
   void complete() {
-    Result<int> status = checkResponse(response_, headRequest_);
-    if (!status.ok()) {
-      finish(status.error());
+    Result<HttpMessage> parsed = parseFinalResponse(response_, headRequest_);
+    if (!parsed.ok()) {
+      finish(parsed.error());
       return;
     }
-    finish(ProxiedResponse{*status, std::move(response_)});
+    finish(ProxiedResponse{std::move(parsed).value(), headRequest_});
   }
 
   // Runs the callback once: after the call left the proxy and started closing, so the callback

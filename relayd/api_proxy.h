@@ -17,13 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "common/http_parser.h"
 #include "common/result.h"
 
 namespace ot::relayd {
 
 struct ProxiedResponse {
-  int status = 0;
-  std::vector<uint8_t> raw;  // the complete response as controld sent it (status line to body)
+  HttpMessage message;       // controld's final answer (interim 1xx skipped), body collected
+  bool headRequest = false;  // it answers HEAD: a head only, its Content-Length kept as sent
 };
 
 class ApiProxyCall;  // opaque: one request in flight

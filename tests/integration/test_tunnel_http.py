@@ -86,6 +86,19 @@ def test_a_local_service_that_is_down_answers_502_and_tells_the_user(stack):
     assert got.stdout == "hello from web\n\n200"
 
 
+def test_api_head_through_relayd_passes_controlds_answer_head_only(stack):
+    # relayd proxies the API to controld and re-frames the answer. controld answers HEAD (405: its
+    # routes are GET/POST/DELETE) with a Content-Length and no body; relayd must pass that on as a
+    # head, not wait for a body that never comes and answer 503.
+    s = stack()
+    head = s.relayd.api("HEAD", "/openapi.json")
+    assert head.status == 405, (head.status, head.headers)
+    assert head.body == b""
+    assert int(head.headers["Content-Length"]) > 0
+    assert head.headers["Content-Type"] == "application/json"
+    assert s.relayd.api("GET", "/openapi.json").status == 200  # the next call is served as usual
+
+
 def test_every_link_is_a_distinct_bridge_in_the_api(stack):
     s = stack()
     web = s.origin()

@@ -158,7 +158,7 @@ const std::string kRequest =
 
 }  // namespace
 
-TEST_CASE("api proxy: forwards the request bytes and returns the whole response") {
+TEST_CASE("api proxy: forwards the request bytes and returns the parsed final response") {
   Fixture fixture;
   FakeUpstream upstream(&fixture.loop, fixture.socketPath);
   upstream.answer =
@@ -168,8 +168,11 @@ TEST_CASE("api proxy: forwards the request bytes and returns the whole response"
   auto outcome = fixture.call(proxy, kRequest);
   CHECK(upstream.received == kRequest);
   REQUIRE(outcome->ok());
-  CHECK(outcome->value().status == 201);
-  CHECK(text(outcome->value().raw) == upstream.answer);
+  CHECK(outcome->value().message.status == 201);
+  CHECK(outcome->value().message.reason == "Created");
+  CHECK(outcome->value().message.header("Content-Type") == "application/json");
+  CHECK(outcome->value().message.body == "{\"id\":\"ab\"}");
+  CHECK_FALSE(outcome->value().headRequest);
   CHECK(proxy.inFlight() == 0);
 
   // A large body arrives in many reads; a body without framing ends at the upstream's close.
@@ -177,29 +180,32 @@ TEST_CASE("api proxy: forwards the request bytes and returns the whole response"
       "HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\n\r\n" + std::string(3'000'000, 'x');
   outcome = fixture.call(proxy, kRequest);
   REQUIRE(outcome->ok());
-  CHECK(text(outcome->value().raw) == upstream.answer);
+  CHECK(outcome->value().message.body == std::string(3'000'000, 'x'));
   upstream.answer = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end";
   outcome = fixture.call(proxy, kRequest);
   REQUIRE(outcome->ok());
-  CHECK(outcome->value().status == 200);
-  CHECK(text(outcome->value().raw) == upstream.answer);
+  CHECK(outcome->value().message.status == 200);
+  CHECK(outcome->value().message.body == "until the end");
   CHECK(upstream.requests == 3);
   upstream.stop();
 }
 
-TEST_CASE("api proxy: a HEAD answer ends with its head, an interim 100 is passed along") {
+TEST_CASE("api proxy: a HEAD answer ends with its head, an interim 100 is skipped") {
   Fixture fixture;
   FakeUpstream upstream(&fixture.loop, fixture.socketPath);
   ApiProxy proxy(&fixture.loop, fixture.socketPath, 5000);
   upstream.answer = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
   auto outcome = fixture.call(proxy, "HEAD /v1/x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
   REQUIRE(outcome->ok());
-  CHECK(outcome->value().status == 200);
+  CHECK(outcome->value().message.status == 200);
+  CHECK(outcome->value().headRequest);
+  CHECK(outcome->value().message.contentLength == 10u);  // kept for the re-framed HEAD answer
+  CHECK(outcome->value().message.body.empty());
   upstream.answer = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
   outcome = fixture.call(proxy, kRequest);
   REQUIRE(outcome->ok());
-  CHECK(outcome->value().status == 204);
-  CHECK(text(outcome->value().raw) == upstream.answer);
+  CHECK(outcome->value().message.status == 204);
+  CHECK(outcome->value().message.reason == "No Content");
   upstream.stop();
 }
 
