@@ -203,8 +203,10 @@ start() {
   dir=$(cd "$dir" && pwd)
   make_tls
   write_config "$(free_port)"
+  # --force: skip install-db's host-name lookup, which fails where /etc/hosts has no localhost
+  # (a bare debootstrap); the server itself runs with skip-name-resolve and loopback addresses.
   if ! "$(find_binary mariadb-install-db mysql_install_db)" --defaults-file="$dir/my.cnf" \
-    --user=root --auth-root-authentication-method=normal --skip-test-db \
+    --user=root --auth-root-authentication-method=normal --skip-test-db --force \
     >"$dir/install.log" 2>&1; then
     log "mariadb-install-db failed:"
     tail -n 30 "$dir/install.log" >&2
