@@ -232,11 +232,15 @@ Result<std::set<std::string>> JobRunner::clusterRunningNames() {
 
 Result<std::optional<Job>> JobRunner::claimProbe() {
   const int64_t now = config_.now_ms();
+  // A read first: while another attempt runs (most of a cool-down) no token is written at all.
+  auto busy = store_.leasedJobs(now, 1);
+  if (!busy) return busy.error();
+  if (!busy->empty()) return std::optional<Job>{};
   auto token = takeCaProbeToken(store_, config_.owner, now);
   if (!token) return token.error();
   if (!*token) return std::optional<Job>{};  // another machine is deciding right now
   Result<std::optional<Job>> claimed = std::optional<Job>{};
-  auto running = store_.leasedJobs(now, 1);
+  auto running = store_.leasedJobs(now, 1);  // again, under the token
   if (!running) {
     claimed = running.error();
   } else if (running->empty()) {
