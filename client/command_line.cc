@@ -19,7 +19,6 @@ int refuse(const std::string& message) {
 
 }  // namespace
 
-bool isDnsLabel(std::string_view text) { return bridge::isDnsLabel(text); }
 
 Result<std::map<std::string, uint16_t>> parseRoutes(const std::vector<std::string>& specs) {
   if (specs.size() > kMaxNamedRoutes) {
@@ -34,7 +33,7 @@ Result<std::map<std::string, uint16_t>> parseRoutes(const std::vector<std::strin
     }
     const std::string name = spec.substr(0, equals);
     const std::string_view port_text = std::string_view(spec).substr(equals + 1);
-    if (!isDnsLabel(name)) {
+    if (!bridge::isDnsLabel(name)) {
       return invalid("--route name \"" + name +
                      "\" must be one lowercase DNS label: 1-63 of a-z 0-9 -, no hyphen first "
                      "or last");
@@ -103,7 +102,7 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   if (!url) return refuse(error);
   line.server = *url;
   if (!wanted_id.empty()) {
-    if (!isDnsLabel(wanted_id)) {
+    if (!bridge::isDnsLabel(wanted_id)) {
       return refuse("--id \"" + wanted_id +
                     "\" must be one lowercase DNS label: 1-63 of a-z 0-9 -, no hyphen first or "
                     "last");

@@ -39,10 +39,6 @@ struct CommandLine {
   log::Level logLevel = log::Level::kWarn;
 };
 
-// One DNS label as the bridge protocol wants a route or tunnel ID: 1-63 of a-z 0-9 -, no hyphen
-// first or last. Uppercase is refused rather than folded, so what the user typed is what runs.
-[[nodiscard]] bool isDnsLabel(std::string_view text);
-
 // "name=port" entries -> label -> port; kInvalid with a one-line message on the first problem
 // (syntax, label, port 1-65535, a name given twice, more than kMaxNamedRoutes).
 [[nodiscard]] Result<std::map<std::string, uint16_t>> parseRoutes(

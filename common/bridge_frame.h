@@ -140,9 +140,10 @@ Decoded<Frame, FrameError> decodeFrame(std::vector<uint8_t>&& message) = delete;
                                                std::string_view text = {});
 [[nodiscard]] std::vector<uint8_t> encodeCredit(uint32_t connId, uint32_t increment);
 
-// "" (the bare hostname) or one DNS label: 1..63 of [a-z0-9-], no hyphen at either end.
 // One lowercase DNS label: 1-63 of a-z 0-9 -, no hyphen first or last (tunnel IDs, routes).
+// Uppercase is refused rather than folded, so what a user typed is what runs.
 [[nodiscard]] bool isDnsLabel(std::string_view label);
+// "" (the bare hostname) or one DNS label.
 [[nodiscard]] bool isValidRoute(std::string_view route);
 // "" (unknown), "a.b.c.d:port" or "[ipv6]:port"; port 1..65535 without leading zeros.
 [[nodiscard]] bool isValidVisitorAddress(std::string_view address);

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "common/bridge_frame.h"
+
 namespace ot::controld {
 namespace {
 
@@ -134,14 +136,7 @@ Result<TunnelRecord> tunnelRecordFromJson(std::string_view text) {
   return r;
 }
 
-bool isValidTunnelId(std::string_view id) {
-  if (id.empty() || id.size() > 63 || id.front() == '-' || id.back() == '-') return false;
-  for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
+bool isValidTunnelId(std::string_view id) { return bridge::isDnsLabel(id); }
 
 std::string newTunnelId() {
   static constexpr std::string_view kLetters = "abcdefghijklmnopqrstuvwxyz";

@@ -4,8 +4,6 @@
 
 namespace ot::relayd {
 
-bool isDnsLabel(std::string_view label) { return bridge::isDnsLabel(label); }
-
 SniTarget classifySni(std::string_view serverName, std::string_view domain) {
   SniTarget target;
   if (domain.empty() || serverName.empty()) return target;
@@ -23,9 +21,10 @@ SniTarget classifySni(std::string_view serverName, std::string_view domain) {
   if (dot != std::string_view::npos) {
     route = prefix.substr(0, dot);
     id = prefix.substr(dot + 1);
-    if (id.find('.') != std::string_view::npos || !isDnsLabel(route)) return target;  // deeper
+    if (id.find('.') != std::string_view::npos || !bridge::isDnsLabel(route))
+      return target;  // deeper
   }
-  if (!isDnsLabel(id)) return target;
+  if (!bridge::isDnsLabel(id)) return target;
   target.kind = SniTarget::Kind::kTunnel;
   target.tunnelId = std::string(id);
   target.route = std::string(route);
@@ -42,7 +41,7 @@ BridgePath parseBridgePath(std::string_view target) {
       target.substr(kPrefix.size(), target.size() - kPrefix.size() - kSuffix.size());
   if (id.find('/') != std::string_view::npos || id.find('?') != std::string_view::npos) return path;
   path.matches = true;
-  path.validId = isDnsLabel(id);
+  path.validId = bridge::isDnsLabel(id);
   if (path.validId) path.tunnelId = std::string(id);
   return path;
 }

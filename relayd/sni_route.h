@@ -18,9 +18,6 @@ struct SniTarget {
 // `serverName` is already lowercased (ClientHelloReader does it); `domain` is lowercase.
 [[nodiscard]] SniTarget classifySni(std::string_view serverName, std::string_view domain);
 
-// True for one lowercase DNS label: 1-63 of a-z 0-9 -, no hyphen first or last.
-[[nodiscard]] bool isDnsLabel(std::string_view label);
-
 // The tunnel ID in "/api/tunnel/<id>/bridge" (no query allowed), or "" when the target is not
 // that path. `validId` is false when the path matches but the ID is not a DNS label.
 struct BridgePath {

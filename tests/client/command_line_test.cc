@@ -1,4 +1,5 @@
 #include "client/command_line.h"
+#include "common/bridge_frame.h"
 
 #include <doctest/doctest.h>
 
@@ -31,18 +32,18 @@ std::string routeError(std::vector<std::string> specs) {
 
 }  // namespace
 
-TEST_CASE("client command line: DNS labels") {
-  CHECK(isDnsLabel("api"));
-  CHECK(isDnsLabel("a"));
-  CHECK(isDnsLabel("a-1"));
-  CHECK(isDnsLabel(std::string(63, 'x')));
-  CHECK_FALSE(isDnsLabel(std::string(64, 'x')));
-  CHECK_FALSE(isDnsLabel(""));
-  CHECK_FALSE(isDnsLabel("-a"));
-  CHECK_FALSE(isDnsLabel("a-"));
-  CHECK_FALSE(isDnsLabel("Api"));
-  CHECK_FALSE(isDnsLabel("a.b"));
-  CHECK_FALSE(isDnsLabel("a_b"));
+TEST_CASE("client command line: DNS labels (uppercase refused, not folded)") {
+  CHECK(ot::bridge::isDnsLabel("api"));
+  CHECK(ot::bridge::isDnsLabel("a"));
+  CHECK(ot::bridge::isDnsLabel("a-1"));
+  CHECK(ot::bridge::isDnsLabel(std::string(63, 'x')));
+  CHECK_FALSE(ot::bridge::isDnsLabel(std::string(64, 'x')));
+  CHECK_FALSE(ot::bridge::isDnsLabel(""));
+  CHECK_FALSE(ot::bridge::isDnsLabel("-a"));
+  CHECK_FALSE(ot::bridge::isDnsLabel("a-"));
+  CHECK_FALSE(ot::bridge::isDnsLabel("Api"));
+  CHECK_FALSE(ot::bridge::isDnsLabel("a.b"));
+  CHECK_FALSE(ot::bridge::isDnsLabel("a_b"));
 }
 
 TEST_CASE("client command line: routes are name=port, each name once") {
