@@ -1,6 +1,7 @@
 #include "relayd/listener.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -224,6 +226,22 @@ int findListeningFd(uint16_t port) {
   return -1;
 }
 
+// The highest descriptor this process has open, read from /proc/self/fd so a descriptor
+// inherited at any number counts; -1 if the directory cannot be read.
+int highestOpenDescriptor() {
+  DIR* directory = ::opendir("/proc/self/fd");
+  if (directory == nullptr) return -1;
+  const int own = ::dirfd(directory);
+  int highest = -1;
+  while (const dirent* entry = ::readdir(directory)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const int fd = std::atoi(entry->d_name);
+    if (fd != own && fd > highest) highest = fd;
+  }
+  ::closedir(directory);
+  return highest;
+}
+
 // How many finished handshakes wait in the listener's accept queue (TCP_INFO reports the queue
 // length as tcpi_unacked on a listening socket).
 int acceptQueueLength(int listeningFd) {
@@ -281,15 +299,16 @@ int runEmfileScenario() {
     }
     ::usleep(1000);
   }
-  // Lower the limit to just above the highest descriptor in use, then fill every hole below it,
-  // so the next descriptor the process asks for fails with EMFILE.
-  int highest = 0;
-  for (int fd = 0; fd < 4096; ++fd) {
-    if (::fcntl(fd, F_GETFD) != -1) highest = fd;
-  }
+  // Lower the limit to two above the highest descriptor in use, then fill every free slot below
+  // it (the holes and the one slot above the highest), so the next descriptor the process asks
+  // for fails with EMFILE and closing the fillers frees at least one. Without that spare slot a
+  // process whose descriptors are contiguous (no inherited high descriptor, as under CI) has
+  // nothing to free and accept fails for ever.
+  const int highest = highestOpenDescriptor();
+  if (highest < 0) return kLimitFailed;
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return kLimitFailed;
-  limit.rlim_cur = static_cast<rlim_t>(highest) + 1;
+  limit.rlim_cur = static_cast<rlim_t>(highest) + 2;
   if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return kLimitFailed;
   std::vector<int> fillers;
   while (true) {
@@ -297,7 +316,7 @@ int runEmfileScenario() {
     if (fd < 0) break;
     fillers.push_back(fd);
   }
-  if (errno != EMFILE) return kLimitFailed;
+  if (errno != EMFILE || fillers.empty()) return kLimitFailed;
 
   // Once the listener counted the failure, free the descriptors: it must resume by itself after
   // its pause and accept every pending connection.
