@@ -2,10 +2,11 @@
 
 #include <dlfcn.h>
 #include <mysql.h>
-#include <soci/mysql/soci-mysql.h>
 #include <soci/soci.h>
 
 #include <string>
+
+#include "controld/mysql_connection.h"
 
 // Replaces libmariadb's mysql_ssl_set() for the whole process (see the header). Same contract:
 // returns 0 on success; null arguments leave that setting unset.
@@ -32,12 +33,8 @@ bool serverNameCheckInstalled() {
 }
 
 Status checkMysqlTls(soci::session& sql) {
-  soci::details::session_backend* backend = sql.get_backend();
-  if (backend == nullptr || backend->get_backend_name() != "mysql") {
-    return Error{ErrorKind::kInternal, "not a MySQL session"};
-  }
-  // SOCI does not export the typeinfo for dynamic_cast; the backend name vouches for the type.
-  MYSQL* connection = static_cast<soci::mysql_session_backend*>(backend)->conn_;
+  MYSQL* connection = mysqlConnectionOf(sql);
+  if (connection == nullptr) return Error{ErrorKind::kInternal, "not a MySQL session"};
   if (mysql_get_ssl_cipher(connection) == nullptr) {
     return Error{ErrorKind::kUnavailable, "the database connection does not use TLS"};
   }

@@ -20,6 +20,7 @@
 #include "controld/database_url.h"
 #include "controld/sql_errors.h"
 #include "controld/sql_schema.h"
+#include "controld/sql_session_liveness.h"
 #include "controld/store.h"
 
 namespace ot::controld {
@@ -112,33 +113,33 @@ Result<T> SqlStore::run(const char* operation, Fn&& fn) {
     }
   } give_back{pool_, slot, in_use_};
   soci::session& sql = pool_.at(slot);
-  // A session kept from before a server restart fails its first statement ("lost connection"):
-  // that one is reopened and the call tried once more, so a recovered server costs callers
-  // nothing. A session opened by this call is not retried: its failure is the server's now.
-  for (int pass = 0;; ++pass) {
-    bool fresh = false;
-    try {
-      if (sql.get_backend() == nullptr) {
-        Status connected = connect(sql);
-        if (!connected) {
-          return Error{connected.error().kind,
-                       std::string(operation) + ": " + connected.error().message};
-        }
-        ++open_;
-        fresh = true;
-      }
-      return fn(sql);
-    } catch (const std::exception& error) {
-      SqlFailure failure = classifySqlFailure(error);
-      // connect() closes what it opened when it fails, so only a counted session is open here.
-      if (failure.drop_connection && sql.get_backend() != nullptr) {
-        sql.close();
-        --open_;
-      }
-      if (!failure.drop_connection || fresh || pass > 0) {
-        return Error{failure.kind, std::string(operation) + ": " + failure.message};
-      }
+  // A session kept from before a server restart is dead. It is found out here, before anything
+  // is sent, and replaced, so a recovered server costs callers nothing. A statement that fails
+  // once sent is never tried again: "lost connection during query" does not say whether the
+  // server ran it, and claimJob, finishJob or compareAndSetMeta must not run twice. The caller
+  // gets the error and decides.
+  try {
+    if (sql.get_backend() != nullptr && serverEndedSession(sql)) {
+      sql.close();
+      --open_;
     }
+    if (sql.get_backend() == nullptr) {
+      Status connected = connect(sql);
+      if (!connected) {
+        return Error{connected.error().kind,
+                     std::string(operation) + ": " + connected.error().message};
+      }
+      ++open_;
+    }
+    return fn(sql);
+  } catch (const std::exception& error) {
+    SqlFailure failure = classifySqlFailure(error);
+    // connect() closes what it opened when it fails, so only a counted session is open here.
+    if (failure.drop_connection && sql.get_backend() != nullptr) {
+      sql.close();
+      --open_;
+    }
+    return Error{failure.kind, std::string(operation) + ": " + failure.message};
   }
 }
 
