@@ -108,7 +108,7 @@ class ApiClient {
   struct Response {
     int status = 0;
     std::string body;
-    std::optional<int64_t> retryAfterS;
+    std::optional<int64_t> retryAfterMs;  // Retry-After, delta-seconds or a date
   };
   // One request with the retry policy; a non-2xx answer becomes an ApiError.
   [[nodiscard]] ApiResult<Response> send(const char* method, const std::string& path,

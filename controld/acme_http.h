@@ -1,5 +1,5 @@
-// One blocking HTTP exchange with the ACME server through libcurl. Each call uses its own easy
-// handle, so any thread may call it at once. Never logs (request bodies hold signed JWS).
+// One blocking HTTP exchange with the ACME server (common/curl_http underneath). Any thread may
+// call it at once. Never logs (request bodies hold signed JWS).
 #pragma once
 
 #include <atomic>
@@ -36,8 +36,5 @@ struct AcmeHttpResponse {
                                                     const std::string& body,
                                                     const std::string& accept,
                                                     const std::atomic<bool>& cancel);
-
-// Retry-After's value: delta-seconds or an IMF-fixdate; nullopt when neither.
-[[nodiscard]] std::optional<int64_t> parseRetryAfterMs(std::string_view value, int64_t now_unix_ms);
 
 }  // namespace ot::controld

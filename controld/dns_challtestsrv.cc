@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "controld/dns_http.h"
+#include "common/curl_http.h"
 
 namespace ot::controld {
 namespace {
@@ -27,14 +27,14 @@ ChalltestsrvDns::ChalltestsrvDns(std::string management_url, int64_t timeout_ms)
 }
 
 Status ChalltestsrvDns::post(const std::string& path, const std::string& body) {
-  DnsHttpRequest request;
+  http::CurlRequest request;
   request.method = "POST";
   request.url = url_ + path;
   request.body = body;
   request.headers = {"Content-Type: application/json"};
   request.connect_timeout_ms = timeout_ms_;
   request.total_timeout_ms = timeout_ms_;
-  auto reply = performDnsHttp(request);
+  auto reply = http::performCurl(request);
   if (!reply)
     return Error{reply.error().kind, "challtestsrv " + path + ": " + reply.error().message};
   if (reply->status != 200) {

@@ -8,7 +8,8 @@
 #include <thread>
 #include <utility>
 
-#include "controld/dns_http.h"
+#include "common/clock.h"
+#include "common/curl_http.h"
 
 namespace ot::controld {
 namespace {
@@ -20,6 +21,8 @@ constexpr int kRecordDoesNotExist = 81044;
 constexpr int kRecordAlreadyExists = 81057;
 constexpr int kIdenticalRecordExists = 81058;
 constexpr int kMaxPages = 10'000;  // a bound on a list that keeps claiming more pages
+// Cloudflare's answers are small JSON pages; a runaway answer fails the call, not the process.
+constexpr std::size_t kMaxBodyBytes = 16 * 1024 * 1024;
 
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -84,14 +87,9 @@ int64_t daysFromCivil(int64_t year, int64_t month, int64_t day) {
 
 }  // namespace
 
-int64_t cloudflareRetryDelayMs(int retry, const std::string& retry_after, int64_t base_ms,
+int64_t cloudflareRetryDelayMs(int retry, std::optional<int64_t> retry_after_ms, int64_t base_ms,
                                int64_t cap_ms) {
-  if (!retry_after.empty() && std::all_of(retry_after.begin(), retry_after.end(), [](char c) {
-        return std::isdigit(static_cast<unsigned char>(c)) != 0;
-      })) {
-    if (retry_after.size() > 6) return cap_ms;
-    return std::min(cap_ms, static_cast<int64_t>(std::stoll(retry_after)) * 1000);
-  }
+  if (retry_after_ms) return std::clamp<int64_t>(*retry_after_ms, 0, cap_ms);
   int64_t delay = base_ms;
   for (int i = 1; i < retry && delay < cap_ms; ++i) delay *= 2;
   return std::min(cap_ms, delay);
@@ -161,17 +159,19 @@ CloudflareDns::CloudflareDns(CloudflareOptions options) : options_(std::move(opt
 Result<CloudflareDns::Reply> CloudflareDns::call(const std::string& method,
                                                  const std::string& path_and_query,
                                                  const std::string& body) {
-  DnsHttpRequest request;
+  http::CurlRequest request;
   request.method = method;
-  request.url = options_.api_url + "/zones/" + urlEncode(options_.zone_id) + path_and_query;
+  request.url =
+      options_.api_url + "/zones/" + http::percentEncode(options_.zone_id) + path_and_query;
   request.body = body;
   request.headers = {"Authorization: Bearer " + options_.api_token, "Accept: application/json"};
   if (!body.empty()) request.headers.emplace_back("Content-Type: application/json");
   request.connect_timeout_ms = options_.connect_timeout_ms;
   request.total_timeout_ms = options_.total_timeout_ms;
+  request.max_body_bytes = kMaxBodyBytes;
   for (int attempt = 1;; ++attempt) {
-    Result<DnsHttpReply> sent = performDnsHttp(request);
-    std::string retry_after;
+    Result<http::CurlReply> sent = http::performCurl(request);
+    std::optional<int64_t> retry_after_ms;
     if (!sent) {
       // A timeout already took up to total_timeout_ms; trying again would triple the wait.
       if (sent.error().kind == ErrorKind::kTimeout || attempt >= options_.max_attempts) {
@@ -203,9 +203,9 @@ Result<CloudflareDns::Reply> CloudflareDns::call(const std::string& method,
                          " " + std::to_string(attempt) + " times" +
                          (reply.errors.empty() ? "" : " (" + reply.errors + ")")};
       }
-      retry_after = sent->retry_after;
+      retry_after_ms = http::parseRetryAfterMs(sent->header("retry-after"), unixNowMs());
     }
-    const int64_t delay = cloudflareRetryDelayMs(attempt, retry_after, options_.backoff_base_ms,
+    const int64_t delay = cloudflareRetryDelayMs(attempt, retry_after_ms, options_.backoff_base_ms,
                                                  options_.retry_after_cap_ms);
     if (options_.sleep_ms) {
       options_.sleep_ms(delay);
@@ -255,7 +255,7 @@ Result<TxtRecord> CloudflareDns::createTxt(const std::string& name, const std::s
 
 Status CloudflareDns::deleteTxt(const TxtRecord& record) {
   if (record.id.empty()) return Error{ErrorKind::kInvalid, "Cloudflare delete: record has no ID"};
-  auto reply = call("DELETE", "/dns_records/" + urlEncode(record.id), "");
+  auto reply = call("DELETE", "/dns_records/" + http::percentEncode(record.id), "");
   if (!reply) return reply.error();
   if (reply->status == 404 || reply->hasCode(kRecordDoesNotExist)) return Ok{};
   if (!succeeded(reply->status, reply->body)) {
@@ -266,11 +266,11 @@ Status CloudflareDns::deleteTxt(const TxtRecord& record) {
 
 Result<std::vector<TxtRecord>> CloudflareDns::findExact(const std::string& name,
                                                         const std::string& value) {
-  auto reply =
-      call("GET",
-           "/dns_records?type=TXT&name=" + urlEncode(name) + "&content=" + urlEncode(value) +
-               "&per_page=" + std::to_string(options_.page_size),
-           "");
+  auto reply = call("GET",
+                    "/dns_records?type=TXT&name=" + http::percentEncode(name) +
+                        "&content=" + http::percentEncode(value) +
+                        "&per_page=" + std::to_string(options_.page_size),
+                    "");
   if (!reply) return reply.error();
   if (!succeeded(reply->status, reply->body) || !reply->body["result"].is_array()) {
     return replyError(reply->status, reply->errors, "Cloudflare find TXT " + name);
@@ -292,8 +292,8 @@ Result<std::vector<TxtRecord>> CloudflareDns::listChallengeRecords(const std::st
   std::vector<TxtRecord> records;
   for (int page = 1; page <= kMaxPages; ++page) {
     auto reply = call("GET",
-                      "/dns_records?type=TXT&name.startswith=" + urlEncode(prefix) +
-                          "&name.endswith=" + urlEncode(suffix) + "&per_page=" +
+                      "/dns_records?type=TXT&name.startswith=" + http::percentEncode(prefix) +
+                          "&name.endswith=" + http::percentEncode(suffix) + "&per_page=" +
                           std::to_string(options_.page_size) + "&page=" + std::to_string(page),
                       "");
     if (!reply) return reply.error();

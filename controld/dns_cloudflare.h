@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "controld/dns_provider.h"
@@ -27,9 +28,9 @@ struct CloudflareOptions {
   std::function<void(int64_t ms)> sleep_ms;
 };
 
-// How long to wait before retry number `retry` (1 for the first): Retry-After in whole seconds
-// when given, else base * 2^(retry-1); both capped. Pure.
-[[nodiscard]] int64_t cloudflareRetryDelayMs(int retry, const std::string& retry_after,
+// How long to wait before retry number `retry` (1 for the first): the Retry-After delay when
+// the answer gave one (http::parseRetryAfterMs), else base * 2^(retry-1); both capped. Pure.
+[[nodiscard]] int64_t cloudflareRetryDelayMs(int retry, std::optional<int64_t> retry_after_ms,
                                              int64_t base_ms, int64_t cap_ms);
 
 // "2024-01-02T03:04:05.678Z" (RFC 3339, any offset) to Unix milliseconds; 0 when it does not

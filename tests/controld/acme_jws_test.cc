@@ -145,15 +145,6 @@ TEST_CASE("acme jws: ACME problems and statuses are classified") {
   CHECK(toError(acmeError(AcmeReason::kTimeout, "")).kind == ErrorKind::kTimeout);
 }
 
-TEST_CASE("acme jws: Retry-After in seconds and as an HTTP date") {
-  CHECK(parseRetryAfterMs("5", 0) == 5000);
-  CHECK(parseRetryAfterMs(" 0 ", 0) == 0);
-  // 2030-01-01T00:00:10Z, seen ten seconds before.
-  CHECK(parseRetryAfterMs("Tue, 01 Jan 2030 00:00:10 GMT", 1893456000000) == 10000);
-  CHECK_FALSE(parseRetryAfterMs("soon", 0).has_value());
-  CHECK_FALSE(parseRetryAfterMs("", 0).has_value());
-}
-
 TEST_CASE("acme jws: TXT strings are read from a DNS answer") {
   // Header (1 question, 2 answers), question _a.x TXT IN, then two TXT answers pointing at it.
   const std::vector<uint8_t> message{
