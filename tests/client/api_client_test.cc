@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "tests/client/canned_http_server.h"
+#include "tests/unit/canned_http_server.h"
 
 namespace {
 
 using namespace ot::client;
-using ot::client::testing::answer;
-using ot::client::testing::CannedServer;
+using ot::testing::answer;
+using ot::testing::CannedServer;
 using std::chrono::milliseconds;
 
 struct Client {

@@ -10,14 +10,14 @@
 #include <sstream>
 
 #include "client/key_material.h"
-#include "tests/client/canned_http_server.h"
+#include "tests/unit/canned_http_server.h"
 #include "tests/client/test_certificate.h"
 
 namespace {
 
 using namespace ot::client;
-using ot::client::testing::answer;
-using ot::client::testing::CannedServer;
+using ot::testing::answer;
+using ot::testing::CannedServer;
 
 std::string readAll(const std::string& path) {
   std::ifstream in(path);

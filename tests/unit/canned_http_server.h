@@ -1,4 +1,5 @@
-// Test helper: a blocking HTTP/1.1 server for the API client's tests.
+// Test helper: a blocking HTTP/1.1 server for the tests of HTTP clients (common/curl_http,
+// otunnel's API client).
 #pragma once
 
 #include <arpa/inet.h>
@@ -13,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace ot::client::testing {
+namespace ot::testing {
 
 // A blocking HTTP/1.1 server on 127.0.0.1:0 answering each connection with the next canned
 // response, recording the requests. It serves exactly the responses given, then stops; every
@@ -100,4 +101,4 @@ inline std::string answer(int status, const std::string& body, const std::string
          "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
 }
 
-}  // namespace ot::client::testing
+}  // namespace ot::testing
