@@ -4,25 +4,9 @@
 #include <string>
 #include <utility>
 
+#include "client/server_url.h"
+
 namespace ot::client {
-namespace {
-
-bool isLocalhostName(std::string_view host) {
-  auto lower = [](std::string_view text) {
-    std::string out(text);
-    for (char& c : out) {
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    return out;
-  };
-  std::string name = lower(host);
-  if (!name.empty() && name.back() == '.') name.pop_back();  // a fully qualified spelling
-  constexpr std::string_view kSuffix = ".localhost";
-  return name == "localhost" ||
-         (name.size() > kSuffix.size() && name.ends_with(kSuffix));
-}
-
-}  // namespace
 
 std::optional<sockaddr_storage> resolveWithoutDns(std::string_view host, uint16_t port) {
   sockaddr_storage out{};

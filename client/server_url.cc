@@ -34,7 +34,14 @@ std::string ServerUrl::hostPort() const {
 }
 
 bool ServerUrl::isLoopbackName() const {
-  return host == "localhost" || host.ends_with(".localhost");
+  return isLocalhostName(host);
+}
+
+bool isLocalhostName(std::string_view host) {
+  std::string name = lowercase(host);
+  if (!name.empty() && name.back() == '.') name.pop_back();  // a fully qualified spelling
+  constexpr std::string_view kSuffix = ".localhost";
+  return name == "localhost" || (name.size() > kSuffix.size() && name.ends_with(kSuffix));
 }
 
 std::optional<ServerUrl> parseServerUrl(std::string_view text, std::string* error) {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "client/server_url.h"
 #include "tests/client/test_support.h"
 
 TEST_CASE("client address: localhost names never go to DNS; literals parse") {
@@ -19,6 +20,16 @@ TEST_CASE("client address: localhost names never go to DNS; literals parse") {
   CHECK_FALSE(resolveWithoutDns("example.com", 443).has_value());
   CHECK_FALSE(resolveWithoutDns("notlocalhost", 443).has_value());
   CHECK_FALSE(resolveWithoutDns("localhost.example", 443).has_value());
+  // One rule for the API's URL and for every connection: case and a trailing dot do not matter.
+  CHECK(formatAddress(*resolveWithoutDns("Relay.LocalHost.", 443)) == "127.0.0.1:443");
+  CHECK(ot::client::isLocalhostName("LOCALHOST"));
+  CHECK(ot::client::isLocalhostName("a.b.localhost."));
+  CHECK_FALSE(ot::client::isLocalhostName(".localhost"));
+  CHECK_FALSE(ot::client::isLocalhostName("xlocalhost"));
+  CHECK_FALSE(ot::client::isLocalhostName("localhost.example"));
+  auto fqdn = ot::client::parseServerUrl("https://opentunnel.localhost.:8443", nullptr);
+  REQUIRE(fqdn.has_value());
+  CHECK(fqdn->isLoopbackName());
 }
 
 TEST_CASE("client address: a DNS query answers on the loop; a cancelled one never calls back") {
