@@ -26,9 +26,10 @@ def test_an_idle_visitor_is_reset_after_the_idle_timeout(stack):
 
     # The idle one was reset meanwhile (the busy loop outlasts the timeout), and the relay
     # recorded its life: about 2 s, not less than 1.5 s, far less than 10 s.
-    _, how = rh.wait_closed(idle, 10)
+    # wait_closed raises if the connection stays open. How the end shows (an error or an EOF)
+    # is not checked: Python's TLS layer reports relayd's RST either way, depending on timing.
+    rh.wait_closed(idle, 10)
     idle.close()
-    assert how in ("reset", "eof") or how.startswith("ssl:"), how
     metrics = s.relayd.wait_metric(
         lambda m: m.get("opentunnel_visitor_connection_duration_seconds_count") >= 1,
         what="the idle connection's duration recorded")
