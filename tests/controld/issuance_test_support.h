@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/metrics.h"
+#include "controld/acme_metrics.h"
 #include "controld/csr_check.h"
 #include "controld/issuer.h"
 #include "controld/job_runner.h"
@@ -282,6 +284,20 @@ inline JobRunnerConfig runnerConfig(const std::string& owner, ManualClock* clock
   if (clock != nullptr) config.now_ms = clock->function();
   config.jitter = [] { return 0.5; };
   return config;
+}
+
+// Counts the runner's attempts in `acme_metrics` through the on_attempt hook, as main.cc does.
+inline void countAttemptsIn(JobRunnerConfig& config, AcmeMetrics& acme_metrics) {
+  config.on_attempt = [&acme_metrics](JobKind kind, JobOutcome outcome, double seconds) {
+    acme_metrics.attempt(kind, outcome, seconds);
+  };
+}
+
+// opentunnel_acme_attempts_total{kind, outcome}.
+inline double acmeAttempts(metrics::Metrics& metrics, const char* kind, const char* outcome) {
+  return metrics
+      .counter("opentunnel_acme_attempts_total", "", {{"kind", kind}, {"outcome", outcome}})
+      .Value();
 }
 
 inline bool waitUntil(const std::function<bool()>& done,

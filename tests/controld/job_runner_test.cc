@@ -21,8 +21,10 @@
 namespace ot::controld {
 namespace {
 
+using issuance_testing::acmeAttempts;
 using issuance_testing::bindTunnel;
 using issuance_testing::checkVerifies;
+using issuance_testing::countAttemptsIn;
 using issuance_testing::editTunnel;
 using issuance_testing::GateIssuer;
 using issuance_testing::hostOf;
@@ -472,7 +474,12 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
     auto ca = loadCa(*store, clock.function());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    // Each refusal is counted as main.cc wires the metrics: through the on_attempt hook.
+    metrics::Metrics metrics;
+    AcmeMetrics acme_metrics(metrics);
+    JobRunnerConfig config = runnerConfig("machine-a", &clock);
+    countAttemptsIn(config, acme_metrics);
+    JobRunner runner(config, *store, issuer, publisher);
     bindTunnel(*store, "victim", clock.now(), true, false);
 
     for (size_t i = 0; i < tampers.size(); ++i) {
@@ -493,7 +500,10 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
       CHECK(stored.record.certificate.chain_pem.empty());
       REQUIRE(publisher.recordsOf(id).size() == 1);
       CHECK(publisher.recordsOf(id)[0].record.certificate.state == CertificateState::kFailed);
+      CHECK(acmeAttempts(metrics, "issue", "refused") == static_cast<double>(i + 1));
     }
+    CHECK(acmeAttempts(metrics, "issue", "failed") == 0);
+    CHECK(acmeAttempts(metrics, "issue", "success") == 0);
   }
 }
 

@@ -20,7 +20,9 @@
 namespace ot::controld {
 namespace {
 
+using issuance_testing::acmeAttempts;
 using issuance_testing::checkVerifies;
+using issuance_testing::countAttemptsIn;
 using issuance_testing::kDay;
 using issuance_testing::kDomain;
 using issuance_testing::loadCa;
@@ -258,11 +260,16 @@ TEST_CASE("server certificates: a server job for other names never reaches the i
     row.csr_pem = evil->csr_pem;
     REQUIRE(store->putServerCertificate(row).ok());
 
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    metrics::Metrics metrics;
+    AcmeMetrics acme_metrics(metrics);
+    JobRunnerConfig config = runnerConfig("machine-a", &clock);
+    countAttemptsIn(config, acme_metrics);
+    JobRunner runner(config, *store, issuer, publisher);
     auto runs = runner.runDue();
     REQUIRE(runs.size() == 1);
     CHECK(runs[0].outcome == JobOutcome::kRefused);
     CHECK(issuer.total() == 0);
+    CHECK(acmeAttempts(metrics, "server", "refused") == 1);
     const Job job = loadJob(*store, serverJobId(kDomain, 1));
     CHECK(job.status == JobStatus::kFailed);
     CHECK(job.last_error.rfind("refused: ", 0) == 0);
