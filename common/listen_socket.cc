@@ -37,6 +37,37 @@ int bindAndListen(int fd, const sockaddr* address, socklen_t length, int backlog
 
 }  // namespace
 
+Accepted ListenSocket::accept(sockaddr_storage* peer) const {
+  socklen_t length = sizeof *peer;
+  const int fd =
+      ::accept4(fd_, reinterpret_cast<sockaddr*>(peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) return {AcceptStatus::kAccepted, fd, 0};
+  const int error = errno;
+  switch (error) {
+    case EAGAIN:  // EWOULDBLOCK is the same value on Linux
+      return {AcceptStatus::kNoneWaiting, -1, 0};
+    case EINTR:
+    case ECONNABORTED:
+    case EPERM:  // a firewall rule refused this connection
+    case EPROTO:
+    case ENOPROTOOPT:
+    case ENETDOWN:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENONET:
+    case EOPNOTSUPP:
+      return {AcceptStatus::kSkipped, -1, error};
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+      return {AcceptStatus::kOutOfResources, -1, error};
+    default:
+      return {AcceptStatus::kFailed, -1, error};
+  }
+}
+
 ListenSocket::~ListenSocket() {
   reset();
 }

@@ -8,6 +8,7 @@
 // while opening; afterwards whoever holds it, typically the loop that polls it.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -17,6 +18,21 @@
 #include "common/result.h"
 
 namespace ot::net {
+
+// What one accept(2) on a listening socket gave, sorted by what the accepting loop does next.
+enum class AcceptStatus {
+  kAccepted,        // `fd` is a new non-blocking, close-on-exec connection
+  kNoneWaiting,     // the backlog is empty: wait for the next readiness event
+  kSkipped,         // that connection failed in the backlog (or a signal came): try the next one
+  kOutOfResources,  // EMFILE, ENFILE, ENOBUFS, ENOMEM: every try fails now; pause accepting
+  kFailed,          // anything else, likely to repeat: count it and pause rather than spin
+};
+
+struct Accepted {
+  AcceptStatus status = AcceptStatus::kNoneWaiting;
+  int fd = -1;
+  int error = 0;  // errno, for kSkipped, kOutOfResources and kFailed
+};
 
 inline constexpr int kDefaultListenBacklog = 16384;  // capped by the kernel's somaxconn
 
@@ -36,6 +52,10 @@ class ListenSocket {
   // The descriptor is non-blocking and close-on-exec.
   [[nodiscard]] static Result<ListenSocket> open(const config::ListenAddress& address,
                                                  int backlog = kDefaultListenBacklog);
+
+  // One non-blocking accept4. Linux passes network errors that a pending connection already met
+  // on to accept (accept(2)); those only cost that connection, so they are kSkipped.
+  [[nodiscard]] Accepted accept(sockaddr_storage* peer) const;
 
   [[nodiscard]] int fd() const { return fd_; }
   [[nodiscard]] bool isUnix() const { return !unixPath_.empty(); }

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -273,26 +272,25 @@ void HttpServerCore::onWake() {
 void HttpServerCore::onReadable(Listener& listener) {
   for (int i = 0; i < kAcceptBatch && !closing_; ++i) {
     sockaddr_storage peer{};
-    socklen_t length = sizeof(peer);
-    const int fd = ::accept4(listener.socket.fd(), reinterpret_cast<sockaddr*>(&peer), &length,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      const int error = errno;
-      if (error == EAGAIN) return;  // EWOULDBLOCK is the same value on Linux
-      // A connection that died in the backlog, or one of the network errors accept(2) passes on.
-      if (error == EINTR || error == ECONNABORTED || error == EPROTO || error == ENETDOWN ||
-          error == EHOSTUNREACH || error == ENETUNREACH) {
+    const net::Accepted got = listener.socket.accept(&peer);
+    switch (got.status) {
+      case net::AcceptStatus::kAccepted:
+        break;
+      case net::AcceptStatus::kSkipped:
         continue;
-      }
-      onAcceptError(uv_translate_sys_error(error));
-      return;
+      case net::AcceptStatus::kNoneWaiting:
+        return;
+      case net::AcceptStatus::kOutOfResources:
+      case net::AcceptStatus::kFailed:
+        onAcceptError(uv_translate_sys_error(got.error));
+        return;
     }
     if (connections_.size() >= options_.maxConnections) {
       if (connectionsRejected_ != nullptr) connectionsRejected_->Increment();
-      ::close(fd);
+      ::close(got.fd);
       continue;
     }
-    acceptConnection(listener, fd, peer);
+    acceptConnection(listener, got.fd, peer);
   }
 }
 
@@ -307,10 +305,13 @@ void HttpServerCore::acceptConnection(Listener& listener, int fd, const sockaddr
   static_cast<void>(connection->open(&loop_, fd, !isUnix));
 }
 
-// Out of descriptors (or memory), accept fails at once every time it is tried: stop trying for a
-// moment instead of spinning, and leave the backlog to the kernel meanwhile.
+// Out of descriptors (or memory), accept fails at once every time it is tried, and so may an
+// unknown error: stop trying for a moment instead of spinning, and leave the backlog to the
+// kernel meanwhile.
 void HttpServerCore::onAcceptError(int error) {
-  const bool emfile = error == UV_EMFILE || error == UV_ENFILE;
+  // Counted as "emfile" like relayd's listeners: what net::AcceptStatus::kOutOfResources covers.
+  const bool emfile =
+      error == UV_EMFILE || error == UV_ENFILE || error == UV_ENOBUFS || error == UV_ENOMEM;
   if (auto* counter = emfile ? acceptErrorsEmfile_ : acceptErrorsOther_) counter->Increment();
   const uint64_t now = uv_now(&loop_);
   if (!acceptErrorLogged_ || now - lastAcceptLogMs_ >= kAcceptLogIntervalMs) {

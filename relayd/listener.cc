@@ -5,7 +5,6 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "common/listen_socket.h"
@@ -73,28 +72,32 @@ struct Listener::Impl {
   void acceptSome() {
     for (int attempt = 0; attempt < kAcceptsPerWakeup && !closing; ++attempt) {
       sockaddr_storage peer{};
-      socklen_t length = sizeof peer;
-      const int client = ::accept4(socket.fd(), reinterpret_cast<sockaddr*>(&peer), &length,
-                                   SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (client >= 0) {
-        onAccept(client, peer);  // may close or destroy the Listener: `closing` ends the loop
-        continue;
+      const net::Accepted got = socket.accept(&peer);
+      switch (got.status) {
+        case net::AcceptStatus::kAccepted:
+          onAccept(got.fd, peer);  // may close or destroy the Listener: `closing` ends the loop
+          continue;
+        case net::AcceptStatus::kSkipped:
+          continue;
+        case net::AcceptStatus::kNoneWaiting:
+          return;
+        case net::AcceptStatus::kOutOfResources:
+          if (metrics != nullptr) metrics->acceptEmfile.Increment();
+          logRateLimited("accept paused: out of descriptors or memory", got.error);
+          pause();
+          return;
+        case net::AcceptStatus::kFailed:
+          countOther(got.error);
+          pause();
+          return;
       }
-      const int error = errno;
-      if (error == EAGAIN) return;  // EWOULDBLOCK is the same value on Linux
-      // The connection died in the backlog, or a signal: the next one may be fine.
-      if (error == EINTR || error == ECONNABORTED) continue;
-      if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
-        if (metrics != nullptr) metrics->acceptEmfile.Increment();
-        logRateLimited("accept paused: out of descriptors or memory", error);
-        // Readable stays true while the backlog is full: stop polling or the loop spins.
-        uv_poll_stop(&poll);
-        uv_timer_start(&pauseTimer, &Impl::onPauseOver, kPauseMs, 0);
-        return;
-      }
-      countOther(error);
-      return;
     }
+  }
+
+  // Readable stays true while the backlog holds connections: stop polling or the loop spins.
+  void pause() {
+    uv_poll_stop(&poll);
+    uv_timer_start(&pauseTimer, &Impl::onPauseOver, kPauseMs, 0);
   }
 
   void countOther(int error) {

@@ -1,7 +1,9 @@
 // A TCP listening socket on the relay's loop that accepts by itself (accept4 on a uv_poll_t), so
-// that running out of descriptors pauses accepting instead of spinning: on EMFILE/ENFILE the
-// listener stops polling for 500 ms, counts opentunnel_accept_errors_total{error="emfile"} and
-// logs at most every 10 s. Backlog 16384 (the kernel caps it at somaxconn).
+// that running out of descriptors pauses accepting instead of spinning: on EMFILE, ENFILE,
+// ENOBUFS or ENOMEM the listener stops polling for 500 ms, counts
+// opentunnel_accept_errors_total{error="emfile"} and logs at most every 10 s; an unknown error
+// pauses too and counts {error="other"} (net::ListenSocket::accept sorts them). Backlog 16384
+// (the kernel caps it at somaxconn).
 //
 // Loop thread only. The accepted descriptor is handed to `onAccept`, which owns it from then on
 // (typically uv_tcp_open into a connection object). Non-blocking and close-on-exec are set.
