@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <exception>
 #include <utility>
 
 #include "common/log.h"
+#include "controld/meta_lease.h"
 
 namespace ot::controld {
 namespace {
@@ -37,20 +37,6 @@ bool underDomain(const std::string& name, const std::string& domain) {
   return name.size() > domain.size() + 1 &&
          name.compare(name.size() - domain.size(), domain.size(), domain) == 0 &&
          name[name.size() - domain.size() - 1] == '.';
-}
-
-// The lease row: "<owner>@<until_ms>".
-std::optional<std::pair<std::string, int64_t>> parseLease(const std::string& value) {
-  const size_t at = value.rfind('@');
-  if (at == std::string::npos) return std::nullopt;
-  try {
-    size_t used = 0;
-    const int64_t until = std::stoll(value.substr(at + 1), &used);
-    if (used != value.size() - at - 1) return std::nullopt;
-    return std::make_pair(value.substr(0, at), until);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
 }
 
 }  // namespace
@@ -136,24 +122,11 @@ void DnsSweeper::run() {
 }
 
 Result<std::optional<int64_t>> DnsSweeper::takeLease(int64_t now_ms) {
-  const int64_t until = now_ms + options_.lease_ms;
-  const std::string mine = options_.owner + "@" + std::to_string(until);
-  auto current = store_.getMeta(kDnsSweeperMetaKey);
-  if (!current) return current.error();
-  if (!*current) {
-    auto inserted = store_.insertMetaIfAbsent(kDnsSweeperMetaKey, mine);
-    if (!inserted) return inserted.error();
-    return *inserted ? std::optional<int64_t>(until) : std::nullopt;
-  }
   // Another machine's unexpired lease keeps this one out; our own (an earlier sweep) is renewed.
-  // An unreadable row is taken over rather than blocking the sweep forever.
-  const auto lease = parseLease(**current);
-  if (lease && lease->first != options_.owner && lease->second > now_ms) {
-    return std::optional<int64_t>();
-  }
-  auto swapped = store_.compareAndSetMeta(kDnsSweeperMetaKey, **current, mine);
-  if (!swapped) return swapped.error();
-  return *swapped ? std::optional<int64_t>(until) : std::nullopt;
+  const int64_t until = now_ms + options_.lease_ms;
+  auto taken = takeMetaLease(store_, kDnsSweeperMetaKey, options_.owner, now_ms, until);
+  if (!taken) return taken.error();
+  return *taken ? std::optional<int64_t>(until) : std::nullopt;
 }
 
 Result<DnsSweepReport> DnsSweeper::sweepOnce() {

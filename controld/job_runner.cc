@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "common/log.h"
-#include "controld/ca_probe_token.h"
+#include "controld/meta_lease.h"
 
 namespace ot::controld {
 namespace {
@@ -236,17 +236,17 @@ Result<std::optional<Job>> JobRunner::claimProbe() {
   auto busy = store_.leasedJobs(now, 1);
   if (!busy) return busy.error();
   if (!busy->empty()) return std::optional<Job>{};
-  auto token = takeCaProbeToken(store_, config_.owner, now);
-  if (!token) return token.error();
-  if (!*token) return std::optional<Job>{};  // another machine is deciding right now
+  auto lease = takeMetaLease(store_, kCaProbeMetaKey, config_.owner, now, now + kCaProbeLeaseMs);
+  if (!lease) return lease.error();
+  if (!*lease) return std::optional<Job>{};  // another machine is deciding right now
   Result<std::optional<Job>> claimed = std::optional<Job>{};
-  auto running = store_.leasedJobs(now, 1);  // again, under the token
+  auto running = store_.leasedJobs(now, 1);  // again, under the probe lease
   if (!running) {
     claimed = running.error();
   } else if (running->empty()) {
     claimed = store_.claimJob(config_.owner, now, config_.lease_ms, false);
   }
-  releaseCaProbeToken(store_, config_.owner, config_.now_ms());
+  releaseMetaLease(store_, kCaProbeMetaKey, config_.owner, config_.now_ms());
   return claimed;
 }
 

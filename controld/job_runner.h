@@ -5,8 +5,8 @@
 //
 // The CA cool-down (setCaCooldown, ca_cooldown_gate.h): while it lasts no first issuance is
 // claimed, and renewals (and the domain certificate) run one at a time across the cluster
-// (claimProbe, ca_probe_token.h); each Issuer call's result is reported to it (a success ends the
-// cool-down everywhere).
+// (claimProbe, under the probe lease below); each Issuer call's result is reported to it (a success
+// ends the cool-down everywhere).
 //
 // Per claimed job, in order:
 //  1. Still wanted? A tunnel job whose tunnel is gone or deleted, or whose certificate is no
@@ -56,6 +56,14 @@
 #include "controld/store.h"
 
 namespace ot::controld {
+
+// During a cool-down a machine may claim a probe only when no job is leased on any machine. The
+// look and the claim are made atomic across machines by this short lease in meta
+// (meta_lease.h): whoever holds it looks and claims, then releases it, and from then on the
+// claimed job's own lease is what every other machine sees.
+inline constexpr const char* kCaProbeMetaKey = "ca_probe";
+// Long enough for two store round trips, short enough that a crash costs little.
+inline constexpr int64_t kCaProbeLeaseMs = 10'000;
 
 enum class JobOutcome {
   kDone,
@@ -162,7 +170,7 @@ class JobRunner final : public JobNotifier {
   // The cool-down's end while one lasts (and a wake-up for it), nullopt otherwise.
   [[nodiscard]] std::optional<int64_t> issuancePausedUntil();
   // During a cool-down: a renewal or domain job, claimed only while no job is leased on any
-  // machine (under the probe token, ca_probe_token.h); nullopt while another attempt runs.
+  // machine (under the probe lease, kCaProbeMetaKey); nullopt while another attempt runs.
   Result<std::optional<Job>> claimProbe();
   // Tells the cool-down what an Issuer call that was not cancelled came to.
   void reportToCooldown(bool issued, const FailureDetail& detail);

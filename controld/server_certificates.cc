@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "controld/job_policy.h"
+#include "controld/meta_lease.h"
 #include "controld/server_key.h"
 
 namespace ot::controld {
@@ -164,34 +165,14 @@ Status ServerCertificates::checkIssued() {
 }
 
 Result<bool> ServerCertificates::ensureKey() {
-  const std::string claim_key = serverKeyMetaKey(config_.domain);
+  // One machine at a time creates the key: the claim is a lease (meta_lease.h) long enough to
+  // make a key and write the row. Another machine's live claim means waiting for its row; one
+  // that ran out means that machine died first, and the claim is taken over.
   const int64_t now = config_.now_ms();
-  const std::string claim = config_.owner + "@" + std::to_string(now);
-  auto inserted = store_.insertMetaIfAbsent(claim_key, claim);
-  if (!inserted) return inserted.error();
-  if (!*inserted) {
-    // Another machine (or an earlier run of this one) claimed the creation. Wait for its row,
-    // unless the claim is so old that its machine must have died before writing it.
-    auto existing = store_.getMeta(claim_key);
-    if (!existing) return existing.error();
-    if (!*existing) return false;
-    const std::string& value = **existing;
-    const size_t at = value.rfind('@');
-    int64_t claimed_at = 0;
-    if (at != std::string::npos) {
-      try {
-        claimed_at = std::stoll(value.substr(at + 1));
-      } catch (const std::exception&) {
-        claimed_at = 0;
-      }
-    }
-    if (now - claimed_at < config_.key_claim_timeout_ms) return false;
-    auto taken = store_.compareAndSetMeta(claim_key, value, claim);
-    if (!taken) return taken.error();
-    if (!*taken) return false;
-    kLog.warn("taking over creating the domain key from a machine that did not finish",
-              {{"domain", config_.domain}});
-  }
+  auto claimed = takeMetaLease(store_, serverKeyMetaKey(config_.domain), config_.owner, now,
+                               now + config_.key_claim_timeout_ms);
+  if (!claimed) return claimed.error();
+  if (!*claimed) return false;
   // The claim is ours. A machine that was only slow may have written the row meanwhile.
   auto row = store_.getServerCertificate(config_.domain);
   if (!row) return row.error();

@@ -52,7 +52,8 @@ struct ServerCertificatesConfig {
   int64_t check_interval_ms = 3'600'000;
   int64_t pending_check_interval_ms = 30'000;
   int64_t file_check_interval_ms = 60'000;
-  // A key-creation claim older than this without a key is taken over (its machine died).
+  // How long a key-creation claim (a meta lease) keeps other machines waiting for the key; one
+  // that ran out without a key is taken over (its machine died).
   int64_t key_claim_timeout_ms = 300'000;
   std::function<int64_t()> now_ms;  // default: the system clock
 };

@@ -13,6 +13,7 @@
 
 #include "controld/job_policy.h"
 #include "controld/job_runner.h"
+#include "controld/meta_lease.h"
 #include "controld/server_key.h"
 #include "tests/controld/forwarding_store.h"
 #include "tests/controld/issuance_test_support.h"
@@ -284,8 +285,9 @@ TEST_CASE("server certificates: a key claim left by a dead machine is taken over
     ManualClock clock;
     auto store = db->openMigrated();
     Publisher publisher;
+    // Claimed by a machine that died before writing the key; its claim runs 5 minutes.
     REQUIRE(*store->insertMetaIfAbsent(serverKeyMetaKey(kDomain),
-                                       "machine-dead@" + std::to_string(clock.now())));
+                                       encodeMetaLease({"machine-dead", clock.now() + 300'000})));
     ServerCertificates certs(issuedConfig("machine-a", clock), *store, publisher, nullptr);
     CHECK(certs.check().ok());
     CHECK_FALSE(store->getServerCertificate(kDomain)->has_value());
