@@ -17,8 +17,6 @@ const log::Logger kLog("relayd.bridge");
 
 constexpr uint64_t kAttachTimeoutMs = 10'000;
 constexpr uint64_t kCloseWaitMs = 5'000;
-constexpr uint64_t kStallWaitMs = 5'000;
-constexpr uint64_t kStallProgressBytes = 64 * 1024;  // a visitor that took less during a stall is reset
 constexpr int64_t kBridgeVisitorBudget = 4 * 1024 * 1024;    // client data waiting for this bridge's visitors
 constexpr size_t kSocketHighMark = 1024 * 1024;              // visitor data waiting for this socket
 constexpr size_t kSocketLowMark = kSocketHighMark / 2;
@@ -338,7 +336,7 @@ void BridgeSession::checkBudgets() {
       stallStartedMs_ = context_.nowMs();
       stallAcked_.clear();
       for (auto& [id, entry] : streams_) stallAcked_[id] = entry.visitor->ackedByVisitor();
-      context_.wheel.schedule(stall_, context_.nowMs(), kStallWaitMs);
+      context_.wheel.schedule(stall_, context_.nowMs(), kSlowVisitorWaitMs);
     }
   } else if (!over && readPaused_) {
     // Back under budget (often because stalled visitors were reset one by one). The stall wait
@@ -358,8 +356,7 @@ void BridgeSession::onStall(TimerEntry*, void* owner) {
     if (entry.visitor->pendingToVisitor() == 0) continue;
     auto before = self->stallAcked_.find(id);
     const uint64_t start = before == self->stallAcked_.end() ? 0 : before->second;
-    const uint64_t now = entry.visitor->ackedByVisitor();
-    if (now < start + kStallProgressBytes) slow.push_back(entry.visitor);
+    if (entry.visitor->tookTooLittleSince(start)) slow.push_back(entry.visitor);
   }
   for (VisitorStream* visitor : slow) {
     self->context_.metrics.backpressureReset.Increment();

@@ -13,8 +13,6 @@ constexpr uint32_t kGrantDivisor = 4;
 // A visitor holding half its window unwritten must take 64 KiB within 5 s or be reset: a visitor
 // that stops reading never holds its bridge or its memory for long.
 constexpr size_t kLagThreshold = bridge::kRelayWindow / 2;
-constexpr uint64_t kStallWaitMs = 5'000;
-constexpr uint64_t kStallProgressBytes = 64 * 1024;
 }  // namespace
 
 VisitorStream::VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId,
@@ -103,21 +101,20 @@ void VisitorStream::deliver(std::span<const uint8_t> payload) {
   stream_->write(std::vector<uint8_t>(payload.begin(), payload.end()));
   if (pendingToVisitor_ >= kLagThreshold && !stall_.armed()) {
     stallBaseline_ = ackedByVisitor();
-    context_.wheel.schedule(stall_, context_.nowMs(), kStallWaitMs);
+    context_.wheel.schedule(stall_, context_.nowMs(), kSlowVisitorWaitMs);
   }
 }
 
 void VisitorStream::onStall(TimerEntry*, void* owner) {
   auto* self = static_cast<VisitorStream*>(owner);
   if (self->finished_ || self->pendingToVisitor_ < kLagThreshold) return;  // it caught up
-  const uint64_t acked = self->ackedByVisitor();
-  if (acked < self->stallBaseline_ + kStallProgressBytes) {
+  if (self->tookTooLittleSince(self->stallBaseline_)) {
     self->context_.metrics.backpressureReset.Increment();
     self->abort(bridge::ResetReason::kTooSlow, true);
     return;
   }
-  self->stallBaseline_ = acked;  // slow but moving: look again in 5 s
-  self->context_.wheel.schedule(self->stall_, self->context_.nowMs(), kStallWaitMs);
+  self->stallBaseline_ = self->ackedByVisitor();  // slow but moving: look again in 5 s
+  self->context_.wheel.schedule(self->stall_, self->context_.nowMs(), kSlowVisitorWaitMs);
 }
 
 void VisitorStream::onWritten(size_t bytes) {

@@ -20,6 +20,11 @@ namespace ot::relayd {
 
 class BridgeSession;
 
+// A visitor that takes less than kSlowVisitorProgressBytes within kSlowVisitorWaitMs, while it
+// lags by half a window or while its bridge waits over budget, is reset as too_slow.
+inline constexpr uint64_t kSlowVisitorWaitMs = 5'000;
+inline constexpr uint64_t kSlowVisitorProgressBytes = 64 * 1024;
+
 class VisitorStream final : public TcpStream::Handler, public Deferrable, public BufferWaiter {
  public:
   VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId, uint32_t clientWindow);
@@ -44,6 +49,11 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable, public
   [[nodiscard]] uint32_t connId() const { return connId_; }
   [[nodiscard]] size_t pendingToVisitor() const { return pendingToVisitor_; }
   [[nodiscard]] uint64_t ackedByVisitor() const;
+  // Whether the visitor took less than kSlowVisitorProgressBytes since ackedByVisitor() was
+  // `ackedBefore`.
+  [[nodiscard]] bool tookTooLittleSince(uint64_t ackedBefore) const {
+    return ackedByVisitor() < ackedBefore + kSlowVisitorProgressBytes;
+  }
   [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
 
   // TcpStream::Handler
