@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <map>
 #include <set>
 
@@ -12,6 +11,8 @@
 #include "common/log.h"
 #include "controld/acme_dns_check.h"
 #include "controld/acme_jws.h"
+#include "controld/api_certificate.h"
+#include "controld/csr_check.h"
 
 namespace ot::controld {
 namespace {
@@ -39,26 +40,6 @@ int64_t steadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-AcmeResult<std::vector<uint8_t>> csrDer(const std::string& csr_pem) {
-  BioPtr bio(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
-  X509ReqPtr request(bio ? PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!request) return acmeError(AcmeReason::kRejected, "unreadable CSR: " + takeOpensslError());
-  unsigned char* der = nullptr;
-  const int length = i2d_X509_REQ(request.get(), &der);
-  if (length <= 0) return acmeError(AcmeReason::kRejected, "cannot encode the CSR");
-  std::vector<uint8_t> bytes(der, der + length);
-  OPENSSL_free(der);
-  return bytes;
-}
-
-AcmeResult<int64_t> timeMs(const ASN1_TIME* time) {
-  std::tm tm{};
-  if (ASN1_TIME_to_tm(time, &tm) != 1) {
-    return acmeError(AcmeReason::kBadBody, "unreadable certificate validity");
-  }
-  return int64_t{timegm(&tm)} * 1000;
 }
 
 class Attempt {
@@ -274,8 +255,8 @@ AcmeResult<nlohmann::json> Attempt::pollOrder(nlohmann::json order) {
       return acmeError(AcmeReason::kOther, "the ACME order became invalid: " + order.dump());
     }
     if (status == "ready" && !finalized) {
-      auto der = csrDer(csr_pem_);
-      if (!der) return der.error();
+      auto der = csrDerFromPem(csr_pem_);
+      if (!der) return acmeError(AcmeReason::kRejected, "unreadable CSR: " + der.error().message);
       auto reply = client_.post(textOf(order, "finalize"), {{"csr", base64::encodeUrl(*der)}},
                                 cancel_);
       if (!reply) return reply.error();
@@ -347,28 +328,26 @@ AcmeResult<IssuedCertificate> runAcmeOrder(AcmeClient& client, DnsProvider& dns,
 
 AcmeResult<IssuedCertificate> parseIssuedChain(const std::string& chain_pem,
                                                const std::string& csr_pem) {
+  auto validity = leafValidity(chain_pem);
+  if (!validity) {
+    return acmeError(AcmeReason::kBadBody,
+                     "the certificate download is not a PEM chain: " + validity.error().message);
+  }
   BioPtr bio(BIO_new_mem_buf(chain_pem.data(), static_cast<int>(chain_pem.size())));
   X509Ptr leaf(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!leaf) {
-    ERR_clear_error();
-    return acmeError(AcmeReason::kBadBody, "the certificate download is not a PEM chain");
-  }
   BioPtr csr_bio(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
   X509ReqPtr request(csr_bio ? PEM_read_bio_X509_REQ(csr_bio.get(), nullptr, nullptr, nullptr)
                              : nullptr);
-  if (!request || EVP_PKEY_eq(X509_get0_pubkey(leaf.get()), X509_REQ_get0_pubkey(request.get())) != 1) {
+  if (!leaf || !request ||
+      EVP_PKEY_eq(X509_get0_pubkey(leaf.get()), X509_REQ_get0_pubkey(request.get())) != 1) {
     ERR_clear_error();
     return acmeError(AcmeReason::kOther, "the CA's certificate is not for the CSR's key");
   }
-  auto not_before = timeMs(X509_get0_notBefore(leaf.get()));
-  auto not_after = timeMs(X509_get0_notAfter(leaf.get()));
-  if (!not_before) return not_before.error();
-  if (!not_after) return not_after.error();
   IssuedCertificate issued;
   issued.chain_pem = chain_pem;
   if (!issued.chain_pem.empty() && issued.chain_pem.back() != '\n') issued.chain_pem += '\n';
-  issued.not_before_ms = *not_before;
-  issued.not_after_ms = *not_after;
+  issued.not_before_ms = validity->not_before_ms;
+  issued.not_after_ms = validity->not_after_ms;
   return issued;
 }
 
