@@ -9,35 +9,10 @@
 
 #include <memory>
 
+#include "common/openssl_ptr.h"
+
 namespace ot::client {
 namespace {
-
-struct BioFree {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-struct ReqFree {
-  void operator()(X509_REQ* request) const { X509_REQ_free(request); }
-};
-struct X509Free {
-  void operator()(X509* certificate) const { X509_free(certificate); }
-};
-struct NamesFree {
-  void operator()(GENERAL_NAMES* names) const { GENERAL_NAMES_free(names); }
-};
-struct ExtensionsFree {
-  void operator()(STACK_OF(X509_EXTENSION) * extensions) const {
-    sk_X509_EXTENSION_pop_free(extensions, X509_EXTENSION_free);
-  }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using ReqPtr = std::unique_ptr<X509_REQ, ReqFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using NamesPtr = std::unique_ptr<GENERAL_NAMES, NamesFree>;
-using ExtensionsPtr = std::unique_ptr<STACK_OF(X509_EXTENSION), ExtensionsFree>;
 
 // The last OpenSSL error as text, clearing the queue so it does not leak into later calls.
 std::string opensslError(std::string_view what) {
@@ -72,18 +47,18 @@ int noPassword(char*, int, int, void*) {
   return -1;
 }
 
-PkeyPtr loadKey(std::string_view keyPem) {
+EvpPkeyPtr loadKey(std::string_view keyPem) {
   BioPtr bio = readBio(keyPem);
   if (bio == nullptr) return nullptr;
-  PkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, noPassword, nullptr));
+  EvpPkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, noPassword, nullptr));
   if (key == nullptr) ERR_clear_error();
   return key;
 }
 
-ReqPtr loadCsr(std::string_view csrPem) {
+X509ReqPtr loadCsr(std::string_view csrPem) {
   BioPtr bio = readBio(csrPem);
   if (bio == nullptr) return nullptr;
-  ReqPtr request(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+  X509ReqPtr request(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
   if (request == nullptr) ERR_clear_error();
   return request;
 }
@@ -113,7 +88,7 @@ Status addDnsName(GENERAL_NAMES* names, const std::string& name) {
 }  // namespace
 
 Result<std::string> generatePrivateKeyPem() {
-  PkeyPtr key(EVP_EC_gen("P-256"));
+  EvpPkeyPtr key(EVP_EC_gen("P-256"));
   if (key == nullptr) return failure("cannot generate a P-256 key");
   BioPtr bio(BIO_new(BIO_s_mem()));
   // PEM_write_bio_PrivateKey writes PKCS#8 ("BEGIN PRIVATE KEY"), unencrypted.
@@ -125,7 +100,7 @@ Result<std::string> generatePrivateKeyPem() {
 }
 
 Status checkPrivateKeyPem(std::string_view keyPem) {
-  const PkeyPtr key = loadKey(keyPem);
+  const EvpPkeyPtr key = loadKey(keyPem);
   if (key == nullptr) {
     return Error{ErrorKind::kInvalid, "the private key does not parse (or is encrypted)"};
   }
@@ -141,11 +116,11 @@ Status checkPrivateKeyPem(std::string_view keyPem) {
 }
 
 Result<std::string> makeCsrPem(std::string_view keyPem, std::string_view hostname, bool wildcard) {
-  const PkeyPtr key = loadKey(keyPem);
+  const EvpPkeyPtr key = loadKey(keyPem);
   if (key == nullptr) {
     return Error{ErrorKind::kInvalid, "the private key does not parse (or is encrypted)"};
   }
-  ReqPtr request(X509_REQ_new());
+  X509ReqPtr request(X509_REQ_new());
   if (request == nullptr || X509_REQ_set_version(request.get(), X509_REQ_VERSION_1) != 1) {
     return failure("cannot build the CSR");
   }
@@ -156,7 +131,7 @@ Result<std::string> makeCsrPem(std::string_view keyPem, std::string_view hostnam
                                  0) != 1) {
     return failure("cannot set the CSR's common name");
   }
-  NamesPtr names(GENERAL_NAMES_new());
+  GeneralNamesPtr names(GENERAL_NAMES_new());
   if (names == nullptr) return failure("cannot build the subjectAltName");
   if (Status added = addDnsName(names.get(), host); !added.ok()) return added.error();
   if (wildcard) {
@@ -166,7 +141,7 @@ Result<std::string> makeCsrPem(std::string_view keyPem, std::string_view hostnam
   if (X509V3_add1_i2d(&raw, NID_subject_alt_name, names.get(), 0, X509V3_ADD_DEFAULT) != 1) {
     return failure("cannot add the subjectAltName");
   }
-  const ExtensionsPtr extensions(raw);
+  const X509ExtensionsPtr extensions(raw);
   if (X509_REQ_add_extensions(request.get(), extensions.get()) != 1 ||
       X509_REQ_set_pubkey(request.get(), key.get()) != 1) {
     return failure("cannot build the CSR");
@@ -182,7 +157,7 @@ Result<std::string> makeCsrPem(std::string_view keyPem, std::string_view hostnam
 }
 
 Result<CsrSummary> readCsr(std::string_view csrPem) {
-  const ReqPtr request = loadCsr(csrPem);
+  const X509ReqPtr request = loadCsr(csrPem);
   if (request == nullptr) return Error{ErrorKind::kInvalid, "the CSR does not parse"};
   CsrSummary summary;
   const X509_NAME* subject = X509_REQ_get_subject_name(request.get());
@@ -191,9 +166,9 @@ Result<CsrSummary> readCsr(std::string_view csrPem) {
     summary.commonName = asn1Text(X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, index)));
   }
   STACK_OF(X509_EXTENSION)* raw = X509_REQ_get_extensions(request.get());
-  const ExtensionsPtr extensions(raw);
+  const X509ExtensionsPtr extensions(raw);
   if (extensions != nullptr) {
-    const NamesPtr names(static_cast<GENERAL_NAMES*>(
+    const GeneralNamesPtr names(static_cast<GENERAL_NAMES*>(
         X509V3_get_d2i(extensions.get(), NID_subject_alt_name, nullptr, nullptr)));
     for (int i = 0; names != nullptr && i < sk_GENERAL_NAME_num(names.get()); ++i) {
       const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), i);
@@ -207,8 +182,8 @@ Result<CsrSummary> readCsr(std::string_view csrPem) {
 }
 
 bool csrMatchesKey(std::string_view csrPem, std::string_view keyPem) {
-  const ReqPtr request = loadCsr(csrPem);
-  const PkeyPtr key = loadKey(keyPem);
+  const X509ReqPtr request = loadCsr(csrPem);
+  const EvpPkeyPtr key = loadKey(keyPem);
   if (request == nullptr || key == nullptr) return false;
   EVP_PKEY* public_key = X509_REQ_get0_pubkey(request.get());
   const bool same = public_key != nullptr && EVP_PKEY_eq(public_key, key.get()) == 1;
@@ -220,7 +195,7 @@ bool certificateMatchesKey(std::string_view chainPem, std::string_view keyPem) {
   BioPtr bio = readBio(chainPem);
   if (bio == nullptr) return false;
   const X509Ptr leaf(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  const PkeyPtr key = loadKey(keyPem);
+  const EvpPkeyPtr key = loadKey(keyPem);
   const bool same =
       leaf != nullptr && key != nullptr && X509_check_private_key(leaf.get(), key.get()) == 1;
   ERR_clear_error();

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/crypto.h"
+#include "common/openssl_ptr.h"
 
 namespace ot::tls {
 namespace {
@@ -160,19 +161,6 @@ int selectAlpn(SSL*, const unsigned char** out, unsigned char* outLen, const uns
   return SSL_TLSEXT_ERR_NOACK;
 }
 
-struct BioFree {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct X509Free {
-  void operator()(X509* cert) const { X509_free(cert); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
 BioPtr memBuf(std::string_view pem) {
   if (pem.size() > static_cast<size_t>(INT_MAX)) return nullptr;
   return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
@@ -226,7 +214,7 @@ Result<SslCtxPtr> makeServerContext(std::string_view certificateChainPem,
 
   BioPtr keyBio = memBuf(privateKeyPem);
   if (!keyBio) return invalid("private key too large or out of memory");
-  PkeyPtr key(PEM_read_bio_PrivateKey(keyBio.get(), nullptr, nullptr, nullptr));
+  EvpPkeyPtr key(PEM_read_bio_PrivateKey(keyBio.get(), nullptr, nullptr, nullptr));
   if (!key) return invalid("cannot read the private key");
   if (SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1) {
     return invalid("private key does not match the certificate");

@@ -1,7 +1,7 @@
-// Small OpenSSL helpers shared by the CSR checks, the API domain's key and the local CA: owning
-// pointers that free each object with its matching function, DER/PEM conversions, and error
-// text. Every function clears the calling thread's OpenSSL error queue when it fails, so a later
-// unrelated call never sees a stale error. Thread-safe (no shared state).
+// Small OpenSSL helpers shared by the CSR checks, the API domain's key and the local CA: DER/PEM
+// conversions and error text (the owning pointers are common/openssl_ptr.h). Every function clears
+// the calling thread's OpenSSL error queue when it fails, so a later unrelated call never sees a
+// stale error. Thread-safe (no shared state).
 #pragma once
 
 #include <openssl/bio.h>
@@ -18,38 +18,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/openssl_ptr.h"
 #include "common/result.h"
 
 namespace ot::controld {
-
-template <auto Free>
-struct OpensslFree {
-  template <typename T>
-  void operator()(T* object) const {
-    Free(object);
-  }
-};
-
-using BioPtr = std::unique_ptr<BIO, OpensslFree<BIO_free_all>>;
-using BignumPtr = std::unique_ptr<BIGNUM, OpensslFree<BN_free>>;
-using EvpPkeyPtr = std::unique_ptr<EVP_PKEY, OpensslFree<EVP_PKEY_free>>;
-using EvpPkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, OpensslFree<EVP_PKEY_CTX_free>>;
-using X509Ptr = std::unique_ptr<X509, OpensslFree<X509_free>>;
-using X509ReqPtr = std::unique_ptr<X509_REQ, OpensslFree<X509_REQ_free>>;
-using X509NamePtr = std::unique_ptr<X509_NAME, OpensslFree<X509_NAME_free>>;
-using X509ExtensionPtr = std::unique_ptr<X509_EXTENSION, OpensslFree<X509_EXTENSION_free>>;
-inline void freeExtensions(X509_EXTENSIONS* extensions) {
-  sk_X509_EXTENSION_pop_free(extensions, X509_EXTENSION_free);
-}
-using X509ExtensionsPtr = std::unique_ptr<X509_EXTENSIONS, OpensslFree<freeExtensions>>;
-using GeneralNamesPtr = std::unique_ptr<GENERAL_NAMES, OpensslFree<GENERAL_NAMES_free>>;
-using BasicConstraintsPtr = std::unique_ptr<BASIC_CONSTRAINTS, OpensslFree<BASIC_CONSTRAINTS_free>>;
-using BitStringPtr = std::unique_ptr<ASN1_BIT_STRING, OpensslFree<ASN1_BIT_STRING_free>>;
-using OctetStringPtr = std::unique_ptr<ASN1_OCTET_STRING, OpensslFree<ASN1_OCTET_STRING_free>>;
-using IntegerPtr = std::unique_ptr<ASN1_INTEGER, OpensslFree<ASN1_INTEGER_free>>;
-using ExtendedKeyUsagePtr =
-    std::unique_ptr<EXTENDED_KEY_USAGE, OpensslFree<EXTENDED_KEY_USAGE_free>>;
-using AuthorityKeyIdPtr = std::unique_ptr<AUTHORITY_KEYID, OpensslFree<AUTHORITY_KEYID_free>>;
 
 // The reason of the oldest queued OpenSSL error ("unknown" when the queue is empty); clears the
 // queue.
