@@ -1,14 +1,12 @@
 #include "controld/tunnel_service.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
-#include <cstring>
 #include <functional>
 
 #include "common/crypto.h"
 #include "common/log.h"
 #include "controld/csr_check.h"
+#include "controld/ip_ranges.h"
 
 namespace ot::controld {
 namespace {
@@ -85,25 +83,11 @@ std::string boundCsrFingerprint(const CertificateInfo& certificate) {
 }  // namespace
 
 std::string clientRateKey(std::string_view client_address) {
-  std::string text(client_address);
-  // "[2001:db8::1]" and a zone ("fe80::1%eth0") may come from whoever formatted the address.
-  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
-    text = text.substr(1, text.size() - 2);
-  }
-  if (const size_t zone = text.find('%'); zone != std::string::npos) text.resize(zone);
-
-  unsigned char bytes[16] = {};
-  char out[INET6_ADDRSTRLEN] = {};
-  if (inet_pton(AF_INET, text.c_str(), bytes) == 1) {
-    if (inet_ntop(AF_INET, bytes, out, sizeof out) != nullptr) return out;
-  } else if (inet_pton(AF_INET6, text.c_str(), bytes) == 1) {
-    static constexpr unsigned char kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(bytes, kMappedPrefix, sizeof kMappedPrefix) == 0) {
-      if (inet_ntop(AF_INET, bytes + 12, out, sizeof out) != nullptr) return out;
-    } else {
-      std::memset(bytes + 8, 0, 8);
-      if (inet_ntop(AF_INET6, bytes, out, sizeof out) != nullptr) return std::string(out) + "/64";
-    }
+  if (const std::optional<IpAddress> address = parseIpAddress(client_address)) {
+    if (!address->v6) return address->toString();
+    IpAddress network = *address;
+    std::fill(network.bytes.begin() + 8, network.bytes.end(), uint8_t{0});
+    return network.toString() + "/64";
   }
   if (client_address.empty()) return "unknown";
   return std::string(client_address.substr(0, kMaxAddressKeyLength));
