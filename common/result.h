@@ -41,25 +41,27 @@ struct Error {
   std::string message;
 };
 
-template <typename T>
+// A value or an error. E is Error everywhere but where a richer error must travel up unchanged
+// (controld's ACME steps use AcmeError).
+template <typename T, typename E = Error>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Error error) : value_(std::move(error)) {}  // NOLINT
+  Result(E error) : value_(std::move(error)) {}  // NOLINT
 
   [[nodiscard]] bool ok() const { return std::holds_alternative<T>(value_); }
   explicit operator bool() const { return ok(); }
   [[nodiscard]] T& value() & { return std::get<T>(value_); }
   [[nodiscard]] const T& value() const& { return std::get<T>(value_); }
   [[nodiscard]] T&& value() && { return std::get<T>(std::move(value_)); }
-  [[nodiscard]] const Error& error() const { return std::get<Error>(value_); }
+  [[nodiscard]] const E& error() const { return std::get<E>(value_); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
-  std::variant<T, Error> value_;
+  std::variant<T, E> value_;
 };
 
 // Result<void>: success carries nothing.

@@ -56,21 +56,7 @@ struct AcmeError {
 
 // Result<T> with an AcmeError, so the reason travels up through the ACME steps.
 template <typename T>
-class [[nodiscard]] AcmeResult {
- public:
-  AcmeResult(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
-  AcmeResult(AcmeError error) : value_(std::move(error)) {}  // NOLINT
-  [[nodiscard]] bool ok() const { return std::holds_alternative<T>(value_); }
-  explicit operator bool() const { return ok(); }
-  [[nodiscard]] T& value() & { return std::get<T>(value_); }
-  [[nodiscard]] T&& value() && { return std::get<T>(std::move(value_)); }
-  [[nodiscard]] const AcmeError& error() const { return std::get<AcmeError>(value_); }
-  T* operator->() { return &value(); }
-  T& operator*() & { return value(); }
-
- private:
-  std::variant<T, AcmeError> value_;
-};
+using AcmeResult = Result<T, AcmeError>;
 using AcmeStatus = AcmeResult<Ok>;
 
 [[nodiscard]] inline AcmeError acmeError(AcmeReason reason, std::string message) {

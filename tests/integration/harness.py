@@ -44,6 +44,21 @@ def wait_until(predicate, timeout=30.0, what="condition"):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+def stop_process(process, sig=signal.SIGTERM, timeout=30):
+    """Sends `sig`, waits up to `timeout` s, then kills; returns the exit code (None: never
+    started)."""
+    if process is None:
+        return None
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
 class UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=10):
         super().__init__("localhost", timeout=timeout)
@@ -141,16 +156,10 @@ class Controld:
             connection.close()
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        code = stop_process(self.process, sig, timeout)
         if getattr(self, "log", None):
             self.log.close()
-        return self.process.returncode if self.process else None
+        return code
 
     def log_lines(self):
         lines = []

@@ -392,16 +392,10 @@ class Relayd:
                              headers=headers)
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        code = harness.stop_process(self.process, sig, timeout)
         if getattr(self, "log", None):
             self.log.close()
-        return self.process.returncode if self.process else None
+        return code
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,17 +481,11 @@ class Otunnel:
         return json.loads(files[0].read_text())
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        code = harness.stop_process(self.process, sig, timeout)
         for f in (getattr(self, "out", None), getattr(self, "err", None)):
             if f:
                 f.close()
-        return self.process.returncode if self.process else None
+        return code
 
 
 # ---------------------------------------------------------------------------------------------
