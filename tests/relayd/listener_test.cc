@@ -21,39 +21,16 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "relayd/relay_metrics.h"
+#include "tests/unit/loopback_sockets.h"
 
 using ot::relayd::Listener;
 
 namespace {
 
-ot::config::ListenAddress loopback(uint16_t port = 0) {
-  ot::config::ListenAddress address;
-  address.kind = ot::config::ListenAddress::Kind::kTcp;
-  address.host = "127.0.0.1";
-  address.port = port;
-  return address;
-}
-
 // Runs the loop until nothing is left, so handles closed by the test are freed.
 void drain(uv_loop_t* loop) {
   while (uv_run(loop, UV_RUN_DEFAULT) != 0) {
   }
-}
-
-// A blocking client socket connected to 127.0.0.1:port (the kernel completes the handshake from
-// the backlog, before any accept).
-int connectBlocking(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 sockaddr_storage v4Address(const char* text, uint16_t port) {
@@ -92,7 +69,7 @@ TEST_CASE("listener: accepts a libuv client on port 0 with a non-blocking close-
   std::vector<int> accepted;
   std::string peerText;
   auto opened = Listener::open(
-      &loop, loopback(), "test",
+      &loop, ot::testing::loopbackListenAddress(), "test",
       [&](int fd, const sockaddr_storage& peer) {
         accepted.push_back(fd);
         peerText = ot::relayd::formatSocketAddress(peer);
@@ -154,7 +131,7 @@ TEST_CASE("listener: close stops accepting, and the owner may destroy it from on
   std::unique_ptr<Listener> listener;
   int calls = 0;
   auto opened = Listener::open(
-      &loop, loopback(), "test",
+      &loop, ot::testing::loopbackListenAddress(), "test",
       [&](int fd, const sockaddr_storage&) {
         ++calls;
         ::close(fd);
@@ -165,12 +142,12 @@ TEST_CASE("listener: close stops accepting, and the owner may destroy it from on
   listener = std::move(opened).value();
   const uint16_t port = listener->port();
   std::vector<int> clients;
-  for (int i = 0; i < 3; ++i) clients.push_back(connectBlocking(port));
+  for (int i = 0; i < 3; ++i) clients.push_back(ot::testing::connectLoopback(port));
   for (int fd : clients) REQUIRE(fd >= 0);
   drain(&loop);  // ends: the destroyed listener closed its handles
   CHECK(calls == 1);
   CHECK(listener == nullptr);
-  CHECK(connectBlocking(port) == -1);  // the port is closed
+  CHECK(ot::testing::connectLoopback(port) == -1);  // the port is closed
   for (int fd : clients) ::close(fd);
   CHECK(uv_loop_close(&loop) == 0);
 }
@@ -271,7 +248,7 @@ int runEmfileScenario() {
   int accepted = 0;
   std::unique_ptr<Listener> listener;
   auto opened = Listener::open(
-      &loop, loopback(), "emfile",
+      &loop, ot::testing::loopbackListenAddress(), "emfile",
       [&](int fd, const sockaddr_storage&) {
         ::close(fd);
         if (++accepted == kClients) listener->close();
@@ -284,7 +261,7 @@ int runEmfileScenario() {
 
   std::vector<int> clients;
   for (int i = 0; i < kClients; ++i) {
-    const int fd = connectBlocking(listener->port());
+    const int fd = ot::testing::connectLoopback(listener->port());
     if (fd < 0) return kConnectFailed;
     clients.push_back(fd);
   }

@@ -14,37 +14,13 @@
 #include <thread>
 
 #include "common/http_parser.h"
+#include "tests/unit/loopback_sockets.h"
 
 using ot::relayd::PlainHttpServer;
 using ot::relayd::PlainRequest;
 using ot::relayd::PlainResponse;
 
 namespace {
-
-ot::config::ListenAddress loopback() {
-  ot::config::ListenAddress address;
-  address.kind = ot::config::ListenAddress::Kind::kTcp;
-  address.host = "127.0.0.1";
-  return address;
-}
-
-// Blocking client helpers, used from the client thread only. Reads time out after 5 s so a broken
-// server fails the test instead of hanging it.
-int connectTo(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 bool sendAll(int fd, const std::string& data) {
   size_t sent = 0;
@@ -105,7 +81,7 @@ struct Fixture {
   Fixture() {
     REQUIRE(uv_loop_init(&loop) == 0);
     auto opened = PlainHttpServer::open(
-        &loop, loopback(), "http",
+        &loop, ot::testing::loopbackListenAddress(), "http",
         ot::relayd::redirectHandler("relay.example.test", 8443, [this] { return healthy.load(); }),
         nullptr);
     REQUIRE(opened.ok());
@@ -119,7 +95,7 @@ struct Fixture {
   std::string exchange(const std::string& request) {
     std::string out;
     runWithClient(&loop, server, [&] {
-      const int fd = connectTo(port);
+      const int fd = ot::testing::connectLoopback(port);
       if (fd < 0) return;
       if (sendAll(fd, request)) out = readUntilClose(fd);
       ::close(fd);
@@ -168,7 +144,7 @@ TEST_CASE("plain http: keep-alive serves two requests on one connection, one aft
   std::string second;
   std::string rest;
   runWithClient(&fixture.loop, fixture.server, [&] {
-    const int fd = connectTo(fixture.port);
+    const int fd = ot::testing::connectLoopback(fixture.port);
     if (fd < 0) return;
     if (sendAll(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")) first = readOneResponse(fd);
     if (sendAll(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n")) second = readOneResponse(fd);
@@ -213,13 +189,13 @@ TEST_CASE("plain http: close() stops listening and lets the current request fini
                 [](uv_async_t* handle) { static_cast<PlainHttpServer*>(handle->data)->close(); });
   uv_unref(reinterpret_cast<uv_handle_t*>(&closer));  // the loop ends without it
   runWithClient(&fixture.loop, fixture.server, [&] {
-    const int fd = connectTo(fixture.port);
+    const int fd = ot::testing::connectLoopback(fixture.port);
     if (fd < 0) return;
     // Half a request, then the server closes, then the rest: the answer says Connection: close.
     sendAll(fd, "GET /health HTTP/1.1\r\n");
     // The half request must have been read before close(): a second connection accepted after
     // this one and answered means the loop has seen the first one's bytes too.
-    const int probe = connectTo(fixture.port);
+    const int probe = ot::testing::connectLoopback(fixture.port);
     if (probe >= 0) {
       sendAll(probe, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
       (void)readUntilClose(probe);
@@ -228,7 +204,7 @@ TEST_CASE("plain http: close() stops listening and lets the current request fini
     uv_async_send(&closer);
     // Once the listener is closed, new connections are refused.
     for (int i = 0; i < 100000; ++i) {
-      const int late = connectTo(fixture.port);
+      const int late = ot::testing::connectLoopback(fixture.port);
       if (late < 0) {
         refused = 1;
         break;

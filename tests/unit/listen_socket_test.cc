@@ -14,33 +14,13 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/unit/loopback_sockets.h"
+
 using ot::net::AcceptStatus;
 using ot::net::ListenSocket;
 
-namespace {
-
-ot::config::ListenAddress tcpLoopback() {
-  ot::config::ListenAddress address;
-  address.kind = ot::config::ListenAddress::Kind::kTcp;
-  address.host = "127.0.0.1";
-  return address;
-}
-
-int connectTo(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  return fd;
-}
-
-}  // namespace
-
 TEST_CASE("listen socket: accept says when the backlog is empty and hands out connections") {
-  auto opened = ListenSocket::open(tcpLoopback());
+  auto opened = ListenSocket::open(ot::testing::loopbackListenAddress());
   REQUIRE(opened.ok());
   const ListenSocket& socket = *opened;
   CHECK(socket.port() != 0);
@@ -54,7 +34,8 @@ TEST_CASE("listen socket: accept says when the backlog is empty and hands out co
   CHECK(none.fd == -1);
 
   // connect() returns once the kernel completed the handshake from the backlog.
-  const int client = connectTo(socket.port());
+  const int client = ot::testing::connectLoopback(socket.port());
+  REQUIRE(client >= 0);
   ot::net::Accepted got;
   for (int i = 0; i < 1000 && got.status != AcceptStatus::kAccepted; ++i) {
     got = socket.accept(&peer);
