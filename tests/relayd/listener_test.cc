@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -184,9 +185,25 @@ uint64_t monotonicMs() {
   return static_cast<uint64_t>(now.tv_sec) * 1000 + static_cast<uint64_t>(now.tv_nsec) / 1'000'000;
 }
 
+// The descriptors this process has open, read from /proc/self/fd so one inherited at any number
+// counts (the directory's own descriptor left out); empty if it cannot be read.
+std::vector<int> openDescriptors() {
+  std::vector<int> fds;
+  DIR* directory = ::opendir("/proc/self/fd");
+  if (directory == nullptr) return fds;
+  const int own = ::dirfd(directory);
+  while (const dirent* entry = ::readdir(directory)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const int fd = std::atoi(entry->d_name);
+    if (fd != own) fds.push_back(fd);
+  }
+  ::closedir(directory);
+  return fds;
+}
+
 // The listening descriptor bound to `port`, found among this process's descriptors.
 int findListeningFd(uint16_t port) {
-  for (int fd = 0; fd < 4096; ++fd) {
+  for (const int fd : openDescriptors()) {
     int accepting = 0;
     socklen_t size = sizeof accepting;
     if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) != 0 || accepting == 0) {
@@ -201,22 +218,6 @@ int findListeningFd(uint16_t port) {
     }
   }
   return -1;
-}
-
-// The highest descriptor this process has open, read from /proc/self/fd so a descriptor
-// inherited at any number counts; -1 if the directory cannot be read.
-int highestOpenDescriptor() {
-  DIR* directory = ::opendir("/proc/self/fd");
-  if (directory == nullptr) return -1;
-  const int own = ::dirfd(directory);
-  int highest = -1;
-  while (const dirent* entry = ::readdir(directory)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    const int fd = std::atoi(entry->d_name);
-    if (fd != own && fd > highest) highest = fd;
-  }
-  ::closedir(directory);
-  return highest;
 }
 
 // How many finished handshakes wait in the listener's accept queue (TCP_INFO reports the queue
@@ -281,8 +282,9 @@ int runEmfileScenario() {
   // for fails with EMFILE and closing the fillers frees at least one. Without that spare slot a
   // process whose descriptors are contiguous (no inherited high descriptor, as under CI) has
   // nothing to free and accept fails for ever.
-  const int highest = highestOpenDescriptor();
-  if (highest < 0) return kLimitFailed;
+  const std::vector<int> open = openDescriptors();
+  if (open.empty()) return kLimitFailed;
+  const int highest = *std::max_element(open.begin(), open.end());
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return kLimitFailed;
   limit.rlim_cur = static_cast<rlim_t>(highest) + 2;
