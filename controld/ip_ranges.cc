@@ -1,7 +1,5 @@
 #include "controld/ip_ranges.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -25,35 +23,6 @@ bool samePrefix(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>&
 }
 
 }  // namespace
-
-std::string IpAddress::toString() const {
-  char out[INET6_ADDRSTRLEN] = {};
-  if (inet_ntop(v6 ? AF_INET6 : AF_INET, bytes.data(), out, sizeof out) == nullptr) return {};
-  return out;
-}
-
-std::optional<IpAddress> parseIpAddress(std::string_view text) {
-  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
-    text = text.substr(1, text.size() - 2);
-  }
-  if (text.empty() || text.size() > INET6_ADDRSTRLEN + 16) return std::nullopt;
-  std::string plain(text);
-  if (const size_t zone = plain.find('%'); zone != std::string::npos) {
-    if (plain.find(':') == std::string::npos) return std::nullopt;  // zones are IPv6 only
-    plain.resize(zone);
-  }
-  IpAddress address;
-  if (inet_pton(AF_INET, plain.c_str(), address.bytes.data()) == 1) return address;
-  if (inet_pton(AF_INET6, plain.c_str(), address.bytes.data()) != 1) return std::nullopt;
-  static constexpr uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(address.bytes.data(), kMappedPrefix, sizeof kMappedPrefix) == 0) {
-    IpAddress v4;
-    std::memcpy(v4.bytes.data(), address.bytes.data() + 12, 4);
-    return v4;
-  }
-  address.v6 = true;
-  return address;
-}
 
 bool IpRange::contains(const IpAddress& address) const {
   return address.v6 == base.v6 && samePrefix(address.bytes, base.bytes, prefix);

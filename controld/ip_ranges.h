@@ -10,23 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ip_address.h"
 #include "common/result.h"
 
 namespace ot::controld {
 
-struct IpAddress {
-  bool v6 = false;
-  std::array<uint8_t, 16> bytes{};  // IPv4: the first 4 bytes
-
-  [[nodiscard]] int bits() const { return v6 ? 128 : 32; }
-  [[nodiscard]] std::string toString() const;
-  bool operator==(const IpAddress&) const = default;
-};
-
-// "192.0.2.1", "2001:db8::1", "[2001:db8::1]", "fe80::1%eth0" (the zone is dropped). An
-// IPv4-mapped IPv6 address ("::ffff:192.0.2.1") is the IPv4 address. nullopt for anything else
-// (ports and surrounding whitespace included).
-[[nodiscard]] std::optional<IpAddress> parseIpAddress(std::string_view text);
+using ot::IpAddress;
+using ot::parseIpAddress;
 
 struct IpRange {
   IpAddress base;  // host bits zero

@@ -6,6 +6,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "controld/csr_check.h"
+#include "common/ip_address.h"
 #include "controld/ip_ranges.h"
 
 namespace ot::controld {
@@ -83,12 +84,7 @@ std::string boundCsrFingerprint(const CertificateInfo& certificate) {
 }  // namespace
 
 std::string clientRateKey(std::string_view client_address) {
-  if (const std::optional<IpAddress> address = parseIpAddress(client_address)) {
-    if (!address->v6) return address->toString();
-    IpAddress network = *address;
-    std::fill(network.bytes.begin() + 8, network.bytes.end(), uint8_t{0});
-    return network.toString() + "/64";
-  }
+  if (std::optional<std::string> key = sourceKey(client_address)) return std::move(*key);
   if (client_address.empty()) return "unknown";
   return std::string(client_address.substr(0, kMaxAddressKeyLength));
 }
