@@ -12,6 +12,7 @@ uint16_t closeCodeFor(Error error) {
     case Error::kInvalidUtf8:
       return kCloseInvalidData;
     case Error::kMessageTooBig:
+    case Error::kTooManyFragments:
       return kCloseMessageTooBig;
     case Error::kReservedBits:
     case Error::kUnknownOpcode:
@@ -62,6 +63,8 @@ std::string_view errorName(Error error) {
       return "invalid_utf8";
     case Error::kMessageTooBig:
       return "message_too_big";
+    case Error::kTooManyFragments:
+      return "too_many_fragments";
   }
   return "unknown";
 }

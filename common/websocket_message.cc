@@ -29,6 +29,7 @@ Error MessageReader::onHeader() {
   }
   if (header.opcode == Opcode::kContinuation) {
     if (!inMessage_) return Error::kUnexpectedContinuation;
+    if (++messageFrames_ > kMaxMessageFragments) return Error::kTooManyFragments;
   } else {
     if (inMessage_) return Error::kExpectedContinuation;
     inMessage_ = true;
@@ -36,6 +37,7 @@ Error MessageReader::onHeader() {
     messageOpcode_ = header.opcode;
     messageDelivery_ = delivery_;
     messageSize_ = 0;
+    messageFrames_ = 1;
     utf8_.reset();
   }
   // Checked on the announced length, before any payload is read; the limit may have been lowered

@@ -21,6 +21,11 @@ namespace ot::ws {
 //   kWhole   one message at a time, collected up to the size limit and handed over by value.
 enum class Delivery : uint8_t { kStream, kWhole };
 
+// Frames one data message may take (its first frame and continuations). Each frame costs a header
+// parse however small it is, so a peer sending endless empty continuations is refused with 1009
+// (kTooManyFragments) instead of keeping the reader busy; real senders fragment in large pieces.
+inline constexpr uint32_t kMaxMessageFragments = 1024;
+
 //   kNeedMore  all input was consumed; call again with more bytes.
 //   kData      (kStream) the next chunk of a text/binary message. messageBegin marks the first
 //              event of a message, messageEnd the last one, whose chunk may be empty.
@@ -73,6 +78,7 @@ class MessageReader {
   FrameDecoder decoder_;
   uint64_t maxMessageSize_;
   uint64_t messageSize_ = 0;  // payload announced so far for the message in progress
+  uint32_t messageFrames_ = 0;  // frames of the message in progress, up to kMaxMessageFragments
   // kWhole: the message in progress. It grows with the bytes received and is never reserved
   // from an announced length, so a peer cannot pin memory it has not sent.
   std::vector<uint8_t> message_;

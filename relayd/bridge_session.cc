@@ -71,6 +71,7 @@ void BridgeSession::onPlaintext(std::span<uint8_t> bytes) {
     if (step.event == ws::ReadEvent::kNeedMore) break;
     if (step.event == ws::ReadEvent::kError) {
       kLog.debug("bridge protocol error", {{"bridge", bridgeId_}, {"error", ws::errorName(step.error)}});
+      if (step.error == ws::Error::kTooManyFragments) context_.metrics.bridgeFragmentLimit.Increment();
       close(ws::closeCodeFor(step.error), DetachOutcome::kServerClose, std::string(ws::errorName(step.error)));
       return;
     }

@@ -129,7 +129,10 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
                                              "1 while the control session with controld is up.")),
       apiProxyFailures(
           metricsRegistry.counter("opentunnel_api_proxy_failures_total",
-                                  "API requests that could not be forwarded to controld.")) {
+                                  "API requests that could not be forwarded to controld.")),
+      bridgeFragmentLimit(metricsRegistry.counter(
+          "opentunnel_bridge_fragment_limit_total",
+          "Bridges closed for a WebSocket message split into too many frames.")) {
   // Every label value exists from the start, so dashboards see zeros instead of gaps.
   for (size_t i = 0; i < static_cast<size_t>(AttachOutcome::kCount); ++i) {
     attaches[i] = &metricsRegistry.counter(

@@ -81,6 +81,8 @@ class RelayMetrics {
   prometheus::Counter& controlSessionsTotal;          // opentunnel_control_sessions_total (ours)
   prometheus::Gauge& controlConnected;                // opentunnel_control_connected (ours, 0/1)
   prometheus::Counter& apiProxyFailures;              // opentunnel_api_proxy_failures_total (ours)
+  // opentunnel_bridge_fragment_limit_total: bridges closed (1009) for a message in too many frames.
+  prometheus::Counter& bridgeFragmentLimit;
 
   void visitor(VisitorOutcome outcome) { visitors[static_cast<size_t>(outcome)]->Increment(); }
   void attach(AttachOutcome outcome) { attaches[static_cast<size_t>(outcome)]->Increment(); }

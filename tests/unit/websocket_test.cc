@@ -545,6 +545,38 @@ TEST_CASE("websocket: fragmentation rules") {
         Error::kUnexpectedContinuation);
 }
 
+TEST_CASE("websocket: one message may take at most kMaxMessageFragments frames") {
+  // A first frame, empty continuations and a final one: `frames` frames in all.
+  const auto fragmented = [](uint32_t frames) {
+    Bytes out = ot::ws::buildFrame(Opcode::kBinary, bytesOf("a"), std::nullopt, false);
+    for (uint32_t i = 2; i < frames; ++i) {
+      const Bytes empty = ot::ws::buildFrame(Opcode::kContinuation, {}, std::nullopt, false);
+      out.insert(out.end(), empty.begin(), empty.end());
+      if (i % 100 == 0) {  // control frames in between are not fragments of the message
+        out.insert(out.end(), kPingHello.begin(), kPingHello.end());
+      }
+    }
+    const Bytes last = ot::ws::buildFrame(Opcode::kContinuation, bytesOf("b"));
+    out.insert(out.end(), last.begin(), last.end());
+    return out;
+  };
+  const uint32_t limit = ot::ws::kMaxMessageFragments;
+  for (const Delivery delivery : {Delivery::kWhole, Delivery::kStream}) {
+    CAPTURE(static_cast<int>(delivery));
+    // Exactly at the limit, twice: the count starts again with each message.
+    const Bytes atLimit = fragmented(limit);
+    auto fine = readMessages(Role::kClient, concat({atLimit, atLimit}), 0, delivery);
+    CHECK(fine.error == Error::kNone);
+    CHECK(fine.consumed == 2 * atLimit.size());
+
+    const Bytes over = fragmented(limit + 1);
+    auto refused = readMessages(Role::kClient, over, 0, delivery);
+    CHECK(refused.error == Error::kTooManyFragments);
+    CHECK(refused.consumed < over.size());  // found on a header, before the message ended
+    CHECK(ot::ws::closeCodeFor(refused.error) == 1009);
+  }
+}
+
 TEST_CASE("websocket: control frames interleaved within a fragmented message") {
   const Bytes stream =
       concat({kHelFragment, kPingHello, ot::ws::buildPong(bytesOf("p")), kLoFragment});
@@ -813,13 +845,14 @@ TEST_CASE("websocket: close frames through the reader") {
 }
 
 TEST_CASE("websocket: every error has a name and a close code") {
-  for (uint8_t i = 0; i <= static_cast<uint8_t>(Error::kMessageTooBig); ++i) {
+  for (uint8_t i = 0; i <= static_cast<uint8_t>(Error::kTooManyFragments); ++i) {
     const auto error = static_cast<Error>(i);
     CHECK(ot::ws::errorName(error) != "unknown");
     const uint16_t code = ot::ws::closeCodeFor(error);
     CHECK((code == 1000 || code == 1002 || code == 1007 || code == 1009));
   }
   CHECK(ot::ws::closeCodeFor(Error::kMessageTooBig) == 1009);
+  CHECK(ot::ws::closeCodeFor(Error::kTooManyFragments) == 1009);
   CHECK(ot::ws::closeCodeFor(Error::kReservedBits) == 1002);
 }
 
