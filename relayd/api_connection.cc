@@ -168,6 +168,8 @@ void ApiConnection::sendPlain(std::span<const uint8_t> bytes) {
 
 size_t ApiConnection::queuedBytes() const { return stream_ == nullptr ? 0 : stream_->queuedBytes(); }
 
+uint64_t ApiConnection::bytesWritten() const { return stream_ == nullptr ? 0 : stream_->bytesWritten(); }
+
 void ApiConnection::pauseReading() {
   readPausedByBridge_ = true;
   if (stream_ != nullptr) stream_->stopReading();
@@ -190,6 +192,8 @@ const std::string& ApiConnection::peerAddress() const {
 
 void ApiConnection::processHttp() {
   while (phase_ == Phase::kHttp && !httpInput_.empty()) {
+    // Pipelined requests wait while the client leaves our answers unread (onWritten resumes).
+    if (stream_ == nullptr || stream_->writeBacklogged()) return;
     const HttpParseResult result = parser_->feed(std::span<const uint8_t>(httpInput_));
     switch (result.status) {
       case HttpParseStatus::kNeedMore:
@@ -404,6 +408,7 @@ void ApiConnection::onWritten(size_t) {
     return;
   }
   if (bridge_) bridge_->onTransportWritten();
+  if (phase_ == Phase::kHttp && !httpInput_.empty() && !stream_->writeBacklogged()) processHttp();
 }
 
 void ApiConnection::onEof() {

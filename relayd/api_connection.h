@@ -40,6 +40,7 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   // BridgeTransport
   void sendPlain(std::span<const uint8_t> bytes) override;
   [[nodiscard]] size_t queuedBytes() const override;
+  [[nodiscard]] uint64_t bytesWritten() const override;
   void pauseReading() override;
   void resumeReading() override;
   void closeTransport(bool reset) override;

@@ -80,12 +80,16 @@ void BridgeSession::onPlaintext(std::span<uint8_t> bytes) {
   if (phase_ == Phase::kAuthorizing && !bytes.empty()) {
     deferredInput_.insert(deferredInput_.end(), bytes.begin(), bytes.end());
   }
+  sendPendingPong();  // one pong for the pings of this read
 }
 
 void BridgeSession::handleMessage(ws::ReadStep& step) {
   if (step.event == ws::ReadEvent::kControl) {
     if (step.opcode == ws::Opcode::kPing) {
-      if (phase_ != Phase::kClosing) sendFrame(ws::Opcode::kPong, {}, step.payload);
+      if (phase_ != Phase::kClosing) {
+        pongPayload_ = std::move(step.payload);
+        pongWanted_ = true;
+      }
     } else if (step.opcode == ws::Opcode::kClose) {
       if (phase_ == Phase::kClosing) {
         finishClose();  // the answer to our close
@@ -281,7 +285,16 @@ void BridgeSession::sendCredit(uint32_t connId, uint32_t increment) {
   sendStreamFrame(bridge::encodeCredit(connId, increment));
 }
 
+void BridgeSession::sendPendingPong() {
+  if (!pongWanted_ || closed() || transport_.bytesWritten() < pongQueuedEnd_) return;
+  pongWanted_ = false;
+  sendFrame(ws::Opcode::kPong, {}, pongPayload_);
+  pongPayload_.clear();
+  pongQueuedEnd_ = transport_.bytesWritten() + transport_.queuedBytes();
+}
+
 void BridgeSession::onTransportWritten() {
+  sendPendingPong();
   if (visitorsPaused_ && transport_.queuedBytes() <= kSocketLowMark) {
     visitorsPaused_ = false;
     for (auto& [id, entry] : streams_) entry.visitor->resumeFromBridge();

@@ -30,6 +30,7 @@ class BridgeTransport {
  public:
   virtual void sendPlain(std::span<const uint8_t> bytes) = 0;  // encrypted and queued
   [[nodiscard]] virtual size_t queuedBytes() const = 0;        // on the socket, not yet written
+  [[nodiscard]] virtual uint64_t bytesWritten() const = 0;     // taken by the socket so far
   virtual void pauseReading() = 0;
   virtual void resumeReading() = 0;
   virtual void closeTransport(bool reset) = 0;  // the TCP connection goes away
@@ -104,6 +105,7 @@ class BridgeSession final : public BufferWaiter {
   void sendText(const std::string& text);
   void sendFrame(ws::Opcode opcode, std::span<const uint8_t> head, std::span<const uint8_t> payload);
   void sendStreamFrame(std::vector<uint8_t> frame);
+  void sendPendingPong();
   void protocolError(const char* what);
   void abortStreams(bridge::ResetReason reason, bool notifyClient);
   void finishClose();
@@ -129,6 +131,11 @@ class BridgeSession final : public BufferWaiter {
   uint64_t attachedAtUnixMs_ = 0;
   uint64_t lastHeardMs_ = 0;
   bool pingOutstanding_ = false;
+  // Pongs are coalesced (RFC 6455 5.5.3): while our last pong is still queued, only the latest
+  // ping waits for an answer, so a client that pings without reading holds one pong here.
+  std::vector<uint8_t> pongPayload_;
+  bool pongWanted_ = false;
+  uint64_t pongQueuedEnd_ = 0;  // the transport's bytesWritten() once our last pong is out
   int64_t pendingToVisitors_ = 0;  // client data written to visitors' sockets, not yet taken
   bool readPaused_ = false;        // stopped reading the client because a budget is spent
   bool visitorsPaused_ = false;    // visitors stopped reading: our socket is over its high mark

@@ -7,6 +7,7 @@
 #include "common/http_parser.h"
 #include "common/http_serializer.h"
 #include "relayd/listener.h"
+#include "relayd/write_backlog.h"
 
 namespace ot::relayd {
 namespace {
@@ -14,8 +15,10 @@ namespace {
 constexpr uint64_t kIdleMs = 30'000;
 constexpr size_t kMaxConnections = 1024;
 constexpr size_t kReadBufferBytes = 64 * 1024;
-// Stop reading from a client that pipelines faster than it reads its answers.
-constexpr size_t kMaxQueuedWriteBytes = 1024 * 1024;
+// Stop reading from a client that pipelines faster than it reads its answers (the rule every
+// relayd connection follows, with smaller marks: these answers are a few hundred bytes). The hard
+// limit is never reached: nothing is read, so nothing is answered, past the high mark.
+constexpr WriteBacklogMarks kAnswerBacklog{1024 * 1024, 512 * 1024, 2 * 1024 * 1024};
 
 HttpParserLimits requestLimits() {
   HttpParserLimits limits;
@@ -70,6 +73,7 @@ struct PlainHttpServer::Impl::Connection {
   HttpParser parser{HttpParser::Kind::kRequest, requestLimits()};
   int openHandles = 0;
   size_t writesPending = 0;
+  WriteBacklogGate backlog{kAnswerBacklog};
   bool closing = false;
   bool closeAfterWrite = false;  // the last answer said Connection: close
   bool midRequest = false;       // bytes of an unanswered request were received
@@ -168,8 +172,8 @@ struct PlainHttpServer::Impl::Connection {
       midRequest = false;
     }
     if (!closing && !closeAfterWrite &&
-        uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&tcp)) >
-            kMaxQueuedWriteBytes) {
+        backlog.update(uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&tcp))) &&
+        backlog.paused()) {
       uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp));
     }
   }
@@ -214,8 +218,8 @@ struct PlainHttpServer::Impl::Connection {
     }
     self->touch();
     auto* stream = reinterpret_cast<uv_stream_t*>(&self->tcp);
-    if (!self->closeAfterWrite &&
-        uv_stream_get_write_queue_size(stream) <= kMaxQueuedWriteBytes / 2) {
+    self->backlog.update(uv_stream_get_write_queue_size(stream));
+    if (!self->closeAfterWrite && !self->backlog.paused()) {
       uv_read_start(stream, &Connection::onAlloc, &Connection::onRead);  // no-op when reading
     }
   }

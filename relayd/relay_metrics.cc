@@ -130,6 +130,14 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
       apiProxyFailures(
           metricsRegistry.counter("opentunnel_api_proxy_failures_total",
                                   "API requests that could not be forwarded to controld.")),
+      peerBacklogPaused(metricsRegistry.counter(
+          "opentunnel_relay_peer_backlog_total",
+          "Peers that left relayd's answers unread past the write backlog marks.",
+          {{"event", "paused"}})),
+      peerBacklogReset(metricsRegistry.counter(
+          "opentunnel_relay_peer_backlog_total",
+          "Peers that left relayd's answers unread past the write backlog marks.",
+          {{"event", "reset"}})),
       bridgeFragmentLimit(metricsRegistry.counter(
           "opentunnel_bridge_fragment_limit_total",
           "Bridges closed for a WebSocket message split into too many frames.")) {

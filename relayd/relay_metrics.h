@@ -81,6 +81,10 @@ class RelayMetrics {
   prometheus::Counter& controlSessionsTotal;          // opentunnel_control_sessions_total (ours)
   prometheus::Gauge& controlConnected;                // opentunnel_control_connected (ours, 0/1)
   prometheus::Counter& apiProxyFailures;              // opentunnel_api_proxy_failures_total (ours)
+  // opentunnel_relay_peer_backlog_total{event}: peers whose reading was paused because they left
+  // our answers unread past the high mark ("paused"), and peers reset past the hard limit ("reset").
+  prometheus::Counter& peerBacklogPaused;
+  prometheus::Counter& peerBacklogReset;
   // opentunnel_bridge_fragment_limit_total: bridges closed (1009) for a message in too many frames.
   prometheus::Counter& bridgeFragmentLimit;
 

@@ -10,11 +10,17 @@
 #include <new>
 #include <utility>
 
+#include "common/log.h"
 #include "relayd/relay_context.h"
 
 namespace ot::relayd {
 
 namespace {
+
+const log::Logger kLog("relayd.stream");
+
+// A reset for an unread backlog is logged at most once per this interval (the counter has all).
+constexpr uint64_t kOverflowLogIntervalMs = 10'000;
 
 struct WriteRequest {
   uv_write_t req{};
@@ -51,14 +57,24 @@ TcpStream* TcpStream::adopt(RelayContext& context, int fd, Handler* handler) {
 }
 
 void TcpStream::startReading() {
-  if (closing_ || reading_) return;
-  if (uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAlloc, onReadCb) == 0) reading_ = true;
+  wantReading_ = true;
+  applyReading();
 }
 
 void TcpStream::stopReading() {
-  if (closing_ || !reading_) return;
-  uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
-  reading_ = false;
+  wantReading_ = false;
+  applyReading();
+}
+
+void TcpStream::applyReading() {
+  if (closing_) return;
+  const bool should = wantReading_ && !backlog_.paused();
+  if (should && !reading_) {
+    if (uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAlloc, onReadCb) == 0) reading_ = true;
+  } else if (!should && reading_) {
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
+    reading_ = false;
+  }
 }
 
 void TcpStream::onAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
@@ -86,6 +102,10 @@ void TcpStream::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
 
 void TcpStream::write(std::vector<uint8_t> bytes) {
   if (closing_ || bytes.empty()) return;
+  if (!backlog_.admits(chargedBytes_, bytes.size() + kWriteOverheadBytes)) {
+    overflow(bytes.size());
+    return;
+  }
   auto* request = new (std::nothrow) WriteRequest{};
   if (request == nullptr) {
     if (handler_ != nullptr) handler_->onStreamError(UV_ENOMEM);
@@ -102,6 +122,30 @@ void TcpStream::write(std::vector<uint8_t> bytes) {
     return;
   }
   queuedBytes_ += size;
+  chargedBytes_ += size + kWriteOverheadBytes;
+  context_.addBuffered(static_cast<int64_t>(size + kWriteOverheadBytes));
+  if (backlog_.update(chargedBytes_)) {
+    context_.metrics.peerBacklogPaused.Increment();
+    applyReading();
+  }
+}
+
+void TcpStream::overflow(size_t bytes) {
+  context_.metrics.peerBacklogReset.Increment();
+  static uint64_t lastLogMs = 0;
+  static uint64_t unlogged = 0;
+  ++unlogged;
+  const uint64_t now = context_.nowMs();
+  if (lastLogMs == 0 || now - lastLogMs >= kOverflowLogIntervalMs) {
+    kLog.warn("peer reset: it left its answers unread past the write backlog limit",
+              {{"peer", peerAddress_},
+               {"queued", std::to_string(queuedBytes_)},
+               {"refused", std::to_string(bytes)},
+               {"resets_since_last_log", std::to_string(unlogged)}});
+    lastLogMs = now;
+    unlogged = 0;
+  }
+  close(true);
 }
 
 void TcpStream::onWriteCb(uv_write_t* req, int status) {
@@ -110,7 +154,10 @@ void TcpStream::onWriteCb(uv_write_t* req, int status) {
   const size_t size = request->bytes.size();
   delete request;
   self->queuedBytes_ -= size;
+  self->chargedBytes_ -= size + kWriteOverheadBytes;
+  self->context_.addBuffered(-static_cast<int64_t>(size + kWriteOverheadBytes));
   if (status == 0) self->bytesWritten_ += size;
+  if (self->backlog_.update(self->chargedBytes_)) self->applyReading();
   if (self->closing_ || self->handler_ == nullptr) return;
   if (status != 0) {
     if (status != UV_ECANCELED) self->handler_->onStreamError(status);

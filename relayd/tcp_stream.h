@@ -1,6 +1,10 @@
 // One TCP socket on the relay's loop. Reads land in the loop-wide read buffer (RelayContext) and
 // are handed to the current Handler at once, so an idle socket holds no read buffer; writes are
-// queued with their byte counts so owners can apply watermarks. The handler can change while the
+// queued with their byte counts so owners can apply watermarks. Every queued byte (plus a fixed
+// cost per write) counts in the process's buffered bytes (BUFFERED_BYTES_LIMIT) and obeys the
+// peer write backlog (write_backlog.h): above its high mark the socket stops reading the peer until
+// the peer has taken the queue down to the low mark, whatever its owner wants; a write past its
+// hard limit resets the peer. The handler can change while the
 // socket lives (ClientHello reader -> API session -> bridge, or -> visitor).
 //
 // Lifetime: created by adopt(), deleted by itself after its close callback ran and the handler's
@@ -14,6 +18,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "relayd/write_backlog.h"
 
 namespace ot::relayd {
 
@@ -38,13 +44,20 @@ class TcpStream {
   [[nodiscard]] static TcpStream* adopt(RelayContext& context, int fd, Handler* handler);
 
   void setHandler(Handler* handler) { handler_ = handler; }
+  // What the owner wants; the socket reads only while the owner wants it and the peer's write
+  // backlog is under its high mark.
   void startReading();
   void stopReading();
   [[nodiscard]] bool reading() const { return reading_; }
 
-  // Queues bytes for the socket. Ignored once closing.
+  // Queues bytes for the socket. Ignored once closing. A write that would take the backlog past
+  // its hard limit is not queued: the peer is reset (counted, logged) and the stream closes.
   void write(std::vector<uint8_t> bytes);
   [[nodiscard]] size_t queuedBytes() const { return queuedBytes_; }
+  // The peer leaves more than the high mark unread: its reading is paused until the low mark.
+  // Owners that hold input already read (pipelined requests) wait for this to clear too; they
+  // hear of it through onWritten.
+  [[nodiscard]] bool writeBacklogged() const { return backlog_.paused(); }
   // Sends FIN once queued writes are done.
   void shutdownWrite();
   // Closes the socket; `reset` aborts with an RST (SO_LINGER 0) instead of a FIN. Idempotent.
@@ -55,6 +68,8 @@ class TcpStream {
   void setNotSentLowat(int bytes);
   // Bytes the peer has acknowledged: written to the kernel minus its send queue (SIOCOUTQ).
   [[nodiscard]] uint64_t bytesAcked() const;
+  // Bytes whose writes completed (taken by the kernel) since the stream opened.
+  [[nodiscard]] uint64_t bytesWritten() const { return bytesWritten_; }
   [[nodiscard]] const std::string& peerAddress() const { return peerAddress_; }
   void setPeerAddress(std::string address) { peerAddress_ = std::move(address); }
   [[nodiscard]] RelayContext& context() const { return context_; }
@@ -68,14 +83,19 @@ class TcpStream {
   static void onWriteCb(uv_write_t* req, int status);
   static void onShutdownCb(uv_shutdown_t* req, int status);
   static void onCloseCb(uv_handle_t* handle);
+  void applyReading();
+  void overflow(size_t bytes);
 
   RelayContext& context_;
   Handler* handler_;
   uv_tcp_t tcp_{};
   size_t queuedBytes_ = 0;
+  size_t chargedBytes_ = 0;  // queuedBytes_ plus kWriteOverheadBytes per queued write
+  WriteBacklogGate backlog_;
   uint64_t bytesWritten_ = 0;  // completed writes, for bytesAcked
   std::string peerAddress_;
-  bool reading_ = false;
+  bool reading_ = false;      // the socket reads now
+  bool wantReading_ = false;  // the owner wants it to
   bool closing_ = false;
   bool shutdownSent_ = false;
 };

@@ -97,7 +97,6 @@ void VisitorStream::deliver(std::span<const uint8_t> payload) {
   bytesOut_ += payload.size();
   pendingToVisitor_ += payload.size();
   if (bridge_ != nullptr) bridge_->visitorBuffered(static_cast<int64_t>(payload.size()));
-  context_.addBuffered(static_cast<int64_t>(payload.size()));
   stream_->write(std::vector<uint8_t>(payload.begin(), payload.end()));
   if (pendingToVisitor_ >= kLagThreshold && !stall_.armed()) {
     stallBaseline_ = ackedByVisitor();
@@ -120,7 +119,6 @@ void VisitorStream::onStall(TimerEntry*, void* owner) {
 void VisitorStream::onWritten(size_t bytes) {
   const size_t taken = std::min(bytes, pendingToVisitor_);
   pendingToVisitor_ -= taken;
-  context_.addBuffered(-static_cast<int64_t>(taken));
   if (bridge_ == nullptr) return;
   bridge_->visitorBuffered(-static_cast<int64_t>(taken));
   ungranted_ += static_cast<uint32_t>(taken);
@@ -216,7 +214,6 @@ void VisitorStream::detachFromBridge() {
     held_.shrink_to_fit();
   }
   if (pendingToVisitor_ > 0) {
-    context_.addBuffered(-static_cast<int64_t>(pendingToVisitor_));
     if (bridge_ != nullptr) bridge_->visitorBuffered(-static_cast<int64_t>(pendingToVisitor_));
     pendingToVisitor_ = 0;
   }

@@ -84,7 +84,8 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable, public
   uint32_t connId_ = 0;
   bridge::StreamCredit sendCredit_;   // what the client lets us send it
   std::vector<uint8_t> held_;         // read from the visitor, waiting for credit
-  size_t pendingToVisitor_ = 0;       // written to the visitor socket, not yet completed
+  size_t pendingToVisitor_ = 0;       // written to the visitor socket, not yet completed (the
+                                      // socket counts it in the process's buffered bytes)
   uint32_t ungranted_ = 0;            // completed writes not yet credited back to the client
   uint64_t bytesIn_ = 0;              // visitor -> client
   uint64_t bytesOut_ = 0;             // client -> visitor

@@ -1,0 +1,278 @@
+"""Clients that make relayd queue answers they never read (issue 10, items 2 and 3), written
+from the outside: raw TLS over memory BIOs, the RFC 6455 upgrade and frames by hand.
+
+  ping_flood        a bridge upgrade (attached or not) flooded with pings, pongs never read
+  pipelined_flood   thousands of pipelined API requests on one TLS connection, answers never read
+
+Each attack is bounded in bytes and time, loopback only, and reports relayd's RSS (VmRSS)
+before, at its peak during and after the attack, with the counters that tell what relayd did.
+
+CLI (starts controld and relayd from OT_BUILD_DIR in a temporary directory):
+  python3 tests/integration/attacks_queues.py [ping|ping-attached|pipeline|all]
+"""
+import base64
+import json
+import os
+import select
+import socket
+import ssl
+import sys
+import tempfile
+import threading
+import time
+
+import bridge_client as bc
+import harness
+import relay_harness as rh
+import resilience_harness as rz
+
+MIB = 1024 * 1024
+PING = bc.encode_frame(bc.OP_PING, b"")  # 6 bytes: an empty masked ping
+
+
+class RssSampler:
+    """relayd's VmRSS every 20 ms in a thread: the peak during an attack."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.before_kb = rz.rss_kb(pid)
+        self.peak_kb = self.before_kb
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(0.02):
+            try:
+                self.peak_kb = max(self.peak_kb, rz.rss_kb(self.pid))
+            except (OSError, RuntimeError):
+                return
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        try:
+            self.peak_kb = max(self.peak_kb, rz.rss_kb(self.pid))
+        except (OSError, RuntimeError):
+            pass
+        return self.peak_kb
+
+
+class RawTls:
+    """TLS to relayd's API domain over a raw socket: sends never block the attacker, reads happen
+    only when asked (the point of these attacks is not reading)."""
+
+    def __init__(self, relayd, timeout=15):
+        self.sock = socket.create_connection(("127.0.0.1", relayd.tls_port), timeout=timeout)
+        self.tls = rh.MemoryTls(rh.DOMAIN, relayd.ca_file)
+        self.sock.sendall(self.tls.start())
+        self.tls.handshake(self.sock, timeout=timeout)
+        self.plain = b""
+        self.pending = b""  # ciphertext not yet taken by the kernel
+        self.closed = False
+
+    def send_all(self, data, timeout=15):
+        self.tls.obj.write(data)
+        self.sock.settimeout(timeout)
+        self.sock.sendall(self.tls.outgoing.read())
+
+    def recv_until(self, marker, timeout=15):
+        deadline = time.monotonic() + timeout
+        while marker not in self.plain:
+            try:
+                self.plain += self.tls.obj.read(65536)
+                continue
+            except ssl.SSLWantReadError:
+                pass
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no {marker!r} from relayd")
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("relayd closed")
+            self.tls.incoming.write(data)
+        head, self.plain = self.plain.split(marker, 1)
+        return head
+
+    def pump(self, chunk, total, seconds):
+        """Sends `chunk` (plaintext) again and again, never reading, until `total` bytes were
+        taken, `seconds` passed or relayd closed; returns the plaintext bytes sent."""
+        self.sock.setblocking(False)
+        sent = 0
+        deadline = time.monotonic() + seconds
+        while sent < total and time.monotonic() < deadline:
+            if not self.pending:
+                self.tls.obj.write(chunk)
+                self.pending = memoryview(self.tls.outgoing.read())
+                sent += len(chunk)
+            try:
+                n = self.sock.send(self.pending)
+                self.pending = self.pending[n:]
+            except BlockingIOError:
+                select.select([], [self.sock], [], 0.1)  # relayd stopped reading us
+            except (ConnectionResetError, BrokenPipeError):
+                self.closed = True
+                break
+        self.sock.setblocking(True)
+        return sent
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def upgrade(conn, tunnel_id):
+    key = base64.b64encode(os.urandom(16)).decode()
+    conn.send_all((f"GET /api/tunnel/{tunnel_id}/bridge HTTP/1.1\r\nHost: {rh.DOMAIN}\r\n"
+                   "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = conn.recv_until(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    assert status == 101, head
+    return status
+
+
+def attach(conn, token):
+    conn.send_all(bc.encode_frame(bc.OP_TEXT, json.dumps({"type": "attach", "token": token}).encode()))
+    # The answer is one short unmasked text frame; its JSON is enough to look for.
+    deadline = time.monotonic() + 15
+    while b"attached" not in conn.plain:
+        try:
+            conn.plain += conn.tls.obj.read(65536)
+            continue
+        except ssl.SSLWantReadError:
+            pass
+        conn.sock.settimeout(max(0.01, deadline - time.monotonic()))
+        data = conn.sock.recv(65536)
+        if not data:
+            raise ConnectionError("relayd closed instead of attaching")
+        conn.tls.incoming.write(data)
+    assert b'"type":"attached"' in conn.plain.replace(b" ", b""), conn.plain[:200]
+    conn.plain = b""
+
+
+def _metric(metrics, name, **labels):
+    """The value, or 0 for a metric this relayd does not have (a build before the fix)."""
+    try:
+        return metrics.get(name, **labels) or 0
+    except KeyError:
+        return 0
+
+
+def _buffered(relayd):
+    return _metric(relayd.metrics(), "opentunnel_relay_buffered_bytes")
+
+
+def _counters(relayd):
+    m = relayd.metrics()
+    return {
+        "buffered_bytes": _metric(m, "opentunnel_relay_buffered_bytes"),
+        "peer_backlog_paused": _metric(m, "opentunnel_relay_peer_backlog_total", event="paused"),
+        "peer_backlog_reset": _metric(m, "opentunnel_relay_peer_backlog_total", event="reset"),
+        "api_proxy_failures": _metric(m, "opentunnel_api_proxy_failures_total"),
+    }
+
+
+def ping_flood(relayd, tunnel, total=64 * MIB, seconds=8.0, attached=False):
+    """Opens a bridge upgrade for `tunnel` (attached with its token if `attached`) and sends
+    `total` bytes of empty pings without reading a pong. Returns what it measured; the caller
+    closes result["conn"]."""
+    conn = RawTls(relayd)
+    upgrade(conn, tunnel["id"])
+    if attached:
+        attach(conn, tunnel["token"])
+    sampler = RssSampler(relayd.process.pid)
+    started = time.monotonic()
+    sent = conn.pump(PING * 10923, total, seconds)  # 64 KiB of pings per TLS write
+    elapsed = time.monotonic() - started
+    during = _counters(relayd)
+    return {"conn": conn, "sampler": sampler, "sent": sent, "seconds": elapsed,
+            "closed_by_relay": conn.closed, "during": during}
+
+
+def pipelined_flood(relayd, requests=20_000, seconds=10.0, path="/openapi.json"):
+    """Sends `requests` pipelined GETs on one TLS connection and never reads an answer."""
+    conn = RawTls(relayd)
+    request = f"GET {path} HTTP/1.1\r\nHost: {rh.DOMAIN}\r\n\r\n".encode()
+    sampler = RssSampler(relayd.process.pid)
+    batch = 500
+    sent = conn.pump(request * batch, len(request) * requests, seconds)
+    return {"conn": conn, "sampler": sampler, "sent": sent, "request_bytes": len(request)}
+
+
+def wait_quiet(relayd, sampler, bound_kb, seconds):
+    """Waits until relayd paused the peer (the counter moved) and then `seconds` more, or until
+    RSS grew past `bound_kb` (the old, unbounded queue). Returns the peak growth in KiB."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sampler.peak_kb - sampler.before_kb > bound_kb:
+            return sampler.peak_kb - sampler.before_kb
+        if _counters(relayd)["peer_backlog_paused"]:
+            break
+        time.sleep(0.1)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and sampler.peak_kb - sampler.before_kb <= bound_kb:
+        time.sleep(0.1)
+    return sampler.peak_kb - sampler.before_kb
+
+
+def after_close(relayd, conn, timeout=30.0):
+    """Closes the attacker and waits for relayd's buffered bytes to be given back; RSS after."""
+    conn.close()
+    harness.wait_until(lambda: _buffered(relayd) == 0, timeout, "buffered bytes back to 0")
+    return rz.rss_kb(relayd.process.pid)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+def _report(name, before_kb, peak_kb, after_kb, extra):
+    print(f"{name}: relayd RSS before {before_kb / 1024:.1f} MiB, peak {peak_kb / 1024:.1f} MiB "
+          f"(+{(peak_kb - before_kb) / 1024:.1f}), after {after_kb / 1024:.1f} MiB "
+          f"(+{(after_kb - before_kb) / 1024:.1f}); {extra}")
+
+
+def _run_ping(stack, attached):
+    tunnel = bc.create_ready_tunnel(stack.relayd, stack.workdir)
+    result = ping_flood(stack.relayd, tunnel, total=200 * MIB, seconds=10.0, attached=attached)
+    peak = result["sampler"].stop()
+    after = after_close(stack.relayd, result["conn"])
+    name = "ping flood (attached bridge)" if attached else "ping flood (upgrade, no attach)"
+    _report(name, result["sampler"].before_kb, peak, after,
+            f"sent {result['sent'] / MIB:.0f} MiB of pings in {result['seconds']:.1f} s, "
+            f"reset by relayd: {result['closed_by_relay']}, counters during: {result['during']}, "
+            f"after: {_counters(stack.relayd)}")
+
+
+def _run_pipeline(stack):
+    result = pipelined_flood(stack.relayd, requests=20_000)
+    wait_quiet(stack.relayd, result["sampler"], 512 * 1024, 5.0)
+    during = _counters(stack.relayd)
+    peak = result["sampler"].stop()
+    after = after_close(stack.relayd, result["conn"])
+    _report("pipelined GET /openapi.json", result["sampler"].before_kb, peak, after,
+            f"sent {result['sent'] // result['request_bytes']} requests "
+            f"({result['sent'] / MIB:.1f} MiB), counters during: {during}, "
+            f"after: {_counters(stack.relayd)}")
+
+
+def main(argv):
+    which = argv[1] if len(argv) > 1 else "all"
+    with tempfile.TemporaryDirectory(prefix="ot-attacks-queues-") as workdir:
+        stack = rh.Stack(workdir)
+        try:
+            if which in ("ping", "all"):
+                _run_ping(stack, attached=False)
+            if which in ("ping-attached", "all"):
+                _run_ping(stack, attached=True)
+            if which in ("pipeline", "all"):
+                _run_pipeline(stack)
+        finally:
+            stack.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,92 @@
+"""Issue 10, items 2 and 3, against real controld and relayd processes: peers that leave relayd's
+answers unread (pongs, pipelined API answers) hold a bounded, counted amount of memory that comes
+back when they leave. The attacks live in attacks_queues.py (which also runs them from a CLI)."""
+import ssl
+import time
+
+import attacks_queues as aq
+import bridge_client as bc
+import resilience_harness as rz
+
+MIB_KB = 1024
+# What a non-reading peer may cost relayd (its queue is bounded at 2 MiB, plus TLS and allocator
+# slack). The old relayd grew by hundreds of MiB under the same attacks.
+GROWTH_BOUND_KB = 40 * MIB_KB
+
+
+def _flood_and_check(stack, attached):
+    relay = stack.relayd
+    tunnel = bc.create_ready_tunnel(relay, stack.workdir)
+    baseline = rz.ResourceBaseline(relay.process, "relayd")
+    result = aq.ping_flood(relay, tunnel, total=64 * 1024 * 1024, seconds=8.0, attached=attached)
+    conn = result["conn"]
+    try:
+        peak = result["sampler"].stop()
+        growth = peak - result["sampler"].before_kb
+        print(f"\nping flood attached={attached}: sent {result['sent'] >> 20} MiB in "
+              f"{result['seconds']:.1f} s, RSS +{growth / 1024:.1f} MiB, {result['during']}")
+        # A flood this size must have gone through (relayd keeps reading a peer whose pongs
+        # it coalesces) and cost little.
+        assert result["sent"] >= 16 * 1024 * 1024, result
+        assert not result["closed_by_relay"], "a ping flood alone is no reason to reset"
+        assert growth < GROWTH_BOUND_KB, f"RSS grew by {growth} KiB under a ping flood"
+        # Every queued byte is counted while it waits, and the bridge still answers.
+        assert result["during"]["buffered_bytes"] < 4 * 1024 * 1024, result["during"]
+        conn.sock.settimeout(10)
+        deadline = time.monotonic() + 10
+        pong = False
+        while not pong and time.monotonic() < deadline:
+            try:
+                conn.plain += conn.tls.obj.read(65536)
+            except ssl.SSLWantReadError:
+                conn.tls.incoming.write(conn.sock.recv(65536))
+            pong = b"\x8a\x00" in conn.plain  # an unmasked empty pong
+        assert pong, "no pong after the flood"
+    finally:
+        aq.after_close(relay, conn)
+    baseline.wait_back()
+
+
+def test_ping_flood_on_an_upgrade_before_attach_is_bounded_and_given_back(stack):
+    _flood_and_check(stack(), attached=False)
+
+
+def test_ping_flood_on_an_attached_bridge_is_bounded_and_given_back(stack):
+    _flood_and_check(stack(), attached=True)
+
+
+def test_pipelined_api_requests_stop_at_the_write_backlog_and_resume_when_read(stack):
+    s = stack()
+    relay = s.relayd
+    baseline = rz.ResourceBaseline(relay.process, "relayd")
+    result = aq.pipelined_flood(relay, requests=20_000)
+    conn = result["conn"]
+    try:
+        growth = aq.wait_quiet(relay, result["sampler"], GROWTH_BOUND_KB, 3.0)
+        during = aq._counters(relay)
+        print(f"\npipelined flood: {result['sent'] // result['request_bytes']} requests sent, "
+              f"RSS +{growth / 1024:.1f} MiB, {during}")
+        assert result["sent"] == 20_000 * result["request_bytes"]
+        assert growth < GROWTH_BOUND_KB, f"RSS grew by {growth} KiB with answers unread"
+        assert during["peer_backlog_paused"] >= 1, during
+        assert 1024 * 1024 < during["buffered_bytes"] < 4 * 1024 * 1024, during
+        assert during["peer_backlog_reset"] == 0, during
+        # A client that reads again gets the rest: more answers than could wait at the pause.
+        answers = 0
+        deadline = time.monotonic() + 60
+        seen = b""
+        while answers < 3000 and time.monotonic() < deadline:
+            try:
+                seen += conn.tls.obj.read(262144)
+            except ssl.SSLWantReadError:
+                conn.sock.settimeout(max(0.01, deadline - time.monotonic()))
+                conn.tls.incoming.write(conn.sock.recv(262144))
+                continue
+            answers += seen.count(b"HTTP/1.1 200 ")
+            seen = seen[-16:]
+        assert answers >= 3000, answers
+    finally:
+        aq.after_close(relay, conn)
+    result["sampler"].stop()
+    baseline.wait_back()
+
