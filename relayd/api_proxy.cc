@@ -109,6 +109,12 @@ class ApiProxyCall {
     uv_pipe_connect(&connect_, &pipe_, proxy_->socketPath.c_str(), &ApiProxyCall::onConnect);
   }
 
+  // Ends the call now with `error` (its callback runs).
+  void fail(Error error) {
+    if (closing_) return;
+    finish(std::move(error));
+  }
+
   // Drops the call without running its callback.
   void cancel() {
     proxy_ = nullptr;
@@ -252,6 +258,22 @@ void ApiProxy::cancel(uint64_t callId) {
   ApiProxyCall* call = found->second;
   impl_->calls.erase(found);
   call->cancel();
+}
+
+size_t ApiProxy::failAll(const std::string& why) {
+  // finish() runs callbacks that may send new calls or cancel others: work from a snapshot of
+  // the ids and look each one up again.
+  std::vector<uint64_t> ids;
+  ids.reserve(impl_->calls.size());
+  for (const auto& [id, call] : impl_->calls) ids.push_back(id);
+  size_t ended = 0;
+  for (const uint64_t id : ids) {
+    const auto found = impl_->calls.find(id);
+    if (found == impl_->calls.end()) continue;
+    found->second->fail(Error{ErrorKind::kUnavailable, why});
+    ++ended;
+  }
+  return ended;
 }
 
 size_t ApiProxy::inFlight() const {

@@ -4,8 +4,8 @@
 // believes that header only on this socket). The response is read until controld closes, at most
 // 16 MiB, and checked to be one complete HTTP/1.1 response (common/http_parser).
 //
-// Failures (no socket, refused, reset, timeout of 30 s, oversized or malformed answer) give an
-// Error; the caller answers 503 with a JSON ServiceUnavailableError body (see unavailableResponse).
+// Failures (no socket, refused, reset, timeout of 30 s, oversized or malformed answer, the control
+// session going down while the call waits: failAll) give an Error; the caller answers 503 with a JSON ServiceUnavailableError body (see unavailableResponse).
 // Loop thread only.
 #pragma once
 
@@ -44,6 +44,10 @@ class ApiProxy {
   uint64_t send(std::vector<uint8_t> request, Done done);
   // The caller went away (the visitor closed): drop the call, never run its callback.
   void cancel(uint64_t callId);
+  // controld is known to be gone (the control session went down): every call in flight ends now
+  // with an kUnavailable error instead of waiting out its timeout. Calls sent from inside those
+  // callbacks are not touched. Returns how many calls were ended.
+  size_t failAll(const std::string& why);
 
   [[nodiscard]] size_t inFlight() const;
 

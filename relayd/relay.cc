@@ -114,6 +114,8 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     context_.metrics.controlConnected.Set(connected ? 1 : 0);
     if (connected) context_.metrics.controlSessionsTotal.Increment();
     kLog.info(connected ? "control session up" : "control session down");
+    // API requests waiting on controld's socket would wait out the proxy timeout: answer them now.
+    if (!connected) apiProxy_.failAll("the control session is down");
   };
   events.onTunnel = [this](const v1::TunnelRecord& record) { onTunnel(record); };
   events.onTunnelDeleted = [this](const v1::TunnelDeleted& deleted) { onTunnelDeleted(deleted.tunnel_id()); };

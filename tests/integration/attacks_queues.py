@@ -1,19 +1,21 @@
-"""Clients that make relayd queue answers they never read (issue 10, items 2 and 3), written
+"""Clients that make relayd queue answers they never read (issue 10, items 2, 3 and 7), written
 from the outside: raw TLS over memory BIOs, the RFC 6455 upgrade and frames by hand.
 
   ping_flood        a bridge upgrade (attached or not) flooded with pings, pongs never read
   pipelined_flood   thousands of pipelined API requests on one TLS connection, answers never read
+  frozen_controld_requests  API requests waiting on a controld that was frozen (SIGSTOP)
 
 Each attack is bounded in bytes and time, loopback only, and reports relayd's RSS (VmRSS)
 before, at its peak during and after the attack, with the counters that tell what relayd did.
 
 CLI (starts controld and relayd from OT_BUILD_DIR in a temporary directory):
-  python3 tests/integration/attacks_queues.py [ping|ping-attached|pipeline|all]
+  python3 tests/integration/attacks_queues.py [ping|ping-attached|pipeline|frozen|all]
 """
 import base64
 import json
 import os
 import select
+import signal
 import socket
 import ssl
 import sys
@@ -226,6 +228,36 @@ def after_close(relayd, conn, timeout=30.0):
     return rz.rss_kb(relayd.process.pid)
 
 
+def frozen_controld_requests(stack, count=4):
+    """Starts `count` API requests, freezes controld while they wait (the requests are sent to a
+    frozen process: controld's accept queue holds them), and times how long each waits for its
+    answer. Returns (seconds each request waited after the freeze, seconds until relayd marked the
+    session down). controld is thawed before returning."""
+    relayd = stack.relayd
+    controld = stack.controld
+    results = [None] * count
+    controld.process.send_signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        def one(i):
+            started = time.monotonic()
+            try:
+                answer = relayd.api("GET", "/openapi.json")
+                results[i] = (time.monotonic() - started, answer.status, answer.json())
+            except Exception as error:  # noqa: BLE001 - reported, the caller asserts
+                results[i] = (time.monotonic() - started, None, repr(error))
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+        for thread in threads:
+            thread.start()
+        rz.wait_metric_value(relayd, "opentunnel_control_connected", 0, timeout=45)
+        down_after = time.monotonic() - frozen_at
+        for thread in threads:
+            thread.join(60)
+    finally:
+        controld.process.send_signal(signal.SIGCONT)
+    return results, down_after
+
+
 # ---------------------------------------------------------------------------------------------
 # CLI
 
@@ -259,6 +291,16 @@ def _run_pipeline(stack):
             f"after: {_counters(stack.relayd)}")
 
 
+def _run_frozen(stack):
+    before = rz.rss_kb(stack.relayd.process.pid)
+    results, down_after = frozen_controld_requests(stack)
+    after = rz.rss_kb(stack.relayd.process.pid)
+    waits = ", ".join(f"{r[0]:.1f} s -> {r[1]}" for r in results)
+    _report("requests in flight when controld freezes", before, max(before, after), after,
+            f"session down after {down_after:.1f} s; waits: {waits}; "
+            f"counters: {_counters(stack.relayd)}")
+
+
 def main(argv):
     which = argv[1] if len(argv) > 1 else "all"
     with tempfile.TemporaryDirectory(prefix="ot-attacks-queues-") as workdir:
@@ -270,6 +312,8 @@ def main(argv):
                 _run_ping(stack, attached=True)
             if which in ("pipeline", "all"):
                 _run_pipeline(stack)
+            if which in ("frozen", "all"):
+                _run_frozen(stack)
         finally:
             stack.close()
 

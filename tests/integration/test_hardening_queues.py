@@ -1,6 +1,7 @@
-"""Issue 10, items 2 and 3, against real controld and relayd processes: peers that leave relayd's
+"""Issue 10, items 2, 3 and 7, against real controld and relayd processes: peers that leave relayd's
 answers unread (pongs, pipelined API answers) hold a bounded, counted amount of memory that comes
-back when they leave. The attacks live in attacks_queues.py (which also runs them from a CLI)."""
+back when they leave; API requests waiting on a frozen controld are answered when the control
+session goes down. The attacks live in attacks_queues.py (which also runs them from a CLI)."""
 import ssl
 import time
 
@@ -90,3 +91,18 @@ def test_pipelined_api_requests_stop_at_the_write_backlog_and_resume_when_read(s
     result["sampler"].stop()
     baseline.wait_back()
 
+
+def test_api_requests_waiting_on_a_frozen_controld_are_answered_when_the_session_goes_down(stack):
+    s = stack()
+    results, down_after = aq.frozen_controld_requests(s, count=4)
+    print(f"\nsession down after {down_after:.1f} s; waits: {[r[:2] for r in results]}")
+    for waited, status, body in results:
+        assert status == 503, (waited, status, body)
+        assert body["_tag"] == "ServiceUnavailableError", body
+        # Answered when the keepalive gave its verdict, not at the proxy's 30 s timeout.
+        assert waited <= down_after + 3.0, (waited, down_after)
+    failures = s.relayd.metrics().get("opentunnel_api_proxy_failures_total")
+    assert failures >= 4, failures
+    # controld thawed: the session comes back and requests go through again.
+    rz.wait_metric_value(s.relayd, "opentunnel_control_connected", 1, timeout=60)
+    assert s.relayd.api("GET", "/openapi.json").status == 200

@@ -321,3 +321,32 @@ TEST_CASE("api proxy: JSON error answers are exact and escaped") {
   const std::string invalid = text(ot::relayd::jsonErrorResponse(400, "Bad", "\xff", true));
   CHECK(invalid.find("\"message\":\"\xef\xbf\xbd\"") != std::string::npos);
 }
+
+TEST_CASE("api proxy: failAll ends every call in flight at once, not calls sent from its callbacks") {
+  Fixture fixture;
+  FakeUpstream upstream(&fixture.loop, fixture.socketPath);
+  upstream.mode = FakeUpstream::Mode::kSilent;  // a frozen controld: accepts, never answers
+  ApiProxy proxy(&fixture.loop, fixture.socketPath, 60'000);
+  std::vector<ot::ErrorKind> ended;
+  int laterCallbacks = 0;
+  for (int i = 0; i < 3; ++i) {
+    proxy.send(bytes(kRequest), [&](ot::Result<ProxiedResponse> result) {
+      REQUIRE_FALSE(result.ok());
+      ended.push_back(result.error().kind);
+      // A caller that answers and goes on to its next request: that one is not failed here.
+      if (ended.size() == 1) proxy.send(bytes(kRequest), [&](auto) { ++laterCallbacks; });
+    });
+  }
+  while (upstream.requests < 3) uv_run(&fixture.loop, UV_RUN_ONCE);
+  uv_update_time(&fixture.loop);
+  const uint64_t before = uv_now(&fixture.loop);
+  CHECK(proxy.failAll("the control session is down") == 3);
+  CHECK(ended == std::vector<ot::ErrorKind>(3, ot::ErrorKind::kUnavailable));
+  CHECK(uv_now(&fixture.loop) == before);  // at once, no loop turn
+  CHECK(proxy.inFlight() == 1);
+  CHECK(laterCallbacks == 0);
+  CHECK(proxy.failAll("again") == 1);
+  CHECK(laterCallbacks == 1);
+  CHECK(proxy.failAll("nothing left") == 0);
+  upstream.stop();
+}
