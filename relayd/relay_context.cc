@@ -54,6 +54,9 @@ void RelayContext::addBuffered(int64_t delta) {
 void RelayContext::onCheck(uv_check_t* handle) {
   auto* self = static_cast<RelayContext*>(handle->data);
   self->runDeferred();
+  // Every iteration, not only on ticks: queued writes are given back in close callbacks, and the
+  // gauge must not show them for a tick after the connection is gone (one atomic store).
+  self->metrics.bufferedBytes.Set(static_cast<double>(self->bufferedBytes));
   // Back under the limit: everyone who paused for it reads again (each re-checks its own state).
   if (!self->bufferWaiters_.empty() && !self->overBufferedLimit()) {
     std::vector<BufferWaiter*> waiters(self->bufferWaiters_.begin(), self->bufferWaiters_.end());

@@ -44,7 +44,9 @@ def test_a_stalled_visitor_does_not_slow_another_on_the_same_bridge(stack, tmp_p
     lagging = s.relayd.wait_metric(lambda m: m.get("opentunnel_relay_buffered_bytes") >= LAG,
                                    what="the stalled visitor to lag by half a window")
     lag_seen_at = time.monotonic()
-    assert lagging.get("opentunnel_relay_buffered_bytes") <= WINDOW
+    # One window, plus what relayd charges per queued write (64 bytes) and the small frames it
+    # queues toward the client meanwhile.
+    assert lagging.get("opentunnel_relay_buffered_bytes") <= WINDOW + 16 * 1024
 
     size = 50 * MB
     out = tmp_path / "fast.bin"
