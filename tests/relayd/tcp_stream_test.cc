@@ -1,0 +1,181 @@
+// TcpStream's peer write backlog on a real loopback connection whose peer does not read: the
+// stream stops reading that peer above the high mark, reads again once the peer took the queue
+// down to the low mark, resets it past the hard limit, and every queued byte is counted in the
+// process's buffered bytes until its write ended.
+#include "relayd/tcp_stream.h"
+
+#include <arpa/inet.h>
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "common/metrics.h"
+#include "relayd/relay_context.h"
+
+using ot::relayd::RelayContext;
+using ot::relayd::TcpStream;
+
+namespace {
+
+struct Recorder final : TcpStream::Handler {
+  size_t readBytes = 0;
+  size_t written = 0;
+  bool closed = false;
+  void onRead(std::span<const uint8_t> bytes) override { readBytes += bytes.size(); }
+  void onEof() override {}
+  void onStreamError(int) override {}
+  void onWritten(size_t bytes) override { written += bytes; }
+  void onClosed() override { closed = true; }
+};
+
+// A connected loopback pair with small kernel buffers, so what the peer does not read stays in
+// user space: {relay side, peer side}.
+std::pair<int, int> loopbackPair() {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  REQUIRE(::listen(listener, 1) == 0);
+  const int peer = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int small = 16 * 1024;
+  ::setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  REQUIRE(::connect(peer, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  const int relay = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  REQUIRE(relay >= 0);
+  ::setsockopt(relay, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  ::close(listener);
+  ::fcntl(peer, F_SETFL, ::fcntl(peer, F_GETFL) | O_NONBLOCK);
+  return {relay, peer};
+}
+
+// Reads and drops what the peer has, without blocking; true if it got anything.
+bool drainPeer(int peer) {
+  std::vector<char> buffer(256 * 1024);
+  bool got = false;
+  while (::recv(peer, buffer.data(), buffer.size(), 0) > 0) got = true;
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("tcp stream: an unread peer is paused above the high mark, read again at the low one") {
+  uv_loop_t loop;
+  REQUIRE(uv_loop_init(&loop) == 0);
+  ot::metrics::Metrics registry;
+  ot::relayd::RelayMetrics metrics(registry);
+  ot::relayd::RelaydConfig config;
+  {
+    RelayContext context(&loop, config, metrics);
+    Recorder handler;
+    const auto [relayFd, peer] = loopbackPair();
+    TcpStream* stream = TcpStream::adopt(context, relayFd, &handler);
+    REQUIRE(stream != nullptr);
+    stream->startReading();
+    constexpr auto marks = ot::relayd::kPeerWriteBacklog;
+    const size_t chunk = 256 * 1024;
+
+    // Up to the high mark the peer is read; past it, not, though the owner still wants it.
+    size_t queued = 0;
+    while (queued + chunk + ot::relayd::kWriteOverheadBytes <= marks.high) {
+      stream->write(std::vector<uint8_t>(chunk, 'x'));
+      queued += chunk;
+      CHECK(stream->reading());
+    }
+    stream->write(std::vector<uint8_t>(chunk, 'x'));
+    queued += chunk;
+    CHECK(stream->writeBacklogged());
+    CHECK_FALSE(stream->reading());
+    CHECK(metrics.peerBacklogPaused.Value() == 1);
+    // Counted in the process's buffered bytes, with the per-write charge.
+    const size_t writes = queued / chunk;
+    CHECK(context.bufferedBytes == queued + writes * ot::relayd::kWriteOverheadBytes);
+
+    // The peer sends a request: it is not read while its answers wait.
+    REQUIRE(::send(peer, "ping", 4, 0) == 4);
+    for (int i = 0; i < 20; ++i) uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(handler.readBytes == 0);
+
+    // The peer reads: once the queue is at the low mark, the stream reads it again.
+    for (int i = 0; i < 100000 && stream->writeBacklogged(); ++i) {
+      drainPeer(peer);
+      uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    CHECK_FALSE(stream->writeBacklogged());
+    CHECK(stream->queuedBytes() <= marks.low);
+    for (int i = 0; i < 100000 && handler.readBytes < 4; ++i) {
+      drainPeer(peer);
+      uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    CHECK(handler.readBytes == 4);
+
+    // Everything written: nothing is counted any more.
+    for (int i = 0; i < 100000 && stream->queuedBytes() > 0; ++i) {
+      drainPeer(peer);
+      uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    CHECK(handler.written == queued);
+    CHECK(context.bufferedBytes == 0);
+    CHECK(metrics.peerBacklogReset.Value() == 0);
+    stream->close(false);
+    while (!handler.closed) uv_run(&loop, UV_RUN_ONCE);
+    ::close(peer);
+    context.closeHandles();
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  CHECK(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("tcp stream: a write past the hard limit resets the peer and gives everything back") {
+  uv_loop_t loop;
+  REQUIRE(uv_loop_init(&loop) == 0);
+  ot::metrics::Metrics registry;
+  ot::relayd::RelayMetrics metrics(registry);
+  ot::relayd::RelaydConfig config;
+  {
+    RelayContext context(&loop, config, metrics);
+    Recorder handler;
+    const auto [relayFd, peer] = loopbackPair();
+    TcpStream* stream = TcpStream::adopt(context, relayFd, &handler);
+    REQUIRE(stream != nullptr);
+    constexpr auto marks = ot::relayd::kPeerWriteBacklog;
+    const size_t chunk = 1024 * 1024;
+    size_t queued = 0;
+    // Each write is refused once it would pass the hard limit: the last one closes the stream.
+    while (!stream->closing()) {
+      stream->write(std::vector<uint8_t>(chunk, 'y'));
+      if (!stream->closing()) queued += chunk;
+      REQUIRE(queued <= marks.hardLimit);
+    }
+    CHECK(queued + ot::relayd::kWriteOverheadBytes * (queued / chunk + 1) + chunk > marks.hardLimit);
+    CHECK(metrics.peerBacklogReset.Value() == 1);
+    while (!handler.closed) uv_run(&loop, UV_RUN_ONCE);
+    // The cancelled writes were given back.
+    CHECK(context.bufferedBytes == 0);
+    // The peer sees a reset (or the end), never more than the kernel took.
+    std::vector<char> buffer(64 * 1024);
+    ssize_t n = 0;
+    size_t received = 0;
+    for (int i = 0; i < 1000; ++i) {
+      n = ::recv(peer, buffer.data(), buffer.size(), 0);
+      if (n > 0) {
+        received += static_cast<size_t>(n);
+        continue;
+      }
+      if (n == 0 || errno != EAGAIN) break;
+      usleep(1000);
+    }
+    CHECK(received < queued);
+    ::close(peer);
+    context.closeHandles();
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  CHECK(uv_loop_close(&loop) == 0);
+}
