@@ -324,7 +324,7 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
   BridgeSession* bridge = it->second;
   stream->setNotSentLowat(kVisitorNotSentLowat);
   auto* visitor = new VisitorStream(context_, stream, target.tunnelId, bridge->attachRequest().window);
-  if (!bridge->openStream(visitor, target.route, stream->peerAddress(), std::move(hello))) {
+  if (!bridge->openStream(visitor, target.route, stream->peer().toString(), std::move(hello))) {
     table_.connectionClosed(target.tunnelId, pick.bridgeKey);
     context_.metrics.visitor(VisitorOutcome::kError);
     visitor->abort(bridge::ResetReason::kUnspecified, false);

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "relayd/peer_endpoint.h"
+
 namespace ot::relayd {
 
 struct RelayContext;
@@ -55,8 +57,11 @@ class TcpStream {
   void setNotSentLowat(int bytes);
   // Bytes the peer has acknowledged: written to the kernel minus its send queue (SIOCOUTQ).
   [[nodiscard]] uint64_t bytesAcked() const;
-  [[nodiscard]] const std::string& peerAddress() const { return peerAddress_; }
-  void setPeerAddress(std::string address) { peerAddress_ = std::move(address); }
+  // The peer's address alone ("192.0.2.7", "2001:db8::1"): what per-source limits and controld
+  // get. peer() adds the port, for the bridge `open` frame and logs.
+  [[nodiscard]] const std::string& peerAddress() const { return peer_.address; }
+  [[nodiscard]] const PeerEndpoint& peer() const { return peer_; }
+  void setPeer(PeerEndpoint peer) { peer_ = std::move(peer); }
   [[nodiscard]] RelayContext& context() const { return context_; }
 
  private:
@@ -74,7 +79,7 @@ class TcpStream {
   uv_tcp_t tcp_{};
   size_t queuedBytes_ = 0;
   uint64_t bytesWritten_ = 0;  // completed writes, for bytesAcked
-  std::string peerAddress_;
+  PeerEndpoint peer_;
   bool reading_ = false;
   bool closing_ = false;
   bool shutdownSent_ = false;
