@@ -133,6 +133,10 @@ bool BridgeSession::fatalAttachError(const bridge::AttachError& error) const {
       return attachRoutes(settings_.config).size() > bridge::kMaxRoutesPerAttach;
     case bridge::AttachErrorCode::kCertNotReady:
     case bridge::AttachErrorCode::kRouteConflict:
+    // Both pass with time (a failure window ends, a bridge detaches): retry with the backoff,
+    // which doubles up to 30 s, so a refused client does not hammer the relay.
+    case bridge::AttachErrorCode::kTooManyFailures:
+    case bridge::AttachErrorCode::kTooManyBridges:
     case bridge::AttachErrorCode::kError:
       return false;
   }

@@ -21,12 +21,14 @@ struct CodeName {
   AttachErrorCode code;
   std::string_view name;
 };
-constexpr std::array<CodeName, 6> kCodeNames = {{
+constexpr std::array<CodeName, 8> kCodeNames = {{
     {AttachErrorCode::kBadToken, "bad_token"},
     {AttachErrorCode::kCertNotReady, "cert_not_ready"},
     {AttachErrorCode::kInvalidRoute, "invalid_route"},
     {AttachErrorCode::kTooManyRoutes, "too_many_routes"},
     {AttachErrorCode::kRouteConflict, "route_conflict"},
+    {AttachErrorCode::kTooManyFailures, "too_many_failures"},
+    {AttachErrorCode::kTooManyBridges, "too_many_bridges"},
     {AttachErrorCode::kError, "error"},
 }};
 

@@ -31,6 +31,8 @@ enum class AttachErrorCode : uint8_t {
   kInvalidRoute,
   kTooManyRoutes,
   kRouteConflict,
+  kTooManyFailures,  // this address failed to attach too often lately: wait out the window
+  kTooManyBridges,   // the tunnel has its most bridges on this relay
   kError,
 };
 

@@ -45,6 +45,10 @@ struct ControldConfig {
   // Proxies whose CF-Connecting-IP names the client (ip_ranges.h): CIDRs, "cloudflare" for
   // Cloudflare's published ranges, or off.
   std::string trusted_proxy_ranges = "cloudflare";
+  // Failed authentications (401s) one source (IPv4 address, IPv6 /64) may have per window before
+  // its credentials are refused with 429 for the rest of the window; 0 disables refusing.
+  uint32_t auth_failure_limit = 20;
+  uint64_t auth_failure_window_ms = 60'000;
   int64_t issuance_rate_per_day = 5;
   int64_t issuance_rate_burst = 5;
   int64_t issuance_backlog_limit = 200;

@@ -21,6 +21,7 @@
 #include "controld/acme_issuer.h"
 #include "controld/acme_jws.h"
 #include "controld/acme_metrics.h"
+#include "controld/api_source_guard.h"
 #include "controld/api_routes.h"
 #include "controld/bridge_registry.h"
 #include "controld/ca_cooldown_gate.h"
@@ -302,7 +303,13 @@ int run(ControldConfig config) {
   service_config.on_limited = limitedCounter(metrics);
   TunnelService service(service_config, *store, registry, hub, runner, systemClockMs);
   auto router = std::make_shared<const ApiRouter>(buildApiRouter(service));
-  ApiHandler api_handler = withTrustedProxies(makeApiHandler(router), *trusted_proxies);
+  ot::SourceFailureLimits auth_failure_limits;
+  auth_failure_limits.maxFailures = config.auth_failure_limit;
+  auth_failure_limits.windowMs = config.auth_failure_window_ms;
+  // The guard inside the proxy mapping: it counts a request under the address the create limit
+  // uses (the visitor's, when a trusted proxy named it).
+  ApiHandler api_handler = withTrustedProxies(
+      withSourceGuard(makeApiHandler(router), auth_failure_limits, metrics), *trusted_proxies);
 
   ServerCertificatesConfig certificates_config;
   certificates_config.domain = config.domain;

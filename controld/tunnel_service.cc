@@ -20,7 +20,6 @@ constexpr int64_t kBacklogRetryAfterS = 30;
 // A random ID colliding with an existing one is rare (about 60 bits); a few tries settle it.
 constexpr int kRandomIdAttempts = 3;
 // Rate keys live in a VARCHAR(191) column; an unparseable address is cut to fit with its prefix.
-constexpr size_t kMaxAddressKeyLength = 128;
 
 ServiceError failure(ServiceErrorKind kind, std::string message, int64_t retry_after_s = 0) {
   return ServiceError{kind, std::move(message), retry_after_s};
@@ -85,8 +84,9 @@ std::string boundCsrFingerprint(const CertificateInfo& certificate) {
 
 std::string clientRateKey(std::string_view client_address) {
   if (std::optional<std::string> key = sourceKey(client_address)) return std::move(*key);
-  if (client_address.empty()) return "unknown";
-  return std::string(client_address.substr(0, kMaxAddressKeyLength));
+  // Never the text itself: an endpoint ("ip:port") or junk would be a fresh budget per variant.
+  // Requests without a usable address share one budget instead.
+  return "unknown";
 }
 
 TunnelService::TunnelService(TunnelServiceConfig config, Store& store,

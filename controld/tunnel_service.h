@@ -106,8 +106,9 @@ struct CertificateBinding {
 
 // The key a client address is rate limited under: an IPv4 address as is, an IPv6 address as its
 // /64 ("2001:db8:1:2::/64"), an IPv4-mapped IPv6 address as the IPv4 address. Different
-// spellings of one address give one key. Anything unparseable is used as given (truncated), so it
-// still has a budget of its own.
+// spellings of one address give one key. Anything else ("" or an "ip:port" endpoint, which the
+// API never passes on purpose) is "unknown": one budget shared by all such requests, so no client
+// can get a fresh budget by varying the text.
 [[nodiscard]] std::string clientRateKey(std::string_view client_address);
 
 class TunnelService {

@@ -107,7 +107,7 @@ void ApiConnection::feedCiphertext(std::span<const uint8_t> bytes) {
       handshakeCounted_ = true;
       --context_.apiHandshakesInProgress;
       context_.metrics.apiHandshakeFailed.Increment();
-      kLog.debug("API TLS handshake failed", {{"peer", stream_->peerAddress()}, {"error", tls_->errorText()}});
+      kLog.debug("API TLS handshake failed", {{"peer", stream_->peer().toString()}, {"error", tls_->errorText()}});
       fail();
       return;
     }

@@ -169,6 +169,7 @@ void BridgeSession::attachAllowed(uint32_t maxConns) {
 void BridgeSession::attachRefused(bridge::AttachErrorCode code, const std::string& message, uint16_t closeCode) {
   if (phase_ != Phase::kAuthorizing && phase_ != Phase::kAwaitAttach) return;
   phase_ = Phase::kAwaitAttach;  // not attached: nothing to report as a detach
+  if (code == bridge::AttachErrorCode::kBadToken) relay_.attachFailed(*this);
   bridge::AttachError error;
   error.code = code;
   error.message = message;

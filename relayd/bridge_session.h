@@ -87,6 +87,7 @@ class BridgeSession final : public BufferWaiter {
   [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached || phase_ == Phase::kDraining; }
   [[nodiscard]] bool closed() const { return phase_ == Phase::kClosing || phase_ == Phase::kClosed; }
   [[nodiscard]] const bridge::AttachRequest& attachRequest() const { return attach_; }
+  [[nodiscard]] const std::string& peerAddress() const { return transport_.peerAddress(); }
   [[nodiscard]] uint64_t attachedAtUnixMs() const { return attachedAtUnixMs_; }
   [[nodiscard]] uint32_t maxConns() const { return maxConns_; }
   [[nodiscard]] size_t streamCount() const { return streams_.size(); }

@@ -18,7 +18,7 @@ const log::Logger kLog("relayd.accept");
 constexpr uint64_t kHelloTimeoutMs = 10'000;
 }  // namespace
 
-void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, std::string peerAddress) {
+void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, PeerEndpoint peer) {
   if (context.openConnections >= context.maxConnections) {
     context.metrics.shedConnections.Increment();
     ::close(fd);
@@ -32,7 +32,7 @@ void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, std:
     return;
   }
   ++context.openConnections;
-  connection->stream_->setPeerAddress(std::move(peerAddress));
+  connection->stream_->setPeer(std::move(peer));
   connection->acceptedAtMs_ = context.nowMs();
   context.wheel.schedule(connection->timer_, context.nowMs(), kHelloTimeoutMs);
   connection->stream_->startReading();
@@ -53,7 +53,7 @@ void InboundConnection::onRead(std::span<const uint8_t> bytes) {
       reject(VisitorOutcome::kRejectedBadHello);
       return;
     }
-    if (result.header.addresses) stream_->setPeerAddress(result.header.addresses->source.toString());
+    if (result.header.addresses) stream_->setPeer(PeerEndpoint::fromProxy(result.header.addresses->source));
     proxy_.reset();
     bytes = bytes.subspan(result.consumed);
     if (bytes.empty()) return;

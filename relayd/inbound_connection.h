@@ -24,7 +24,7 @@ class Relay;
 class InboundConnection final : public TcpStream::Handler, public Deferrable {
  public:
   // Adopts an accepted descriptor; the connection runs by itself from here on.
-  static void accept(RelayContext& context, Relay& relay, int fd, std::string peerAddress);
+  static void accept(RelayContext& context, Relay& relay, int fd, PeerEndpoint peer);
 
   void onRead(std::span<const uint8_t> bytes) override;
   void onEof() override;

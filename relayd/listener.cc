@@ -9,6 +9,7 @@
 
 #include "common/listen_socket.h"
 #include "common/log.h"
+#include "relayd/peer_endpoint.h"
 #include "relayd/relay_metrics.h"
 
 namespace ot::relayd {
@@ -164,25 +165,7 @@ void Listener::close() {
 }
 
 std::string formatSocketAddress(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    if (::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text) == nullptr) return "";
-    return std::string(text) + ":" + std::to_string(ntohs(v4.sin_port));
-  }
-  if (address.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-    const uint16_t port = ntohs(v6.sin6_port);
-    if (IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) {
-      in_addr v4{};
-      std::memcpy(&v4, &v6.sin6_addr.s6_addr[12], sizeof v4);
-      if (::inet_ntop(AF_INET, &v4, text, sizeof text) == nullptr) return "";
-      return std::string(text) + ":" + std::to_string(port);
-    }
-    if (::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text) == nullptr) return "";
-    return "[" + std::string(text) + "]:" + std::to_string(port);
-  }
-  return "";
+  return PeerEndpoint::fromSocket(address).toString();
 }
 
 void tuneSocket(int fd, int notSentLowat) {

@@ -23,6 +23,19 @@ constexpr int kVisitorNotSentLowat = 128 * 1024;
 constexpr uint64_t kDrainStepMs = 10;
 constexpr size_t kDrainPerSecond = 5'000;
 constexpr uint64_t kDrainSpreadMs = 5'000;
+// Sources the attach-failure table remembers at once (about 150 bytes each), and how often one
+// source's failures may be logged.
+constexpr size_t kAttachFailureSources = 10'000;
+constexpr uint64_t kAttachFailureLogEveryMs = 60'000;
+
+SourceFailureLimits attachFailureLimits(const RelaydConfig& config) {
+  SourceFailureLimits limits;
+  limits.maxFailures = static_cast<uint32_t>(config.auth_failure_limit);
+  limits.windowMs = config.auth_failure_window_ms;
+  limits.maxSources = kAttachFailureSources;
+  limits.logEveryMs = kAttachFailureLogEveryMs;
+  return limits;
+}
 
 Sha256 toSha256(const std::string& bytes) {
   Sha256 out{};
@@ -106,7 +119,8 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     : context_(context),
       table_(MachineLimits{static_cast<uint32_t>(context.config.max_conns_per_bridge),
                            static_cast<uint32_t>(context.config.max_conns_per_tunnel), 256}),
-      apiProxy_(context.loop, context.config.api_socket) {
+      apiProxy_(context.loop, context.config.api_socket),
+      attachGuard_(attachFailureLimits(context.config)) {
   std::random_device random;
   bridgeIdPrefix_ = (static_cast<uint64_t>(random()) << 32) ^ random();
   ControlEvents events;
@@ -190,6 +204,14 @@ std::string Relay::newBridgeId(uint64_t key) const {
 
 void Relay::authorizeAttach(BridgeSession* bridge) {
   const uint64_t key = bridge->key();
+  // Before any token is looked at: a source past its failures waits out its window.
+  if (const std::optional<uint64_t> waitMs = attachGuard_.refuse(bridge->peerAddress(), context_.nowMs())) {
+    context_.metrics.attach(AttachOutcome::kTooManyFailures);
+    bridge->attachRefused(bridge::AttachErrorCode::kTooManyFailures,
+                          "too many failed attaches from this address; retry in " +
+                              std::to_string((*waitMs + 999) / 1000) + " s");
+    return;
+  }
   if (!control_->connected()) {
     authorizeFromCache(key);
     return;
@@ -211,6 +233,10 @@ void Relay::authorizeAttach(BridgeSession* bridge) {
     }
     finishAttach(key, &result.value());
   });
+}
+
+void Relay::attachFailed(const BridgeSession& bridge) {
+  attachGuard_.failed(bridge.peerAddress(), bridge.tunnelId(), context_.nowMs());
 }
 
 void Relay::authorizeFromCache(uint64_t key) {
@@ -269,6 +295,15 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
         return;
     }
   }
+  if (table_.bridgeCountOf(bridge->tunnelId()) >= context_.config.max_bridges_per_tunnel) {
+    // One token holder must not take the relay's whole connection budget with bridges.
+    context_.metrics.attach(AttachOutcome::kTooManyBridges);
+    bridge->attachRefused(bridge::AttachErrorCode::kTooManyBridges,
+                          "the tunnel has reached its limit of " +
+                              std::to_string(context_.config.max_bridges_per_tunnel) +
+                              " bridges on this relay");
+    return;
+  }
   const bridge::AttachRequest& attach = bridge->attachRequest();
   if (!table_.routesFit(bridge->tunnelId(), attach.routes)) {
     context_.metrics.attach(AttachOutcome::kTooManyRoutes);
@@ -326,7 +361,7 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
   BridgeSession* bridge = it->second;
   stream->setNotSentLowat(kVisitorNotSentLowat);
   auto* visitor = new VisitorStream(context_, stream, target.tunnelId, bridge->attachRequest().window);
-  if (!bridge->openStream(visitor, target.route, stream->peerAddress(), std::move(hello))) {
+  if (!bridge->openStream(visitor, target.route, stream->peer().toString(), std::move(hello))) {
     table_.connectionClosed(target.tunnelId, pick.bridgeKey);
     context_.metrics.visitor(VisitorOutcome::kError);
     visitor->abort(bridge::ResetReason::kUnspecified, false);

@@ -14,6 +14,7 @@
 #include "common/bridge_control.h"
 #include "common/tls_engine.h"
 #include "relayd/api_proxy.h"
+#include "relayd/attach_guard.h"
 #include "relayd/control_client.h"
 #include "relayd/relay_context.h"
 #include "relayd/sni_route.h"
@@ -50,6 +51,9 @@ class Relay {
   // Decides the attach; answers through bridge->attachAllowed / attachRefused (maybe later,
   // and not at all if the bridge has gone by then).
   void authorizeAttach(BridgeSession* bridge);
+  // The bridge's attach was refused with bad_token (by controld, the cache or the parser): counts
+  // against its source address.
+  void attachFailed(const BridgeSession& bridge);
   void bridgeAttached(BridgeSession* bridge);
   void bridgeDetached(BridgeSession* bridge, DetachOutcome reason);
   void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn, uint64_t bytesOut);
@@ -84,6 +88,7 @@ class Relay {
   TunnelTable table_;
   std::unique_ptr<ControlClient> control_;
   ApiProxy apiProxy_;
+  AttachGuard attachGuard_;
   tls::SslCtxPtr apiContext_;
   std::string apiFingerprint_;
   std::unordered_map<uint64_t, BridgeSession*> bridges_;

@@ -65,6 +65,10 @@ std::string_view attachOutcomeName(AttachOutcome outcome) {
       return "too_many_routes";
     case AttachOutcome::kRouteConflict:
       return "route_conflict";
+    case AttachOutcome::kTooManyFailures:
+      return "too_many_failures";
+    case AttachOutcome::kTooManyBridges:
+      return "too_many_bridges";
     case AttachOutcome::kError:
     case AttachOutcome::kCount:
       break;

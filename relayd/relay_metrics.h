@@ -35,6 +35,8 @@ enum class AttachOutcome : uint8_t {
   kInvalidRoute,
   kTooManyRoutes,
   kRouteConflict,
+  kTooManyFailures,  // refused: the address failed too often (bad_token) in its window
+  kTooManyBridges,   // refused: the tunnel holds MAX_BRIDGES_PER_TUNNEL bridges here
   kError,
   kCount,
 };

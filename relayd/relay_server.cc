@@ -85,7 +85,7 @@ int RelayServer::run() {
           ::close(fd);
           return;
         }
-        InboundConnection::accept(*s.context, *s.relay, fd, formatSocketAddress(peer));
+        InboundConnection::accept(*s.context, *s.relay, fd, PeerEndpoint::fromSocket(peer));
       },
       &s.relayMetrics);
   if (!tls.ok()) {

@@ -40,6 +40,22 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
       ->envname("MAX_CONNS_PER_TUNNEL")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--max-bridges-per-tunnel", c.max_bridges_per_tunnel,
+                 "bridges one tunnel may have attached at once on this machine")
+      ->envname("MAX_BRIDGES_PER_TUNNEL")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{4096}))
+      ->capture_default_str();
+  app.add_option("--auth-failure-limit", c.auth_failure_limit,
+                 "bad_token attaches one address (IPv6: /64) may have per window before its "
+                 "attaches get too_many_failures for the rest of it; 0 disables")
+      ->envname("AUTH_FAILURE_LIMIT")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--auth-failure-window-ms", c.auth_failure_window_ms,
+                 "the window of --auth-failure-limit, from a source's first failure")
+      ->envname("AUTH_FAILURE_WINDOW_MS")
+      ->check(CLI::Range(uint64_t{1'000}, uint64_t{86'400'000}))
+      ->capture_default_str();
   app.add_option("--buffered-bytes-limit", c.buffered_bytes_limit,
                  "connection data held in memory at once, both directions")
       ->envname("BUFFERED_BYTES_LIMIT")

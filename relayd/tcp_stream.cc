@@ -138,7 +138,7 @@ void TcpStream::overflow(size_t bytes) {
   const uint64_t now = context_.nowMs();
   if (lastLogMs == 0 || now - lastLogMs >= kOverflowLogIntervalMs) {
     kLog.warn("peer reset: it left its answers unread past the write backlog limit",
-              {{"peer", peerAddress_},
+              {{"peer", peer_.toString()},
                {"queued", std::to_string(queuedBytes_)},
                {"refused", std::to_string(bytes)},
                {"resets_since_last_log", std::to_string(unlogged)}});

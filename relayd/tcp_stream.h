@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "relayd/peer_endpoint.h"
 #include "relayd/write_backlog.h"
 
 namespace ot::relayd {
@@ -70,8 +71,11 @@ class TcpStream {
   [[nodiscard]] uint64_t bytesAcked() const;
   // Bytes whose writes completed (taken by the kernel) since the stream opened.
   [[nodiscard]] uint64_t bytesWritten() const { return bytesWritten_; }
-  [[nodiscard]] const std::string& peerAddress() const { return peerAddress_; }
-  void setPeerAddress(std::string address) { peerAddress_ = std::move(address); }
+  // The peer's address alone ("192.0.2.7", "2001:db8::1"): what per-source limits and controld
+  // get. peer() adds the port, for the bridge `open` frame and logs.
+  [[nodiscard]] const std::string& peerAddress() const { return peer_.address; }
+  [[nodiscard]] const PeerEndpoint& peer() const { return peer_; }
+  void setPeer(PeerEndpoint peer) { peer_ = std::move(peer); }
   [[nodiscard]] RelayContext& context() const { return context_; }
 
  private:
@@ -93,7 +97,7 @@ class TcpStream {
   size_t chargedBytes_ = 0;  // queuedBytes_ plus kWriteOverheadBytes per queued write
   WriteBacklogGate backlog_;
   uint64_t bytesWritten_ = 0;  // completed writes, for bytesAcked
-  std::string peerAddress_;
+  PeerEndpoint peer_;
   bool reading_ = false;      // the socket reads now
   bool wantReading_ = false;  // the owner wants it to
   bool closing_ = false;

@@ -146,6 +146,11 @@ std::vector<uint64_t> TunnelTable::bridgesOf(std::string_view tunnelId) const {
   return keys;
 }
 
+size_t TunnelTable::bridgeCountOf(std::string_view tunnelId) const {
+  auto it = tunnels_.find(std::string(tunnelId));
+  return it == tunnels_.end() ? 0 : it->second.bridges.size();
+}
+
 TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string_view route) {
   auto it = tunnels_.find(std::string(tunnelId));
   if (it == tunnels_.end() || !it->second.haveRecord || it->second.record.deleted) {

@@ -78,6 +78,7 @@ class TunnelTable {
   // A draining bridge gets no new visitors.
   void setDraining(const std::string& tunnelId, uint64_t bridgeKey);
   [[nodiscard]] std::vector<uint64_t> bridgesOf(std::string_view tunnelId) const;
+  [[nodiscard]] size_t bridgeCountOf(std::string_view tunnelId) const;
   [[nodiscard]] size_t bridgeCount() const { return bridgeCount_; }
   [[nodiscard]] size_t recordCount() const { return tunnels_.size(); }
 

@@ -75,9 +75,12 @@ TEST_CASE("api: client rate keys: IPv4 addresses, IPv6 /64s, one key per address
   CHECK(clientRateKey("::1") == "::/64");
   CHECK(clientRateKey("::ffff:198.51.100.4") == "198.51.100.4");
   CHECK(clientRateKey("") == "unknown");
-  CHECK(clientRateKey("not an address") == "not an address");
-  CHECK(clientRateKey("203.0.113.7:443") == "203.0.113.7:443");
-  CHECK(clientRateKey(std::string(300, 'x')) == std::string(128, 'x'));
+  // Not an address (an endpoint included): one shared budget, never a key per variant.
+  CHECK(clientRateKey("not an address") == "unknown");
+  CHECK(clientRateKey("203.0.113.7:443") == "unknown");
+  CHECK(clientRateKey("203.0.113.7:444") == "unknown");
+  CHECK(clientRateKey("[2001:db8::1]:443") == "unknown");
+  CHECK(clientRateKey(std::string(300, 'x')) == "unknown");
 }
 
 TEST_CASE("api: tunnels per client address are rate limited") {

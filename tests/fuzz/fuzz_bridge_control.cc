@@ -52,6 +52,8 @@ void fuzzClientMessage(std::string_view text) {
       break;
     case AttachErrorCode::kCertNotReady:
     case AttachErrorCode::kRouteConflict:
+    case AttachErrorCode::kTooManyFailures:
+    case AttachErrorCode::kTooManyBridges:
       check(false);  // only the relay's later checks give these
       break;
   }

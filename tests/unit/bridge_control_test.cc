@@ -252,7 +252,11 @@ TEST_CASE("bridge control: error codes, names and close codes") {
   CHECK(attachErrorCodeName(AttachErrorCode::kInvalidRoute) == "invalid_route");
   CHECK(attachErrorCodeName(AttachErrorCode::kTooManyRoutes) == "too_many_routes");
   CHECK(attachErrorCodeName(AttachErrorCode::kRouteConflict) == "route_conflict");
+  CHECK(attachErrorCodeName(AttachErrorCode::kTooManyFailures) == "too_many_failures");
+  CHECK(attachErrorCodeName(AttachErrorCode::kTooManyBridges) == "too_many_bridges");
   CHECK(attachErrorCodeName(AttachErrorCode::kError) == "error");
+  CHECK(closeCodeFor(AttachErrorCode::kTooManyFailures) == 1008);
+  CHECK(closeCodeFor(AttachErrorCode::kTooManyBridges) == 1008);
   CHECK(closeCodeFor(AttachErrorCode::kBadToken) == 1008);
   CHECK(closeCodeFor(AttachErrorCode::kCertNotReady) == 1008);
   CHECK(closeCodeFor(AttachErrorCode::kRouteConflict) == 1008);
@@ -270,7 +274,8 @@ TEST_CASE("bridge control: the client parses what the relay sends") {
 
   for (const auto code : {AttachErrorCode::kBadToken, AttachErrorCode::kCertNotReady,
                           AttachErrorCode::kInvalidRoute, AttachErrorCode::kTooManyRoutes,
-                          AttachErrorCode::kRouteConflict, AttachErrorCode::kError}) {
+                          AttachErrorCode::kRouteConflict, AttachErrorCode::kTooManyFailures,
+                          AttachErrorCode::kTooManyBridges, AttachErrorCode::kError}) {
     const auto error = parseRelayMessage(serializeAttachError({code, "why", 1008}));
     REQUIRE(error.ok());
     const auto& parsedError = std::get<AttachError>(error.value());
