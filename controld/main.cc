@@ -27,6 +27,7 @@
 #include "controld/control_service.h"
 #include "controld/controld_config.h"
 #include "controld/database_url.h"
+#include "controld/database_wait.h"
 #include "controld/dns_factory.h"
 #include "controld/dns_record_metrics.h"
 #include "controld/dns_sweeper.h"
@@ -80,38 +81,30 @@ void makeParentDirectory(const std::string& socket_path) {
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
 }
 
-// Retries migrate() with backoff until it works, the deadline passes (exit 1) or a signal asks
-// us to stop. Returns the exit code to use, or nullopt once the database is ready.
+// Waits for the database (controld/database_wait.h). Returns the exit code to use, or nullopt
+// once the database is ready.
 std::optional<int> waitForDatabase(Store& store, const ControldConfig& config,
                                    const sigset_t& signals) {
-  const auto started = std::chrono::steady_clock::now();
-  int64_t delay_ms = 200;
-  for (int attempt = 1;; ++attempt) {
-    auto migrated = store.migrate();
-    if (migrated.ok()) {
-      log::info("connected to the database", {{"attempt", attempt}});
+  DatabaseWaitOptions options;
+  options.timeout_ms = static_cast<int64_t>(config.startup_db_timeout_ms);
+  DatabaseWaitHooks hooks;
+  hooks.attempt = [&store] { return store.migrate(); };
+  hooks.now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  hooks.sleep_or_stop = [&signals](int64_t ms) { return waitForSignal(signals, ms); };
+  switch (ot::controld::waitForDatabase(options, hooks)) {
+    case DatabaseWaitOutcome::kReady:
       return std::nullopt;
-    }
-    const auto& error = migrated.error();
-    if (error.kind ==
-        ot::ErrorKind::kInvalid) {  // a newer schema, bad settings: retrying won't help
-      log::error("the database cannot be used", {{"error", error.message}});
-      return 1;
-    }
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - started)
-                            .count();
-    if (config.startup_db_timeout_ms != 0 &&
-        waited >= static_cast<int64_t>(config.startup_db_timeout_ms)) {
-      log::error("the database is not available, exiting with the last error",
-                 {{"error", error.message}, {"waited_ms", waited}});
-      return 1;
-    }
-    log::warn("waiting for the database",
-              {{"attempt", attempt}, {"error", error.message}, {"retry_in_ms", delay_ms}});
-    if (waitForSignal(signals, delay_ms)) return 0;
-    delay_ms = std::min<int64_t>(delay_ms * 2, 15'000);
+    case DatabaseWaitOutcome::kStopped:
+      return 0;
+    case DatabaseWaitOutcome::kUnusable:
+    case DatabaseWaitOutcome::kTimedOut:
+      break;
   }
+  return 1;
 }
 
 // Serves /metrics. The pool gauge is read at scrape time: it changes with every request.
