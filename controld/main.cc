@@ -38,6 +38,7 @@
 #include "controld/job_gauges.h"
 #include "controld/job_runner.h"
 #include "controld/local_ca.h"
+#include "controld/private_files.h"
 #include "controld/relay_hub.h"
 #include "controld/server_certificates.h"
 #include "controld/store.h"
@@ -75,10 +76,13 @@ std::string randomMachineId() {
   return "controld-" + (bytes ? ot::crypto::toHex(*bytes) : std::string("unknown"));
 }
 
-void makeParentDirectory(const std::string& socket_path) {
-  std::error_code ec;
-  auto parent = std::filesystem::path(socket_path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+// The sockets' directory, when missing: owner and group may reach the sockets in it (relayd
+// runs as controld's user or in its group), nobody else.
+bool makeSocketDirectory(const std::string& socket_path) {
+  const auto parent = std::filesystem::path(socket_path).parent_path();
+  const ot::Status made = makeDirectories(parent, kSocketDirectoryMode);
+  if (!made.ok()) log::error("cannot make the socket directory", {{"error", made.error().message}});
+  return made.ok();
 }
 
 // Waits for the database (controld/database_wait.h). Returns the exit code to use, or nullopt
@@ -213,6 +217,14 @@ int run(ControldConfig config) {
     log::error("DATABASE_URL is not usable", {{"error", url.error().message}});
     return 2;
   }
+  // The SQLite file's directory, when missing, is controld's alone (the file holds private keys).
+  if (url->backend == DatabaseBackend::kSqlite) {
+    const auto directory = std::filesystem::path(url->sqlite_path).parent_path();
+    if (const ot::Status made = makeDirectories(directory, kStateDirectoryMode); !made.ok()) {
+      log::error("cannot make the database directory", {{"error", made.error().message}});
+      return 2;
+    }
+  }
   StoreOptions store_options;
   store_options.url = config.database_url;
   store_options.sqlite_path = config.sqlite_path;
@@ -313,7 +325,7 @@ int run(ControldConfig config) {
       [&usage](const std::string&, const opentunnel::control::v1::Counters& c) { usage.add(c); });
 
   ControlService control(*store, registry, hub);
-  makeParentDirectory(config.control_socket);
+  if (!makeSocketDirectory(config.control_socket)) return 1;
   GrpcServer grpc({.socket_path = config.control_socket}, control, hub);
   if (auto started = grpc.start(); !started.ok()) {
     log::error("cannot serve gRPC",
@@ -324,7 +336,7 @@ int run(ControldConfig config) {
   WorkerPool pool;
   HttpServer api(pool, std::move(api_handler));
   std::vector<HttpListenerConfig> listeners;
-  makeParentDirectory(config.api_socket);
+  if (!makeSocketDirectory(config.api_socket)) return 1;
   listeners.push_back(HttpListenerConfig::forApi(
       {ot::config::ListenAddress::Kind::kUnix, {}, 0, config.api_socket}));
   if (config.http_mode == "serve" && config.http_listen.enabled()) {
