@@ -13,11 +13,13 @@ controld's VmRSS before, during and after:
 """
 import argparse
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -128,6 +130,7 @@ def main():
     parser.add_argument("--requests", type=int, default=8, help="different CSRs bound at once")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ot-attack-controld-"))
+    os.chmod(workdir, 0o755)  # only controld's own modes stand between another user and its files
     acme = SilentAcme()
     controld = harness.Controld(workdir / "c", env={
         **stalled_acme_env(acme),
@@ -160,11 +163,15 @@ def main():
         jobs = [j for j in database.tunnel_jobs() if j["tunnel_id"] == tunnel["id"]]
         charged = database.query("SELECT full_at FROM rate_limits WHERE k = ?",
                                  (f"issue:{tunnel['id']}",))
-        print(f"issuance jobs queued: {len(jobs)}; issuance budget row: {charged}")
+        ahead_ms = int(charged[0][0]) - int(time.time() * 1000) if charged else 0
+        interval_ms = 24 * 3600 * 1000 // 5  # ISSUANCE_RATE_PER_DAY=5: one charge moves it this far
+        print(f"issuance jobs queued: {len(jobs)}; budget charged {ahead_ms / interval_ms:.2f} "
+              f"times (full_at {ahead_ms} ms ahead, one charge = {interval_ms} ms)")
         print(f"controld VmRSS after: {rss_kb(pid)} kB")
     finally:
         controld.stop()
         acme.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
