@@ -168,6 +168,13 @@ Result<Provisioned> Provisioner::run() {
     if (Status csr = ensureCsr(fresh); !csr.ok()) return csr.error();
     auto bound = api_.bindCertificate(state_.id, state_.token, state_.csrPem);
     if (!bound) {
+      if (bound.error().status == 409) {
+        // Another key's certificate is being issued for this tunnel (another client with its
+        // token): asking again now is refused the same way, so stop and say so.
+        return failed("another certificate request for tunnel " + state_.id +
+                      " is in progress (another otunnel with this tunnel's token?); run otunnel "
+                      "again once it has finished: " + bound.error().describe());
+      }
       return failed("the server refused the certificate request: " + bound.error().describe());
     }
     const bool old_failure = bound->state == "failed" && reused && attempt == 0;

@@ -193,7 +193,8 @@ RouteDoc bindCertificateDoc() {
   doc.description =
       "Binds a CSR to the tunnel and queues its issuance (the private key never leaves the "
       "client). Binding the CSR that is already bound changes nothing and answers its current "
-      "state, so a client may repeat the call. New CSRs are limited per tunnel.";
+      "state, so a client may repeat the call. New CSRs are limited per tunnel; while one is "
+      "being issued, another is refused (409) without being charged.";
   doc.tag = kTunnelTag;
   doc.bearer_auth = true;
   doc.parameters = {idParameter()};
@@ -204,6 +205,7 @@ RouteDoc bindCertificateDoc() {
       error(400, "No or bad JSON, or a CSR the server refuses (the message says why)."),
       unauthorized(),
       notFound(),
+      error(409, "Another CSR's certificate is being issued for this tunnel; nothing was charged."),
       tooLarge(),
       unsupportedMediaType(),
       error(429, "Too many new certificates for this tunnel.", {"Retry-After"}),

@@ -94,6 +94,7 @@ ApiResponse errorResponse(const ServiceError& error) {
     case ServiceErrorKind::kNotFound:
       return ApiResponse::error(404, "NotFoundError", error.message);
     case ServiceErrorKind::kIdTaken:
+    case ServiceErrorKind::kCertificateInProgress:
       return ApiResponse::error(409, "ConflictError", error.message);
     case ServiceErrorKind::kRateLimited:
       response = ApiResponse::error(429, "RateLimitedError", error.message);

@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "controld/private_files.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
 #include "proto/descriptors.h"
 
@@ -60,7 +62,20 @@ Status GrpcServer::start() {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.RegisterService(&control_);
   builder.RegisterService(&admin_);
+  // gRPC binds the socket inside BuildAndStart with the umask's mode (0777 under umask 000), and
+  // it accepts from then on. The umask is narrowed for that call (start-up: no other thread of
+  // ours creates files then), and the mode set explicitly after.
+  const mode_t umask_before = ::umask(0777 & ~kSocketMode);
   auto server = builder.BuildAndStart();
+  ::umask(umask_before);
+  if (server != nullptr && ::chmod(options_.socket_path.c_str(), kSocketMode) != 0) {
+    const int error = errno;
+    server->Shutdown();
+    server->Wait();
+    return Error{ErrorKind::kUnavailable,
+                 "cannot set the mode of " + options_.socket_path + ": " +
+                     std::error_code(error, std::generic_category()).message()};
+  }
   if (server == nullptr) {
     return Error{ErrorKind::kUnavailable,
                  "cannot serve gRPC on " + target() + " (is the directory there and writable?)"};

@@ -28,6 +28,7 @@
 #include "controld/control_service.h"
 #include "controld/controld_config.h"
 #include "controld/database_url.h"
+#include "controld/database_wait.h"
 #include "controld/dns_factory.h"
 #include "controld/dns_record_metrics.h"
 #include "controld/dns_sweeper.h"
@@ -38,6 +39,7 @@
 #include "controld/job_gauges.h"
 #include "controld/job_runner.h"
 #include "controld/local_ca.h"
+#include "controld/private_files.h"
 #include "controld/relay_hub.h"
 #include "controld/server_certificates.h"
 #include "controld/store.h"
@@ -75,44 +77,39 @@ std::string randomMachineId() {
   return "controld-" + (bytes ? ot::crypto::toHex(*bytes) : std::string("unknown"));
 }
 
-void makeParentDirectory(const std::string& socket_path) {
-  std::error_code ec;
-  auto parent = std::filesystem::path(socket_path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+// The sockets' directory, when missing: owner and group may reach the sockets in it (relayd
+// runs as controld's user or in its group), nobody else.
+bool makeSocketDirectory(const std::string& socket_path) {
+  const auto parent = std::filesystem::path(socket_path).parent_path();
+  const ot::Status made = makeDirectories(parent, kSocketDirectoryMode);
+  if (!made.ok()) log::error("cannot make the socket directory", {{"error", made.error().message}});
+  return made.ok();
 }
 
-// Retries migrate() with backoff until it works, the deadline passes (exit 1) or a signal asks
-// us to stop. Returns the exit code to use, or nullopt once the database is ready.
+// Waits for the database (controld/database_wait.h). Returns the exit code to use, or nullopt
+// once the database is ready.
 std::optional<int> waitForDatabase(Store& store, const ControldConfig& config,
                                    const sigset_t& signals) {
-  const auto started = std::chrono::steady_clock::now();
-  int64_t delay_ms = 200;
-  for (int attempt = 1;; ++attempt) {
-    auto migrated = store.migrate();
-    if (migrated.ok()) {
-      log::info("connected to the database", {{"attempt", attempt}});
+  DatabaseWaitOptions options;
+  options.timeout_ms = static_cast<int64_t>(config.startup_db_timeout_ms);
+  DatabaseWaitHooks hooks;
+  hooks.attempt = [&store] { return store.migrate(); };
+  hooks.now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  hooks.sleep_or_stop = [&signals](int64_t ms) { return waitForSignal(signals, ms); };
+  switch (ot::controld::waitForDatabase(options, hooks)) {
+    case DatabaseWaitOutcome::kReady:
       return std::nullopt;
-    }
-    const auto& error = migrated.error();
-    if (error.kind ==
-        ot::ErrorKind::kInvalid) {  // a newer schema, bad settings: retrying won't help
-      log::error("the database cannot be used", {{"error", error.message}});
-      return 1;
-    }
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - started)
-                            .count();
-    if (config.startup_db_timeout_ms != 0 &&
-        waited >= static_cast<int64_t>(config.startup_db_timeout_ms)) {
-      log::error("the database is not available, exiting with the last error",
-                 {{"error", error.message}, {"waited_ms", waited}});
-      return 1;
-    }
-    log::warn("waiting for the database",
-              {{"attempt", attempt}, {"error", error.message}, {"retry_in_ms", delay_ms}});
-    if (waitForSignal(signals, delay_ms)) return 0;
-    delay_ms = std::min<int64_t>(delay_ms * 2, 15'000);
+    case DatabaseWaitOutcome::kStopped:
+      return 0;
+    case DatabaseWaitOutcome::kUnusable:
+    case DatabaseWaitOutcome::kTimedOut:
+      break;
   }
+  return 1;
 }
 
 // Serves /metrics. The pool gauge is read at scrape time: it changes with every request.
@@ -221,6 +218,14 @@ int run(ControldConfig config) {
     log::error("DATABASE_URL is not usable", {{"error", url.error().message}});
     return 2;
   }
+  // The SQLite file's directory, when missing, is controld's alone (the file holds private keys).
+  if (url->backend == DatabaseBackend::kSqlite) {
+    const auto directory = std::filesystem::path(url->sqlite_path).parent_path();
+    if (const ot::Status made = makeDirectories(directory, kStateDirectoryMode); !made.ok()) {
+      log::error("cannot make the database directory", {{"error", made.error().message}});
+      return 2;
+    }
+  }
   StoreOptions store_options;
   store_options.url = config.database_url;
   store_options.sqlite_path = config.sqlite_path;
@@ -327,7 +332,7 @@ int run(ControldConfig config) {
       [&usage](const std::string&, const opentunnel::control::v1::Counters& c) { usage.add(c); });
 
   ControlService control(*store, registry, hub);
-  makeParentDirectory(config.control_socket);
+  if (!makeSocketDirectory(config.control_socket)) return 1;
   GrpcServer grpc({.socket_path = config.control_socket}, control, hub);
   if (auto started = grpc.start(); !started.ok()) {
     log::error("cannot serve gRPC",
@@ -338,7 +343,7 @@ int run(ControldConfig config) {
   WorkerPool pool;
   HttpServer api(pool, std::move(api_handler));
   std::vector<HttpListenerConfig> listeners;
-  makeParentDirectory(config.api_socket);
+  if (!makeSocketDirectory(config.api_socket)) return 1;
   listeners.push_back(HttpListenerConfig::forApi(
       {ot::config::ListenAddress::Kind::kUnix, {}, 0, config.api_socket}));
   if (config.http_mode == "serve" && config.http_listen.enabled()) {

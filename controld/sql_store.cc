@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "controld/mysql_tls.h"
+#include "controld/private_files.h"
 
 namespace ot::controld {
 namespace {
@@ -96,6 +97,9 @@ Status SqlStore::connect(soci::session& sql) {
                    ", innodb_lock_wait_timeout = " + lock_wait;
       }
     } else {
+      // Before SQLite would create the file with the umask's mode (its -wal and -shm copy the
+      // file's mode); and a file others can read is refused (kInvalid: start-up gives up).
+      if (Status prepared = prepareDatabaseFile(url_.sqlite_path); !prepared.ok()) return prepared;
       sql.open(soci::sqlite3, connect_string_);
       // Millisecond precision (the connect string's timeout is whole seconds), then WAL so that
       // readers do not wait for writers.

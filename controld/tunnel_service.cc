@@ -19,6 +19,10 @@ constexpr int64_t kDayMs = 24 * kHourMs;
 constexpr int64_t kBacklogRetryAfterS = 30;
 // A random ID colliding with an existing one is rare (about 60 bits); a few tries settle it.
 constexpr int kRandomIdAttempts = 3;
+// A certificate request that loses the race for the tunnel's record reads it again; after the
+// first loss it is answered from what it reads (same CSR or another in progress), so two rounds
+// settle it and a few bound it.
+constexpr int kBindRounds = 3;
 // Rate keys live in a VARCHAR(191) column; an unparseable address is cut to fit with its prefix.
 
 ServiceError failure(ServiceErrorKind kind, std::string message, int64_t retry_after_s = 0) {
@@ -239,74 +243,106 @@ ServiceResult<CertificateInfo> TunnelService::getCertificate(
 
 ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     std::string_view id, const std::optional<std::string>& token, std::string_view csr_pem) {
+  // Serializes this process's requests for one tunnel; other processes are kept apart by the
+  // revision the record is written at (below).
   const std::lock_guard lock(tunnelLock(id));
-  auto authorized = authorize(id, token);
-  if (!authorized) return authorized.error();
-  StoredTunnel stored = std::move(authorized).value();
-  TunnelRecord& record = stored.record;
+  for (int round = 0; round < kBindRounds; ++round) {
+    auto authorized = authorize(id, token);
+    if (!authorized) return authorized.error();
+    StoredTunnel stored = std::move(authorized).value();
+    TunnelRecord& record = stored.record;
 
-  const Result<CsrInfo> csr = checkTunnelCsr(csr_pem, record.id, config_.domain);
-  if (!csr) {
-    kLog.info("certificate request refused",
-              {{"tunnel", record.id}, {"reason", csr.error().message}});
-    return failure(ServiceErrorKind::kBadRequest, csr.error().message);
-  }
-  // The same CSR again (a client resuming its provisioning): answer as before, queue nothing,
-  // charge nothing.
-  if (record.certificate.state != CertificateState::kNone &&
-      boundCsrFingerprint(record.certificate) == csr->der_sha256_hex) {
-    return CertificateBinding{record.certificate, false};
-  }
+    const Result<CsrInfo> csr = checkTunnelCsr(csr_pem, record.id, config_.domain);
+    if (!csr) {
+      kLog.info("certificate request refused",
+                {{"tunnel", record.id}, {"reason", csr.error().message}});
+      return failure(ServiceErrorKind::kBadRequest, csr.error().message);
+    }
+    // The same CSR again (a client resuming its provisioning): answer as before, queue nothing,
+    // charge nothing.
+    if (record.certificate.state != CertificateState::kNone &&
+        boundCsrFingerprint(record.certificate) == csr->der_sha256_hex) {
+      return CertificateBinding{record.certificate, false};
+    }
+    // Another CSR is being issued for: replacing it would throw that issuance away and leave
+    // its client waiting for a certificate that never matches its key. This one is refused,
+    // without spending the budget, until that one is ready or failed.
+    if (record.certificate.state == CertificateState::kIssuing) {
+      kLog.info("certificate request refused: another is in progress",
+                {{"tunnel", record.id}, {"certificate", record.certificate.id}});
+      return failure(ServiceErrorKind::kCertificateInProgress,
+                     "another certificate request (another CSR) for this tunnel is in progress; "
+                     "wait until it is ready or failed");
+    }
+    if (auto busy = checkBacklog()) {
+      limited("issuance_backlog");
+      return *busy;
+    }
+    const std::optional<std::string> certificate_id = randomHex(16);
+    if (!certificate_id) return failure(ServiceErrorKind::kInternal, "no randomness available");
 
-  if (auto busy = checkBacklog()) {
-    limited("issuance_backlog");
-    return *busy;
-  }
-  if (auto refused = charge("issue:" + record.id, config_.issuance_rate_per_day, kDayMs,
-                            config_.issuance_rate_burst,
-                            "This tunnel has asked for too many new certificates")) {
-    if (refused->kind == ServiceErrorKind::kRateLimited) limited("issuance_rate");
-    return *refused;
-  }
-  const std::optional<std::string> certificate_id = randomHex(16);
-  if (!certificate_id) return failure(ServiceErrorKind::kInternal, "no randomness available");
+    // Claim the tunnel first: the write names the revision read above, so of several processes
+    // binding different CSRs at once exactly one wins; the others read the record again and
+    // are refused above. Only the winner spends the budget.
+    const CertificateInfo previous = record.certificate;
+    const std::optional<int64_t> previous_renew_at = record.renew_at_ms;
+    const int64_t now = now_ms_();
+    CertificateInfo certificate;
+    certificate.id = *certificate_id;
+    certificate.state = CertificateState::kIssuing;
+    certificate.csr_pem = std::string(csr_pem);
+    certificate.csr_sha256 = csr->der_sha256_hex;
+    certificate.identifiers = csr->names;
+    certificate.requested_at_ms = now;
+    record.certificate = std::move(certificate);
+    // The renewal alarm belonged to the certificate this one replaces.
+    record.renew_at_ms.reset();
 
-  const int64_t now = now_ms_();
-  CertificateInfo certificate;
-  certificate.id = *certificate_id;
-  certificate.state = CertificateState::kIssuing;
-  certificate.csr_pem = std::string(csr_pem);
-  certificate.csr_sha256 = csr->der_sha256_hex;
-  certificate.identifiers = csr->names;
-  certificate.requested_at_ms = now;
-  record.certificate = std::move(certificate);
-  // The renewal alarm belonged to the certificate this one replaces.
-  record.renew_at_ms.reset();
+    const Result<int64_t> revision = store_.updateTunnel(record, stored.revision);
+    if (!revision) {
+      if (revision.error().kind == ErrorKind::kConflict) continue;  // read it again
+      return storageFailure(revision.error(), "updateTunnel", record.id);
+    }
+    stored.revision = *revision;
 
-  const Result<int64_t> revision = store_.updateTunnel(record, stored.revision);
-  if (!revision) return storageFailure(revision.error(), "updateTunnel", record.id);
-  stored.revision = *revision;
+    if (auto refused = charge("issue:" + record.id, config_.issuance_rate_per_day, kDayMs,
+                              config_.issuance_rate_burst,
+                              "This tunnel has asked for too many new certificates")) {
+      if (refused->kind == ServiceErrorKind::kRateLimited) limited("issuance_rate");
+      // Give the claim back. No job was queued for it; should this write fail, the job that
+      // the reconcile queues finds the record changed, or issues once without a charge.
+      record.certificate = previous;
+      record.renew_at_ms = previous_renew_at;
+      if (const Result<int64_t> restored = store_.updateTunnel(record, stored.revision);
+          !restored) {
+        kLog.warn("cannot restore the certificate after a refused request",
+                  {{"tunnel", record.id}, {"error", restored.error().message}});
+      }
+      return *refused;
+    }
 
-  Job job;
-  job.id = record.certificate.id;
-  job.kind = JobKind::kIssue;
-  job.tunnel_id = record.id;
-  job.status = JobStatus::kPending;
-  job.queued_at_ms = now;
-  job.next_run_at_ms = now;
-  const Result<bool> added = store_.addJob(job);
-  if (!added) {
-    // The record says issuing; the job runner's reconcile adds the missing job for it.
-    kLog.warn("issuance job not queued; the reconcile will add it",
-              {{"tunnel", record.id}, {"certificate", job.id}, {"error", added.error().message}});
-  } else if (*added) {
-    notifier_.jobAdded();
+    Job job;
+    job.id = record.certificate.id;
+    job.kind = JobKind::kIssue;
+    job.tunnel_id = record.id;
+    job.status = JobStatus::kPending;
+    job.queued_at_ms = now;
+    job.next_run_at_ms = now;
+    const Result<bool> added = store_.addJob(job);
+    if (!added) {
+      // The record says issuing; the job runner's reconcile adds the missing job for it.
+      kLog.warn("issuance job not queued; the reconcile will add it",
+                {{"tunnel", record.id}, {"certificate", job.id}, {"error", added.error().message}});
+    } else if (*added) {
+      notifier_.jobAdded();
+    }
+    publisher_.publishRecord(stored);
+    kLog.info("certificate requested", {{"tunnel", record.id},
+                                        {"certificate", record.certificate.id},
+                                        {"names", record.certificate.identifiers.size()}});
+    return CertificateBinding{record.certificate, true};
   }
-  publisher_.publishRecord(stored);
-  kLog.info("certificate requested", {{"tunnel", record.id},
-                                      {"certificate", record.certificate.id},
-                                      {"names", record.certificate.identifiers.size()}});
-  return CertificateBinding{record.certificate, true};
+  return failure(ServiceErrorKind::kStale, "the tunnel changed; retry");
 }
 
 ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,

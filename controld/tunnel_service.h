@@ -51,6 +51,7 @@ enum class ServiceErrorKind {
   kUnauthorized,  // 401: no token, or not this tunnel's token
   kNotFound,      // 404: no such tunnel, or deleted
   kIdTaken,       // 409: the wanted ID exists
+  kCertificateInProgress,  // 409: another CSR's issuance is running for this tunnel
   kRateLimited,   // 429: over a rate; retry_after_s says when the next one passes
   kBusy,          // 503: issuance backlog; retry_after_s is 30
   kStale,         // 503: the tunnel changed underneath (another writer); retrying reloads it

@@ -11,7 +11,11 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "${OT_JOBS:-$(nproc)}"
 
 state=${OT_DEV_STATE:-$root/.dev}
+# The state holds the local CA's private key (in the database): this user's alone.
 mkdir -p "$state"
+chmod 700 "$state"
+# A database an older controld made under the umask (0644) would now stop controld at start-up.
+chmod 600 "$state"/opentunnel.db{,-wal,-shm} 2>/dev/null || true
 export OPENTUNNEL_DOMAIN=${OPENTUNNEL_DOMAIN:-opentunnel.localhost}
 export API_SOCKET="$state/api.sock" CONTROL_SOCKET="$state/control.sock"
 tls_listen=${TLS_LISTEN:-127.0.0.1:8443}

@@ -4,6 +4,7 @@
 // Limits, outages and lost races are in api_limits_test.cc.
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
@@ -505,6 +506,82 @@ TEST_CASE("api: concurrent binds of one CSR queue one job, and no caller sees a 
     CHECK(api.pendingJobs() == 1);
     CHECK(api.notifier.count() == 1);
     CHECK(api.stored(tunnel.id).revision == 2);
+  }
+}
+
+TEST_CASE("api: a different CSR while one is issuing gets 409, queues nothing, charges nothing") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    TunnelServiceConfig config = testing::testConfig();
+    config.issuance_rate_per_day = 5;
+    config.issuance_rate_burst = 2;
+    TestApi api(*store, config);
+    const CreatedForTest tunnel = api.create();
+    const std::string first = tunnelCsr(tunnel.id);
+    REQUIRE(api.bind(tunnel, first).status == 202);
+    const StoredTunnel issuing = api.stored(tunnel.id);
+
+    // More than the budget of other CSRs: each is refused the same way, none is charged.
+    for (int i = 0; i < 4; ++i) {
+      const ApiResponse refused = api.bind(tunnel, tunnelCsr(tunnel.id, i % 2 == 0));
+      checkError(refused, 409, "ConflictError");
+      CHECK(parseBody(refused)["message"] ==
+            "another certificate request (another CSR) for this tunnel is in progress; wait "
+            "until it is ready or failed");
+    }
+    CHECK(api.stored(tunnel.id).record == issuing.record);
+    CHECK(api.stored(tunnel.id).revision == issuing.revision);
+    CHECK(api.pendingJobs() == 1);
+    CHECK(api.notifier.count() == 1);
+    // The one in progress is still free to bind again.
+    CHECK(api.bind(tunnel, first).status == 202);
+
+    // Once it is ready, a new CSR is a new request: the second (and last) of the burst.
+    api.finishIssuance(tunnel.id, CertificateState::kReady);
+    CHECK(api.bind(tunnel, tunnelCsr(tunnel.id, true)).status == 202);
+    CHECK(api.pendingJobs() == 2);
+  }
+}
+
+TEST_CASE("api: different CSRs bound at once through two services: one wins, one charge") {
+  // Two TunnelServices on one database stand for two controld processes: they share no lock,
+  // only the record's revision.
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    TunnelServiceConfig config = testing::testConfig();
+    config.issuance_rate_per_day = 5;
+    config.issuance_rate_burst = 5;
+    TestApi a(*store, config);
+    TestApi b(*store, config);
+    for (int round = 0; round < 5; ++round) {
+      const CreatedForTest tunnel = a.create("race-" + std::to_string(round));
+      std::vector<std::string> csrs;
+      for (int i = 0; i < 8; ++i) csrs.push_back(tunnelCsr(tunnel.id, i % 2 == 0));
+      std::vector<int> statuses(csrs.size(), 0);
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < csrs.size(); ++i) {
+        threads.emplace_back([&, i] {
+          statuses[i] = (i % 2 == 0 ? a : b).bind(tunnel, csrs[i]).status;
+        });
+      }
+      for (auto& thread : threads) thread.join();
+      CHECK(std::count(statuses.begin(), statuses.end(), 202) == 1);
+      CHECK(std::count(statuses.begin(), statuses.end(), 409) == 7);
+      const size_t winner = static_cast<size_t>(
+          std::find(statuses.begin(), statuses.end(), 202) - statuses.begin());
+      REQUIRE(winner < csrs.size());
+      CHECK(a.stored(tunnel.id).record.certificate.csr_pem == csrs[winner]);
+      // One charge of five: four more new certificates pass, the fifth is refused.
+      for (int i = 0; i < 4; ++i) {
+        a.finishIssuance(tunnel.id);
+        CHECK(b.bind(tunnel, tunnelCsr(tunnel.id)).status == 202);
+      }
+      a.finishIssuance(tunnel.id);
+      checkError(b.bind(tunnel, tunnelCsr(tunnel.id)), 429, "RateLimitedError");
+    }
+    CHECK(a.pendingJobs() == 5 * 5);
   }
 }
 

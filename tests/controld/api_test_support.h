@@ -138,6 +138,16 @@ class TestApi {
     return **tunnel;
   }
 
+  // Ends the tunnel's issuance as the job runner would (a revisioned write of the record), so
+  // that another CSR may be bound.
+  void finishIssuance(const std::string& id,
+                      CertificateState state = CertificateState::kFailed) const {
+    StoredTunnel done = stored(id);
+    done.record.certificate.state = state;
+    if (state == CertificateState::kFailed) done.record.certificate.error = "ended by the test";
+    REQUIRE(store_.updateTunnel(done.record, done.revision).ok());
+  }
+
   int64_t pendingJobs() const {
     auto count = store_.countJobs(JobStatus::kPending, 0);
     REQUIRE(count.ok());

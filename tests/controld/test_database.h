@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "controld/database_url.h"
+#include "controld/private_files.h"
 #include "controld/sql_store.h"
 
 namespace ot::controld::testing {
@@ -172,6 +173,8 @@ class TestDatabase {
     auto url = parseDatabaseUrl(url_, "");
     REQUIRE(url.ok());
     if (dialect_ == SqlDialect::kSqlite) {
+      // Made private the way the store makes it, which refuses a file others can read.
+      REQUIRE(prepareDatabaseFile(url->sqlite_path).ok());
       auto session =
           std::make_unique<soci::session>(soci::sqlite3, sociConnectString(*url, quickTimeouts()));
       *session << "PRAGMA busy_timeout = 5000";

@@ -119,10 +119,11 @@ class Controld:
         self.env.update(env or {})
         self.process = None
 
-    def start(self, wait=True):
+    def start(self, wait=True, umask=-1):
+        """umask: the process's umask (-1: inherited)."""
         self.log = open(self.log_path, "ab")
         self.process = subprocess.Popen([str(CONTROLD)], env=self.env, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
+                                        stderr=subprocess.STDOUT, umask=umask)
         if wait:
             self.wait_healthy()
         return self
