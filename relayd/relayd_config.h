@@ -23,6 +23,8 @@ struct RelaydConfig {
   uint64_t half_close_timeout_ms = 60'000;
   uint64_t max_conns_per_bridge = 256;
   uint64_t max_conns_per_tunnel = 1024;
+  // Of one tunnel's connections, what one source address (IPv6: its /64) may hold.
+  uint64_t max_conns_per_tunnel_per_source = 128;
   uint64_t buffered_bytes_limit = 256ull << 20;
   uint64_t shutdown_drain_ms = 10'000;
   uint64_t bridge_heartbeat_ms = 15'000;     // announced in `attached`; silence before a ping
