@@ -40,6 +40,7 @@ struct BridgeConfig {
   int links = 2;
   uint32_t maxConns = 256;
   uint32_t window = 512 * 1024;
+  uint64_t handshakeTimeoutMs = 10'000;  // terminating: a visitor's TLS handshake (StreamOptions)
   std::string origin;
   std::string profile;
   std::string userAgent = "otunnel/0.1.0";
