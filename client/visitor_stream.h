@@ -59,11 +59,7 @@ struct StreamOptions {
   uint32_t sendWindow = bridge::kRelayWindow;       // attached.limits.window
   uint32_t maxPayload = static_cast<uint32_t>(bridge::kMaxDataPayload);  // limits.max_payload
   uint64_t connectTimeoutMs = 10'000;
-  // Terminating: the visitor's TLS handshake must be done this long after `open`, or the stream
-  // is reset, so a visitor that sends a ClientHello and goes silent does not hold one of the
-  // tunnel's connections until the relay's 15-minute idle timeout (10 s: the hello's own limit).
-  // Passthrough leaves the handshake, and its timeout, to the local service.
-  uint64_t handshakeTimeoutMs = 10'000;
+  uint64_t handshakeTimeoutMs = kVisitorHandshakeTimeoutMs;
 };
 
 // How a frame from the relay fits the connection's state. Anything but kOk closes the bridge
