@@ -216,14 +216,31 @@ def counters(relayd):
 # ---------------------------------------------------------------------------------------------
 # The CLI
 
-def _report(name, relayd, before, peak, extra):
+def _report(name, relayd, before, peak, extra, counted_before):
     after = res.rss_kb(relayd.process.pid)
     print(f"\n== {name}")
     print(f"relayd VmRSS before {before} kB, during (peak) {peak} kB, after {after} kB")
     for key, value in extra.items():
         print(f"  {key}: {value}")
     for key, value in counters(relayd).items():
-        print(f"  {key}: {value}")
+        if key == "visitor connections open":
+            print(f"  {key}: {value:g}")
+        else:
+            print(f"  {key}: +{value - counted_before[key]:g}")
+
+
+def _seconds_until(predicate, timeout):
+    """Seconds until predicate() holds, as text; "not within N s" when it did not."""
+    start = time.monotonic()
+    try:
+        rh.harness.wait_until(predicate, timeout, "the condition")
+    except TimeoutError:
+        return f"not within {timeout} s"
+    return f"{time.monotonic() - start:.2f} s"
+
+
+def _open_visitors(relayd):
+    return relayd.metrics().get("opentunnel_visitor_connections_open") == 0
 
 
 def main():
@@ -236,13 +253,17 @@ def main():
             tunnel = stack.tunnel(web.port, links=2)
 
             # 1. 300 silent handshakes for the API domain; a bystander calls the API meanwhile.
+            counted = counters(relayd)
             before = res.rss_kb(pid)
             with RssPeak(pid) as rss:
                 sockets, sent_at = open_silent_handshakes(relayd.tls_port, rh.DOMAIN, 300)
                 status, waited = api_call_from(BYSTANDER, relayd)
-                bridge = BridgeFrom(BYSTANDER, relayd.tls_port, relayd.ca_file)
-                upgrade = bridge.upgrade(tunnel.tunnel_id)
-                bridge.close()
+                try:
+                    bridge = BridgeFrom(BYSTANDER, relayd.tls_port, relayd.ca_file)
+                    upgrade = bridge.upgrade(tunnel.tunnel_id)
+                    bridge.close()
+                except (ssl.SSLError, ConnectionError) as error:
+                    upgrade = f"refused ({error.__class__.__name__})"
                 held = [held_for(sock, at, 15) for sock, at in zip(sockets, sent_at)]
                 close_all(sockets)
             closed = [t for t in held if t is not None]
@@ -251,49 +272,45 @@ def main():
                 "bystander bridge upgrade": f"status {upgrade}",
                 "attack connections closed by relayd": f"{len(closed)} of 300, the longest held "
                                                        f"{max(closed, default=0):.1f} s",
-            })
+            }, counted)
 
             # 2. 600 silent handshakes for a tunnel; a bystander visits meanwhile.
+            counted = counters(relayd)
             before = res.rss_kb(pid)
             with RssPeak(pid) as rss:
                 sockets, _ = open_silent_handshakes(relayd.tls_port, tunnel.hostname, 600)
                 status, _, waited = visit_from(BYSTANDER, relayd.tls_port, tunnel.hostname,
                                                stack.ca_file)
-                start = time.monotonic()
-                rh.harness.wait_until(
-                    lambda: relayd.metrics().get("opentunnel_visitor_connections_open") == 0,
-                    60, "otunnel's handshake timeout to free the slots")
-                freed = time.monotonic() - start
+                freed = _seconds_until(lambda: _open_visitors(relayd), 60)
                 close_all(sockets)
+                _seconds_until(lambda: _open_visitors(relayd), 90)  # before the next attack
             _report("silent tunnel handshakes x600 from one address", relayd, before, rss.peak, {
                 "bystander visit": f"status {status} after {waited:.3f} s",
-                "slots freed by otunnel's handshake timeout after": f"{freed:.1f} s",
-            })
+                "slots freed by otunnel's handshake timeout after": freed,
+            }, counted)
 
             # 3. 5,000 visitors that send a ClientHello and close at once.
+            counted = counters(relayd)
             before = res.rss_kb(pid)
             with RssPeak(pid) as rss:
                 spent = hello_then_close(relayd.tls_port, tunnel.hostname, 5000)
-                start = time.monotonic()
-                rh.harness.wait_until(
-                    lambda: relayd.metrics().get("opentunnel_visitor_connections_open") == 0,
-                    90, "the slots to be freed")
-                freed = time.monotonic() - start
+                freed = _seconds_until(lambda: _open_visitors(relayd), 90)
                 status, _, waited = visit_from(ATTACKER, relayd.tls_port, tunnel.hostname,
                                                stack.ca_file)
             _report("hello-then-close visitors x5000 from one address", relayd, before, rss.peak, {
                 "attack took": f"{spent:.2f} s",
-                "every slot free again after": f"{freed:.2f} s",
+                "every slot free again after": freed,
                 "visit from the same address afterwards": f"status {status} after {waited:.3f} s",
-            })
+            }, counted)
 
             # 4. A ClientHello announcing 16 MB.
+            counted = counters(relayd)
             before = res.rss_kb(pid)
             with RssPeak(pid) as rss:
                 waited = huge_hello(relayd.tls_port, tunnel.hostname)
             _report("a 16 MB ClientHello announced", relayd, before, rss.peak, {
                 "closed by relayd after": f"{waited:.3f} s",
-            })
+            }, counted)
         finally:
             stack.close()
 
