@@ -222,6 +222,7 @@ void BridgeSession::onOpen(const bridge::Frame& frame) {
   options.receiveWindow = config.window;
   options.sendWindow = attached_.limits.window;
   options.maxPayload = attached_.limits.maxPayload;
+  options.handshakeTimeoutMs = config.handshakeTimeoutMs;
   if (config.terminateTls) {
     if (!settings_.visitorContext) {
       sendReset(frame.connId, bridge::ResetReason::kConnectFailed, settings_.visitorContextError);

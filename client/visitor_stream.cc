@@ -63,6 +63,7 @@ void VisitorStream::start() {
   if (local_ != Local::kIdle) return;
   local_ = Local::kResolving;
   deadlineMs_ = uv_now(loop_) + options_.connectTimeoutMs;
+  if (terminating()) handshakeDeadlineMs_ = uv_now(loop_) + options_.handshakeTimeoutMs;
   host_.onStreamDeadlineChanged();
   const LocalTarget& target = options_.target;
   if (auto address = resolveWithoutDns(target.host, target.port)) {
@@ -115,7 +116,14 @@ void VisitorStream::onConnected() {
 }
 
 void VisitorStream::onTimer(uint64_t nowMs) {
-  if (deadlineMs_ == 0 || nowMs < deadlineMs_ || closing()) return;
+  if (closing()) return;
+  if (handshakeDeadlineMs_ != 0 && nowMs >= handshakeDeadlineMs_ && !tls_->handshakeDone()) {
+    resetStream(bridge::ResetReason::kClientIoError,
+                "tls: the visitor's handshake did not finish within " +
+                    std::to_string(options_.handshakeTimeoutMs / 1000) + " s");
+    return;
+  }
+  if (deadlineMs_ == 0 || nowMs < deadlineMs_) return;
   if (local_ == Local::kResolving || local_ == Local::kConnecting) {
     if (dns_ != nullptr) {
       dns_->cancel();
@@ -196,6 +204,12 @@ FrameVerdict VisitorStream::onEnd() {
     resetStream(bridge::ResetReason::kConnectFailed, unreachableError_);
     return FrameVerdict::kOk;
   }
+  if (terminating() && !tls_->handshakeDone()) {
+    // A visitor that ended before its handshake finished never will: free its slot now rather
+    // than wait for the local service or the relay's half-close timeout.
+    resetStream(bridge::ResetReason::kClientIoError, "tls: the visitor ended during the handshake");
+    return FrameVerdict::kOk;
+  }
   maybeShutdown();
   maybeFinish();
   return FrameVerdict::kOk;
@@ -233,6 +247,7 @@ void VisitorStream::pumpTls() {
       return;
     }
     if (!tls_->handshakeDone()) return;
+    handshakeDeadlineMs_ = 0;
     updateReading();  // the local service's bytes can be encrypted from now on
   }
   for (;;) {
@@ -490,6 +505,7 @@ void VisitorStream::closeLocal(bool abortive) {
   const Local previous = local_;
   local_ = Local::kClosing;
   deadlineMs_ = 0;
+  handshakeDeadlineMs_ = 0;
   reading_ = false;
   pendingLocal_ = {};
   pendingRelay_ = {};

@@ -11,6 +11,7 @@
 
 #include <uv.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,7 @@ struct StreamOptions {
   uint32_t sendWindow = bridge::kRelayWindow;       // attached.limits.window
   uint32_t maxPayload = static_cast<uint32_t>(bridge::kMaxDataPayload);  // limits.max_payload
   uint64_t connectTimeoutMs = 10'000;
+  uint64_t handshakeTimeoutMs = kVisitorHandshakeTimeoutMs;
 };
 
 // How a frame from the relay fits the connection's state. Anything but kOk closes the bridge
@@ -86,8 +88,12 @@ class VisitorStream {
   // The bridge can take data again: read the local socket if credit allows.
   void resume() { updateReading(); }
 
-  // The connect deadline (0: none) and its check.
-  [[nodiscard]] uint64_t deadlineMs() const { return deadlineMs_; }
+  // The earliest deadline (0: none): the connect's (or the 502's), or the visitor's handshake's.
+  [[nodiscard]] uint64_t deadlineMs() const {
+    if (deadlineMs_ == 0) return handshakeDeadlineMs_;
+    if (handshakeDeadlineMs_ == 0) return deadlineMs_;
+    return std::min(deadlineMs_, handshakeDeadlineMs_);
+  }
   void onTimer(uint64_t nowMs);
 
   [[nodiscard]] uint32_t connId() const { return options_.connId; }
@@ -153,6 +159,7 @@ class VisitorStream {
   bool answered_ = false;  // kUnreachable: the 502 went out
   std::string unreachableError_;
   uint64_t deadlineMs_ = 0;
+  uint64_t handshakeDeadlineMs_ = 0;  // terminating, until the visitor's handshake is done
 
   uv_tcp_t socket_{};
   uv_connect_t connectReq_{};

@@ -1,6 +1,7 @@
 #include "common/client_hello.h"
 
 #include <algorithm>
+#include <array>
 
 namespace ot {
 namespace {
@@ -263,7 +264,10 @@ ClientHelloResult ClientHelloReader::feed(std::span<const uint8_t> bytes) {
       }
       record_length_ = length;
     }
-    if (available < kTlsRecordHeaderSize + record_length_) break;
+    if (available < kTlsRecordHeaderSize + record_length_) {
+      checkAnnouncedLength();
+      return result_;
+    }
     const auto payload = std::span<const uint8_t>(buffer_).subspan(
         record_start_ + kTlsRecordHeaderSize, record_length_);
     record_start_ += kTlsRecordHeaderSize + record_length_;
@@ -271,6 +275,32 @@ ClientHelloResult ClientHelloReader::feed(std::span<const uint8_t> bytes) {
     if (onRecord(payload).status != ClientHelloStatus::kNeedMore) return result_;
   }
   return result_;
+}
+
+void ClientHelloReader::checkAnnouncedLength() {
+  // The handshake header may already be here while its record is not complete: judge its type
+  // and length now, so a hello announcing more than the budget is refused as soon as its header
+  // arrives instead of when (if ever) the record completes. Earlier complete records sit in
+  // handshake_; the current record's payload so far follows them.
+  if (announced_checked_ || result_.status != ClientHelloStatus::kNeedMore) return;
+  std::array<uint8_t, kHandshakeHeaderSize> head{};
+  size_t have = 0;
+  for (size_t i = 0; i < handshake_.size() && have < head.size(); ++i) head[have++] = handshake_[i];
+  const size_t partialStart = record_start_ + kTlsRecordHeaderSize;
+  for (size_t i = partialStart; i < buffer_.size() && have < head.size(); ++i) {
+    head[have++] = buffer_[i];
+  }
+  if (have < head.size()) return;
+  announced_checked_ = true;
+  if (head[0] != kHandshakeClientHello) {
+    fail(ClientHelloError::kNotClientHello);
+    return;
+  }
+  // The message starts after the first record header; whatever the fragmentation, it needs at
+  // least this many bytes on the wire.
+  const size_t total =
+      kHandshakeHeaderSize + readU24(std::span<const uint8_t>(head).subspan(1));
+  if (kTlsRecordHeaderSize + total > max_bytes_) fail(ClientHelloError::kTooLarge);
 }
 
 ClientHelloResult& ClientHelloReader::onRecord(std::span<const uint8_t> payload) {

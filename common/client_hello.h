@@ -69,7 +69,8 @@ struct ClientHelloResult {
 // record that completes the ClientHello is looked at.
 //
 // Budget: kTooLarge as soon as the hello provably cannot end within maxBytes of input (a record
-// reaching past it, or a handshake length that cannot fit). A hello that ends within the budget
+// reaching past it, or a handshake length that cannot fit, judged as soon as the handshake header
+// has arrived, even inside a record that is not complete yet). A hello that ends within the budget
 // is kDone even if the same feed() carried more bytes after it.
 //
 // Once kDone or kError, further feeds neither append nor parse and return the same result, so
@@ -92,6 +93,7 @@ class ClientHelloReader {
  private:
   ClientHelloResult& fail(ClientHelloError error);
   ClientHelloResult& onRecord(std::span<const uint8_t> payload);
+  void checkAnnouncedLength();
 
   size_t max_bytes_;
   std::vector<uint8_t> buffer_;
@@ -99,6 +101,7 @@ class ClientHelloReader {
   size_t record_length_ = 0;        // its payload length once its header passed; 0 before
   std::vector<uint8_t> handshake_;  // message bytes gathered when it spans records
   size_t examined_ = 0;
+  bool announced_checked_ = false;  // the handshake header was judged before its record completed
   ClientHelloResult result_;
 };
 

@@ -21,16 +21,9 @@ bool SourceFailures::refusing(const Entry& entry, uint64_t nowMs) const {
   return limits_.maxFailures > 0 && entry.failures >= limits_.maxFailures && !windowOver(entry, nowMs);
 }
 
-std::optional<uint64_t> SourceFailures::logTurn(Entry& entry, uint64_t nowMs) const {
-  if (entry.logged && nowMs - entry.lastLogMs < limits_.logEveryMs) {
-    entry.unlogged += 1;
-    return std::nullopt;
-  }
-  const uint64_t suppressed = entry.unlogged;
-  entry.logged = true;
-  entry.lastLogMs = nowMs;
-  entry.unlogged = 0;
-  return suppressed;
+std::optional<uint64_t> SourceFailures::logTurn(Entry& entry, uint64_t nowMs) {
+  if (uint64_t suppressed = 0; entry.log.allow(nowMs, suppressed)) return suppressed;
+  return std::nullopt;
 }
 
 void SourceFailures::touch(Order::iterator it) { order_.splice(order_.end(), order_, it); }
@@ -40,7 +33,7 @@ void SourceFailures::dropExpired(uint64_t nowMs) {
   // nothing worth keeping (its next failure starts afresh either way).
   for (int i = 0; i < kExpiredPerCall && !order_.empty(); ++i) {
     const Entry& oldest = order_.front();
-    if (!windowOver(oldest, nowMs) || nowMs - oldest.lastLogMs < limits_.logEveryMs) return;
+    if (!windowOver(oldest, nowMs) || !oldest.log.quietSince(nowMs)) return;
     entries_.erase(oldest.source);
     order_.pop_front();
   }
@@ -70,7 +63,7 @@ SourceFailures::Recorded SourceFailures::recordFailure(const std::string& source
       order_.pop_front();
       ++evictions_;
     }
-    order_.push_back(Entry{source, nowMs, 0, false, 0, 0});
+    order_.push_back(Entry{source, nowMs, 0, LogThrottle(limits_.logEveryMs)});
     it = std::prev(order_.end());
     entries_.emplace(source, it);
   }
@@ -86,10 +79,7 @@ SourceFailures::Recorded SourceFailures::recordFailure(const std::string& source
   // The failure that starts refusing is always logged: an operator sees every source that was
   // slowed down, whatever the log rate.
   if (recorded.nowRefused) {
-    recorded.logWithSuppressed = entry.unlogged;
-    entry.logged = true;
-    entry.lastLogMs = nowMs;
-    entry.unlogged = 0;
+    recorded.logWithSuppressed = entry.log.force(nowMs);
   } else {
     recorded.logWithSuppressed = logTurn(entry, nowMs);
   }

@@ -17,6 +17,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/log_throttle.h"
+
 namespace ot {
 
 struct SourceFailureLimits {
@@ -55,15 +57,13 @@ class SourceFailures {
     std::string source;
     uint64_t windowStartMs = 0;
     uint32_t failures = 0;
-    bool logged = false;
-    uint64_t lastLogMs = 0;
-    uint64_t unlogged = 0;
+    LogThrottle log;
   };
   using Order = std::list<Entry>;  // least recently touched first
 
   [[nodiscard]] bool windowOver(const Entry& entry, uint64_t nowMs) const;
   [[nodiscard]] bool refusing(const Entry& entry, uint64_t nowMs) const;
-  std::optional<uint64_t> logTurn(Entry& entry, uint64_t nowMs) const;
+  static std::optional<uint64_t> logTurn(Entry& entry, uint64_t nowMs);
   void touch(Order::iterator it);
   void dropExpired(uint64_t nowMs);
 

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/websocket_handshake.h"
 #include "relayd/api_proxy.h"
+#include "common/log_throttle.h"
 #include "relayd/relay.h"
 #include "relayd/sni_route.h"
 
@@ -19,9 +20,18 @@ namespace {
 const log::Logger kLog("relayd.api");
 
 constexpr uint64_t kHandshakeTimeoutMs = 10'000;
+// Once the ClientHello is in, a real client answers our ServerHello within one round trip; 5 s
+// covers a lossy mobile or satellite link with two TCP retransmissions (1 s + 2 s RTO) and then
+// some. A peer that sends a hello and goes silent gives its slot back after this, not after 10 s.
+constexpr uint64_t kHandshakeAfterHelloMs = 5'000;
 constexpr uint64_t kKeepAliveIdleMs = 60'000;
 constexpr uint64_t kCloseFlushMs = 5'000;
 constexpr uint32_t kMaxHandshakesInProgress = 256;
+// Of those, what one source address (IPv6: its /64) may hold: 1/8, so one address cannot take
+// the pool alone. A NAT full of clients reconnecting at once is refused past it and retries after
+// its backoff, as for the pool itself.
+constexpr uint64_t kMaxHandshakesPerSource = kMaxHandshakesInProgress / 8;
+constexpr uint64_t kShedLogEveryMs = 10'000;
 // Headers that describe one hop; never forwarded to controld or back.
 constexpr std::array<std::string_view, 8> kHopHeaders = {
     "connection", "keep-alive", "proxy-connection", "transfer-encoding",
@@ -56,6 +66,23 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
     closeUnserved(context, stream, false);
     return;
   }
+  const std::string source = peerSourceKey(stream->peerAddress());
+  SourceSlot sourceSlot;
+  if (!source.empty()) {
+    sourceSlot = SourceSlot::acquire(context.apiHandshakesBySource, source, kMaxHandshakesPerSource);
+    if (!sourceSlot.held()) {
+      context.metrics.shedSourceHandshakes.Increment();
+      static LogThrottle throttle(kShedLogEveryMs);
+      if (uint64_t suppressed = 0; throttle.allow(context.nowMs(), suppressed)) {
+        kLog.warn("API handshake refused: the source holds its share of handshake slots",
+                  {{"source", source},
+                   {"limit", kMaxHandshakesPerSource},
+                   {"suppressed", suppressed}});
+      }
+      closeUnserved(context, stream, false);
+      return;
+    }
+  }
   auto* connection = new (std::nothrow) ApiConnection(context, relay, stream);
   if (connection == nullptr || !connection->tls_) {
     if (connection != nullptr) {
@@ -66,8 +93,9 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
     closeUnserved(context, stream, true);
     return;
   }
+  connection->handshakeSource_ = std::move(sourceSlot);
   const uint64_t now = context.nowMs();
-  const uint64_t deadline = startedAtMs + kHandshakeTimeoutMs;
+  const uint64_t deadline = std::min(startedAtMs + kHandshakeTimeoutMs, now + kHandshakeAfterHelloMs);
   connection->armTimer(deadline > now ? deadline - now : 0);
   connection->feedCiphertext(hello);
   if (connection->phase_ != Phase::kClosing) stream->startReading();
@@ -86,9 +114,7 @@ ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* str
 
 ApiConnection::~ApiConnection() {
   *gone_ = true;
-  if (phase_ == Phase::kHandshake && !handshakeCounted_ && context_.apiHandshakesInProgress > 0) {
-    --context_.apiHandshakesInProgress;
-  }
+  endHandshake();
   if (proxyCall_ != 0) relay_.apiProxy().cancel(proxyCall_);
 }
 
@@ -97,6 +123,13 @@ ApiConnection::~ApiConnection() {
 
 void ApiConnection::onRead(std::span<const uint8_t> bytes) { feedCiphertext(bytes); }
 
+void ApiConnection::endHandshake() {
+  if (handshakeCounted_) return;
+  handshakeCounted_ = true;
+  if (context_.apiHandshakesInProgress > 0) --context_.apiHandshakesInProgress;
+  handshakeSource_.release();
+}
+
 void ApiConnection::feedCiphertext(std::span<const uint8_t> bytes) {
   if (phase_ == Phase::kClosing) return;
   tls_->feed(bytes);
@@ -104,16 +137,14 @@ void ApiConnection::feedCiphertext(std::span<const uint8_t> bytes) {
     const tls::TlsStatus status = tls_->handshake();
     flushTls();
     if (status == tls::TlsStatus::kError) {
-      handshakeCounted_ = true;
-      --context_.apiHandshakesInProgress;
+      endHandshake();
       context_.metrics.apiHandshakeFailed.Increment();
       kLog.debug("API TLS handshake failed", {{"peer", stream_->peer().toString()}, {"error", tls_->errorText()}});
       fail();
       return;
     }
     if (status != tls::TlsStatus::kOk) return;
-    handshakeCounted_ = true;
-    --context_.apiHandshakesInProgress;
+    endHandshake();
     context_.metrics.apiHandshakeOk.Increment();
     phase_ = Phase::kHttp;
     HttpParserLimits limits;
@@ -428,8 +459,7 @@ void ApiConnection::onTimer(TimerEntry*, void* owner) {
   if (self->stream_ == nullptr) return;
   if (self->phase_ == Phase::kHandshake) {
     self->context_.metrics.apiHandshakeTimeout.Increment();
-    self->handshakeCounted_ = true;
-    --self->context_.apiHandshakesInProgress;
+    self->endHandshake();
   }
   if (self->phase_ == Phase::kWaiting || self->phase_ == Phase::kBridge) return;
   self->stream_->close(self->phase_ != Phase::kClosing);

@@ -17,6 +17,7 @@
 #include "common/tls_engine.h"
 #include "relayd/bridge_session.h"
 #include "relayd/relay_context.h"
+#include "relayd/source_counts.h"
 #include "relayd/tcp_stream.h"
 
 namespace ot::relayd {
@@ -26,7 +27,8 @@ class Relay;
 class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
  public:
   // Takes over `stream` (whose ClientHello, `hello`, was read but not yet given to TLS).
-  // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it.
+  // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it, and
+  // 5 s after the hello at most.
   static void start(RelayContext& context, Relay& relay, TcpStream* stream, std::vector<uint8_t> hello,
                     uint64_t startedAtMs);
 
@@ -53,6 +55,8 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   ~ApiConnection();
 
   void feedCiphertext(std::span<const uint8_t> bytes);
+  // The handshake ended (done, failed, timed out or the connection went): its slots go back.
+  void endHandshake();
   void drainPlaintext();
   void flushTls();
   void processHttp();
@@ -77,6 +81,7 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   uint64_t proxyCall_ = 0;
   Phase phase_ = Phase::kHandshake;
   bool handshakeCounted_ = false;
+  SourceSlot handshakeSource_;  // this source's share of the handshake slots, while handshaking
   bool readPausedByBridge_ = false;
   TimerEntry timer_;
   std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it

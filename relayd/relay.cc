@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/websocket_frame.h"
 #include "relayd/bridge_session.h"
+#include "common/log_throttle.h"
 #include "relayd/tcp_stream.h"
 #include "relayd/visitor_stream.h"
 
@@ -36,6 +37,7 @@ SourceFailureLimits attachFailureLimits(const RelaydConfig& config) {
   limits.logEveryMs = kAttachFailureLogEveryMs;
   return limits;
 }
+constexpr uint64_t kRefusedLogEveryMs = 10'000;
 
 Sha256 toSha256(const std::string& bytes) {
   Sha256 out{};
@@ -347,6 +349,25 @@ void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64
 // Visitors
 
 void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello) {
+  // One address may hold MAX_CONNS_PER_TUNNEL_PER_SOURCE of a tunnel's slots, so a flood of
+  // unfinished handshakes from one place leaves the rest to everyone else.
+  SourceSlot sourceSlot;
+  if (const std::string source = peerSourceKey(stream->peerAddress()); !source.empty()) {
+    sourceSlot = SourceSlot::acquire(context_.tunnelSlotsBySource, target.tunnelId + ' ' + source,
+                                     context_.config.max_conns_per_tunnel_per_source);
+    if (!sourceSlot.held()) {
+      static LogThrottle throttle(kRefusedLogEveryMs);
+      if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
+        kLog.warn("visitor refused: its address holds its share of the tunnel's connections",
+                  {{"tunnel", target.tunnelId},
+                   {"source", source},
+                   {"limit", context_.config.max_conns_per_tunnel_per_source},
+                   {"suppressed", suppressed}});
+      }
+      rejectVisitor(stream, VisitorOutcome::kRejectedSourceLimit, target.tunnelId);
+      return;
+    }
+  }
   const TunnelTable::Pick pick = table_.pickBridge(target.tunnelId, target.route);
   if (pick.result != PickResult::kOk) {
     rejectVisitor(stream, outcomeFor(pick.result), target.tunnelId);
@@ -361,6 +382,7 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
   BridgeSession* bridge = it->second;
   stream->setNotSentLowat(kVisitorNotSentLowat);
   auto* visitor = new VisitorStream(context_, stream, target.tunnelId, bridge->attachRequest().window);
+  visitor->holdSourceSlot(std::move(sourceSlot));
   if (!bridge->openStream(visitor, target.route, stream->peer().toString(), std::move(hello))) {
     table_.connectionClosed(target.tunnelId, pick.bridgeKey);
     context_.metrics.visitor(VisitorOutcome::kError);

@@ -14,6 +14,7 @@
 
 #include "relayd/relay_metrics.h"
 #include "relayd/relayd_config.h"
+#include "relayd/source_counts.h"
 #include "relayd/timer_wheel.h"
 
 namespace ot::relayd {
@@ -72,6 +73,10 @@ struct RelayContext {
   uint64_t openConnections = 0;              // accepted public sockets still open
   uint64_t maxConnections = 60'000;
   uint32_t apiHandshakesInProgress = 0;
+  // Per source address (IPv6: /64): API handshakes in progress, and tunnel connection slots held
+  // (keyed by tunnel and source), so one address cannot take a shared limit alone.
+  SourceCounts apiHandshakesBySource;
+  SourceCounts tunnelSlotsBySource;
   bool draining = false;
   std::unordered_set<TcpStream*> streams;  // every open TcpStream (kept by TcpStream itself)
 

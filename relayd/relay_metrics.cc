@@ -20,7 +20,7 @@ constexpr const char* kBytesHelp = "Bytes relayed for visitors (in: from visitor
 constexpr const char* kHandshakesName = "opentunnel_api_tls_handshakes_total";
 constexpr const char* kHandshakesHelp = "TLS handshakes terminated for the API domain, by result.";
 constexpr const char* kShedName = "opentunnel_connections_shed_total";
-constexpr const char* kShedHelp = "Connections refused because a relay-wide limit was reached.";
+constexpr const char* kShedHelp = "Connections refused because a relay-wide or per-source limit was reached.";
 constexpr const char* kAcceptName = "opentunnel_accept_errors_total";
 constexpr const char* kAcceptHelp = "accept() failures (emfile: out of descriptors or memory).";
 
@@ -44,6 +44,8 @@ std::string_view visitorOutcomeName(VisitorOutcome outcome) {
       return "rejected_bad_hello";
     case VisitorOutcome::kRejectedTimeout:
       return "rejected_timeout";
+    case VisitorOutcome::kRejectedSourceLimit:
+      return "rejected_source_limit";
     case VisitorOutcome::kError:
     case VisitorOutcome::kCount:
       break;
@@ -122,6 +124,8 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
           metricsRegistry.counter(kHandshakesName, kHandshakesHelp, {{"result", "timeout"}})),
       shedHandshakes(metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "handshakes"}})),
       shedConnections(metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "connections"}})),
+      shedSourceHandshakes(
+          metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "source_handshakes"}})),
       acceptEmfile(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "emfile"}})),
       acceptOther(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "other"}})),
       bufferedBytes(metricsRegistry.gauge(

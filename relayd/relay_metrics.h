@@ -24,6 +24,7 @@ enum class VisitorOutcome : uint8_t {
   kRejectedTooManyConnections,
   kRejectedBadHello,
   kRejectedTimeout,
+  kRejectedSourceLimit,  // the visitor's address holds MAX_CONNS_PER_TUNNEL_PER_SOURCE of the tunnel
   kError,
   kCount,
 };
@@ -77,6 +78,7 @@ class RelayMetrics {
   prometheus::Counter& apiHandshakeTimeout;           // {result="timeout"}
   prometheus::Counter& shedHandshakes;                // opentunnel_connections_shed_total{reason="handshakes"}
   prometheus::Counter& shedConnections;               // {reason="connections"}
+  prometheus::Counter& shedSourceHandshakes;          // {reason="source_handshakes"} (ours)
   prometheus::Counter& acceptEmfile;                  // opentunnel_accept_errors_total{error="emfile"}
   prometheus::Counter& acceptOther;                   // {error="other"}
   prometheus::Gauge& bufferedBytes;                   // opentunnel_relay_buffered_bytes (ours)

@@ -56,6 +56,11 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
       ->envname("AUTH_FAILURE_WINDOW_MS")
       ->check(CLI::Range(uint64_t{1'000}, uint64_t{86'400'000}))
       ->capture_default_str();
+  app.add_option("--max-conns-per-tunnel-per-source", c.max_conns_per_tunnel_per_source,
+                 "public connections of one tunnel one source address (IPv6: /64) holds at once")
+      ->envname("MAX_CONNS_PER_TUNNEL_PER_SOURCE")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--buffered-bytes-limit", c.buffered_bytes_limit,
                  "connection data held in memory at once, both directions")
       ->envname("BUFFERED_BYTES_LIMIT")

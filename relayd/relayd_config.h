@@ -26,6 +26,8 @@ struct RelaydConfig {
   uint64_t max_bridges_per_tunnel = 16;      // attached at once on this machine
   uint64_t auth_failure_limit = 20;          // bad_token attaches per source per window; 0: off
   uint64_t auth_failure_window_ms = 60'000;  // from a source's first failure
+  // Of one tunnel's connections, what one source address (IPv6: its /64) may hold.
+  uint64_t max_conns_per_tunnel_per_source = 128;
   uint64_t buffered_bytes_limit = 256ull << 20;
   uint64_t shutdown_drain_ms = 10'000;
   uint64_t bridge_heartbeat_ms = 15'000;     // announced in `attached`; silence before a ping

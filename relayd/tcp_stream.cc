@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/log_throttle.h"
 #include "relayd/relay_context.h"
 
 namespace ot::relayd {
@@ -132,18 +133,13 @@ void TcpStream::write(std::vector<uint8_t> bytes) {
 
 void TcpStream::overflow(size_t bytes) {
   context_.metrics.peerBacklogReset.Increment();
-  static uint64_t lastLogMs = 0;
-  static uint64_t unlogged = 0;
-  ++unlogged;
-  const uint64_t now = context_.nowMs();
-  if (lastLogMs == 0 || now - lastLogMs >= kOverflowLogIntervalMs) {
+  static LogThrottle throttle(kOverflowLogIntervalMs);
+  if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
     kLog.warn("peer reset: it left its answers unread past the write backlog limit",
               {{"peer", peer_.toString()},
                {"queued", std::to_string(queuedBytes_)},
                {"refused", std::to_string(bytes)},
-               {"resets_since_last_log", std::to_string(unlogged)}});
-    lastLogMs = now;
-    unlogged = 0;
+               {"suppressed", std::to_string(suppressed)}});
   }
   close(true);
 }

@@ -82,6 +82,13 @@ void VisitorStream::onRead(std::span<const uint8_t> bytes) {
 }
 
 void VisitorStream::onEof() {
+  if (bytesOut_ == 0) {
+    // Not one byte came back from the client: the visitor ended before it could have seen a
+    // ServerHello, so its TLS handshake can never finish. Waiting out the half-close timeout
+    // would let a burst of hello-then-close connections hold the tunnel's slots for 60 s.
+    abort(bridge::ResetReason::kVisitorIoError, true);
+    return;
+  }
   visitorEnded_ = true;
   touch();
   if (held_.empty() && bridge_ != nullptr) bridge_->sendEnd(connId_);
@@ -207,6 +214,7 @@ void VisitorStream::detachFromBridge() {
   finished_ = true;
   timer_.cancel();
   stall_.cancel();
+  sourceSlot_.release();
   context_.stopWaitingForBufferRoom(this);
   if (!held_.empty()) {
     context_.addBuffered(-static_cast<int64_t>(held_.size()));

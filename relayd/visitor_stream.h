@@ -14,6 +14,7 @@
 
 #include "common/bridge_frame.h"
 #include "relayd/relay_context.h"
+#include "relayd/source_counts.h"
 #include "relayd/tcp_stream.h"
 
 namespace ot::relayd {
@@ -29,6 +30,8 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable, public
  public:
   VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId, uint32_t clientWindow);
 
+  // The visitor's address's share of its tunnel's slots; given back when the stream is done.
+  void holdSourceSlot(SourceSlot slot) { sourceSlot_ = std::move(slot); }
   // Attaches to the bridge under `connId` and sends the buffered ClientHello as the first data.
   void start(BridgeSession* bridge, uint32_t connId, std::vector<uint8_t> hello);
 
@@ -91,6 +94,7 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable, public
   uint64_t bytesOut_ = 0;             // client -> visitor
   uint64_t openedAtMs_ = 0;
   uint64_t lastActivityMs_ = 0;
+  SourceSlot sourceSlot_;
   TimerEntry timer_;
   TimerEntry stall_;            // armed while the visitor lags behind half its window
   uint64_t stallBaseline_ = 0;  // bytes the visitor had acknowledged when the stall began

@@ -404,3 +404,61 @@ TEST_CASE("client stream: open ids must increase; an old id is a protocol error"
   REQUIRE(loop.runUntil([&] { return !bridge.closeCodes.empty(); }));
   CHECK(bridge.closeCodes[0] == 1002);
 }
+
+TEST_CASE("client stream: a terminated visitor that ends during its handshake is reset at once") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  Rig rig(loop, echo, true);
+  FakeBridge& bridge = rig.bridge();
+
+  // The ClientHello goes out and the ServerHello comes back; then the visitor ends instead of
+  // finishing: it never will, so its connection (a slot of the tunnel's) is freed now.
+  bridge.sendOpen(1);
+  Visitor visitor(bridge, 1);
+  REQUIRE(loop.runUntil([&] { return !bridge.conns[1].data.empty(); }));
+  CHECK_FALSE(visitor.ready());
+  bridge.sendEnd(1);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].reset; }));
+  CHECK(bridge.conns[1].resetReason == 2);  // client_io_error
+  CHECK(bridge.conns[1].resetText.find("handshake") != std::string::npos);
+  REQUIRE(loop.runUntil([&] { return rig.pool.last.openConnections == 0; }));
+  CHECK(bridge.badFrames.empty());
+  CHECK(bridge.closeCodes.empty());
+}
+
+TEST_CASE("client stream: a terminated visitor's handshake has a deadline; a finished one none") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  FakeRelay relay(loop);
+  BridgeConfig config = testConfig(relay.port(), echo.port(), true);
+  config.handshakeTimeoutMs = 300;
+  PoolUnderTest pool(loop, config);
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  FakeBridge& bridge = relay.bridge(0);
+
+  // A ClientHello, then silence: reset once the handshake deadline passes.
+  bridge.sendOpen(1);
+  Visitor silent(bridge, 1);
+  REQUIRE(loop.runUntil([&] { return bridge.conns[1].reset; }));
+  CHECK(bridge.conns[1].resetReason == 2);  // client_io_error
+  CHECK(bridge.conns[1].resetText.find("did not finish") != std::string::npos);
+  CHECK_FALSE(silent.ready());
+
+  // A visitor that finishes its handshake keeps its connection past that deadline.
+  bridge.sendOpen(2);
+  Visitor visitor(bridge, 2);
+  REQUIRE(loop.runUntil([&] {
+    visitor.pump();
+    return visitor.ready();
+  }));
+  loop.runFor(600);
+  CHECK_FALSE(bridge.conns[2].reset);
+  visitor.write("still here");
+  REQUIRE(loop.runUntil([&] {
+    visitor.pump();
+    return visitor.plaintext == "still here";
+  }));
+  CHECK(bridge.badFrames.empty());
+  CHECK(bridge.closeCodes.empty());
+}

@@ -44,6 +44,7 @@ TEST_CASE("relay metrics: enum names are the fixed snake_case label values") {
         "rejected_too_many_connections");
   CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kRejectedBadHello) == "rejected_bad_hello");
   CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kRejectedTimeout) == "rejected_timeout");
+  CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kRejectedSourceLimit) == "rejected_source_limit");
   CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kError) == "error");
 
   CHECK(ot::relayd::attachOutcomeName(AttachOutcome::kOk) == "ok");
@@ -98,6 +99,7 @@ TEST_CASE("relay metrics: every series exists at zero and updates land on the ri
            "opentunnel_api_tls_handshakes_total{result=\"timeout\"} 0",
            "opentunnel_connections_shed_total{reason=\"handshakes\"} 0",
            "opentunnel_connections_shed_total{reason=\"connections\"} 0",
+           "opentunnel_connections_shed_total{reason=\"source_handshakes\"} 0",
            "opentunnel_accept_errors_total{error=\"emfile\"} 0",
            "opentunnel_accept_errors_total{error=\"other\"} 0",
            "opentunnel_relay_buffered_bytes 0",

@@ -347,6 +347,21 @@ TEST_CASE("client_hello: the byte budget") {
     put24(wire, 0x10000);
     CHECK(errorOf(wire) == ClientHelloError::kTooLarge);
   }
+  SUBCASE("a 16 MB hello is refused on its handshake header, before its record completes") {
+    // The record says 16384 bytes and only the handshake header of them arrived: waiting for the
+    // rest would hold the connection until the hello timeout.
+    Bytes wire{22, 3, 1, 0x40, 0x00, 1};
+    put24(wire, 0xFFFFFF);
+    ClientHelloReader reader;
+    const auto first = reader.feed(std::span(wire).first(wire.size() - 1));
+    CHECK(first.status == ClientHelloStatus::kNeedMore);
+    CHECK(reader.feed(std::span(wire).last(1)).error == ClientHelloError::kTooLarge);
+  }
+  SUBCASE("a record that is not a ClientHello is refused on its first payload bytes") {
+    Bytes wire{22, 3, 1, 0x40, 0x00, 2};
+    put24(wire, 100);
+    CHECK(errorOf(wire) == ClientHelloError::kNotClientHello);
+  }
   SUBCASE("the claimed length is checked against the bytes its records need") {
     // 9 bytes so far, then 65507 more handshake bytes need 4 records: 9 + 65507 + 20 = 65536.
     Bytes fits{22, 3, 1, 0, 4, 1};
