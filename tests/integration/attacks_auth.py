@@ -11,7 +11,6 @@ import socket
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -167,25 +166,6 @@ def controld_metrics(port):
 # ---------------------------------------------------------------------------------------------
 # The CLI: every attack against real processes, with relayd's memory and the counters
 
-class PeakRss:
-    def __init__(self, pid):
-        self.pid = pid
-        self.peak = res.rss_kb(pid)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, res.rss_kb(self.pid))
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
 
 def main():
     workdir = Path(tempfile.mkdtemp(prefix="ot-attacks-auth-"))
@@ -199,7 +179,7 @@ def main():
         tunnel = bc.create_ready_tunnel(relayd, workdir)
         before = res.rss_kb(pid)
         print(f"relayd VmRSS before: {before} kB")
-        with PeakRss(pid) as peak:
+        with res.RssPeak(pid) as peak:
             started = time.monotonic()
             creates = create_from_many_ports(relayd, 40)
             print(f"creates from 40 source ports of one address: {creates.count(201)} x 201, "

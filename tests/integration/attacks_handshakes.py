@@ -14,7 +14,6 @@ import ssl
 import struct
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -154,30 +153,6 @@ def visit_from(source, port, hostname, ca_file, timeout=15):
 # ---------------------------------------------------------------------------------------------
 # Measuring
 
-class RssPeak:
-    """Samples a process's VmRSS every 20 ms in a thread while in use; `peak` in kB."""
-
-    def __init__(self, pid):
-        self.pid = pid
-        self.peak = res.rss_kb(pid)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(0.02):
-            try:
-                self.peak = max(self.peak, res.rss_kb(self.pid))
-            except (OSError, RuntimeError):
-                return
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
 
 def value(metrics, name, **labels):
     """A metric's value; 0 for one this relayd does not export (older builds lack some)."""
@@ -255,7 +230,7 @@ def main():
             # 1. 300 silent handshakes for the API domain; a bystander calls the API meanwhile.
             counted = counters(relayd)
             before = res.rss_kb(pid)
-            with RssPeak(pid) as rss:
+            with res.RssPeak(pid) as rss:
                 sockets, sent_at = open_silent_handshakes(relayd.tls_port, rh.DOMAIN, 300)
                 status, waited = api_call_from(BYSTANDER, relayd)
                 try:
@@ -277,7 +252,7 @@ def main():
             # 2. 600 silent handshakes for a tunnel; a bystander visits meanwhile.
             counted = counters(relayd)
             before = res.rss_kb(pid)
-            with RssPeak(pid) as rss:
+            with res.RssPeak(pid) as rss:
                 sockets, _ = open_silent_handshakes(relayd.tls_port, tunnel.hostname, 600)
                 status, _, waited = visit_from(BYSTANDER, relayd.tls_port, tunnel.hostname,
                                                stack.ca_file)
@@ -292,7 +267,7 @@ def main():
             # 3. 5,000 visitors that send a ClientHello and close at once.
             counted = counters(relayd)
             before = res.rss_kb(pid)
-            with RssPeak(pid) as rss:
+            with res.RssPeak(pid) as rss:
                 spent = hello_then_close(relayd.tls_port, tunnel.hostname, 5000)
                 freed = _seconds_until(lambda: _open_visitors(relayd), 90)
                 status, _, waited = visit_from(ATTACKER, relayd.tls_port, tunnel.hostname,
@@ -306,7 +281,7 @@ def main():
             # 4. A ClientHello announcing 16 MB.
             counted = counters(relayd)
             before = res.rss_kb(pid)
-            with RssPeak(pid) as rss:
+            with res.RssPeak(pid) as rss:
                 waited = huge_hello(relayd.tls_port, tunnel.hostname)
             _report("a 16 MB ClientHello announced", relayd, before, rss.peak, {
                 "closed by relayd after": f"{waited:.3f} s",

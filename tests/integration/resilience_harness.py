@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.parse
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +44,46 @@ def rss_kb(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for {pid}")
+
+
+class RssPeak:
+    """Samples a process's VmRSS every 20 ms in a thread while in use (a `with` block, or
+    start()/stop()); `before` and `peak` in kB. A process that has gone ends the sampling."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.before = rss_kb(pid)
+        self.peak = self.before
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        try:
+            self.peak = max(self.peak, rss_kb(self.pid))
+            return True
+        except (OSError, RuntimeError):
+            return False
+
+    def _run(self):
+        while not self._stop.wait(0.02):
+            if not self._sample():
+                return
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        return self.peak
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 def cpu_seconds(pid):
