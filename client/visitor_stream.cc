@@ -115,13 +115,27 @@ void VisitorStream::onConnected() {
   updateReading();
 }
 
+void VisitorStream::resume() {
+  if (handshakeDeadlineMs_ != 0) handshakeHeldByBridge_ = true;  // the bridge was congested
+  updateReading();
+}
+
 void VisitorStream::onTimer(uint64_t nowMs) {
   if (closing()) return;
   if (handshakeDeadlineMs_ != 0 && nowMs >= handshakeDeadlineMs_ && !tls_->handshakeDone()) {
-    resetStream(bridge::ResetReason::kClientIoError,
-                "tls: the visitor's handshake did not finish within " +
-                    std::to_string(options_.handshakeTimeoutMs / 1000) + " s");
-    return;
+    // The visitor had its time only if the relay was taking our bytes: a relay that holds the
+    // bridge back (over its budget, docs/relayd.md) keeps our ServerHello from the visitor. Then
+    // the visitor gets another period; the relay's own stall waits bound how often that happens.
+    if (handshakeHeldByBridge_ || host_.bridgeCongested()) {
+      handshakeHeldByBridge_ = false;
+      handshakeDeadlineMs_ = nowMs + options_.handshakeTimeoutMs;
+      host_.onStreamDeadlineChanged();
+    } else {
+      resetStream(bridge::ResetReason::kClientIoError,
+                  "tls: the visitor's handshake did not finish within " +
+                      std::to_string(options_.handshakeTimeoutMs / 1000) + " s");
+      return;
+    }
   }
   if (deadlineMs_ == 0 || nowMs < deadlineMs_) return;
   if (local_ == Local::kResolving || local_ == Local::kConnecting) {

@@ -86,7 +86,7 @@ class VisitorStream {
   // The bridge is gone: abort the local connection (RST) and send nothing.
   void abort();
   // The bridge can take data again: read the local socket if credit allows.
-  void resume() { updateReading(); }
+  void resume();
 
   // The earliest deadline (0: none): the connect's (or the 502's), or the visitor's handshake's.
   [[nodiscard]] uint64_t deadlineMs() const {
@@ -160,6 +160,9 @@ class VisitorStream {
   std::string unreachableError_;
   uint64_t deadlineMs_ = 0;
   uint64_t handshakeDeadlineMs_ = 0;  // terminating, until the visitor's handshake is done
+  // The bridge was congested (the relay not taking our bytes) since the handshake deadline was
+  // last set: what we sent the visitor may still be waiting in our queue.
+  bool handshakeHeldByBridge_ = false;
 
   uv_tcp_t socket_{};
   uv_connect_t connectReq_{};

@@ -3,11 +3,16 @@
 // (section 7).
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "client/bridge_pool.h"
+#include "client/bridge_settings.h"
+#include "client/visitor_stream.h"
+#include "common/bridge_frame.h"
 #include "common/tls_engine.h"
 #include "tests/client/fake_relay.h"
 #include "tests/client/test_support.h"
@@ -461,4 +466,68 @@ TEST_CASE("client stream: a terminated visitor's handshake has a deadline; a fin
   }));
   CHECK(bridge.badFrames.empty());
   CHECK(bridge.closeCodes.empty());
+}
+
+namespace {
+
+// A stream's host with the bridge's congestion in the test's hands: records the frame types the
+// stream sends toward the relay.
+class CongestionHost final : public ot::client::StreamHost {
+ public:
+  void sendStreamFrame(std::span<const uint8_t> head, std::span<const uint8_t>) override {
+    if (!head.empty()) frameTypes.push_back(head[0]);
+  }
+  void onStreamDeadlineChanged() override { ++deadlineChanges; }
+  void onStreamFreed(uint32_t) override { freed = true; }
+  [[nodiscard]] bool bridgeCongested() const override { return congested; }
+
+  std::vector<uint8_t> frameTypes;
+  int deadlineChanges = 0;
+  bool congested = false;
+  bool freed = false;
+};
+
+}  // namespace
+
+TEST_CASE("client stream: a handshake period in which the bridge was congested is not the visitor's") {
+  TestLoop loop;
+  LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
+  CongestionHost host;
+  auto context = ot::client::makeVisitorContext(pki().tunnelChain(), pki().tunnel.keyPem, false);
+  REQUIRE(context.ok());
+  ot::client::StreamOptions options;
+  options.connId = 7;
+  options.target = ot::client::LocalTarget{"127.0.0.1", echo.port()};
+  options.tlsContext = context.value();
+  options.handshakeTimeoutMs = 10'000;
+  options.connectTimeoutMs = 5'000;  // earlier than the handshake's, and gone once connected
+  ot::client::VisitorStream* stream = ot::client::VisitorStream::create(loop.get(), host, options);
+  REQUIRE(stream != nullptr);
+  stream->start();
+  const uint64_t handshakeDeadline = uv_now(loop.get()) + 10'000;
+  // Once connected to the local service, the handshake's is the stream's only deadline.
+  REQUIRE(loop.runUntil([&] { return stream->deadlineMs() == handshakeDeadline; }));
+  const uint64_t first = stream->deadlineMs();
+
+  // Congested at the deadline: another period, nothing sent.
+  host.congested = true;
+  stream->onTimer(first);
+  CHECK_FALSE(stream->protocolClosed());
+  const uint64_t second = stream->deadlineMs();
+  CHECK(second == first + 10'000);
+
+  // Congested during the period and drained before its end (resume()): another period again.
+  host.congested = false;
+  stream->resume();
+  stream->onTimer(second);
+  CHECK_FALSE(stream->protocolClosed());
+  const uint64_t third = stream->deadlineMs();
+  CHECK(third == second + 10'000);
+
+  // A whole period with the relay taking our bytes: the visitor had its time and is reset.
+  stream->onTimer(third);
+  CHECK(stream->protocolClosed());
+  REQUIRE_FALSE(host.frameTypes.empty());
+  CHECK(host.frameTypes.back() == static_cast<uint8_t>(ot::bridge::FrameKind::kReset));
+  REQUIRE(loop.runUntil([&] { return host.freed; }));
 }

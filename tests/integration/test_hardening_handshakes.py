@@ -70,7 +70,7 @@ def test_one_address_cannot_take_a_tunnels_slots_with_silent_handshakes(stack):
         assert (status, body) == (200, b"hello from web\n"), f"refused after {waited:.2f} s"
         assert "visitor refused: its address holds its share" in relayd.log_text()
 
-        # otunnel gives up on the handshakes that never finish (30 s), which frees the slots.
+        # otunnel gives up on the handshakes that never finish (10 s), which frees the slots.
         relayd.wait_metric(lambda m: m.get("opentunnel_visitor_connections_open") == 0,
                            timeout=50, what="otunnel's handshake timeout to free the slots")
     finally:
