@@ -57,6 +57,10 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   void feedCiphertext(std::span<const uint8_t> bytes);
   // The handshake ended (done, failed, timed out or the connection went): its slots go back.
   void endHandshake();
+  // Past the handshake: this source's share of API connections, or a 429 and the close (false).
+  bool takeSourceConnectionSlot();
+  // More of our answers than kHttpAnswersUnreadMark wait for the client: no next request.
+  [[nodiscard]] bool answersUnread() const;
   void drainPlaintext();
   void flushTls();
   void processHttp();
@@ -82,6 +86,9 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   Phase phase_ = Phase::kHandshake;
   bool handshakeCounted_ = false;
   SourceSlot handshakeSource_;  // this source's share of the handshake slots, while handshaking
+  SourceSlot connectionSource_;  // its share of API connections, from the handshake to a bridge
+  std::string sourceKey_;        // peerSourceKey of the peer; empty: not limited per source
+  bool readPausedForAnswers_ = false;
   bool readPausedByBridge_ = false;
   TimerEntry timer_;
   std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it
