@@ -1,8 +1,10 @@
 // A connection to the API domain: TLS terminated here with the certificate controld pushed, then
 // HTTP/1.1. GET /api/tunnel/<id>/bridge with an upgrade becomes a BridgeSession on the same
 // connection; every other request is proxied to controld's unix socket with the client's address,
-// one at a time (pipelined requests wait their turn). While controld cannot be reached the answer
-// is 503 with a JSON error.
+// one at a time (pipelined requests wait their turn, and wait while more than 256 KiB of earlier
+// answers are unread). While controld cannot be reached the answer is 503 with a JSON error. Past
+// its handshake and until it becomes a bridge, a connection holds one of its source address's
+// MAX_API_CONNECTIONS_PER_SOURCE slots; one that finds none is answered 429 and closed.
 //
 // Owned by itself; freed in its socket's close callback. Loop thread only.
 #pragma once
