@@ -32,6 +32,14 @@ constexpr uint32_t kMaxHandshakesInProgress = 256;
 // its backoff, as for the pool itself.
 constexpr uint64_t kMaxHandshakesPerSource = kMaxHandshakesInProgress / 8;
 constexpr uint64_t kShedLogEveryMs = 10'000;
+// In its HTTP phase a connection takes the next pipelined request only while at most this much of
+// its earlier answers is unread (an answer is always queued whole; the mark only holds back the
+// next request). Far below the peer write backlog (2 MiB, write_backlog.h), which is sized for
+// bridges: an HTTP client needs one answer in flight, not eight, and the
+// MAX_API_CONNECTIONS_PER_SOURCE (64) connections of an address that pipelines and never reads
+// then hold 64 x (256 KiB + one answer) of BUFFERED_BYTES_LIMIT, not 64 x 2 MiB: one address
+// cannot pause every bridge and visitor of the relay.
+constexpr size_t kHttpAnswersUnreadMark = 256u << 10;
 // Headers that describe one hop; never forwarded to controld or back.
 constexpr std::array<std::string_view, 8> kHopHeaders = {
     "connection", "keep-alive", "proxy-connection", "transfer-encoding",
@@ -94,6 +102,7 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
     return;
   }
   connection->handshakeSource_ = std::move(sourceSlot);
+  connection->sourceKey_ = source;
   const uint64_t now = context.nowMs();
   const uint64_t deadline = std::min(startedAtMs + kHandshakeTimeoutMs, now + kHandshakeAfterHelloMs);
   connection->armTimer(deadline > now ? deadline - now : 0);
@@ -147,12 +156,34 @@ void ApiConnection::feedCiphertext(std::span<const uint8_t> bytes) {
     endHandshake();
     context_.metrics.apiHandshakeOk.Increment();
     phase_ = Phase::kHttp;
+    if (!takeSourceConnectionSlot()) return;
     HttpParserLimits limits;
     limits.maxBodyBytes = 1024 * 1024;
     parser_ = std::make_unique<HttpParser>(HttpParser::Kind::kRequest, limits);
     armTimer(kKeepAliveIdleMs);
   }
   drainPlaintext();
+}
+
+bool ApiConnection::takeSourceConnectionSlot() {
+  if (sourceKey_.empty()) return true;  // no IP address: everyone behind the one proxy in front
+  const uint64_t limit = context_.config.max_api_connections_per_source;
+  connectionSource_ = SourceSlot::acquire(context_.apiConnectionsBySource, sourceKey_, limit);
+  if (connectionSource_.held()) return true;
+  context_.metrics.shedSourceApiConnections.Increment();
+  static LogThrottle throttle(kShedLogEveryMs);
+  if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
+    kLog.warn("API connection refused: the source holds its share of API connections",
+              {{"source", sourceKey_}, {"limit", limit}, {"suppressed", suppressed}});
+  }
+  // The handshake is done, so the client can read why; nothing it sent is looked at.
+  respondError(429, "RateLimitedError", "too many connections from this address; retry later", true,
+               {{"Retry-After", "5"}});
+  return false;
+}
+
+bool ApiConnection::answersUnread() const {
+  return stream_ == nullptr || stream_->writeBacklogged() || stream_->queuedBytes() > kHttpAnswersUnreadMark;
 }
 
 void ApiConnection::drainPlaintext() {
@@ -223,8 +254,17 @@ const std::string& ApiConnection::peerAddress() const {
 
 void ApiConnection::processHttp() {
   while (phase_ == Phase::kHttp && !httpInput_.empty()) {
-    // Pipelined requests wait while the client leaves our answers unread (onWritten resumes).
-    if (stream_ == nullptr || stream_->writeBacklogged()) return;
+    // Pipelined requests wait, and the client is not read, while it leaves our answers unread
+    // (onWritten resumes).
+    if (stream_ == nullptr) return;
+    if (answersUnread()) {
+      if (!readPausedForAnswers_) {
+        readPausedForAnswers_ = true;
+        context_.metrics.peerBacklogPaused.Increment();
+        stream_->stopReading();
+      }
+      return;
+    }
     const HttpParseResult result = parser_->feed(std::span<const uint8_t>(httpInput_));
     switch (result.status) {
       case HttpParseStatus::kNeedMore:
@@ -306,6 +346,7 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
         break;
     }
     phase_ = Phase::kBridge;
+    connectionSource_.release();  // bridges have their own bounds (MAX_BRIDGES_PER_TUNNEL, failures)
     timer_.cancel();
     sendPlain(toBytes(ws::buildUpgradeResponse(key)));
     bridge_ = std::make_unique<BridgeSession>(context_, relay_, *this, tunnelId);
@@ -439,7 +480,12 @@ void ApiConnection::onWritten(size_t) {
     return;
   }
   if (bridge_) bridge_->onTransportWritten();
-  if (phase_ == Phase::kHttp && !httpInput_.empty() && !stream_->writeBacklogged()) processHttp();
+  if (phase_ != Phase::kHttp || answersUnread()) return;
+  if (readPausedForAnswers_) {
+    readPausedForAnswers_ = false;
+    stream_->startReading();
+  }
+  if (!httpInput_.empty()) processHttp();
 }
 
 void ApiConnection::onEof() {

@@ -1,8 +1,10 @@
 // A connection to the API domain: TLS terminated here with the certificate controld pushed, then
 // HTTP/1.1. GET /api/tunnel/<id>/bridge with an upgrade becomes a BridgeSession on the same
 // connection; every other request is proxied to controld's unix socket with the client's address,
-// one at a time (pipelined requests wait their turn). While controld cannot be reached the answer
-// is 503 with a JSON error.
+// one at a time (pipelined requests wait their turn, and wait while more than 256 KiB of earlier
+// answers are unread). While controld cannot be reached the answer is 503 with a JSON error. Past
+// its handshake and until it becomes a bridge, a connection holds one of its source address's
+// MAX_API_CONNECTIONS_PER_SOURCE slots; one that finds none is answered 429 and closed.
 //
 // Owned by itself; freed in its socket's close callback. Loop thread only.
 #pragma once
@@ -57,6 +59,10 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   void feedCiphertext(std::span<const uint8_t> bytes);
   // The handshake ended (done, failed, timed out or the connection went): its slots go back.
   void endHandshake();
+  // Past the handshake: this source's share of API connections, or a 429 and the close (false).
+  bool takeSourceConnectionSlot();
+  // More of our answers than kHttpAnswersUnreadMark wait for the client: no next request.
+  [[nodiscard]] bool answersUnread() const;
   void drainPlaintext();
   void flushTls();
   void processHttp();
@@ -82,6 +88,9 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   Phase phase_ = Phase::kHandshake;
   bool handshakeCounted_ = false;
   SourceSlot handshakeSource_;  // this source's share of the handshake slots, while handshaking
+  SourceSlot connectionSource_;  // its share of API connections, from the handshake to a bridge
+  std::string sourceKey_;        // peerSourceKey of the peer; empty: not limited per source
+  bool readPausedForAnswers_ = false;
   bool readPausedByBridge_ = false;
   TimerEntry timer_;
   std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it

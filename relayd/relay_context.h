@@ -73,9 +73,11 @@ struct RelayContext {
   uint64_t openConnections = 0;              // accepted public sockets still open
   uint64_t maxConnections = 60'000;
   uint32_t apiHandshakesInProgress = 0;
-  // Per source address (IPv6: /64): API handshakes in progress, and tunnel connection slots held
-  // (keyed by tunnel and source), so one address cannot take a shared limit alone.
+  // Per source address (IPv6: /64): API handshakes in progress, API connections past their
+  // handshake and not (yet) bridges, and tunnel connection slots held (keyed by tunnel and
+  // source), so one address cannot take a shared limit alone.
   SourceCounts apiHandshakesBySource;
+  SourceCounts apiConnectionsBySource;
   SourceCounts tunnelSlotsBySource;
   bool draining = false;
   std::unordered_set<TcpStream*> streams;  // every open TcpStream (kept by TcpStream itself)

@@ -126,6 +126,8 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
       shedConnections(metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "connections"}})),
       shedSourceHandshakes(
           metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "source_handshakes"}})),
+      shedSourceApiConnections(
+          metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "source_api_connections"}})),
       acceptEmfile(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "emfile"}})),
       acceptOther(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "other"}})),
       bufferedBytes(metricsRegistry.gauge(

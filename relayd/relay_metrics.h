@@ -79,6 +79,7 @@ class RelayMetrics {
   prometheus::Counter& shedHandshakes;                // opentunnel_connections_shed_total{reason="handshakes"}
   prometheus::Counter& shedConnections;               // {reason="connections"}
   prometheus::Counter& shedSourceHandshakes;          // {reason="source_handshakes"} (ours)
+  prometheus::Counter& shedSourceApiConnections;      // {reason="source_api_connections"} (ours)
   prometheus::Counter& acceptEmfile;                  // opentunnel_accept_errors_total{error="emfile"}
   prometheus::Counter& acceptOther;                   // {error="other"}
   prometheus::Gauge& bufferedBytes;                   // opentunnel_relay_buffered_bytes (ours)

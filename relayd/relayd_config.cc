@@ -61,6 +61,12 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
       ->envname("MAX_CONNS_PER_TUNNEL_PER_SOURCE")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--max-api-connections-per-source", c.max_api_connections_per_source,
+                 "API connections (past the TLS handshake, not bridges) one source address "
+                 "(IPv6: /64) holds at once")
+      ->envname("MAX_API_CONNECTIONS_PER_SOURCE")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--buffered-bytes-limit", c.buffered_bytes_limit,
                  "connection data held in memory at once, both directions")
       ->envname("BUFFERED_BYTES_LIMIT")

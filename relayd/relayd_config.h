@@ -28,6 +28,9 @@ struct RelaydConfig {
   uint64_t auth_failure_window_ms = 60'000;  // from a source's first failure
   // Of one tunnel's connections, what one source address (IPv6: its /64) may hold.
   uint64_t max_conns_per_tunnel_per_source = 128;
+  // API connections one source address (IPv6: its /64) holds at once past their TLS handshake
+  // and not bridges (HTTP requests, upgrades being decided).
+  uint64_t max_api_connections_per_source = 64;
   uint64_t buffered_bytes_limit = 256ull << 20;
   uint64_t shutdown_drain_ms = 10'000;
   uint64_t bridge_heartbeat_ms = 15'000;     // announced in `attached`; silence before a ping

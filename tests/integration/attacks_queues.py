@@ -3,13 +3,15 @@ from the outside: raw TLS over memory BIOs, the RFC 6455 upgrade and frames by h
 
   ping_flood        a bridge upgrade (attached or not) flooded with pings, pongs never read
   pipelined_flood   thousands of pipelined API requests on one TLS connection, answers never read
+  api_connections_flood  many API connections from one address, each pipelining requests and
+                    never reading (together they could fill the process's buffered-bytes budget)
   frozen_controld_requests  API requests waiting on a controld that was frozen (SIGSTOP)
 
 Each attack is bounded in bytes and time, loopback only, and reports relayd's RSS (VmRSS)
 before, at its peak during and after the attack, with the counters that tell what relayd did.
 
 CLI (starts controld and relayd from OT_BUILD_DIR in a temporary directory):
-  python3 tests/integration/attacks_queues.py [ping|ping-attached|pipeline|frozen|all]
+  python3 tests/integration/attacks_queues.py [ping|ping-attached|pipeline|connections|frozen|all]
 """
 import base64
 import json
@@ -172,6 +174,8 @@ def _counters(relayd):
     m = relayd.metrics()
     return {
         "buffered_bytes": _metric(m, "opentunnel_relay_buffered_bytes"),
+        "shed_source_api_connections": _metric(m, "opentunnel_connections_shed_total",
+                                               reason="source_api_connections"),
         "peer_backlog_paused": _metric(m, "opentunnel_relay_peer_backlog_total", event="paused"),
         "peer_backlog_reset": _metric(m, "opentunnel_relay_peer_backlog_total", event="reset"),
         "api_proxy_failures": _metric(m, "opentunnel_api_proxy_failures_total"),
@@ -203,6 +207,102 @@ def pipelined_flood(relayd, requests=20_000, seconds=10.0, path="/openapi.json")
     batch = 500
     sent = conn.pump(request * batch, len(request) * requests, seconds)
     return {"conn": conn, "sampler": sampler, "sent": sent, "request_bytes": len(request)}
+
+
+def api_connections_flood(relayd, connections=100, requests_each=600, seconds_each=0.5,
+                          path="/openapi.json"):
+    """Opens `connections` TLS connections to the API domain one after the other, from one
+    address (127.0.0.1), and on each sends `requests_each` pipelined GETs without ever reading.
+    Returns the connections still open (the caller closes them), how many relayd closed, and the
+    RSS sampler started before the first."""
+    request = f"GET {path} HTTP/1.1\r\nHost: {rh.DOMAIN}\r\n\r\n".encode()
+    sampler = RssSampler(relayd.process.pid)
+    conns = []
+    closed = refused = 0
+    try:
+        for _ in range(connections):
+            try:
+                conn = RawTls(relayd)
+            except (ssl.SSLError, ConnectionError, OSError):
+                closed += 1  # refused during the handshake
+                continue
+            conn.pump(request * requests_each, len(request) * requests_each, seconds_each)
+            status = None if conn.closed else first_status(conn)
+            if status == 429:
+                refused += 1
+                conn.close()
+            elif status is None:
+                closed += 1
+                conn.close()
+            else:
+                conns.append(conn)
+    except BaseException:
+        for conn in conns:
+            conn.close()
+        raise
+    return {"conns": conns, "refused_429": refused, "closed_by_relay": closed, "sampler": sampler}
+
+
+def first_status(conn, timeout=5.0):
+    """The status of the first answer on `conn` (decrypting only what it takes to see it: the
+    attacker still leaves the rest unread); None when relayd closed without one."""
+    deadline = time.monotonic() + timeout
+    while b"\r\n" not in conn.plain:
+        try:
+            conn.plain += conn.tls.obj.read(4096)
+            continue
+        except ssl.SSLWantReadError:
+            pass
+        except (ssl.SSLError, ssl.SSLZeroReturnError):
+            return None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        conn.sock.settimeout(remaining)
+        try:
+            data = conn.sock.recv(4096)
+        except (OSError, socket.timeout):
+            return None
+        if not data:
+            return None
+        conn.tls.incoming.write(data)
+    try:
+        return int(conn.plain.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def download_from(source, relayd, hostname, ca_file, length, seed="q", timeout=30):
+    """GET /bytes from a tunnel's origin as a visitor from `source`: (status, intact, seconds);
+    status None when refused, closed or stalled past `timeout`."""
+    started = time.monotonic()
+    try:
+        raw = socket.create_connection(("127.0.0.1", relayd.tls_port), timeout=timeout,
+                                       source_address=(source, 0))
+        with rh.client_context(ca_file).wrap_socket(raw, server_hostname=hostname) as tls:
+            tls.sendall(f"GET /bytes?n={length}&seed={seed} HTTP/1.1\r\nHost: {hostname}\r\n"
+                        "Connection: close\r\n\r\n".encode())
+            status, _, body = rh.read_http_response(tls.makefile("rb"))
+            intact = body == rh.pattern_bytes(length, seed)
+            return status, intact, time.monotonic() - started
+    except (ssl.SSLError, ConnectionError, OSError):
+        return None, False, time.monotonic() - started
+
+
+def wait_settled(relayd, seconds=2.0, timeout=30.0):
+    """Waits until relayd's buffered bytes stopped changing for `seconds` (every attacker
+    connection paused or refused); returns them."""
+    deadline = time.monotonic() + timeout
+    last = _buffered(relayd)
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = _buffered(relayd)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            break
+    return last
 
 
 def wait_quiet(relayd, sampler, bound_kb, seconds):
@@ -291,6 +391,32 @@ def _run_pipeline(stack):
             f"after: {_counters(stack.relayd)}")
 
 
+def _run_connections(stack):
+    relayd = stack.relayd
+    web = stack.origin("web")
+    tunnel = stack.tunnel(web.port)
+    # 140: at the old 2 MiB each, more than the default 256 MiB budget.
+    result = api_connections_flood(relayd, connections=140, requests_each=600)
+    try:
+        buffered = wait_settled(relayd)
+        during = _counters(relayd)
+        status, intact, waited = download_from("127.0.0.2", relayd, tunnel.hostname,
+                                               stack.ca_file, 8 * MIB)
+        peak = result["sampler"].stop()
+    finally:
+        for conn in result["conns"]:
+            conn.close()
+    harness.wait_until(lambda: _buffered(relayd) == 0, 30, "buffered bytes back to 0")
+    after = rz.rss_kb(relayd.process.pid)
+    _report("140 API connections from one address, 600 pipelined GET /openapi.json each, never "
+            "read", result["sampler"].before_kb, peak, after,
+            f"{len(result['conns'])} left open, {result['refused_429']} refused with 429, "
+            f"{result['closed_by_relay']} closed by relayd otherwise, "
+            f"buffered bytes settled at {buffered / MIB:.1f} MiB; a visitor from 127.0.0.2 "
+            f"downloading 8 MiB meanwhile: status {status}, intact {intact}, {waited:.2f} s; "
+            f"counters during: {during}, after: {_counters(relayd)}")
+
+
 def _run_frozen(stack):
     before = rz.rss_kb(stack.relayd.process.pid)
     results, down_after = frozen_controld_requests(stack)
@@ -312,6 +438,8 @@ def main(argv):
                 _run_ping(stack, attached=True)
             if which in ("pipeline", "all"):
                 _run_pipeline(stack)
+            if which in ("connections", "all"):
+                _run_connections(stack)
             if which in ("frozen", "all"):
                 _run_frozen(stack)
         finally:

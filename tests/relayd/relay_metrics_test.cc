@@ -100,6 +100,7 @@ TEST_CASE("relay metrics: every series exists at zero and updates land on the ri
            "opentunnel_connections_shed_total{reason=\"handshakes\"} 0",
            "opentunnel_connections_shed_total{reason=\"connections\"} 0",
            "opentunnel_connections_shed_total{reason=\"source_handshakes\"} 0",
+           "opentunnel_connections_shed_total{reason=\"source_api_connections\"} 0",
            "opentunnel_accept_errors_total{error=\"emfile\"} 0",
            "opentunnel_accept_errors_total{error=\"other\"} 0",
            "opentunnel_relay_buffered_bytes 0",
