@@ -34,34 +34,6 @@ MIB = 1024 * 1024
 PING = bc.encode_frame(bc.OP_PING, b"")  # 6 bytes: an empty masked ping
 
 
-class RssSampler:
-    """relayd's VmRSS every 20 ms in a thread: the peak during an attack."""
-
-    def __init__(self, pid):
-        self.pid = pid
-        self.before_kb = rz.rss_kb(pid)
-        self.peak_kb = self.before_kb
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.wait(0.02):
-            try:
-                self.peak_kb = max(self.peak_kb, rz.rss_kb(self.pid))
-            except (OSError, RuntimeError):
-                return
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join()
-        try:
-            self.peak_kb = max(self.peak_kb, rz.rss_kb(self.pid))
-        except (OSError, RuntimeError):
-            pass
-        return self.peak_kb
-
-
 class RawTls:
     """TLS to relayd's API domain over a raw socket: sends never block the attacker, reads happen
     only when asked (the point of these attacks is not reading)."""
@@ -190,7 +162,7 @@ def ping_flood(relayd, tunnel, total=64 * MIB, seconds=8.0, attached=False):
     upgrade(conn, tunnel["id"])
     if attached:
         attach(conn, tunnel["token"])
-    sampler = RssSampler(relayd.process.pid)
+    sampler = rz.RssPeak(relayd.process.pid).start()
     started = time.monotonic()
     sent = conn.pump(PING * 10923, total, seconds)  # 64 KiB of pings per TLS write
     elapsed = time.monotonic() - started
@@ -203,7 +175,7 @@ def pipelined_flood(relayd, requests=20_000, seconds=10.0, path="/openapi.json")
     """Sends `requests` pipelined GETs on one TLS connection and never reads an answer."""
     conn = RawTls(relayd)
     request = f"GET {path} HTTP/1.1\r\nHost: {rh.DOMAIN}\r\n\r\n".encode()
-    sampler = RssSampler(relayd.process.pid)
+    sampler = rz.RssPeak(relayd.process.pid).start()
     batch = 500
     sent = conn.pump(request * batch, len(request) * requests, seconds)
     return {"conn": conn, "sampler": sampler, "sent": sent, "request_bytes": len(request)}
@@ -216,7 +188,7 @@ def api_connections_flood(relayd, connections=100, requests_each=600, seconds_ea
     Returns the connections still open (the caller closes them), how many relayd closed, and the
     RSS sampler started before the first."""
     request = f"GET {path} HTTP/1.1\r\nHost: {rh.DOMAIN}\r\n\r\n".encode()
-    sampler = RssSampler(relayd.process.pid)
+    sampler = rz.RssPeak(relayd.process.pid).start()
     conns = []
     closed = refused = 0
     try:
@@ -310,15 +282,15 @@ def wait_quiet(relayd, sampler, bound_kb, seconds):
     RSS grew past `bound_kb` (the old, unbounded queue). Returns the peak growth in KiB."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if sampler.peak_kb - sampler.before_kb > bound_kb:
-            return sampler.peak_kb - sampler.before_kb
+        if sampler.peak - sampler.before > bound_kb:
+            return sampler.peak - sampler.before
         if _counters(relayd)["peer_backlog_paused"]:
             break
         time.sleep(0.1)
     end = time.monotonic() + seconds
-    while time.monotonic() < end and sampler.peak_kb - sampler.before_kb <= bound_kb:
+    while time.monotonic() < end and sampler.peak - sampler.before <= bound_kb:
         time.sleep(0.1)
-    return sampler.peak_kb - sampler.before_kb
+    return sampler.peak - sampler.before
 
 
 def after_close(relayd, conn, timeout=30.0):
@@ -373,7 +345,7 @@ def _run_ping(stack, attached):
     peak = result["sampler"].stop()
     after = after_close(stack.relayd, result["conn"])
     name = "ping flood (attached bridge)" if attached else "ping flood (upgrade, no attach)"
-    _report(name, result["sampler"].before_kb, peak, after,
+    _report(name, result["sampler"].before, peak, after,
             f"sent {result['sent'] / MIB:.0f} MiB of pings in {result['seconds']:.1f} s, "
             f"reset by relayd: {result['closed_by_relay']}, counters during: {result['during']}, "
             f"after: {_counters(stack.relayd)}")
@@ -385,7 +357,7 @@ def _run_pipeline(stack):
     during = _counters(stack.relayd)
     peak = result["sampler"].stop()
     after = after_close(stack.relayd, result["conn"])
-    _report("pipelined GET /openapi.json", result["sampler"].before_kb, peak, after,
+    _report("pipelined GET /openapi.json", result["sampler"].before, peak, after,
             f"sent {result['sent'] // result['request_bytes']} requests "
             f"({result['sent'] / MIB:.1f} MiB), counters during: {during}, "
             f"after: {_counters(stack.relayd)}")
@@ -409,7 +381,7 @@ def _run_connections(stack):
     harness.wait_until(lambda: _buffered(relayd) == 0, 30, "buffered bytes back to 0")
     after = rz.rss_kb(relayd.process.pid)
     _report("140 API connections from one address, 600 pipelined GET /openapi.json each, never "
-            "read", result["sampler"].before_kb, peak, after,
+            "read", result["sampler"].before, peak, after,
             f"{len(result['conns'])} left open, {result['refused_429']} refused with 429, "
             f"{result['closed_by_relay']} closed by relayd otherwise, "
             f"buffered bytes settled at {buffered / MIB:.1f} MiB; a visitor from 127.0.0.2 "

@@ -24,7 +24,7 @@ def _flood_and_check(stack, attached):
     conn = result["conn"]
     try:
         peak = result["sampler"].stop()
-        growth = peak - result["sampler"].before_kb
+        growth = peak - result["sampler"].before
         print(f"\nping flood attached={attached}: sent {result['sent'] >> 20} MiB in "
               f"{result['seconds']:.1f} s, RSS +{growth / 1024:.1f} MiB, {result['during']}")
         # A flood this size must have gone through (relayd keeps reading a peer whose pongs
@@ -130,7 +130,7 @@ def test_many_api_connections_from_one_address_cannot_fill_the_buffered_budget(s
         status, intact, waited = aq.download_from("127.0.0.2", relay, tunnel.hostname, s.ca_file,
                                                   8 * 1024 * 1024, timeout=30)
         peak = result["sampler"].stop()
-        growth = peak - result["sampler"].before_kb
+        growth = peak - result["sampler"].before
         print(f"\n100 API connections: {len(result['conns'])} open, {result['refused_429']} "
               f"refused with 429, {result['closed_by_relay']} closed otherwise, buffered {buffered / 1024 / 1024:.1f} MiB, RSS "
               f"+{growth / 1024:.1f} MiB; visitor: {status} intact={intact} in {waited:.2f} s; "
