@@ -367,13 +367,7 @@ Result<int> JobRunner::runAlarms() {
           certificate.id.empty()) {
         continue;
       }
-      Job job;
-      job.id = renewalJobId(certificate, alarm_at);
-      job.kind = JobKind::kRenew;
-      job.tunnel_id = record.id;
-      job.status = JobStatus::kPending;
-      job.queued_at_ms = now;
-      job.next_run_at_ms = now;
+      const Job job = pendingJob(JobKind::kRenew, renewalJobId(certificate, alarm_at), record.id, now);
       auto inserted = store_.addJob(job);
       if (!inserted) {
         // The alarm is spent; the next write of the record or the renewal on attach re-arms it.
@@ -411,13 +405,7 @@ Result<int> JobRunner::reconcile() {
       auto existing = store_.getJob(record.certificate.id);
       if (!existing) return existing.error();
       if (*existing) continue;
-      Job job;
-      job.id = record.certificate.id;
-      job.kind = JobKind::kIssue;
-      job.tunnel_id = record.id;
-      job.status = JobStatus::kPending;
-      job.queued_at_ms = now;
-      job.next_run_at_ms = now;
+      const Job job = pendingJob(JobKind::kIssue, record.certificate.id, record.id, now);
       auto inserted = store_.addJob(job);
       if (!inserted) return inserted.error();
       if (*inserted) {

@@ -218,13 +218,7 @@ Status ServerCertificates::requestJob(int64_t now) {
 }
 
 Status ServerCertificates::addServerJob(const std::string& id, int64_t now) {
-  Job job;
-  job.id = id;
-  job.kind = JobKind::kServer;
-  job.status = JobStatus::kPending;
-  job.queued_at_ms = now;
-  job.next_run_at_ms = now;
-  auto added = store_.addJob(job);
+  auto added = store_.addJob(pendingJob(JobKind::kServer, id, {}, now));
   if (!added) return added.error();
   if (*added) {
     kLog.info("domain certificate requested", {{"domain", config_.domain}, {"job", id}});

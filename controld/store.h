@@ -41,6 +41,10 @@ struct Job {
   std::string last_error;
 };
 
+// A new job, pending and due now (issuance when a CSR is bound or reconciled, renewal, the API
+// domain's certificate with an empty tunnel ID). Pure.
+[[nodiscard]] Job pendingJob(JobKind kind, std::string id, std::string tunnel_id, int64_t now_ms);
+
 // The name a job asks the CA for: <tunnel>.<domain>, or the domain itself for the API domain's
 // own certificate; empty for a tunnel job without a tunnel ID. Pure.
 [[nodiscard]] std::string jobHostname(const Job& job, const std::string& domain);

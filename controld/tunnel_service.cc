@@ -321,13 +321,7 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
       return *refused;
     }
 
-    Job job;
-    job.id = record.certificate.id;
-    job.kind = JobKind::kIssue;
-    job.tunnel_id = record.id;
-    job.status = JobStatus::kPending;
-    job.queued_at_ms = now;
-    job.next_run_at_ms = now;
+    const Job job = pendingJob(JobKind::kIssue, record.certificate.id, record.id, now);
     const Result<bool> added = store_.addJob(job);
     if (!added) {
       // The record says issuing; the job runner's reconcile adds the missing job for it.
