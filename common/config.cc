@@ -116,6 +116,21 @@ CLI::Option* addListenOption(CLI::App& app, const std::string& flag, const std::
   return option;
 }
 
+void addAuthFailureOptions(CLI::App& app, uint32_t& limit, uint64_t& windowMs,
+                           const std::string& failures, const std::string& refused) {
+  app.add_option("--auth-failure-limit", limit,
+                 failures + " one address (IPv6: /64) may have per window before " + refused +
+                     " for the rest of it; 0 disables")
+      ->envname("AUTH_FAILURE_LIMIT")
+      ->check(CLI::Range(uint32_t{0}, uint32_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--auth-failure-window-ms", windowMs,
+                 "the window of --auth-failure-limit, from a source's first failure")
+      ->envname("AUTH_FAILURE_WINDOW_MS")
+      ->check(CLI::Range(uint64_t{1'000}, uint64_t{86'400'000}))
+      ->capture_default_str();
+}
+
 CLI::Option* addBoolOption(CLI::App& app, const std::string& flag, const std::string& env,
                            bool& target, const std::string& help) {
   auto* option = app.add_option_function<std::string>(

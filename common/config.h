@@ -35,6 +35,11 @@ CLI::Option* addListenOption(CLI::App& app, const std::string& flag, const std::
 CLI::Option* addBoolOption(CLI::App& app, const std::string& flag, const std::string& env,
                            bool& target, const std::string& help);
 
+// AUTH_FAILURE_LIMIT and AUTH_FAILURE_WINDOW_MS, which relayd (failed attaches) and controld
+// (failed API credentials) read alike; `refused` says what a source past the limit gets.
+void addAuthFailureOptions(CLI::App& app, uint32_t& limit, uint64_t& windowMs,
+                           const std::string& failures, const std::string& refused);
+
 // Parses argv; prints help or the error and returns an exit code when the program should stop
 // (0 after --help, 2 on a bad flag or environment value), std::nullopt when it should go on.
 [[nodiscard]] std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv);

@@ -110,17 +110,8 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
                  "(cloudflare: Cloudflare's published ranges; off trusts none)")
       ->envname("TRUSTED_PROXY_RANGES")
       ->capture_default_str();
-  app.add_option("--auth-failure-limit", c.auth_failure_limit,
-                 "failed authentications one address (IPv6: /64) may have per window before its "
-                 "credentials get 429 for the rest of it; 0 disables")
-      ->envname("AUTH_FAILURE_LIMIT")
-      ->check(CLI::Range(uint32_t{0}, uint32_t{1'000'000}))
-      ->capture_default_str();
-  app.add_option("--auth-failure-window-ms", c.auth_failure_window_ms,
-                 "the window of --auth-failure-limit, from a source's first failure")
-      ->envname("AUTH_FAILURE_WINDOW_MS")
-      ->check(CLI::Range(uint64_t{1'000}, uint64_t{86'400'000}))
-      ->capture_default_str();
+  config::addAuthFailureOptions(app, c.auth_failure_limit, c.auth_failure_window_ms,
+                                "failed authentications", "its credentials get 429");
   app.add_option("--issuance-rate-per-day", c.issuance_rate_per_day,
                  "new certificates one tunnel may request per day on average; 0 disables")
       ->envname("ISSUANCE_RATE_PER_DAY")

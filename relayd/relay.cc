@@ -31,7 +31,7 @@ constexpr uint64_t kAttachFailureLogEveryMs = 60'000;
 
 SourceFailureLimits attachFailureLimits(const RelaydConfig& config) {
   SourceFailureLimits limits;
-  limits.maxFailures = static_cast<uint32_t>(config.auth_failure_limit);
+  limits.maxFailures = config.auth_failure_limit;
   limits.windowMs = config.auth_failure_window_ms;
   limits.maxSources = kAttachFailureSources;
   limits.logEveryMs = kAttachFailureLogEveryMs;

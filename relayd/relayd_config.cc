@@ -45,17 +45,8 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
       ->envname("MAX_BRIDGES_PER_TUNNEL")
       ->check(CLI::Range(uint64_t{1}, uint64_t{4096}))
       ->capture_default_str();
-  app.add_option("--auth-failure-limit", c.auth_failure_limit,
-                 "bad_token attaches one address (IPv6: /64) may have per window before its "
-                 "attaches get too_many_failures for the rest of it; 0 disables")
-      ->envname("AUTH_FAILURE_LIMIT")
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}))
-      ->capture_default_str();
-  app.add_option("--auth-failure-window-ms", c.auth_failure_window_ms,
-                 "the window of --auth-failure-limit, from a source's first failure")
-      ->envname("AUTH_FAILURE_WINDOW_MS")
-      ->check(CLI::Range(uint64_t{1'000}, uint64_t{86'400'000}))
-      ->capture_default_str();
+  config::addAuthFailureOptions(app, c.auth_failure_limit, c.auth_failure_window_ms,
+                                "bad_token attaches", "its attaches get too_many_failures");
   app.add_option("--max-conns-per-tunnel-per-source", c.max_conns_per_tunnel_per_source,
                  "public connections of one tunnel one source address (IPv6: /64) holds at once")
       ->envname("MAX_CONNS_PER_TUNNEL_PER_SOURCE")

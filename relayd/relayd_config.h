@@ -24,7 +24,7 @@ struct RelaydConfig {
   uint64_t max_conns_per_bridge = 256;
   uint64_t max_conns_per_tunnel = 1024;
   uint64_t max_bridges_per_tunnel = 16;      // attached at once on this machine
-  uint64_t auth_failure_limit = 20;          // bad_token attaches per source per window; 0: off
+  uint32_t auth_failure_limit = 20;          // bad_token attaches per source per window; 0: off
   uint64_t auth_failure_window_ms = 60'000;  // from a source's first failure
   // Of one tunnel's connections, what one source address (IPv6: its /64) may hold.
   uint64_t max_conns_per_tunnel_per_source = 128;
