@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <optional>
 #include <vector>
 
 #include "common/metrics.h"
@@ -64,20 +65,52 @@ bool drainPeer(int peer) {
   return got;
 }
 
+// A loop with a relay context, and one TcpStream adopted on the relay side of a loopback pair;
+// everything closed and the loop checked empty at the end.
+struct StreamRig {
+  uv_loop_t loop{};
+  ot::metrics::Metrics registry;
+  ot::relayd::RelayMetrics metrics{registry};
+  ot::relayd::RelaydConfig config;
+  std::optional<RelayContext> context;
+  Recorder handler;
+  TcpStream* stream = nullptr;
+  int peer = -1;
+
+  StreamRig() {
+    REQUIRE(uv_loop_init(&loop) == 0);
+    context.emplace(&loop, config, metrics);
+    const auto [relayFd, peerFd] = loopbackPair();
+    peer = peerFd;
+    stream = TcpStream::adopt(*context, relayFd, &handler);
+    REQUIRE(stream != nullptr);
+  }
+  ~StreamRig() {
+    if (!handler.closed) {
+      stream->close(false);
+      while (!handler.closed) uv_run(&loop, UV_RUN_ONCE);
+    }
+    ::close(peer);
+    context->closeHandles();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    context.reset();
+    CHECK(uv_loop_close(&loop) == 0);
+  }
+  StreamRig(const StreamRig&) = delete;
+  StreamRig& operator=(const StreamRig&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE("tcp stream: an unread peer is paused above the high mark, read again at the low one") {
-  uv_loop_t loop;
-  REQUIRE(uv_loop_init(&loop) == 0);
-  ot::metrics::Metrics registry;
-  ot::relayd::RelayMetrics metrics(registry);
-  ot::relayd::RelaydConfig config;
+  StreamRig rig;
+  uv_loop_t& loop = rig.loop;
+  ot::relayd::RelayMetrics& metrics = rig.metrics;
+  RelayContext& context = *rig.context;
+  Recorder& handler = rig.handler;
+  TcpStream* stream = rig.stream;
+  const int peer = rig.peer;
   {
-    RelayContext context(&loop, config, metrics);
-    Recorder handler;
-    const auto [relayFd, peer] = loopbackPair();
-    TcpStream* stream = TcpStream::adopt(context, relayFd, &handler);
-    REQUIRE(stream != nullptr);
     stream->startReading();
     constexpr auto marks = ot::relayd::kPeerWriteBacklog;
     const size_t chunk = 256 * 1024;
@@ -124,27 +157,18 @@ TEST_CASE("tcp stream: an unread peer is paused above the high mark, read again 
     CHECK(handler.written == queued);
     CHECK(context.bufferedBytes == 0);
     CHECK(metrics.peerBacklogReset.Value() == 0);
-    stream->close(false);
-    while (!handler.closed) uv_run(&loop, UV_RUN_ONCE);
-    ::close(peer);
-    context.closeHandles();
-    uv_run(&loop, UV_RUN_DEFAULT);
   }
-  CHECK(uv_loop_close(&loop) == 0);
 }
 
 TEST_CASE("tcp stream: a write past the hard limit resets the peer and gives everything back") {
-  uv_loop_t loop;
-  REQUIRE(uv_loop_init(&loop) == 0);
-  ot::metrics::Metrics registry;
-  ot::relayd::RelayMetrics metrics(registry);
-  ot::relayd::RelaydConfig config;
+  StreamRig rig;
+  uv_loop_t& loop = rig.loop;
+  ot::relayd::RelayMetrics& metrics = rig.metrics;
+  RelayContext& context = *rig.context;
+  Recorder& handler = rig.handler;
+  TcpStream* stream = rig.stream;
+  const int peer = rig.peer;
   {
-    RelayContext context(&loop, config, metrics);
-    Recorder handler;
-    const auto [relayFd, peer] = loopbackPair();
-    TcpStream* stream = TcpStream::adopt(context, relayFd, &handler);
-    REQUIRE(stream != nullptr);
     constexpr auto marks = ot::relayd::kPeerWriteBacklog;
     const size_t chunk = 1024 * 1024;
     size_t queued = 0;
@@ -173,9 +197,5 @@ TEST_CASE("tcp stream: a write past the hard limit resets the peer and gives eve
       usleep(1000);
     }
     CHECK(received < queued);
-    ::close(peer);
-    context.closeHandles();
-    uv_run(&loop, UV_RUN_DEFAULT);
   }
-  CHECK(uv_loop_close(&loop) == 0);
 }
