@@ -65,7 +65,7 @@ bool drainPeer(int peer) {
   return got;
 }
 
-// A loop with a relay context, and one TcpStream adopted on the relay side of a loopback pair;
+// The tests' fixture: a loop with a relay context, and one TcpStream adopted on the relay side of a loopback pair;
 // everything closed and the loop checked empty at the end.
 struct StreamRig {
   uv_loop_t loop{};
@@ -102,14 +102,7 @@ struct StreamRig {
 
 }  // namespace
 
-TEST_CASE("tcp stream: an unread peer is paused above the high mark, read again at the low one") {
-  StreamRig rig;
-  uv_loop_t& loop = rig.loop;
-  ot::relayd::RelayMetrics& metrics = rig.metrics;
-  RelayContext& context = *rig.context;
-  Recorder& handler = rig.handler;
-  TcpStream* stream = rig.stream;
-  const int peer = rig.peer;
+TEST_CASE_FIXTURE(StreamRig, "tcp stream: an unread peer is paused above the high mark, read again at the low one") {
   {
     stream->startReading();
     constexpr auto marks = ot::relayd::kPeerWriteBacklog;
@@ -129,7 +122,7 @@ TEST_CASE("tcp stream: an unread peer is paused above the high mark, read again 
     CHECK(metrics.peerBacklogPaused.Value() == 1);
     // Counted in the process's buffered bytes, with the per-write charge.
     const size_t writes = queued / chunk;
-    CHECK(context.bufferedBytes == queued + writes * ot::relayd::kWriteOverheadBytes);
+    CHECK(context->bufferedBytes == queued + writes * ot::relayd::kWriteOverheadBytes);
 
     // The peer sends a request: it is not read while its answers wait.
     REQUIRE(::send(peer, "ping", 4, 0) == 4);
@@ -155,19 +148,12 @@ TEST_CASE("tcp stream: an unread peer is paused above the high mark, read again 
       uv_run(&loop, UV_RUN_NOWAIT);
     }
     CHECK(handler.written == queued);
-    CHECK(context.bufferedBytes == 0);
+    CHECK(context->bufferedBytes == 0);
     CHECK(metrics.peerBacklogReset.Value() == 0);
   }
 }
 
-TEST_CASE("tcp stream: a write past the hard limit resets the peer and gives everything back") {
-  StreamRig rig;
-  uv_loop_t& loop = rig.loop;
-  ot::relayd::RelayMetrics& metrics = rig.metrics;
-  RelayContext& context = *rig.context;
-  Recorder& handler = rig.handler;
-  TcpStream* stream = rig.stream;
-  const int peer = rig.peer;
+TEST_CASE_FIXTURE(StreamRig, "tcp stream: a write past the hard limit resets the peer and gives everything back") {
   {
     constexpr auto marks = ot::relayd::kPeerWriteBacklog;
     const size_t chunk = 1024 * 1024;
@@ -182,7 +168,7 @@ TEST_CASE("tcp stream: a write past the hard limit resets the peer and gives eve
     CHECK(metrics.peerBacklogReset.Value() == 1);
     while (!handler.closed) uv_run(&loop, UV_RUN_ONCE);
     // The cancelled writes were given back.
-    CHECK(context.bufferedBytes == 0);
+    CHECK(context->bufferedBytes == 0);
     // The peer sees a reset (or the end), never more than the kernel took.
     std::vector<char> buffer(64 * 1024);
     ssize_t n = 0;
