@@ -52,11 +52,13 @@ class RawTls:
         self.sock.settimeout(timeout)
         self.sock.sendall(self.tls.outgoing.read())
 
-    def recv_until(self, marker, timeout=15):
+    def recv_until(self, marker, timeout=15, chunk=65536):
+        """Decrypts what relayd sent until `marker`; returns what came before it and keeps the rest
+        in `plain`. Reads at most `chunk` bytes at a time, so a caller can leave the rest unread."""
         deadline = time.monotonic() + timeout
         while marker not in self.plain:
             try:
-                self.plain += self.tls.obj.read(65536)
+                self.plain += self.tls.obj.read(chunk)
                 continue
             except ssl.SSLWantReadError:
                 pass
@@ -64,7 +66,7 @@ class RawTls:
             if remaining <= 0:
                 raise TimeoutError(f"no {marker!r} from relayd")
             self.sock.settimeout(remaining)
-            data = self.sock.recv(65536)
+            data = self.sock.recv(chunk)
             if not data:
                 raise ConnectionError("relayd closed")
             self.tls.incoming.write(data)
@@ -114,19 +116,8 @@ def upgrade(conn, tunnel_id):
 def attach(conn, token):
     conn.send_all(bc.encode_frame(bc.OP_TEXT, json.dumps({"type": "attach", "token": token}).encode()))
     # The answer is one short unmasked text frame; its JSON is enough to look for.
-    deadline = time.monotonic() + 15
-    while b"attached" not in conn.plain:
-        try:
-            conn.plain += conn.tls.obj.read(65536)
-            continue
-        except ssl.SSLWantReadError:
-            pass
-        conn.sock.settimeout(max(0.01, deadline - time.monotonic()))
-        data = conn.sock.recv(65536)
-        if not data:
-            raise ConnectionError("relayd closed instead of attaching")
-        conn.tls.incoming.write(data)
-    assert b'"type":"attached"' in conn.plain.replace(b" ", b""), conn.plain[:200]
+    head = conn.recv_until(b"attached")
+    assert head.replace(b" ", b"").endswith(b'"type":"'), head[:200]
     conn.plain = b""
 
 
@@ -218,28 +209,13 @@ def api_connections_flood(relayd, connections=100, requests_each=600, seconds_ea
 def first_status(conn, timeout=5.0):
     """The status of the first answer on `conn` (decrypting only what it takes to see it: the
     attacker still leaves the rest unread); None when relayd closed without one."""
-    deadline = time.monotonic() + timeout
-    while b"\r\n" not in conn.plain:
-        try:
-            conn.plain += conn.tls.obj.read(4096)
-            continue
-        except ssl.SSLWantReadError:
-            pass
-        except (ssl.SSLError, ssl.SSLZeroReturnError):
-            return None
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        conn.sock.settimeout(remaining)
-        try:
-            data = conn.sock.recv(4096)
-        except (OSError, socket.timeout):
-            return None
-        if not data:
-            return None
-        conn.tls.incoming.write(data)
     try:
-        return int(conn.plain.split(b" ", 2)[1])
+        head = conn.recv_until(b"\r\n", timeout, chunk=4096)
+    except (OSError, ssl.SSLError):  # closed, reset, timed out or TLS failed: no answer
+        return None
+    conn.plain = head + b"\r\n" + conn.plain
+    try:
+        return int(head.split(b" ", 2)[1])
     except (IndexError, ValueError):
         return None
 
