@@ -16,7 +16,7 @@ namespace {
 using namespace ot::client;
 
 // Parses the CSR with OpenSSL directly, independent of readCsr, and lists what controld's checker
-// looks at (controld/csr_check.h): subject entries, SAN entries, attributes, algorithm.
+// looks at (controld/issuance/csr_check.h): subject entries, SAN entries, attributes, algorithm.
 struct ParsedCsr {
   long version = -1;
   std::vector<std::string> subject;  // "CN=..." per entry

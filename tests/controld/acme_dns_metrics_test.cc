@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "common/metrics.h"
-#include "controld/acme_issuer.h"
-#include "controld/acme_jws.h"
-#include "controld/dns_record_metrics.h"
+#include "controld/acme/acme_issuer.h"
+#include "controld/acme/acme_jws.h"
+#include "controld/acme/dns_record_metrics.h"
 #include "tests/controld/acme_test_support.h"
 #include "tests/controld/csr_builder.h"
 

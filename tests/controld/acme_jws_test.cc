@@ -4,10 +4,10 @@
 #include <openssl/hmac.h>
 
 #include "common/base64.h"
-#include "controld/acme_dns_check.h"
-#include "controld/acme_errors.h"
-#include "controld/acme_http.h"
-#include "controld/acme_jws.h"
+#include "controld/acme/acme_dns_check.h"
+#include "controld/acme/acme_errors.h"
+#include "controld/acme/acme_http.h"
+#include "controld/acme/acme_jws.h"
 #include "tests/controld/acme_test_support.h"
 
 namespace ot::controld {

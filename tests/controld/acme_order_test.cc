@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "controld/acme_issuer.h"
-#include "controld/acme_jws.h"
+#include "controld/acme/acme_issuer.h"
+#include "controld/acme/acme_jws.h"
 #include "tests/controld/acme_test_support.h"
 #include "tests/controld/csr_builder.h"
 

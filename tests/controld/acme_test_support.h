@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "common/base64.h"
-#include "controld/acme_jws.h"
-#include "controld/dns_provider.h"
-#include "controld/openssl_util.h"
+#include "controld/acme/acme_jws.h"
+#include "controld/acme/dns_provider.h"
+#include "controld/base/openssl_util.h"
 
 namespace ot::controld::acme_testing {
 

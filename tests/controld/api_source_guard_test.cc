@@ -1,4 +1,4 @@
-// withSourceGuard (controld/api_source_guard.h): 401s count per source, a source past the limit
+// withSourceGuard (controld/api/api_source_guard.h): 401s count per source, a source past the limit
 // gets 429 + Retry-After for requests with credentials until its window ends, and a client
 // address that is not an address is never used as one. The inner handler answers 401 unless the
 // token is "right"; the clock is the test's.
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/metrics.h"
-#include "controld/api_source_guard.h"
+#include "controld/api/api_source_guard.h"
 
 namespace ot::controld {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "common/crypto.h"
 #include "common/log.h"
-#include "controld/csr_check.h"
+#include "controld/issuance/csr_check.h"
 #include "tests/controld/api_test_support.h"
 
 namespace ot::controld {

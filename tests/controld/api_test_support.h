@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "controld/api_routes.h"
-#include "controld/bridge_registry.h"
-#include "controld/record_publisher.h"
-#include "controld/tunnel_service.h"
+#include "controld/api/api_routes.h"
+#include "controld/api/tunnel_service.h"
+#include "controld/relays/bridge_registry.h"
+#include "controld/relays/record_publisher.h"
 #include "tests/controld/csr_builder.h"
 #include "tests/controld/recording_publisher.h"
 #include "tests/controld/test_database.h"

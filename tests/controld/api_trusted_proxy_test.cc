@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "controld/api_routes.h"
-#include "controld/api_types.h"
-#include "controld/ip_ranges.h"
+#include "controld/api/api_routes.h"
+#include "controld/api/api_types.h"
+#include "controld/api/ip_ranges.h"
 #include "tests/controld/api_test_support.h"
 
 namespace ot::controld {

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "controld/bridge_registry.h"
+#include "controld/relays/bridge_registry.h"
 
 using ot::controld::BridgeEntry;
 using ot::controld::BridgeRegistry;

@@ -2,7 +2,7 @@
 // obeying it: two machines count one run of failures, a machine reads the row at most every 15 s,
 // while it lasts first issuance is not claimed and renewals run one at a time, and a renewal's
 // success ends it for everyone.
-#include "controld/ca_cooldown_gate.h"
+#include "controld/issuance/ca_cooldown_gate.h"
 
 #include <doctest/doctest.h>
 
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "controld/job_runner.h"
+#include "controld/issuance/job_runner.h"
 #include "tests/controld/forwarding_store.h"
 #include "tests/controld/issuance_test_support.h"
 

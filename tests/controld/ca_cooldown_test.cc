@@ -1,6 +1,6 @@
 // The CA cool-down's rules (ca_cooldown.h) on a manual clock: which failures count, when a
 // cool-down starts, how long each lasts, what ends it, and the meta encoding.
-#include "controld/ca_cooldown.h"
+#include "controld/issuance/ca_cooldown.h"
 
 #include <doctest/doctest.h>
 

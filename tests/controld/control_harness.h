@@ -24,14 +24,14 @@
 #include <vector>
 
 #include "common/crypto.h"
-#include "controld/bridge_registry.h"
-#include "controld/control_service.h"
-#include "controld/grpc_server.h"
-#include "controld/openssl_util.h"
-#include "controld/record_publisher.h"
-#include "controld/relay_hub.h"
-#include "controld/store.h"
-#include "controld/tunnel_record.h"
+#include "controld/base/openssl_util.h"
+#include "controld/relays/bridge_registry.h"
+#include "controld/relays/control_service.h"
+#include "controld/relays/grpc_server.h"
+#include "controld/relays/record_publisher.h"
+#include "controld/relays/relay_hub.h"
+#include "controld/store/store.h"
+#include "controld/store/tunnel_record.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
 
 namespace ot::controld::testing {

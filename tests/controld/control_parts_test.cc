@@ -3,9 +3,9 @@
 #include <limits>
 #include <thread>
 
-#include "controld/record_convert.h"
-#include "controld/session_outbox.h"
-#include "controld/usage_recorder.h"
+#include "controld/relays/record_convert.h"
+#include "controld/relays/session_outbox.h"
+#include "controld/relays/usage_recorder.h"
 #include "tests/controld/control_harness.h"
 
 namespace ot::controld {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "controld/socket_lock.h"
+#include "controld/relays/socket_lock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "opentunnel/admin/v1/admin.grpc.pb.h"
 #include "proto/descriptors.h"

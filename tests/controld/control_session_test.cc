@@ -5,8 +5,8 @@
 #include <mutex>
 #include <set>
 
-#include "controld/record_convert.h"
-#include "controld/usage_recorder.h"
+#include "controld/relays/record_convert.h"
+#include "controld/relays/usage_recorder.h"
 #include "tests/controld/control_harness.h"
 
 namespace ot::controld {

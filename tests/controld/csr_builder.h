@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/base64.h"
-#include "controld/openssl_util.h"
+#include "controld/base/openssl_util.h"
 
 namespace ot::controld::testing {
 

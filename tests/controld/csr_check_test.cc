@@ -1,7 +1,7 @@
 // The CSR checks: the accepted forms, and one hostile or malformed request per rule, each
 // refused with its exact message (these reach logs and API answers, so they are part of the
 // behaviour).
-#include "controld/csr_check.h"
+#include "controld/issuance/csr_check.h"
 
 #include <doctest/doctest.h>
 

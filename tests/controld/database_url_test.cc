@@ -1,6 +1,6 @@
 // DATABASE_URL parsing: backends, percent-decoding, the TLS policy, the SOCI connect string and
 // the redacted form for logs.
-#include "controld/database_url.h"
+#include "controld/store/database_url.h"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // Start-up's wait for the database (database_wait.h) on a manual clock: the backoff schedule,
 // and that a database which never answers ends the wait at STARTUP_DB_TIMEOUT_MS, not after the
 // next whole backoff step.
-#include "controld/database_wait.h"
+#include "controld/store/database_wait.h"
 
 #include <doctest/doctest.h>
 

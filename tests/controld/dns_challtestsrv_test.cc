@@ -1,7 +1,7 @@
 // ChalltestsrvDns against the real pebble-challtestsrv, started here on free ports: the TXT
 // answers its DNS server gives after creates and deletes, read with a minimal DNS client below.
 // Skipped (with a message) only when the binary is not installed.
-#include "controld/dns_challtestsrv.h"
+#include "controld/acme/dns_challtestsrv.h"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
 // CloudflareDns against a local fake of the v4 API (dns_fake_cloudflare.h): the requests it makes,
 // pagination, deletes of missing records, retries of 429 and 5xx, and its pure helpers.
-#include "controld/dns_cloudflare.h"
+#include "controld/acme/dns_cloudflare.h"
 
 #include <doctest/doctest.h>
 #include <netinet/in.h>

@@ -1,5 +1,5 @@
 // makeDnsProvider: which provider each DNS_PROVIDER gives, and the settings each one needs.
-#include "controld/dns_factory.h"
+#include "controld/acme/dns_factory.h"
 
 #include <doctest/doctest.h>
 

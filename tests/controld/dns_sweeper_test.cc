@@ -1,7 +1,7 @@
 // DnsSweeper with the fake Cloudflare API (dns_fake_cloudflare.h) and a SQLite store: which
 // records a sweep deletes, the cap per sweep, the lease that keeps a second machine out, and the
 // thread stopping promptly. Plus the pure selection.
-#include "controld/dns_sweeper.h"
+#include "controld/acme/dns_sweeper.h"
 
 #include <doctest/doctest.h>
 
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "common/metrics.h"
-#include "controld/dns_cloudflare.h"
-#include "controld/dns_record_metrics.h"
+#include "controld/acme/dns_cloudflare.h"
+#include "controld/acme/dns_record_metrics.h"
 #include "tests/controld/dns_fake_cloudflare.h"
 #include "tests/controld/test_database.h"
 

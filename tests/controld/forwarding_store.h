@@ -2,7 +2,7 @@
 // override only the calls they watch or disturb, instead of restating the whole interface.
 #pragma once
 
-#include "controld/store.h"
+#include "controld/store/store.h"
 
 namespace ot::controld::testing {
 

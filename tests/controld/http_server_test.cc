@@ -3,7 +3,7 @@
 // Handlers echo the request, sleep, block on a gate the test opens, or throw. Nothing waits on
 // the clock: every wait is for an event (a response, EOF, a handler entering), bounded by a 10 s
 // socket timeout so a broken server fails a test instead of hanging it.
-#include "controld/http_server.h"
+#include "controld/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -35,7 +35,7 @@
 
 #include "common/http_parser.h"
 #include "common/metrics.h"
-#include "controld/worker_pool.h"
+#include "controld/http/worker_pool.h"
 
 namespace ot::controld {
 namespace {

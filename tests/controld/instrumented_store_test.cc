@@ -1,10 +1,10 @@
 // InstrumentedStore and JobGauges on a real SQLite store: what the scrape shows after real calls.
-#include "controld/instrumented_store.h"
+#include "controld/store/instrumented_store.h"
 
 #include <string>
 
 #include "common/metrics.h"
-#include "controld/job_gauges.h"
+#include "controld/issuance/job_gauges.h"
 #include "tests/controld/test_database.h"
 
 namespace ot::controld {

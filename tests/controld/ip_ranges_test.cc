@@ -1,13 +1,13 @@
 // CIDR parsing and matching for TRUSTED_PROXY_RANGES (ip_ranges.h): IPv4, IPv6, the built-in
 // Cloudflare list, malformed input refused, and the IPv6 /64 rate keys of the addresses it lets
 // through.
-#include "controld/ip_ranges.h"
+#include "controld/api/ip_ranges.h"
 
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "controld/tunnel_service.h"
+#include "controld/api/tunnel_service.h"
 
 namespace ot::controld {
 namespace {

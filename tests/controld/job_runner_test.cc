@@ -2,7 +2,7 @@
 // run once across machines, leases are taken over and respected, failures are classified and
 // retried on a manual clock, unwanted and hostile jobs never reach the issuer, renewal alarms fire
 // once, and what is issued passes `openssl verify`.
-#include "controld/job_runner.h"
+#include "controld/issuance/job_runner.h"
 
 #include <doctest/doctest.h>
 
@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "controld/job_policy.h"
-#include "controld/server_certificates.h"
+#include "controld/domain_cert/server_certificates.h"
+#include "controld/issuance/job_policy.h"
 #include "tests/controld/issuance_test_support.h"
 
 namespace ot::controld {

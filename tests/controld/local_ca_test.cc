@@ -1,7 +1,7 @@
 // The local development CA: leaves that the real `openssl verify` accepts against the file
 // writeCaFile writes, with exactly the requested names, usages and validity from the injected
 // clock; one root per database however many controlds load it; clear errors for a bad row.
-#include "controld/local_ca.h"
+#include "controld/issuance/local_ca.h"
 
 #include <doctest/doctest.h>
 #include <openssl/pem.h>
@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "controld/csr_check.h"
+#include "controld/issuance/csr_check.h"
 #include "tests/controld/csr_builder.h"
 #include "tests/controld/test_database.h"
 

@@ -1,6 +1,6 @@
 // Leases in meta (meta_lease.h): the text form, and taking, renewing and releasing one on real
 // storage (SQLite and MariaDB) from two machines.
-#include "controld/meta_lease.h"
+#include "controld/store/meta_lease.h"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // The route table and the OpenAPI document generated from it: the document lists exactly the
 // routes the router serves (walked both ways), every $ref resolves, every operation is complete,
 // /openapi.json serves that document; and the table refuses what would make the two disagree.
-#include "controld/openapi.h"
+#include "controld/api/openapi.h"
 
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "controld/api_routes.h"
+#include "controld/api/api_routes.h"
 #include "tests/controld/api_test_support.h"
 
 namespace ot::controld {

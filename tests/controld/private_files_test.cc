@@ -1,6 +1,6 @@
 // The modes of controld's state (private_files.h), under a umask that would leave everything
 // open (000): exact modes on what it creates, and a refusal that names the file and the fix.
-#include "controld/private_files.h"
+#include "controld/base/private_files.h"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>

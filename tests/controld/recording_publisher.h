@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "controld/record_publisher.h"
+#include "controld/relays/record_publisher.h"
 
 namespace ot::controld::test_support {
 

@@ -2,7 +2,7 @@
 // issued through a server job by the real local CA (only the domain's own name reaches it),
 // picked up by every machine, renewed near expiry on a manual clock; or loaded from files,
 // checked, and reloaded when they change. On SQLite and MariaDB.
-#include "controld/server_certificates.h"
+#include "controld/domain_cert/server_certificates.h"
 
 #include <doctest/doctest.h>
 
@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "controld/job_policy.h"
-#include "controld/job_runner.h"
-#include "controld/meta_lease.h"
-#include "controld/server_key.h"
+#include "controld/domain_cert/server_key.h"
+#include "controld/issuance/job_policy.h"
+#include "controld/issuance/job_runner.h"
+#include "controld/store/meta_lease.h"
 #include "tests/controld/forwarding_store.h"
 #include "tests/controld/issuance_test_support.h"
 

@@ -1,12 +1,12 @@
 // The API domain's own key and CSR: what controld makes passes its own check, and the CSR carries
 // the key it stored.
-#include "controld/server_key.h"
+#include "controld/domain_cert/server_key.h"
 
 #include <doctest/doctest.h>
 #include <openssl/pem.h>
 
-#include "controld/csr_check.h"
-#include "controld/openssl_util.h"
+#include "controld/base/openssl_util.h"
+#include "controld/issuance/csr_check.h"
 
 namespace ot::controld {
 namespace {

@@ -5,7 +5,7 @@
 #include <future>
 #include <thread>
 
-#include "controld/mysql_tls.h"
+#include "controld/store/mysql_tls.h"
 #include "tests/controld/test_database.h"
 
 namespace ot::controld {

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "controld/database_url.h"
-#include "controld/private_files.h"
-#include "controld/sql_store.h"
+#include "controld/base/private_files.h"
+#include "controld/store/database_url.h"
+#include "controld/store/sql_store.h"
 
 namespace ot::controld::testing {
 

@@ -1,6 +1,6 @@
 // The stored tunnel record: exact JSON (key order fixed, so rows compare byte for byte), round
 // trips, malformed input, and tunnel IDs.
-#include "controld/tunnel_record.h"
+#include "controld/store/tunnel_record.h"
 
 #include <doctest/doctest.h>
 

@@ -1,0 +1,48 @@
+#include "controld/acme/acme_issuer.h"
+
+#include "common/log.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger kLog("controld.acme");
+
+}  // namespace
+
+Result<std::unique_ptr<AcmeIssuer>> AcmeIssuer::create(AcmeIssuerConfig config,
+                                                       std::unique_ptr<DnsProvider> dns,
+                                                       DnsRecordMetrics* dns_metrics) {
+  if (!dns) return Error{ErrorKind::kInvalid, "ISSUER=acme needs a DNS_PROVIDER"};
+  if (dns_metrics != nullptr) config.order.dns_metrics = dns_metrics;
+  if (config.order.poll_interval_ms < 1) {
+    return Error{ErrorKind::kInvalid, "ACME_POLL_INTERVAL_MS must be at least 1"};
+  }
+  auto client = AcmeClient::create(config.client);
+  if (!client) return Error{ErrorKind::kInvalid, client.error().message};
+  return std::unique_ptr<AcmeIssuer>(
+      new AcmeIssuer(std::move(config), std::move(client).value(), std::move(dns)));
+}
+
+Result<IssuedCertificate> AcmeIssuer::issue(const IssueRequest& request,
+                                            const std::atomic<bool>& cancel) {
+  FailureDetail detail;
+  return issueDetailed(request, cancel, detail);
+}
+
+Result<IssuedCertificate> AcmeIssuer::issueDetailed(const IssueRequest& request,
+                                                    const std::atomic<bool>& cancel,
+                                                    FailureDetail& detail) {
+  auto issued = runAcmeOrder(*client_, *dns_, config_.order, request.names, request.csr_pem,
+                             cancel);
+  if (issued) return std::move(issued).value();
+  const AcmeError& error = issued.error();
+  detail = toFailureDetail(error);
+  if (cancel.load()) return Error{ErrorKind::kUnavailable, "cancelled: " + error.message};
+  kLog.debug("ACME attempt failed", {{"name", request.names.empty() ? "" : request.names.front()},
+                                     {"error_class", detail.reason},
+                                     {"http_status", error.http_status},
+                                     {"error", error.message}});
+  return toError(error);
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,192 @@
+#include "controld/acme/dns_sweeper.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <utility>
+
+#include "common/log.h"
+#include "controld/store/meta_lease.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger kLog("controld.dns_sweeper");
+constexpr std::string_view kChallengePrefix = "_acme-challenge.";
+
+std::string normalized(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (const char c : name)
+    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  while (!out.empty() && out.back() == '.') out.pop_back();
+  return out;
+}
+
+// The name a challenge record is for: "_acme-challenge.abc.example.com" and "*.abc.example.com"
+// both give "abc.example.com".
+std::string challengedName(std::string_view name) {
+  std::string out = normalized(name);
+  if (out.rfind(kChallengePrefix, 0) == 0) out.erase(0, kChallengePrefix.size());
+  if (out.rfind("*.", 0) == 0) out.erase(0, 2);
+  return out;
+}
+
+bool underDomain(const std::string& name, const std::string& domain) {
+  if (name == domain) return true;
+  return name.size() > domain.size() + 1 &&
+         name.compare(name.size() - domain.size(), domain.size(), domain) == 0 &&
+         name[name.size() - domain.size() - 1] == '.';
+}
+
+}  // namespace
+
+bool looksLikeChallengeValue(std::string_view value) {
+  return value.size() == 43 && std::all_of(value.begin(), value.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
+         });
+}
+
+std::vector<TxtRecord> staleChallengeRecords(const std::vector<TxtRecord>& records,
+                                             const std::string& domain,
+                                             const std::set<std::string>& active, int64_t now_ms,
+                                             int64_t min_age_ms, size_t limit) {
+  const std::string zone = normalized(domain);
+  std::set<std::string> busy;
+  for (const std::string& name : active) busy.insert(challengedName(name));
+  std::vector<TxtRecord> stale;
+  if (zone.empty()) return stale;
+  for (const TxtRecord& record : records) {
+    const std::string name = normalized(record.name);
+    if (name.rfind(kChallengePrefix, 0) != 0) continue;
+    const std::string target = name.substr(kChallengePrefix.size());
+    if (!underDomain(target, zone)) continue;
+    if (!looksLikeChallengeValue(record.value)) continue;
+    if (record.created_unix_ms <= 0 || record.created_unix_ms > now_ms - min_age_ms) continue;
+    if (busy.count(target) != 0) continue;
+    stale.push_back(record);
+  }
+  std::stable_sort(stale.begin(), stale.end(), [](const TxtRecord& a, const TxtRecord& b) {
+    return a.created_unix_ms < b.created_unix_ms;
+  });
+  if (stale.size() > limit) stale.resize(limit);
+  return stale;
+}
+
+DnsSweeper::DnsSweeper(Store& store, DnsProvider& provider, DnsSweeperOptions options,
+                       DnsRecordMetrics* metrics)
+    : store_(store), provider_(provider), options_(std::move(options)), metrics_(metrics) {
+  if (options_.lease_ms <= 0) options_.lease_ms = options_.interval_ms;
+}
+
+DnsSweeper::~DnsSweeper() {
+  stop();
+}
+
+void DnsSweeper::start() {
+  const std::lock_guard lock(mutex_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+void DnsSweeper::stop() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+int64_t DnsSweeper::now() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool DnsSweeper::waitStopping(int64_t ms) {
+  std::unique_lock lock(mutex_);
+  return wake_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(ms, 0)),
+                        [this] { return stopping_; });
+}
+
+void DnsSweeper::run() {
+  if (waitStopping(options_.initial_delay_ms)) return;
+  do {
+    auto report = sweepOnce();
+    if (!report) {
+      kLog.warn("challenge record sweep failed", {{"error", report.error().message}});
+    }
+  } while (!waitStopping(options_.interval_ms));
+}
+
+Result<std::optional<int64_t>> DnsSweeper::takeLease(int64_t now_ms) {
+  // Another machine's unexpired lease keeps this one out; our own (an earlier sweep) is renewed.
+  const int64_t until = now_ms + options_.lease_ms;
+  auto taken = takeMetaLease(store_, kDnsSweeperMetaKey, options_.owner, now_ms, until);
+  if (!taken) return taken.error();
+  return *taken ? std::optional<int64_t>(until) : std::nullopt;
+}
+
+Result<DnsSweepReport> DnsSweeper::sweepOnce() {
+  DnsSweepReport report;
+  if (waitStopping(0)) {
+    report.stopped = true;
+    return report;
+  }
+  const int64_t started = now();
+  auto lease = takeLease(started);
+  if (!lease) return lease.error();
+  if (!*lease) return report;
+  report.leased = true;
+  const int64_t lease_until = **lease;
+
+  std::set<std::string> active;
+  if (options_.active_names) {
+    auto names = options_.active_names();
+    if (!names) return names.error();
+    active = std::move(*names);
+  }
+  auto listed = provider_.listChallengeRecords(options_.domain);
+  if (!listed) return listed.error();
+  report.listed = listed->size();
+  const std::vector<TxtRecord> stale = staleChallengeRecords(
+      *listed, options_.domain, active, started, options_.min_age_ms, options_.max_deletes);
+  report.stale = stale.size();
+
+  const int64_t gap_ms = options_.deletes_per_second > 0
+                             ? static_cast<int64_t>(1000.0 / options_.deletes_per_second)
+                             : 0;
+  std::string first_error;
+  for (size_t i = 0; i < stale.size(); ++i) {
+    if (i > 0 && waitStopping(gap_ms)) {
+      report.stopped = true;
+      break;
+    }
+    if (now() >= lease_until) break;  // another machine may take over from here
+    const Status deleted = provider_.deleteTxt(stale[i]);
+    if (deleted) {
+      ++report.deleted;
+      if (metrics_ != nullptr) metrics_->swept.Increment();
+    } else {
+      ++report.failed;
+      if (metrics_ != nullptr) metrics_->delete_failed.Increment();
+      if (first_error.empty()) first_error = stale[i].name + ": " + deleted.error().message;
+    }
+  }
+  if (report.deleted > 0 || report.failed > 0) {
+    kLog.info("swept leftover challenge records",
+              {{"provider", provider_.name()},
+               {"listed", static_cast<int64_t>(report.listed)},
+               {"deleted", static_cast<int64_t>(report.deleted)},
+               {"failed", static_cast<int64_t>(report.failed)}});
+  }
+  if (!first_error.empty()) {
+    kLog.warn("could not delete leftover challenge records",
+              {{"failed", static_cast<int64_t>(report.failed)}, {"first_error", first_error}});
+  }
+  return report;
+}
+
+}  // namespace ot::controld

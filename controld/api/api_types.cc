@@ -1,0 +1,61 @@
+#include "controld/api/api_types.h"
+
+#include <nlohmann/json.hpp>
+#include <strings.h>
+
+namespace ot::controld {
+
+std::optional<std::string_view> ApiRequest::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0) {
+      return std::string_view(value);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string effectiveClientAddress(const ApiRequest& request, const IpRanges& trusted_proxies) {
+  if (trusted_proxies.empty() || !trusted_proxies.contains(request.client_address)) {
+    return request.client_address;
+  }
+  std::optional<std::string_view> forwarded;
+  for (const auto& [key, value] : request.headers) {
+    if (key.size() != kCfConnectingIpHeader.size() ||
+        strncasecmp(key.data(), kCfConnectingIpHeader.data(), key.size()) != 0) {
+      continue;
+    }
+    if (forwarded) return request.client_address;  // repeated: not Cloudflare's own
+    forwarded = value;
+  }
+  if (!forwarded) return request.client_address;
+  const auto address = parseIpAddress(*forwarded);
+  if (!address) return request.client_address;
+  return address->toString();
+}
+
+ApiHandler withTrustedProxies(ApiHandler inner, IpRanges trusted_proxies) {
+  if (trusted_proxies.empty()) return inner;
+  return [inner = std::move(inner),
+          trusted = std::move(trusted_proxies)](const ApiRequest& request) {
+    if (!trusted.contains(request.client_address)) return inner(request);
+    ApiRequest copy = request;
+    copy.client_address = effectiveClientAddress(request, trusted);
+    return inner(copy);
+  };
+}
+
+ApiResponse ApiResponse::json(int status, std::string json_body) {
+  ApiResponse response;
+  response.status = status;
+  response.headers.emplace_back("Content-Type", "application/json");
+  response.body = std::move(json_body);
+  return response;
+}
+
+ApiResponse ApiResponse::error(int status, std::string_view tag, std::string_view message) {
+  nlohmann::ordered_json body = {{"_tag", tag}, {"message", message}};
+  // replace: a message built from client input may hold invalid UTF-8.
+  return json(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,142 @@
+#include "controld/api/openapi.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <string_view>
+
+namespace ot::controld {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Response headers the routes may name, documented once under components/headers.
+struct HeaderDoc {
+  std::string_view name;
+  std::string_view component;
+  std::string_view description;
+  std::string_view type;
+};
+constexpr HeaderDoc kHeaders[] = {
+    {"Retry-After", "RetryAfter", "Seconds to wait before trying again.", "integer"},
+    {"Allow", "Allow", "The methods this path answers.", "string"},
+    {"WWW-Authenticate", "WwwAuthenticate", "The authentication scheme: Bearer.", "string"},
+};
+
+const HeaderDoc* findHeader(std::string_view name) {
+  for (const HeaderDoc& header : kHeaders) {
+    if (header.name == name) return &header;
+  }
+  return nullptr;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+Json schemaRef(const std::string& name) {
+  return Json{{"$ref", "#/components/schemas/" + name}};
+}
+
+Json jsonContent(const std::string& schema) {
+  return Json{{"application/json", Json{{"schema", schemaRef(schema)}}}};
+}
+
+Json response(const ApiResponseDoc& doc) {
+  Json out = {{"description", doc.description}};
+  if (!doc.headers.empty()) {
+    Json headers = Json::object();
+    for (const std::string& name : doc.headers) {
+      if (const HeaderDoc* known = findHeader(name)) {
+        headers[name] = {{"$ref", "#/components/headers/" + std::string(known->component)}};
+      } else {
+        headers[name] = {{"schema", {{"type", "string"}}}};
+      }
+    }
+    out["headers"] = std::move(headers);
+  }
+  if (!doc.schema.empty()) out["content"] = jsonContent(doc.schema);
+  return out;
+}
+
+Json operation(const Route& route) {
+  const RouteDoc& doc = route.doc;
+  Json op = Json::object();
+  if (!doc.tag.empty()) op["tags"] = Json::array({doc.tag});
+  op["summary"] = doc.summary;
+  if (!doc.description.empty()) op["description"] = doc.description;
+  op["operationId"] = doc.operation_id;
+  if (!doc.parameters.empty()) {
+    Json parameters = Json::array();
+    for (const ApiParameterDoc& parameter : doc.parameters) {
+      parameters.push_back({{"name", parameter.name},
+                            {"in", "path"},
+                            {"required", true},
+                            {"description", parameter.description},
+                            {"schema", {{"type", "string"}}}});
+    }
+    op["parameters"] = std::move(parameters);
+  }
+  if (doc.request_body) {
+    Json body = {{"required", doc.request_body->required}};
+    if (!doc.request_body->description.empty()) {
+      body["description"] = doc.request_body->description;
+    }
+    body["content"] = jsonContent(doc.request_body->schema);
+    op["requestBody"] = std::move(body);
+  }
+  Json responses = Json::object();
+  for (const ApiResponseDoc& doc_response : doc.responses) {
+    responses[std::to_string(doc_response.status)] = response(doc_response);
+  }
+  op["responses"] = std::move(responses);
+  if (doc.bearer_auth) op["security"] = Json::array({Json{{"bearerAuth", Json::array()}}});
+  return op;
+}
+
+}  // namespace
+
+Json buildOpenApi(const ApiRouter& router, const OpenApiInfo& info) {
+  Json document = {{"openapi", "3.0.3"}};
+  Json info_json = {{"title", info.title}, {"version", info.version}};
+  if (!info.description.empty()) info_json["description"] = info.description;
+  document["info"] = std::move(info_json);
+  if (!info.servers.empty()) {
+    Json servers = Json::array();
+    for (const std::string& url : info.servers) servers.push_back({{"url", url}});
+    document["servers"] = std::move(servers);
+  }
+
+  Json paths = Json::object();
+  std::set<std::string_view> used_headers;
+  for (const Route& route : router.routes()) {
+    paths[route.path][lower(route.method)] = operation(route);
+    for (const ApiResponseDoc& doc : route.doc.responses) {
+      for (const std::string& name : doc.headers) used_headers.insert(name);
+    }
+  }
+  document["paths"] = std::move(paths);
+
+  Json schemas = Json::object();
+  for (const auto& [name, schema] : router.schemas()) schemas[name] = schema;
+  Json headers = Json::object();
+  for (const HeaderDoc& header : kHeaders) {
+    if (used_headers.count(header.name) == 0) continue;
+    headers[std::string(header.component)] = {{"description", header.description},
+                                              {"schema", {{"type", header.type}}}};
+  }
+  Json components = {{"schemas", std::move(schemas)}};
+  if (!headers.empty()) components["headers"] = std::move(headers);
+  components["securitySchemes"] = {
+      {"bearerAuth",
+       {{"type", "http"},
+        {"scheme", "bearer"},
+        {"description", "The tunnel's token, returned once when the tunnel is created."}}}};
+  document["components"] = std::move(components);
+  return document;
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,363 @@
+#include "controld/api/tunnel_service.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "common/crypto.h"
+#include "common/ip_address.h"
+#include "common/log.h"
+#include "controld/api/ip_ranges.h"
+#include "controld/issuance/csr_check.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger kLog("controld.api");
+
+constexpr int64_t kHourMs = 3'600'000;
+constexpr int64_t kDayMs = 24 * kHourMs;
+constexpr int64_t kBacklogRetryAfterS = 30;
+// A random ID colliding with an existing one is rare (about 60 bits); a few tries settle it.
+constexpr int kRandomIdAttempts = 3;
+// A certificate request that loses the race for the tunnel's record reads it again; after the
+// first loss it is answered from what it reads (same CSR or another in progress), so two rounds
+// settle it and a few bound it.
+constexpr int kBindRounds = 3;
+// Rate keys live in a VARCHAR(191) column; an unparseable address is cut to fit with its prefix.
+
+ServiceError failure(ServiceErrorKind kind, std::string message, int64_t retry_after_s = 0) {
+  return ServiceError{kind, std::move(message), retry_after_s};
+}
+
+// Storage failures as the API reports them. The store's own message (which may name tables or
+// hosts) goes to the log, not to the client.
+ServiceError storageFailure(const Error& error, std::string_view operation, std::string_view id) {
+  switch (error.kind) {
+    case ErrorKind::kUnavailable:
+    case ErrorKind::kTimeout:
+      if (id.empty()) {
+        kLog.warn("storage unavailable", {{"operation", operation}, {"error", error.message}});
+      } else {
+        kLog.warn("storage unavailable",
+                  {{"operation", operation}, {"tunnel", id}, {"error", error.message}});
+      }
+      return failure(ServiceErrorKind::kStorage, "storage unavailable");
+    case ErrorKind::kConflict:
+      return failure(ServiceErrorKind::kStale, "the tunnel changed; retry");
+    case ErrorKind::kNotFound:
+      return failure(ServiceErrorKind::kNotFound, "no such tunnel");
+    case ErrorKind::kInvalid:
+      return failure(ServiceErrorKind::kBadRequest, error.message);
+    case ErrorKind::kInternal:
+      break;
+  }
+  kLog.error("storage failed",
+             {{"operation", operation}, {"tunnel", id}, {"error", error.message}});
+  return failure(ServiceErrorKind::kInternal, "internal error");
+}
+
+int64_t ceilDiv(int64_t value, int64_t divisor) {
+  return value <= 0 ? 0 : (value + divisor - 1) / divisor;
+}
+
+// "3 minutes", "1 minute", "5 hours": how long a refused client should wait, rounded up.
+std::string roughly(int64_t seconds) {
+  const int64_t minutes = std::max<int64_t>(1, ceilDiv(seconds, 60));
+  if (minutes <= 90) return std::to_string(minutes) + (minutes == 1 ? " minute" : " minutes");
+  const int64_t hours = ceilDiv(minutes, 60);
+  return std::to_string(hours) + " hours";
+}
+
+std::optional<std::string> randomHex(size_t bytes) {
+  auto random = crypto::randomBytes(bytes);
+  if (!random) return std::nullopt;
+  return crypto::toHex(*random);
+}
+
+// The fingerprint of the CSR a certificate was requested with. Records written before the
+// fingerprint was kept (or imported) only have the PEM.
+std::string boundCsrFingerprint(const CertificateInfo& certificate) {
+  if (!certificate.csr_sha256.empty()) return certificate.csr_sha256;
+  if (certificate.csr_pem.empty()) return "";
+  auto der = csrDerFromPem(certificate.csr_pem);
+  if (!der) return "";
+  return crypto::toHex(crypto::sha256(std::span<const uint8_t>(*der)));
+}
+
+}  // namespace
+
+std::string clientRateKey(std::string_view client_address) {
+  if (std::optional<std::string> key = sourceKey(client_address)) return std::move(*key);
+  // Never the text itself: an endpoint ("ip:port") or junk would be a fresh budget per variant.
+  // Requests without a usable address share one budget instead.
+  return "unknown";
+}
+
+TunnelService::TunnelService(TunnelServiceConfig config, Store& store,
+                             const BridgeRegistry& bridges, RecordPublisher& publisher,
+                             JobNotifier& notifier, Clock now_ms)
+    : config_(std::move(config)),
+      store_(store),
+      bridges_(bridges),
+      publisher_(publisher),
+      notifier_(notifier),
+      now_ms_(std::move(now_ms)) {}
+
+void TunnelService::limited(std::string_view limit) const {
+  if (config_.on_limited) config_.on_limited(limit);
+}
+
+std::mutex& TunnelService::tunnelLock(std::string_view id) {
+  return tunnel_locks_[std::hash<std::string_view>{}(id) % tunnel_locks_.size()];
+}
+
+std::optional<ServiceError> TunnelService::checkBacklog() {
+  if (config_.issuance_backlog_limit <= 0) return std::nullopt;
+  const int64_t now = now_ms_();
+  bool read = false;
+  {
+    const std::lock_guard lock(backlog_mutex_);
+    if (!backlog_reading_ &&
+        (!backlog_read_at_ms_ || now - *backlog_read_at_ms_ >= config_.backlog_cache_ms)) {
+      // One caller reads; the others go on with the previous count meanwhile.
+      backlog_reading_ = true;
+      backlog_read_at_ms_ = now;
+      read = true;
+    }
+  }
+  if (read) {
+    const Result<int64_t> pending = store_.countJobs(JobStatus::kPending, 0);
+    if (!pending) {
+      kLog.warn("cannot read the issuance backlog; not limiting",
+                {{"error", pending.error().message}});
+    }
+    const std::lock_guard lock(backlog_mutex_);
+    backlog_pending_ = pending ? std::optional<int64_t>(*pending) : std::nullopt;
+    backlog_reading_ = false;
+  }
+  std::optional<int64_t> pending;
+  {
+    const std::lock_guard lock(backlog_mutex_);
+    pending = backlog_pending_;
+  }
+  if (!pending || *pending <= config_.issuance_backlog_limit) return std::nullopt;
+  return failure(ServiceErrorKind::kBusy,
+                 "Certificate issuance is backed up right now; try again in a little while",
+                 kBacklogRetryAfterS);
+}
+
+std::optional<ServiceError> TunnelService::charge(const std::string& key, int64_t per_period,
+                                                  int64_t period_ms, int64_t burst,
+                                                  std::string_view what) {
+  if (per_period <= 0) return std::nullopt;
+  const int64_t interval_ms = std::max<int64_t>(1, period_ms / per_period);
+  const Result<RateDecision> decision =
+      store_.acquireRate(key, now_ms_(), interval_ms, std::max<int64_t>(1, burst));
+  if (!decision) return storageFailure(decision.error(), "acquireRate", "");
+  if (decision->allowed) return std::nullopt;
+  const int64_t retry_after_s = std::max<int64_t>(1, ceilDiv(decision->retry_after_ms, 1000));
+  kLog.info("rate limited", {{"key", key}, {"retry_after_s", retry_after_s}});
+  return failure(ServiceErrorKind::kRateLimited,
+                 std::string(what) + "; try again in about " + roughly(retry_after_s),
+                 retry_after_s);
+}
+
+ServiceResult<CreatedTunnel> TunnelService::createTunnel(
+    const std::optional<std::string>& wanted_id, std::string_view client_address) {
+  if (wanted_id && !isValidTunnelId(*wanted_id)) {
+    return failure(ServiceErrorKind::kBadRequest,
+                   "id must be one DNS label: 1 to 63 characters of a-z, 0-9 and '-', not "
+                   "starting or ending with '-'");
+  }
+  if (auto busy = checkBacklog()) {
+    limited("issuance_backlog");
+    return *busy;
+  }
+  if (auto refused =
+          charge("create:" + clientRateKey(client_address), config_.create_rate_per_hour, kHourMs,
+                 config_.create_rate_burst, "This address has created too many tunnels")) {
+    if (refused->kind == ServiceErrorKind::kRateLimited) limited("create_rate");
+    return *refused;
+  }
+
+  const std::optional<std::string> token = crypto::randomToken(32);
+  if (!token) return failure(ServiceErrorKind::kInternal, "no randomness available");
+  TunnelRecord record;
+  record.token_sha256_hex = crypto::toHex(crypto::sha256(*token));
+  record.created_at_ms = now_ms_();
+
+  const int attempts = wanted_id ? 1 : kRandomIdAttempts;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    record.id = wanted_id ? *wanted_id : newTunnelId();
+    record.hostname = record.id + "." + config_.domain;
+    const Result<int64_t> revision = store_.insertTunnel(record);
+    if (!revision) {
+      if (revision.error().kind != ErrorKind::kConflict) {
+        return storageFailure(revision.error(), "insertTunnel", record.id);
+      }
+      if (wanted_id) return failure(ServiceErrorKind::kIdTaken, "that tunnel id is taken");
+      continue;
+    }
+    publisher_.publishRecord(StoredTunnel{record, *revision});
+    kLog.info("tunnel created", {{"tunnel", record.id}, {"chosen_id", wanted_id.has_value()}});
+    return CreatedTunnel{record.id, record.hostname, *token, "https://" + record.hostname};
+  }
+  return failure(ServiceErrorKind::kInternal, "could not find a free tunnel id");
+}
+
+ServiceResult<StoredTunnel> TunnelService::authorize(std::string_view id,
+                                                     const std::optional<std::string>& token) {
+  if (!token || token->empty()) {
+    return failure(ServiceErrorKind::kUnauthorized, "a bearer token is required");
+  }
+  // Not a DNS label: no such tunnel can exist, and the store is spared the lookup.
+  if (!isValidTunnelId(id)) return failure(ServiceErrorKind::kNotFound, "no such tunnel");
+  const std::string key(id);
+  Result<std::optional<StoredTunnel>> stored = store_.getTunnel(key);
+  if (!stored) return storageFailure(stored.error(), "getTunnel", id);
+  if (!stored->has_value() || (*stored)->record.deleted()) {
+    return failure(ServiceErrorKind::kNotFound, "no such tunnel");
+  }
+  const auto expected = crypto::fromHex((*stored)->record.token_sha256_hex);
+  const crypto::Sha256Digest presented = crypto::sha256(*token);
+  if (!expected || !crypto::constantTimeEqual(*expected, presented)) {
+    return failure(ServiceErrorKind::kUnauthorized, "the token is not valid for this tunnel");
+  }
+  return std::move(**stored);
+}
+
+ServiceResult<TunnelView> TunnelService::getTunnel(std::string_view id,
+                                                   const std::optional<std::string>& token) {
+  auto stored = authorize(id, token);
+  if (!stored) return stored.error();
+  const size_t bridges = bridges_.bridgeCount(stored->record.id);
+  return TunnelView{std::move(stored).value().record, bridges};
+}
+
+ServiceResult<CertificateInfo> TunnelService::getCertificate(
+    std::string_view id, const std::optional<std::string>& token) {
+  auto stored = authorize(id, token);
+  if (!stored) return stored.error();
+  return std::move(stored).value().record.certificate;
+}
+
+ServiceResult<CertificateBinding> TunnelService::bindCertificate(
+    std::string_view id, const std::optional<std::string>& token, std::string_view csr_pem) {
+  // Serializes this process's requests for one tunnel; other processes are kept apart by the
+  // revision the record is written at (below).
+  const std::lock_guard lock(tunnelLock(id));
+  for (int round = 0; round < kBindRounds; ++round) {
+    auto authorized = authorize(id, token);
+    if (!authorized) return authorized.error();
+    StoredTunnel stored = std::move(authorized).value();
+    TunnelRecord& record = stored.record;
+
+    const Result<CsrInfo> csr = checkTunnelCsr(csr_pem, record.id, config_.domain);
+    if (!csr) {
+      kLog.info("certificate request refused",
+                {{"tunnel", record.id}, {"reason", csr.error().message}});
+      return failure(ServiceErrorKind::kBadRequest, csr.error().message);
+    }
+    // The same CSR again (a client resuming its provisioning): answer as before, queue nothing,
+    // charge nothing.
+    if (record.certificate.state != CertificateState::kNone &&
+        boundCsrFingerprint(record.certificate) == csr->der_sha256_hex) {
+      return CertificateBinding{record.certificate, false};
+    }
+    // Another CSR is being issued for: replacing it would throw that issuance away and leave
+    // its client waiting for a certificate that never matches its key. This one is refused,
+    // without spending the budget, until that one is ready or failed.
+    if (record.certificate.state == CertificateState::kIssuing) {
+      kLog.info("certificate request refused: another is in progress",
+                {{"tunnel", record.id}, {"certificate", record.certificate.id}});
+      return failure(ServiceErrorKind::kCertificateInProgress,
+                     "another certificate request (another CSR) for this tunnel is in progress; "
+                     "wait until it is ready or failed");
+    }
+    if (auto busy = checkBacklog()) {
+      limited("issuance_backlog");
+      return *busy;
+    }
+    const std::optional<std::string> certificate_id = randomHex(16);
+    if (!certificate_id) return failure(ServiceErrorKind::kInternal, "no randomness available");
+
+    // Claim the tunnel first: the write names the revision read above, so of several processes
+    // binding different CSRs at once exactly one wins; the others read the record again and
+    // are refused above. Only the winner spends the budget.
+    const CertificateInfo previous = record.certificate;
+    const std::optional<int64_t> previous_renew_at = record.renew_at_ms;
+    const int64_t now = now_ms_();
+    CertificateInfo certificate;
+    certificate.id = *certificate_id;
+    certificate.state = CertificateState::kIssuing;
+    certificate.csr_pem = std::string(csr_pem);
+    certificate.csr_sha256 = csr->der_sha256_hex;
+    certificate.identifiers = csr->names;
+    certificate.requested_at_ms = now;
+    record.certificate = std::move(certificate);
+    // The renewal alarm belonged to the certificate this one replaces.
+    record.renew_at_ms.reset();
+
+    const Result<int64_t> revision = store_.updateTunnel(record, stored.revision);
+    if (!revision) {
+      if (revision.error().kind == ErrorKind::kConflict) continue;  // read it again
+      return storageFailure(revision.error(), "updateTunnel", record.id);
+    }
+    stored.revision = *revision;
+
+    if (auto refused = charge("issue:" + record.id, config_.issuance_rate_per_day, kDayMs,
+                              config_.issuance_rate_burst,
+                              "This tunnel has asked for too many new certificates")) {
+      if (refused->kind == ServiceErrorKind::kRateLimited) limited("issuance_rate");
+      // Give the claim back. No job was queued for it; should this write fail, the job that
+      // the reconcile queues finds the record changed, or issues once without a charge.
+      record.certificate = previous;
+      record.renew_at_ms = previous_renew_at;
+      if (const Result<int64_t> restored = store_.updateTunnel(record, stored.revision);
+          !restored) {
+        kLog.warn("cannot restore the certificate after a refused request",
+                  {{"tunnel", record.id}, {"error", restored.error().message}});
+      }
+      return *refused;
+    }
+
+    const Job job = pendingJob(JobKind::kIssue, record.certificate.id, record.id, now);
+    const Result<bool> added = store_.addJob(job);
+    if (!added) {
+      // The record says issuing; the job runner's reconcile adds the missing job for it.
+      kLog.warn("issuance job not queued; the reconcile will add it",
+                {{"tunnel", record.id}, {"certificate", job.id}, {"error", added.error().message}});
+    } else if (*added) {
+      notifier_.jobAdded();
+    }
+    publisher_.publishRecord(stored);
+    kLog.info("certificate requested", {{"tunnel", record.id},
+                                        {"certificate", record.certificate.id},
+                                        {"names", record.certificate.identifiers.size()}});
+    return CertificateBinding{record.certificate, true};
+  }
+  return failure(ServiceErrorKind::kStale, "the tunnel changed; retry");
+}
+
+ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,
+                                                          const std::optional<std::string>& token) {
+  const std::lock_guard lock(tunnelLock(id));
+  auto authorized = authorize(id, token);
+  if (!authorized) return authorized.error();
+  StoredTunnel stored = std::move(authorized).value();
+  stored.record.deleted_at_ms = now_ms_();
+  stored.record.renew_at_ms.reset();
+  const Result<int64_t> revision = store_.updateTunnel(stored.record, stored.revision);
+  if (!revision) return storageFailure(revision.error(), "updateTunnel", stored.record.id);
+  publisher_.publishDeleted(stored.record.id);
+  kLog.info("tunnel deleted", {{"tunnel", stored.record.id}});
+  return std::monostate{};
+}
+
+ServiceResult<std::monostate> TunnelService::health() {
+  const Status pinged = store_.ping();
+  if (!pinged) return storageFailure(pinged.error(), "ping", "");
+  return std::monostate{};
+}
+
+}  // namespace ot::controld

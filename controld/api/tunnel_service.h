@@ -1,0 +1,165 @@
+// What the HTTP API does to tunnels, independent of HTTP: create, read, bind a certificate
+// request, read the certificate, delete, and the health check. The routes (api_routes.h) turn
+// requests into these calls and ServiceErrors into statuses.
+//
+// Owns nothing it is given: the store, the bridge registry, the publisher and the notifier must
+// outlive it. Thread-safe: the HTTP server calls it from several worker threads at once, and every
+// call may block on storage. Writes to one tunnel are serialized within the process (a striped
+// lock) and name the revision they read, so other controlds on the same database stay correct.
+//
+// Authentication: an operation on an existing tunnel needs its token. A request without one is
+// refused (kUnauthorized) before anything is read, so callers without a token learn nothing. With
+// a token, an unknown or deleted tunnel is kNotFound and a wrong token kUnauthorized: tunnel IDs
+// are public hostnames, so answering 404 for them reveals nothing a DNS lookup would not.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "controld/relays/bridge_registry.h"
+#include "controld/relays/record_publisher.h"
+#include "controld/store/store.h"
+#include "controld/store/tunnel_record.h"
+
+namespace ot::controld {
+
+// The limits behind the API (CREATE_RATE_*, ISSUANCE_RATE_*, ISSUANCE_BACKLOG_LIMIT). A rate of 0
+// disables that limit; a burst below 1 counts as 1.
+struct TunnelServiceConfig {
+  std::string domain = "opentunnel.localhost";  // tunnels are <id>.<domain>
+  int64_t create_rate_per_hour = 30;
+  int64_t create_rate_burst = 10;
+  int64_t issuance_rate_per_day = 5;
+  int64_t issuance_rate_burst = 5;
+  int64_t issuance_backlog_limit = 200;  // refuse while more jobs than this are pending; 0: never
+  int64_t backlog_cache_ms = 5000;       // the pending count is read at most this often
+  // Told of every refusal by a limit: "create_rate", "issuance_rate" or "issuance_backlog" (for
+  // opentunnel_requests_limited_total). Called on the request's thread; may be empty.
+  std::function<void(std::string_view limit)> on_limited;
+};
+
+// Why an operation did not happen; api_routes.cc maps each kind to one status and _tag.
+enum class ServiceErrorKind {
+  kBadRequest,    // 400: the input can never succeed (invalid ID, CSR refused)
+  kUnauthorized,  // 401: no token, or not this tunnel's token
+  kNotFound,      // 404: no such tunnel, or deleted
+  kIdTaken,       // 409: the wanted ID exists
+  kCertificateInProgress,  // 409: another CSR's issuance is running for this tunnel
+  kRateLimited,   // 429: over a rate; retry_after_s says when the next one passes
+  kBusy,          // 503: issuance backlog; retry_after_s is 30
+  kStale,         // 503: the tunnel changed underneath (another writer); retrying reloads it
+  kStorage,       // 503: the database did not answer
+  kInternal,      // 500: a bug or a broken record
+};
+
+struct ServiceError {
+  ServiceErrorKind kind = ServiceErrorKind::kInternal;
+  std::string message;        // safe to show the client: never holds tokens or keys
+  int64_t retry_after_s = 0;  // for kRateLimited and kBusy
+};
+
+// A value or a ServiceError (the API needs more kinds than common/result.h's ErrorKind has).
+template <typename T>
+class [[nodiscard]] ServiceResult {
+ public:
+  ServiceResult(T value) : value_(std::move(value)) {}             // NOLINT: implicit by design
+  ServiceResult(ServiceError error) : value_(std::move(error)) {}  // NOLINT
+
+  [[nodiscard]] bool ok() const { return std::holds_alternative<T>(value_); }
+  explicit operator bool() const { return ok(); }
+  [[nodiscard]] const T& value() const& { return std::get<T>(value_); }
+  [[nodiscard]] T&& value() && { return std::get<T>(std::move(value_)); }
+  [[nodiscard]] const ServiceError& error() const { return std::get<ServiceError>(value_); }
+  const T* operator->() const { return &value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  std::variant<T, ServiceError> value_;
+};
+
+// The answer to a create: the only time the token is ever returned.
+struct CreatedTunnel {
+  std::string id;
+  std::string hostname;
+  std::string token;
+  std::string url;  // https://<hostname>
+};
+
+// A tunnel as the API shows it: the stored record and the live bridge count, which alone decides
+// whether it is online.
+struct TunnelView {
+  TunnelRecord record;
+  size_t bridges = 0;
+  [[nodiscard]] bool online() const { return bridges > 0; }
+};
+
+struct CertificateBinding {
+  CertificateInfo certificate;
+  bool new_request = false;  // false: the CSR was already bound, nothing changed
+};
+
+// The key a client address is rate limited under: an IPv4 address as is, an IPv6 address as its
+// /64 ("2001:db8:1:2::/64"), an IPv4-mapped IPv6 address as the IPv4 address. Different
+// spellings of one address give one key. Anything else ("" or an "ip:port" endpoint, which the
+// API never passes on purpose) is "unknown": one budget shared by all such requests, so no client
+// can get a fresh budget by varying the text.
+[[nodiscard]] std::string clientRateKey(std::string_view client_address);
+
+class TunnelService {
+ public:
+  using Clock = std::function<int64_t()>;  // milliseconds since the Unix epoch
+
+  TunnelService(TunnelServiceConfig config, Store& store, const BridgeRegistry& bridges,
+                RecordPublisher& publisher, JobNotifier& notifier, Clock now_ms);
+
+  // wanted_id: std::nullopt for a random ID.
+  ServiceResult<CreatedTunnel> createTunnel(const std::optional<std::string>& wanted_id,
+                                            std::string_view client_address);
+  // token: the bearer token, std::nullopt when the request had none.
+  ServiceResult<TunnelView> getTunnel(std::string_view id, const std::optional<std::string>& token);
+  ServiceResult<CertificateBinding> bindCertificate(std::string_view id,
+                                                    const std::optional<std::string>& token,
+                                                    std::string_view csr_pem);
+  ServiceResult<CertificateInfo> getCertificate(std::string_view id,
+                                                const std::optional<std::string>& token);
+  ServiceResult<std::monostate> deleteTunnel(std::string_view id,
+                                             const std::optional<std::string>& token);
+  // The database answers.
+  ServiceResult<std::monostate> health();
+
+  [[nodiscard]] const TunnelServiceConfig& config() const { return config_; }
+
+ private:
+  // Loads a live tunnel and checks the token against its stored hash.
+  ServiceResult<StoredTunnel> authorize(std::string_view id,
+                                        const std::optional<std::string>& token);
+  // kBusy while more issuance jobs are pending than the limit allows.
+  std::optional<ServiceError> checkBacklog();
+  std::optional<ServiceError> charge(const std::string& key, int64_t per_period, int64_t period_ms,
+                                     int64_t burst, std::string_view what);
+  std::mutex& tunnelLock(std::string_view id);
+  void limited(std::string_view limit) const;
+
+  TunnelServiceConfig config_;
+  Store& store_;
+  const BridgeRegistry& bridges_;
+  RecordPublisher& publisher_;
+  JobNotifier& notifier_;
+  Clock now_ms_;
+
+  std::mutex backlog_mutex_;
+  std::optional<int64_t> backlog_read_at_ms_;  // last read attempt
+  std::optional<int64_t> backlog_pending_;     // nullopt: unknown (never read, or the read failed)
+  bool backlog_reading_ = false;
+
+  std::array<std::mutex, 64> tunnel_locks_;
+};
+
+}  // namespace ot::controld

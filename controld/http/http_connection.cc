@@ -1,0 +1,365 @@
+#include "controld/http/http_connection.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "common/http_serializer.h"
+#include "controld/http/http_server_core.h"
+
+namespace ot::controld {
+namespace {
+
+uint64_t millis(std::chrono::milliseconds duration) {
+  return duration.count() <= 0 ? 0 : static_cast<uint64_t>(duration.count());
+}
+
+bool startsWithNoCase(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() && httpNameEquals(text.substr(0, prefix.size()), prefix);
+}
+
+// Path and query of an origin-form target ("/a?b"), or of an absolute-form one
+// ("http://host/a?b", which a server must accept too); "*" stays the path.
+void splitTarget(std::string_view target, ApiRequest& request) {
+  for (const std::string_view scheme : {"http://", "https://"}) {
+    if (startsWithNoCase(target, scheme)) {
+      target.remove_prefix(scheme.size());
+      const size_t end = target.find_first_of("/?");
+      target = end == std::string_view::npos ? std::string_view() : target.substr(end);
+      break;
+    }
+  }
+  const size_t question = target.find('?');
+  request.path = std::string(target.substr(0, question));
+  if (request.path.empty()) request.path = "/";
+  if (question != std::string_view::npos) request.query = std::string(target.substr(question + 1));
+}
+
+ApiResponse parseErrorResponse(HttpError error, std::string_view detail, uint64_t maxBody) {
+  switch (error) {
+    case HttpError::kUriTooLong:
+      return ApiResponse::error(414, "UriTooLongError", "request line too long");
+    case HttpError::kHeadersTooLarge:
+    case HttpError::kTooManyHeaders:
+      return ApiResponse::error(431, "RequestHeaderFieldsTooLargeError",
+                                "request header fields too large");
+    case HttpError::kBodyTooLarge:
+      return ApiResponse::error(413, "PayloadTooLargeError",
+                                "request body larger than " + std::to_string(maxBody) + " bytes");
+    case HttpError::kVersionNotSupported:
+      return ApiResponse::error(505, "HttpVersionNotSupportedError", "only HTTP/1.0 and 1.1");
+    case HttpError::kNone:
+    case HttpError::kBadRequest:
+    case HttpError::kTruncated:
+      break;
+  }
+  return ApiResponse::error(400, "BadRequestError", "malformed request: " + std::string(detail));
+}
+
+}  // namespace
+
+struct HttpConnection::WriteRequest {
+  uv_write_t req{};  // req.data points to this WriteRequest
+  std::string data;
+  bool final = false;  // the response (not a 100 Continue)
+};
+
+HttpConnection::HttpConnection(HttpServerCore& core, uint64_t id, bool trustClientAddress,
+                               std::string peerAddress)
+    : core_(core),
+      id_(id),
+      trustClientAddress_(trustClientAddress),
+      peerAddress_(std::move(peerAddress)),
+      parser_(HttpParser::Kind::kRequest, [&core] {
+        HttpParserLimits limits = core.options().limits;
+        limits.bodyMode = HttpBodyMode::kCollect;
+        return limits;
+      }()) {}
+
+uv_stream_t* HttpConnection::stream() {
+  return tcp_ ? reinterpret_cast<uv_stream_t*>(&handle_.tcp)
+              : reinterpret_cast<uv_stream_t*>(&handle_.pipe);
+}
+
+uv_handle_t* HttpConnection::handle() {
+  return reinterpret_cast<uv_handle_t*>(stream());
+}
+
+bool HttpConnection::open(uv_loop_t* loop, int fd, bool tcp) {
+  tcp_ = tcp;
+  const int initialized =
+      tcp ? uv_tcp_init(loop, &handle_.tcp) : uv_pipe_init(loop, &handle_.pipe, 0);
+  if (initialized != 0) {
+    // No handle exists, so no close callback will come to free this object.
+    ::close(fd);
+    core_.forget(id_);
+    delete this;
+    return false;
+  }
+  handle()->data = this;
+  const int opened = tcp ? uv_tcp_open(&handle_.tcp, fd) : uv_pipe_open(&handle_.pipe, fd);
+  if (opened != 0) {
+    ::close(fd);
+    close();
+    return false;
+  }
+  if (tcp) static_cast<void>(uv_tcp_nodelay(&handle_.tcp, 1));
+  deadline_ = core_.now() + millis(core_.options().headerTimeout);
+  startReading();
+  return state_ != State::kClosing;
+}
+
+void HttpConnection::close() {
+  if (state_ == State::kClosing) return;
+  state_ = State::kClosing;
+  reading_ = false;
+  core_.forget(id_);
+  uv_close(handle(), onClosed);
+}
+
+void HttpConnection::onClosed(uv_handle_t* handle) {
+  delete static_cast<HttpConnection*>(handle->data);
+}
+
+void HttpConnection::startReading() {
+  if (reading_ || state_ == State::kClosing) return;
+  if (uv_read_start(stream(), onAlloc, onRead) != 0) {
+    close();
+    return;
+  }
+  reading_ = true;
+}
+
+void HttpConnection::stopReading() {
+  if (!reading_) return;
+  uv_read_stop(stream());
+  reading_ = false;
+}
+
+void HttpConnection::onAlloc(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buf) {
+  *buf = static_cast<HttpConnection*>(handle->data)->core_.readBuffer();
+}
+
+void HttpConnection::onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  auto* self = static_cast<HttpConnection*>(stream->data);
+  if (self->state_ == State::kClosing || nread == 0) return;
+  if (nread < 0) {
+    // EOF or a reset. A request cut short gets no answer: the peer could not read one.
+    self->close();
+    return;
+  }
+  // Reads are off in kHandling and kWriting; while lingering, what comes is dropped.
+  if (self->state_ != State::kReading) return;
+  self->consume(std::span(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)));
+}
+
+void HttpConnection::consume(std::span<const uint8_t> input) {
+  if (!input.empty() && !messageStarted_) {
+    messageStarted_ = true;
+    deadline_ = core_.now() + millis(core_.options().headerTimeout);
+  }
+  const HttpParseResult result = parser_.feed(input);
+  switch (result.status) {
+    case HttpParseStatus::kNeedMore:
+      maybeContinue();
+      return;
+    case HttpParseStatus::kDone: {
+      const auto rest = input.subspan(result.consumed);
+      pending_.assign(reinterpret_cast<const char*>(rest.data()), rest.size());
+      dispatch(false);
+      return;
+    }
+    case HttpParseStatus::kUpgrade:
+      // We do not switch protocols; what follows is not HTTP, so answer and close.
+      pending_.clear();
+      dispatch(true);
+      return;
+    case HttpParseStatus::kError:
+      respondError(result.error);
+      return;
+    case HttpParseStatus::kHeaders:
+    case HttpParseStatus::kBody:
+      break;  // kStream only; this parser collects bodies
+  }
+  respondError(HttpError::kBadRequest);
+}
+
+// curl and others wait (about a second) for a 100 before sending a larger body.
+void HttpConnection::maybeContinue() {
+  if (continueSent_ || !parser_.headersComplete()) return;
+  const HttpMessage& message = parser_.message();
+  if (message.versionMinor == 0) return;
+  const auto expect = message.header("Expect");
+  if (!expect || !httpNameEquals(*expect, "100-continue")) return;
+  continueSent_ = true;
+  write("HTTP/1.1 100 Continue\r\n\r\n", false);
+}
+
+void HttpConnection::dispatch(bool mustClose) {
+  stopReading();
+  HttpMessage message = parser_.takeMessage();
+  keepAlive_ = message.keepAlive && !mustClose;
+  http10_ = message.versionMinor == 0;
+  headRequest_ = message.method == "HEAD";
+  state_ = State::kHandling;
+
+  ApiRequest request;
+  request.method = std::move(message.method);
+  splitTarget(message.target, request);
+  request.body = std::move(message.body);
+  request.headers.reserve(message.headers.size());
+  std::optional<std::string> forwarded;
+  size_t forwardedCount = 0;
+  for (auto& header : message.headers) {
+    if (httpNameEquals(header.name, kClientAddressHeader)) {
+      if (!trustClientAddress_) continue;  // a visitor's claim, not ours to believe
+      if (forwardedCount++ == 0) forwarded = header.value;
+    }
+    request.headers.emplace_back(std::move(header.name), std::move(header.value));
+  }
+  if (forwardedCount > 1) {
+    keepAlive_ = false;
+    respond(ApiResponse::error(400, "BadRequestError",
+                               "repeated " + std::string(kClientAddressHeader) + " header"));
+    return;
+  }
+  request.client_address = forwarded ? std::move(*forwarded) : peerAddress_;
+  if (!core_.submit(id_, std::move(request))) {
+    respond(ApiResponse::error(503, "ServiceUnavailableError", "server busy"));
+  }
+}
+
+void HttpConnection::respondError(HttpError error) {
+  stopReading();
+  pending_.clear();
+  keepAlive_ = false;
+  http10_ = parser_.headersComplete() && parser_.message().versionMinor == 0;
+  headRequest_ = false;
+  state_ = State::kHandling;
+  respond(parseErrorResponse(error, parser_.errorDetail(), core_.options().limits.maxBodyBytes));
+}
+
+void HttpConnection::onResponse(ApiResponse response) {
+  if (state_ != State::kHandling) return;
+  respond(std::move(response));
+}
+
+void HttpConnection::respond(ApiResponse response) {
+  const bool closing = !keepAlive_ || core_.draining();
+  std::vector<HttpHeader> headers;
+  headers.reserve(response.headers.size() + 1);
+  for (auto& [name, value] : response.headers) {
+    if (httpNameEquals(name, "Connection")) continue;  // hop-by-hop: the server's to decide
+    headers.push_back({std::move(name), std::move(value)});
+  }
+  if (closing) {
+    headers.push_back({"Connection", "close"});
+  } else if (http10_) {
+    headers.push_back({"Connection", "keep-alive"});
+  }
+  std::optional<std::string> wire;
+  if (response.status >= 200) {
+    // HEAD: the head a GET would get, so Content-Length, without the body.
+    const bool bodyless = response.status == 204 || response.status == 304;
+    wire = headRequest_
+               ? serializeResponseHead(
+                     response.status, "", headers,
+                     bodyless ? HttpFraming::none() : HttpFraming::length(response.body.size()))
+               : serializeResponse(response.status, "", headers, response.body);
+  }
+  if (!wire) {
+    // A handler bug (a 1xx, a body on a 204, a CR in a header): ours always serialize.
+    core_.log().error("API handler's response cannot be sent", {{"status", response.status}});
+    respond(ApiResponse::error(500, "InternalError", "internal error"));
+    return;
+  }
+  core_.countResponse(response.status);
+  closeAfterWrite_ = closing;
+  state_ = State::kWriting;
+  deadline_ = core_.now() + millis(core_.options().idleTimeout);
+  write(std::move(*wire), true);
+}
+
+void HttpConnection::write(std::string data, bool final) {
+  auto request = std::make_unique<WriteRequest>();
+  request->data = std::move(data);
+  request->final = final;
+  request->req.data = request.get();
+  const uv_buf_t buf =
+      uv_buf_init(request->data.data(), static_cast<unsigned int>(request->data.size()));
+  if (uv_write(&request->req, stream(), &buf, 1, onWrite) != 0) {
+    close();
+    return;
+  }
+  static_cast<void>(request.release());  // onWrite frees it, also when cancelled
+}
+
+void HttpConnection::onWrite(uv_write_t* req, int status) {
+  const std::unique_ptr<WriteRequest> request(static_cast<WriteRequest*>(req->data));
+  auto* self = static_cast<HttpConnection*>(req->handle->data);
+  if (status == UV_ECANCELED || self->state_ == State::kClosing) return;
+  if (status < 0) {
+    self->close();
+    return;
+  }
+  if (request->final) self->onResponseWritten();
+}
+
+void HttpConnection::onResponseWritten() {
+  if (closeAfterWrite_) {
+    startLingering();
+    return;
+  }
+  state_ = State::kReading;
+  parser_.reset();
+  messageStarted_ = false;
+  continueSent_ = false;
+  deadline_ = core_.now() + millis(core_.options().idleTimeout);
+  // A pipelined request read with the previous one goes first; reads resume only if it is partial.
+  const std::string buffered = std::exchange(pending_, std::string());
+  if (!buffered.empty()) {
+    consume(std::span(reinterpret_cast<const uint8_t*>(buffered.data()), buffered.size()));
+    if (state_ != State::kReading) return;
+  }
+  startReading();
+}
+
+// Closing right away would make the kernel answer unread input with a reset, which can destroy
+// the response before the peer reads it; so: FIN after the response, drop input until EOF.
+void HttpConnection::startLingering() {
+  state_ = State::kLingering;
+  pending_ = std::string();
+  deadline_ = core_.now() + millis(core_.options().lingerTimeout);
+  if (uv_shutdown(&shutdown_, stream(), onShutdown) != 0) {
+    close();
+    return;
+  }
+  startReading();
+}
+
+void HttpConnection::onShutdown(uv_shutdown_t* req, int status) {
+  auto* self = static_cast<HttpConnection*>(req->handle->data);
+  if (status == UV_ECANCELED || self->state_ == State::kClosing) return;
+  if (status < 0) self->close();
+}
+
+bool HttpConnection::expired(uint64_t now, bool draining) const {
+  switch (state_) {
+    case State::kReading:
+      // Draining closes connections between requests, not one whose request is on its way.
+      return now >= deadline_ || (draining && !messageStarted_);
+    case State::kWriting:
+    case State::kLingering:
+      return now >= deadline_;
+    case State::kHandling:
+    case State::kClosing:
+      break;
+  }
+  return false;
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,136 @@
+// The loop side of HttpServer (internal to it): the libuv loop and its thread, the listeners and
+// the accept path, the connection table, the timeout sweep, and the hand-off of requests to the
+// WorkerPool and of responses back to the loop. HttpConnection (http_connection.h) does the
+// per-connection HTTP work and calls back into this class.
+//
+// Ownership: the core owns the loop and every handle on it. Listeners and connections are heap
+// objects embedding their handle, freed only in their close callbacks; the tables below hold
+// them while they are open. Worker tasks hold the shared Dispatch (handler + response mailbox),
+// never the core, so a task finishing late cannot touch a stopped server.
+#pragma once
+
+#include <sys/socket.h>
+#include <uv.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/listen_socket.h"
+#include "common/log.h"
+#include "controld/http/http_server.h"
+
+namespace ot::controld {
+
+class HttpConnection;
+
+// Responses finished on worker threads, waiting for the loop. post() may run on any thread;
+// take() and close() on the loop thread. Once closed (the loop is stopping) posts are dropped.
+class ResponseMailbox {
+ public:
+  struct Completion {
+    uint64_t connection = 0;
+    ApiResponse response;
+  };
+
+  explicit ResponseMailbox(uv_async_t* async) : async_(async) {}
+
+  void post(Completion completion);
+  void wake();
+  [[nodiscard]] std::vector<Completion> take();
+  void close();
+
+ private:
+  std::mutex mutex_;
+  uv_async_t* async_;  // uv_async_send is the one libuv call other threads may make
+  bool closed_ = false;
+  std::vector<Completion> items_;
+};
+
+class HttpServerCore {
+ public:
+  HttpServerCore(WorkerPool& pool, ApiHandler handler, HttpServerOptions options);
+  ~HttpServerCore();
+  HttpServerCore(const HttpServerCore&) = delete;
+  HttpServerCore& operator=(const HttpServerCore&) = delete;
+
+  // Owner thread (see HttpServer).
+  [[nodiscard]] Status start(std::span<const HttpListenerConfig> listeners);
+  void stop();
+  void setDraining(bool draining);
+  [[nodiscard]] uint16_t boundPort(size_t listener) const;
+
+  // Loop thread, for HttpConnection.
+  [[nodiscard]] const HttpServerOptions& options() const { return options_; }
+  [[nodiscard]] const log::Logger& log() const { return log_; }
+  [[nodiscard]] uint64_t now() const { return uv_now(&loop_); }
+  [[nodiscard]] bool draining() const { return draining_.load(std::memory_order_relaxed); }
+  // One buffer for every read on the loop: a read callback consumes it before returning, so an
+  // idle connection holds no buffer.
+  [[nodiscard]] uv_buf_t readBuffer();
+  // Runs the handler on the pool; false when the pool's queue is full.
+  [[nodiscard]] bool submit(uint64_t connection, ApiRequest request);
+  void countResponse(int status);
+  // The connection is closing: it leaves the table (its memory goes in its close callback).
+  void forget(uint64_t connection);
+
+ private:
+  struct Dispatch;
+  struct Listener {
+    uv_poll_t poll{};  // poll.data points to this Listener
+    net::ListenSocket socket;
+    bool trustClientAddress = false;
+    HttpServerCore* core = nullptr;
+  };
+
+  void closeAll();
+  void onWake();
+  void onReadable(Listener& listener);
+  void onAcceptError(int error);
+  void pauseAccepting();
+  void resumeAccepting();
+  void sweep();
+  void acceptConnection(Listener& listener, int fd, const sockaddr_storage& peer);
+
+  WorkerPool& pool_;
+  HttpServerOptions options_;
+  log::Logger log_{"controld.http"};
+  std::shared_ptr<Dispatch> dispatch_;
+
+  uv_loop_t loop_{};
+  uv_async_t wake_{};        // responses posted, or stop requested
+  uv_timer_t sweepTimer_{};  // timeouts of every connection, one timer for all
+  uv_timer_t pauseTimer_{};  // resumes accepting after a descriptor shortage
+  std::thread thread_;
+  bool started_ = false;  // owner thread
+  bool joined_ = false;   // owner thread
+  std::vector<uint16_t> boundPorts_;
+  std::atomic<bool> stopRequested_{false};
+  std::atomic<bool> draining_{false};
+
+  // Loop thread only.
+  bool closing_ = false;
+  bool acceptPaused_ = false;
+  std::vector<Listener*> listeners_;                           // owned, see above
+  std::unordered_map<uint64_t, HttpConnection*> connections_;  // owned, see above
+  uint64_t nextConnectionId_ = 1;
+  std::vector<char> readBuffer_;
+  uint64_t lastAcceptLogMs_ = 0;
+  uint64_t acceptErrorsSuppressed_ = 0;
+  bool acceptErrorLogged_ = false;
+
+  // Metrics (all null without HttpServerOptions::metrics).
+  std::array<prometheus::Counter*, 4> requests_{};  // by status class, 2xx..5xx
+  prometheus::Gauge* connectionsOpen_ = nullptr;
+  prometheus::Counter* connectionsRejected_ = nullptr;
+  prometheus::Counter* acceptErrorsEmfile_ = nullptr;
+  prometheus::Counter* acceptErrorsOther_ = nullptr;
+};
+
+}  // namespace ot::controld

@@ -1,0 +1,378 @@
+// JobRunner: what happens to one claimed job (see job_runner.h for the order of the steps).
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "common/log.h"
+#include "controld/domain_cert/server_certificates.h"
+#include "controld/issuance/csr_check.h"
+#include "controld/issuance/job_runner.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger kLog("controld.jobs");
+
+}  // namespace
+
+JobRunner::Want JobRunner::wants(const Job& job, const TunnelRecord& record) {
+  if (record.deleted()) return Want::kAbandon;
+  const CertificateInfo& certificate = record.certificate;
+  if (job.kind == JobKind::kRenew) {
+    if (!isRenewalOf(job.id, certificate)) return Want::kAbandon;
+    return certificate.state == CertificateState::kReady ? Want::kRun : Want::kAbandon;
+  }
+  if (certificate.id != job.id) return Want::kAbandon;
+  switch (certificate.state) {
+    case CertificateState::kIssuing:
+      return Want::kRun;
+    // The outcome reached the record but not the job (the machine stopped in between).
+    case CertificateState::kReady:
+      return Want::kAlreadyDone;
+    case CertificateState::kFailed:
+      return Want::kAlreadyFailed;
+    case CertificateState::kNone:
+      return Want::kAbandon;
+  }
+  return Want::kAbandon;
+}
+
+JobOutcome JobRunner::runJob(Job job, const std::atomic<bool>& cancel) {
+  const auto started = std::chrono::steady_clock::now();
+  JobOutcome outcome = JobOutcome::kDropped;
+  try {
+    outcome = job.kind == JobKind::kServer ? runServerJob(job, cancel) : runTunnelJob(job, cancel);
+  } catch (const std::exception& error) {
+    // Nothing recorded: the lease runs out and the job is tried again.
+    kLog.error("issuance job failed unexpectedly", {{"job", job.id}, {"error", error.what()}});
+  }
+  kLog.debug(
+      "issuance job ran",
+      {{"job", job.id}, {"kind", jobKindName(job.kind)}, {"outcome", jobOutcomeName(outcome)}});
+  if (config_.on_attempt && outcome != JobOutcome::kDeferred && outcome != JobOutcome::kDropped) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    config_.on_attempt(job.kind, outcome, took.count());
+  }
+  return outcome;
+}
+
+JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
+  auto loaded = store_.getTunnel(job.tunnel_id);
+  if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
+  const Want want = *loaded ? wants(job, (*loaded)->record) : Want::kAbandon;
+  switch (want) {
+    case Want::kAbandon:
+      kLog.info("certificate no longer wanted",
+                {{"tunnel", job.tunnel_id}, {"job", job.id}, {"kind", jobKindName(job.kind)}});
+      return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
+    case Want::kAlreadyDone:
+      return finish(job, JobStatus::kDone, "", JobOutcome::kDone);
+    case Want::kAlreadyFailed:
+      return finish(job, JobStatus::kFailed, (*loaded)->record.certificate.error,
+                    JobOutcome::kFailed);
+    case Want::kRun:
+      break;
+  }
+  const TunnelRecord& record = (*loaded)->record;
+  auto names = tunnelNames(record);
+  if (!names) {
+    kLog.error("certificate request refused before issuance",
+               {{"tunnel", record.id},
+                {"certificate", record.certificate.id},
+                {"kind", jobKindName(job.kind)},
+                {"error", names.error().message}});
+    return giveUp(job, "refused: " + names.error().message, true);
+  }
+  const IssueRequest request{record.certificate.csr_pem, std::move(names).value()};
+  kLog.info("certificate issuance attempt", {{"tunnel", record.id},
+                                             {"certificate", record.certificate.id},
+                                             {"kind", jobKindName(job.kind)},
+                                             {"attempt", job.attempts}});
+  FailureDetail detail;
+  auto issued = issuer_.issueDetailed(request, cancel, detail);
+  if (!issued && cancel.load()) {
+    // Shutting down or the lease is gone: whoever holds the job next starts it again.
+    kLog.info("certificate issuance attempt interrupted",
+              {{"tunnel", job.tunnel_id}, {"job", job.id}, {"error", issued.error().message}});
+    return JobOutcome::kDropped;
+  }
+  reportToCooldown(issued.ok(), detail);
+  if (!issued) {
+    if (config_.on_failure) config_.on_failure(job.kind, detail);
+    return recordFailure(job, issued.error(), detail);
+  }
+  return recordIssued(job, *issued);
+}
+
+void JobRunner::reportToCooldown(bool issued, const FailureDetail& detail) {
+  if (cooldown_ == nullptr) return;
+  if (issued) {
+    cooldown_->recordSuccess();
+  } else {
+    cooldown_->recordFailure(detail);
+  }
+}
+
+Result<std::vector<std::string>> JobRunner::tunnelNames(const TunnelRecord& record) const {
+  auto csr = checkTunnelCsr(record.certificate.csr_pem, record.id, config_.domain);
+  if (!csr) return csr.error();
+  if (csr->names != record.certificate.identifiers) {
+    return Error{ErrorKind::kInvalid, "the record's identifiers are not the names of its CSR"};
+  }
+  if (record.hostname != csr->names.front()) {
+    return Error{ErrorKind::kInvalid, "the record's hostname is not the name of its CSR"};
+  }
+  return std::move(csr).value().names;
+}
+
+JobOutcome JobRunner::recordIssued(Job& job, const IssuedCertificate& issued) {
+  if (!stillLeased(job)) return JobOutcome::kDropped;
+  auto written = updateIfWanted(job, [&](TunnelRecord& record) {
+    CertificateInfo& certificate = record.certificate;
+    certificate.state = CertificateState::kReady;
+    certificate.chain_pem = issued.chain_pem;
+    certificate.not_after_ms = issued.not_after_ms;
+    certificate.error.clear();
+    record.renew_at_ms = renewAtMs(issued.not_before_ms, issued.not_after_ms);
+  });
+  if (!written) return deferForStorage(job, written.error(), "updateTunnel");
+  if (!*written) {
+    kLog.info("certificate issued but no longer wanted",
+              {{"tunnel", job.tunnel_id}, {"job", job.id}});
+    return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
+  }
+  const JobOutcome outcome = finish(job, JobStatus::kDone, "", JobOutcome::kDone);
+  // The record holds the certificate whatever became of the job row: the relays may use it.
+  publisher_.publishRecord(**written);
+  kLog.info(job.kind == JobKind::kRenew ? "certificate renewed" : "certificate issued",
+            {{"tunnel", job.tunnel_id},
+             {"certificate", (*written)->record.certificate.id},
+             {"attempt", job.attempts},
+             {"not_after_ms", issued.not_after_ms}});
+  return outcome;
+}
+
+RetryDecision JobRunner::retryAfterFailure(const Job& job, const FailureDetail& detail) {
+  const int64_t now = config_.now_ms();
+  RetryDecision decision =
+      decideRetry(config_.retry, detail.failure, job.attempts, job.queued_at_ms, now, jitter());
+  if (decision.retry && detail.retry_after_ms > 0) {
+    decision.next_run_at_ms = std::max(decision.next_run_at_ms, now + detail.retry_after_ms);
+  }
+  return decision;
+}
+
+JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureDetail& detail) {
+  kLog.warn("certificate issuance attempt failed",
+            {{"tunnel", job.tunnel_id},
+             {"job", job.id},
+             {"kind", jobKindName(job.kind)},
+             {"attempt", job.attempts},
+             {"error_class", detail.reason},
+             {"retry_class", failureClassName(detail.failure)},
+             {"http_status", detail.http_status},
+             {"error", error.message}});
+  // A tunnel deleted or rebound meanwhile ends the job as abandoned, not failed.
+  auto loaded = store_.getTunnel(job.tunnel_id);
+  if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
+  if (!*loaded || wants(job, (*loaded)->record) != Want::kRun) {
+    return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
+  }
+  const RetryDecision decision = retryAfterFailure(job, detail);
+  if (!decision.retry) return giveUp(job, error.message, false);
+  job.next_run_at_ms = decision.next_run_at_ms;
+  const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);
+  if (outcome == JobOutcome::kRetry) {
+    noteRetryAt(decision.next_run_at_ms);
+    kLog.info("retrying certificate issuance", {{"tunnel", job.tunnel_id},
+                                                {"job", job.id},
+                                                {"attempt", job.attempts},
+                                                {"next_run_at_ms", decision.next_run_at_ms}});
+  }
+  return outcome;
+}
+
+JobOutcome JobRunner::giveUp(Job& job, const std::string& message, bool refused) {
+  if (!stillLeased(job)) return JobOutcome::kDropped;
+  const int64_t now = config_.now_ms();
+  bool kept = false;  // a renewal that leaves the current certificate in place
+  auto written = updateIfWanted(job, [&](TunnelRecord& record) {
+    CertificateInfo& certificate = record.certificate;
+    certificate.error = message;
+    kept = job.kind == JobKind::kRenew && !refused && now < certificate.not_after_ms;
+    if (kept) {
+      record.renew_at_ms = std::min(now + config_.renewal_retry_ms, certificate.not_after_ms);
+    } else {
+      certificate.state = CertificateState::kFailed;
+      record.renew_at_ms.reset();
+    }
+  });
+  if (!written) return deferForStorage(job, written.error(), "updateTunnel");
+  if (!*written)
+    return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
+  const JobOutcome outcome = finish(job, JobStatus::kFailed, message,
+                                    refused ? JobOutcome::kRefused : JobOutcome::kFailed);
+  publisher_.publishRecord(**written);
+  kLog.error("certificate issuance gave up", {{"tunnel", job.tunnel_id},
+                                              {"job", job.id},
+                                              {"kind", jobKindName(job.kind)},
+                                              {"attempt", job.attempts},
+                                              {"certificate_kept", kept},
+                                              {"error", message}});
+  return outcome;
+}
+
+JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
+  if (!serverJobNumber(job.id, config_.domain)) {
+    kLog.warn("a domain certificate job for another domain", {{"job", job.id}});
+    return finish(job, JobStatus::kAbandoned, "not this server's domain", JobOutcome::kAbandoned);
+  }
+  auto named = store_.getMeta(serverJobMetaKey(config_.domain));
+  if (!named) return deferForStorage(job, named.error(), "getMeta");
+  if (!*named || **named != job.id) {
+    return finish(job, JobStatus::kAbandoned, "superseded", JobOutcome::kAbandoned);
+  }
+  auto row = store_.getServerCertificate(config_.domain);
+  if (!row) return deferForStorage(job, row.error(), "getServerCertificate");
+  if (!*row || (*row)->key_pem.empty()) {
+    return recordServerFailure(job, Error{ErrorKind::kInternal, "the domain key is missing"},
+                               failureDetailFromKind(ErrorKind::kInternal));
+  }
+  ServerCertificate stored = std::move(**row);
+  // An earlier run stored a certificate and stopped before finishing the job.
+  if (!serverCertificateDue(stored, config_.now_ms())) {
+    return finish(job, JobStatus::kDone, "", JobOutcome::kDone);
+  }
+  auto csr = checkServerCsr(stored.csr_pem, config_.domain);
+  if (!csr) {
+    kLog.error("domain certificate request refused before issuance",
+               {{"job", job.id}, {"error", csr.error().message}});
+    if (!stillLeased(job)) return JobOutcome::kDropped;
+    return finish(job, JobStatus::kFailed, "refused: " + csr.error().message, JobOutcome::kRefused);
+  }
+  const IssueRequest request{stored.csr_pem, csr->names};
+  kLog.info("domain certificate issuance attempt", {{"job", job.id}, {"attempt", job.attempts}});
+  FailureDetail detail;
+  auto issued = issuer_.issueDetailed(request, cancel, detail);
+  if (!issued && cancel.load()) {
+    kLog.info("domain certificate issuance interrupted",
+              {{"job", job.id}, {"error", issued.error().message}});
+    return JobOutcome::kDropped;
+  }
+  reportToCooldown(issued.ok(), detail);
+  if (!issued) {
+    if (config_.on_failure) config_.on_failure(job.kind, detail);
+    return recordServerFailure(job, issued.error(), detail);
+  }
+  return recordServerIssued(job, std::move(stored), *issued);
+}
+
+JobOutcome JobRunner::recordServerIssued(Job& job, ServerCertificate row,
+                                         const IssuedCertificate& issued) {
+  if (!stillLeased(job)) return JobOutcome::kDropped;
+  row.chain_pem = issued.chain_pem;
+  row.not_after_ms = issued.not_after_ms;
+  const Status put = store_.putServerCertificate(row);
+  if (!put) return deferForStorage(job, put.error(), "putServerCertificate");
+  const JobOutcome outcome = finish(job, JobStatus::kDone, "", JobOutcome::kDone);
+  kLog.info("domain certificate issued",
+            {{"domain", row.domain}, {"job", job.id}, {"not_after_ms", row.not_after_ms}});
+  if (server_handler_) {
+    server_handler_(row);
+  } else {
+    publisher_.publishApiCertificate({row.chain_pem, row.key_pem, row.not_after_ms});
+  }
+  return outcome;
+}
+
+JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error,
+                                          const FailureDetail& detail) {
+  kLog.warn("domain certificate issuance attempt failed",
+            {{"job", job.id},
+             {"attempt", job.attempts},
+             {"error_class", detail.reason},
+             {"retry_class", failureClassName(detail.failure)},
+             {"http_status", detail.http_status},
+             {"error", error.message}});
+  const RetryDecision decision = retryAfterFailure(job, detail);
+  if (decision.retry) {
+    job.next_run_at_ms = decision.next_run_at_ms;
+    const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);
+    if (outcome == JobOutcome::kRetry) noteRetryAt(decision.next_run_at_ms);
+    return outcome;
+  }
+  if (!stillLeased(job)) return JobOutcome::kDropped;
+  // ServerCertificates asks for a new job at its next check while the certificate is due.
+  kLog.error("domain certificate issuance gave up", {{"job", job.id}, {"error", error.message}});
+  return finish(job, JobStatus::kFailed, error.message, JobOutcome::kFailed);
+}
+
+Result<std::optional<StoredTunnel>> JobRunner::updateIfWanted(
+    const Job& job, const std::function<void(TunnelRecord&)>& change) {
+  for (int attempt = 0; attempt < config_.record_attempts; ++attempt) {
+    auto loaded = store_.getTunnel(job.tunnel_id);
+    if (!loaded) return loaded.error();
+    if (!*loaded || wants(job, (*loaded)->record) != Want::kRun) {
+      return std::optional<StoredTunnel>{};
+    }
+    StoredTunnel stored = std::move(**loaded);
+    change(stored.record);
+    auto revision = store_.updateTunnel(stored.record, stored.revision);
+    if (revision) {
+      stored.revision = *revision;
+      return std::optional<StoredTunnel>{std::move(stored)};
+    }
+    if (revision.error().kind != ErrorKind::kConflict) return revision.error();
+  }
+  return Error{ErrorKind::kConflict, "the tunnel kept changing while its certificate was recorded"};
+}
+
+bool JobRunner::stillLeased(const Job& job) {
+  // Extending doubles as the check: it matches only while this machine holds the lease, and it
+  // leaves a full lease for the writes that follow.
+  auto extended = store_.extendLease(job.id, config_.owner, config_.now_ms() + config_.lease_ms);
+  if (!extended) {
+    kLog.warn("cannot confirm a job lease; its result is dropped",
+              {{"job", job.id}, {"error", extended.error().message}});
+    return false;
+  }
+  if (!*extended) {
+    kLog.warn("lost the job lease; its result is dropped", {{"job", job.id}});
+    return false;
+  }
+  return true;
+}
+
+JobOutcome JobRunner::finish(Job& job, JobStatus status, const std::string& error,
+                             JobOutcome outcome) {
+  job.status = status;
+  job.last_error = error;
+  // A finished job never runs again: its next_run_at records when it ended (for the
+  // certificate_jobs{status="failed"} gauge, which counts the last 24 h).
+  if (status != JobStatus::kPending) job.next_run_at_ms = config_.now_ms();
+  auto finished = store_.finishJob(job, config_.owner);
+  if (!finished) {
+    kLog.warn("cannot record a job's outcome; it runs again after its lease",
+              {{"job", job.id}, {"error", finished.error().message}});
+    return JobOutcome::kDropped;
+  }
+  if (!*finished) {
+    kLog.warn("lost the job lease; its result is dropped", {{"job", job.id}});
+    return JobOutcome::kDropped;
+  }
+  return outcome;
+}
+
+JobOutcome JobRunner::deferForStorage(Job& job, const Error& error, const char* operation) {
+  kLog.warn("storage trouble while running an issuance job; trying it again later",
+            {{"job", job.id}, {"operation", operation}, {"error", error.message}});
+  // Not an issuance attempt: give back the one the claim counted.
+  job.attempts = std::max(0, job.attempts - 1);
+  job.next_run_at_ms = config_.now_ms() + config_.retry.base_delay_ms;
+  const JobOutcome outcome =
+      finish(job, JobStatus::kPending, job.last_error, JobOutcome::kDeferred);
+  if (outcome == JobOutcome::kDeferred) noteRetryAt(job.next_run_at_ms);
+  return outcome;
+}
+
+}  // namespace ot::controld

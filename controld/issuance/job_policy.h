@@ -1,0 +1,70 @@
+// The rules the job runner applies, kept apart from its threads and storage so each is tested
+// directly: how a failed attempt is classified and when it runs again, when a certificate is
+// renewed, and how issuance jobs are named. Pure: no I/O, no clocks, no shared state.
+//
+// Job IDs (the jobs table's key; adding a job is insert-if-absent, so a name fixes how often a
+// piece of work can exist):
+//  - First issuance: the certificate ID itself (CertificateInfo::id, new for every new CSR).
+//  - Renewal: "<certificate id>:renew:<not_after_ms>:<alarm_at_ms>". The certificate and the
+//    expiry it renews pin the job to one certificate generation: once it is renewed (not_after
+//    moves) or replaced by a new bind (the ID changes), the job no longer matches and ends as
+//    abandoned. The alarm time tells apart a renewal tried again after one that gave up; the same
+//    alarm seen twice (two machines, or a rewritten record re-arming the column) adds one job.
+//  - The API domain's certificate: "server:<domain>:<n>", see server_certificates.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "controld/store/tunnel_record.h"
+
+namespace ot::controld {
+
+// A certificate is renewed this long before it expires, or a third of its validity before when
+// that is shorter (short-lived certificates).
+inline constexpr int64_t kRenewBeforeMs = 30LL * 86'400'000;
+
+enum class FailureClass {
+  kTransient,  // the CA or the network: retried with backoff for a day after the job was queued
+  kPermanent,  // the request itself is wrong: fails at once
+  kOther,      // anything else: a few attempts
+};
+[[nodiscard]] const char* failureClassName(FailureClass failure);
+[[nodiscard]] FailureClass classifyFailure(ErrorKind kind);
+
+struct RetryPolicy {
+  int64_t base_delay_ms = 30'000;            // ISSUANCE_RETRY_DELAY_MS
+  int64_t max_delay_ms = 3'600'000;          // an hour
+  int64_t transient_window_ms = 86'400'000;  // a day after queued_at
+  int other_attempts = 3;
+};
+
+// The wait after the attempt numbered `attempt` (1 for the first) failed: base * 2^(attempt-1),
+// at most max_delay_ms, then scaled into [delay/2, delay] by jitter01 (in [0, 1)), so runners that
+// failed together do not retry together. At least 1 ms.
+[[nodiscard]] int64_t retryDelayMs(const RetryPolicy& policy, int attempt, double jitter01);
+
+struct RetryDecision {
+  bool retry = false;
+  int64_t next_run_at_ms = 0;  // when retry
+};
+
+// After attempt number `attempts` (claims so far, as Job::attempts counts them) failed with
+// `failure`: run again, or give up. A transient failure is retried while the next run would still
+// start within the window after queued_at; "other" failures get policy.other_attempts in all.
+[[nodiscard]] RetryDecision decideRetry(const RetryPolicy& policy, FailureClass failure,
+                                        int attempts, int64_t queued_at_ms, int64_t now_ms,
+                                        double jitter01);
+
+// When to renew a certificate valid from not_before to not_after:
+// not_after - min(kRenewBeforeMs, validity / 3).
+[[nodiscard]] int64_t renewAtMs(int64_t not_before_ms, int64_t not_after_ms);
+
+// The renewal job for the certificate as it stands, added by the alarm that fired at alarm_at.
+[[nodiscard]] std::string renewalJobId(const CertificateInfo& certificate, int64_t alarm_at_ms);
+// Whether job_id renews exactly this certificate generation (same ID, same not_after).
+[[nodiscard]] bool isRenewalOf(std::string_view job_id, const CertificateInfo& certificate);
+
+}  // namespace ot::controld

@@ -1,0 +1,422 @@
+// JobRunner: the loop, the job threads, lease extension, renewal alarms and the reconcile. What
+// happens to one job is in job_attempt.cc.
+#include "controld/issuance/job_runner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/log.h"
+#include "controld/store/meta_lease.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger kLog("controld.jobs");
+
+// Tunnels read per query by the reconcile.
+constexpr int kReconcilePage = 500;
+// A wake-up from jobAdded() runs the alarms too, but not more often than this.
+constexpr auto kMinAlarmSpacing = std::chrono::seconds(1);
+// Rounds of alarms per pass when a batch comes back full.
+constexpr int kAlarmRounds = 10;
+
+int64_t systemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+const char* jobOutcomeName(JobOutcome outcome) {
+  switch (outcome) {
+    case JobOutcome::kDone:
+      return "done";
+    case JobOutcome::kRetry:
+      return "retry";
+    case JobOutcome::kFailed:
+      return "failed";
+    case JobOutcome::kRefused:
+      return "refused";
+    case JobOutcome::kAbandoned:
+      return "abandoned";
+    case JobOutcome::kDeferred:
+      return "deferred";
+    case JobOutcome::kDropped:
+      return "dropped";
+  }
+  return "dropped";
+}
+
+JobRunner::JobRunner(JobRunnerConfig config, Store& store, Issuer& issuer,
+                     RecordPublisher& publisher)
+    : config_(std::move(config)), store_(store), issuer_(issuer), publisher_(publisher) {
+  if (!config_.now_ms) config_.now_ms = systemNowMs;
+  config_.concurrency = std::max(1, config_.concurrency);
+  config_.lease_ms = std::max<int64_t>(1, config_.lease_ms);
+  config_.lease_extend_ms = std::clamp<int64_t>(config_.lease_extend_ms, 1, config_.lease_ms);
+  config_.poll_min_ms = std::max<int64_t>(1, config_.poll_min_ms);
+  config_.poll_max_ms = std::max(config_.poll_min_ms, config_.poll_max_ms);
+  config_.alarm_batch = std::max(1, config_.alarm_batch);
+  config_.record_attempts = std::max(1, config_.record_attempts);
+  random_.seed(config_.jitter_seed != 0 ? config_.jitter_seed : std::random_device{}());
+}
+
+JobRunner::~JobRunner() {
+  stop();
+}
+
+void JobRunner::setServerCertificateHandler(std::function<void(const ServerCertificate&)> handler) {
+  server_handler_ = std::move(handler);
+}
+
+void JobRunner::start() {
+  {
+    const std::lock_guard lock(mutex_);
+    if (started_) return;
+    started_ = true;
+  }
+  // A restarted machine takes its own jobs back at once instead of waiting out its old leases.
+  const Status released = store_.releaseLeases(config_.owner);
+  if (!released) {
+    kLog.warn("cannot release this machine's old job leases; they expire on their own",
+              {{"error", released.error().message}});
+  }
+  loop_thread_ = std::thread([this] { loop(); });
+}
+
+void JobRunner::stop() {
+  {
+    const std::lock_guard lock(mutex_);
+    if (!started_ || stopping_) return;
+    stopping_ = true;
+    for (Running& running : running_) running.cancel.store(true);
+  }
+  wake_.notify_all();
+  if (loop_thread_.joinable()) loop_thread_.join();
+  const Status released = store_.releaseLeases(config_.owner);
+  if (!released) {
+    kLog.warn("cannot release job leases at shutdown; they expire on their own",
+              {{"error", released.error().message}});
+  }
+}
+
+void JobRunner::jobAdded() {
+  {
+    const std::lock_guard lock(mutex_);
+    wake_requested_ = true;
+  }
+  wake_.notify_all();
+}
+
+double JobRunner::jitter() {
+  double value = 0.0;
+  if (config_.jitter) {
+    value = config_.jitter();
+  } else {
+    const std::lock_guard lock(jitter_mutex_);
+    value = std::uniform_real_distribution<double>(0.0, 1.0)(random_);
+  }
+  return std::clamp(value, 0.0, 1.0);
+}
+
+int64_t JobRunner::pollIntervalMs() {
+  const auto spread = static_cast<double>(config_.poll_max_ms - config_.poll_min_ms);
+  return config_.poll_min_ms + static_cast<int64_t>(spread * jitter());
+}
+
+void JobRunner::noteRetryAt(int64_t next_run_at_ms) {
+  const int64_t delay = std::max<int64_t>(0, next_run_at_ms - config_.now_ms());
+  const SteadyTime at = std::chrono::steady_clock::now() + std::chrono::milliseconds(delay);
+  const std::lock_guard lock(mutex_);
+  if (!retry_wake_ || at < *retry_wake_) retry_wake_ = at;
+}
+
+void JobRunner::loop() {
+  using std::chrono::milliseconds;
+  using Clock = std::chrono::steady_clock;
+  SteadyTime next_alarms = Clock::now();
+  SteadyTime last_alarms = Clock::now() - kMinAlarmSpacing;
+  SteadyTime next_reconcile = Clock::now();
+  SteadyTime next_extend = Clock::now() + milliseconds(config_.lease_extend_ms);
+  while (true) {
+    bool woken = false;
+    {
+      const std::lock_guard lock(mutex_);
+      reapLocked();
+      if (stopping_) break;
+      woken = std::exchange(wake_requested_, false);
+      slot_freed_ = false;
+      if (retry_wake_ && *retry_wake_ <= Clock::now()) retry_wake_.reset();
+    }
+    SteadyTime now = Clock::now();
+    if (now >= next_reconcile) {
+      (void)reconcile();
+      next_reconcile = now + milliseconds(config_.reconcile_interval_ms);
+    }
+    if (now >= next_alarms || (woken && now - last_alarms >= kMinAlarmSpacing)) {
+      (void)runAlarms();
+      last_alarms = now;
+      next_alarms = now + milliseconds(config_.alarm_interval_ms);
+    }
+    if (now >= next_extend) {
+      extendLeases();
+      next_extend = now + milliseconds(config_.lease_extend_ms);
+    }
+    fillSlots();
+    now = Clock::now();
+    SteadyTime deadline =
+        std::min({now + milliseconds(pollIntervalMs()), next_alarms, next_reconcile});
+    std::unique_lock lock(mutex_);
+    if (!running_.empty()) deadline = std::min(deadline, next_extend);
+    if (retry_wake_) deadline = std::min(deadline, *retry_wake_);
+    wake_.wait_until(lock, deadline,
+                     [this] { return stopping_ || wake_requested_ || slot_freed_; });
+  }
+  // Stopping: every running issue was told to cancel; wait for them outside the lock (each
+  // takes it once more to say it finished).
+  std::list<Running> remaining;
+  {
+    const std::lock_guard lock(mutex_);
+    for (Running& running : running_) running.cancel.store(true);
+    remaining.splice(remaining.end(), running_);
+  }
+  for (Running& running : remaining) {
+    if (running.thread.joinable()) running.thread.join();
+  }
+}
+
+void JobRunner::reapLocked() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (it->finished) {
+      // The thread set `finished` as its last step and is ending; the join is immediate.
+      if (it->thread.joinable()) it->thread.join();
+      it = running_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::optional<int64_t> JobRunner::issuancePausedUntil() {
+  if (cooldown_ == nullptr) return std::nullopt;
+  auto until = cooldown_->pausedUntil();
+  // Claim first issuance again as soon as the cool-down ends, not at the next idle poll.
+  if (until) noteRetryAt(*until);
+  return until;
+}
+
+std::set<std::string> JobRunner::runningNames() {
+  std::set<std::string> names;
+  const std::lock_guard lock(mutex_);
+  for (const Running& running : running_) {
+    if (running.finished) continue;
+    std::string name = jobHostname(running.job, config_.domain);
+    if (!name.empty()) names.insert(std::move(name));
+  }
+  return names;
+}
+
+Result<std::set<std::string>> JobRunner::clusterRunningNames() {
+  // Leased jobs are bounded by ISSUANCE_CONCURRENCY per machine; the limit only guards a runaway.
+  constexpr int kMaxLeasedJobs = 10'000;
+  auto leased = store_.leasedJobs(config_.now_ms(), kMaxLeasedJobs);
+  if (!leased) return leased.error();
+  std::set<std::string> names = runningNames();
+  for (const Job& job : *leased) {
+    std::string name = jobHostname(job, config_.domain);
+    if (!name.empty()) names.insert(std::move(name));
+  }
+  return names;
+}
+
+Result<std::optional<Job>> JobRunner::claimProbe() {
+  const int64_t now = config_.now_ms();
+  // A read first: while another attempt runs (most of a cool-down) no token is written at all.
+  auto busy = store_.leasedJobs(now, 1);
+  if (!busy) return busy.error();
+  if (!busy->empty()) return std::optional<Job>{};
+  auto lease = takeMetaLease(store_, kCaProbeMetaKey, config_.owner, now, now + kCaProbeLeaseMs);
+  if (!lease) return lease.error();
+  if (!*lease) return std::optional<Job>{};  // another machine is deciding right now
+  Result<std::optional<Job>> claimed = std::optional<Job>{};
+  auto running = store_.leasedJobs(now, 1);  // again, under the probe lease
+  if (!running) {
+    claimed = running.error();
+  } else if (running->empty()) {
+    claimed = store_.claimJob(config_.owner, now, config_.lease_ms, false);
+  }
+  releaseMetaLease(store_, kCaProbeMetaKey, config_.owner, config_.now_ms());
+  return claimed;
+}
+
+void JobRunner::fillSlots() {
+  while (true) {
+    bool include_issue = true;
+    // Read before taking the lock: it may go to the store.
+    const bool paused = issuancePausedUntil().has_value();
+    {
+      const std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      reapLocked();
+      const auto busy = static_cast<int>(running_.size());
+      if (busy >= config_.concurrency) return;
+      include_issue = config_.concurrency == 1 || busy + 1 < config_.concurrency;
+      // During a cool-down one renewal at a time probes the CA, across the cluster; no first
+      // issuance starts.
+      if (paused && busy > 0) return;
+    }
+    auto claimed =
+        paused ? claimProbe()
+               : store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, include_issue);
+    if (!claimed) {
+      kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
+      return;
+    }
+    if (!*claimed) return;
+    launch(**claimed);
+  }
+}
+
+void JobRunner::launch(const Job& job) {
+  const std::lock_guard lock(mutex_);
+  // A job claimed while stopping is left to releaseLeases().
+  if (stopping_) return;
+  Running& running = running_.emplace_back();
+  running.job = job;
+  running.thread = std::thread([this, &running] {
+    // The element stays in place until this thread is joined (list nodes never move).
+    (void)runJob(running.job, running.cancel);
+    {
+      const std::lock_guard done(mutex_);
+      running.finished = true;
+      slot_freed_ = true;
+    }
+    wake_.notify_all();
+  });
+}
+
+void JobRunner::extendLeases() {
+  // Only this (the loop) thread removes entries, so the pointers stay valid below.
+  std::vector<Running*> active;
+  {
+    const std::lock_guard lock(mutex_);
+    for (Running& running : running_) {
+      if (!running.finished) active.push_back(&running);
+    }
+  }
+  for (Running* running : active) {
+    const auto extended =
+        store_.extendLease(running->job.id, config_.owner, config_.now_ms() + config_.lease_ms);
+    if (!extended) {
+      // The database may be back before the lease runs out; the result is checked again
+      // before anything is recorded.
+      kLog.warn("cannot extend a job lease",
+                {{"job", running->job.id}, {"error", extended.error().message}});
+    } else if (!*extended && !running->cancel.load()) {
+      kLog.warn("lost the lease of a running job; cancelling it", {{"job", running->job.id}});
+      running->cancel.store(true);
+    }
+  }
+}
+
+std::vector<JobRun> JobRunner::runDue(int max_jobs) {
+  std::vector<JobRun> runs;
+  while (static_cast<int>(runs.size()) < max_jobs) {
+    const bool paused = issuancePausedUntil().has_value();
+    auto claimed = paused
+                       ? claimProbe()
+                       : store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, true);
+    if (!claimed) {
+      kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
+      break;
+    }
+    if (!*claimed) break;
+    const std::atomic<bool> cancel{false};
+    std::string id = (*claimed)->id;
+    const JobOutcome outcome = runJob(std::move(**claimed), cancel);
+    runs.push_back({std::move(id), outcome});
+  }
+  return runs;
+}
+
+Result<int> JobRunner::runAlarms() {
+  const int64_t now = config_.now_ms();
+  int added = 0;
+  for (int round = 0; round < kAlarmRounds; ++round) {
+    auto due = store_.dueAlarms(now, config_.alarm_batch);
+    if (!due) {
+      kLog.warn("cannot read renewal alarms", {{"error", due.error().message}});
+      return due.error();
+    }
+    bool progressed = false;
+    for (const StoredTunnel& tunnel : *due) {
+      const TunnelRecord& record = tunnel.record;
+      if (!record.renew_at_ms) continue;
+      const int64_t alarm_at = *record.renew_at_ms;
+      auto cleared = store_.clearAlarm(record.id, alarm_at);
+      if (!cleared) {
+        kLog.warn("cannot clear a renewal alarm",
+                  {{"tunnel", record.id}, {"error", cleared.error().message}});
+        continue;
+      }
+      progressed = true;
+      if (!*cleared) continue;  // another machine fired it
+      const CertificateInfo& certificate = record.certificate;
+      if (record.deleted() || certificate.state != CertificateState::kReady ||
+          certificate.id.empty()) {
+        continue;
+      }
+      const Job job = pendingJob(JobKind::kRenew, renewalJobId(certificate, alarm_at), record.id, now);
+      auto inserted = store_.addJob(job);
+      if (!inserted) {
+        // The alarm is spent; the next write of the record or the renewal on attach re-arms it.
+        kLog.warn("cannot queue a renewal",
+                  {{"tunnel", record.id}, {"job", job.id}, {"error", inserted.error().message}});
+        continue;
+      }
+      if (*inserted) {
+        ++added;
+        kLog.info("certificate renewal queued", {{"tunnel", record.id},
+                                                 {"certificate", certificate.id},
+                                                 {"not_after_ms", certificate.not_after_ms}});
+      }
+    }
+    if (static_cast<int>(due->size()) < config_.alarm_batch || !progressed) break;
+  }
+  return added;
+}
+
+Result<int> JobRunner::reconcile() {
+  const int64_t now = config_.now_ms();
+  int added = 0;
+  std::string after;
+  while (true) {
+    auto page = store_.listTunnels(after, kReconcilePage);
+    if (!page) {
+      kLog.warn("cannot read tunnels for the issuance reconcile",
+                {{"error", page.error().message}});
+      return page.error();
+    }
+    for (const StoredTunnel& tunnel : *page) {
+      const TunnelRecord& record = tunnel.record;
+      after = record.id;
+      if (record.deleted() || !record.issuing() || record.certificate.id.empty()) continue;
+      auto existing = store_.getJob(record.certificate.id);
+      if (!existing) return existing.error();
+      if (*existing) continue;
+      const Job job = pendingJob(JobKind::kIssue, record.certificate.id, record.id, now);
+      auto inserted = store_.addJob(job);
+      if (!inserted) return inserted.error();
+      if (*inserted) {
+        ++added;
+        kLog.info("queued a missing issuance job",
+                  {{"tunnel", record.id}, {"certificate", job.id}});
+      }
+    }
+    if (static_cast<int>(page->size()) < kReconcilePage) break;
+  }
+  return added;
+}
+
+}  // namespace ot::controld

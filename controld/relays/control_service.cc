@@ -1,0 +1,170 @@
+#include "controld/relays/control_service.h"
+
+#include <exception>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "common/bridge_control.h"
+#include "common/bridge_frame.h"
+#include "common/crypto.h"
+#include "common/log.h"
+#include "controld/relays/record_convert.h"
+#include "controld/relays/relay_session.h"
+#include "controld/store/tunnel_record.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger& logger() {
+  static const log::Logger instance("controld.control");
+  return instance;
+}
+
+constexpr const char* kBadTokenMessage = "unknown tunnel or wrong token";
+constexpr const char* kStorageUnavailable = "storage unavailable";
+
+cv1::AuthorizeAttachResponse answer(cv1::AttachResult result, std::string message) {
+  cv1::AuthorizeAttachResponse response;
+  response.set_result(result);
+  response.set_message(std::move(message));
+  return response;
+}
+
+grpc::Status internalError(const char* call, const std::exception& error) {
+  logger().error("control call failed", {{"call", call}, {"error", error.what()}});
+  return {grpc::StatusCode::INTERNAL, "internal error"};
+}
+
+}  // namespace
+
+ControlService::ControlService(Store& store, BridgeRegistry& registry, RelayHub& hub,
+                               ControlServiceOptions options)
+    : store_(store), registry_(registry), hub_(hub), options_(std::move(options)) {}
+
+int64_t ControlService::nowMs() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+grpc::Status ControlService::Session(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<cv1::ControlMessage, cv1::RelayMessage>* stream) {
+  try {
+    RelaySession session(*context, *stream, store_, hub_,
+                         RelaySessionOptions{options_.writer_linger, options_.now_ms});
+    return session.run();
+  } catch (const std::exception& error) {
+    return internalError("Session", error);
+  }
+}
+
+grpc::Status ControlService::AuthorizeAttach(grpc::ServerContext* context,
+                                             const cv1::AuthorizeAttachRequest* request,
+                                             cv1::AuthorizeAttachResponse* response) {
+  try {
+    *response = authorize(*context, *request);
+    return grpc::Status::OK;
+  } catch (const std::exception& error) {
+    return internalError("AuthorizeAttach", error);
+  }
+}
+
+cv1::AuthorizeAttachResponse ControlService::authorize(grpc::ServerContext& context,
+                                                       const cv1::AuthorizeAttachRequest& request) {
+  // Counted before anything else is looked at, as relayd does with the attach itself.
+  const auto requested = static_cast<size_t>(request.routes_size());
+  if (requested > bridge::kMaxRoutesPerAttach) {
+    return answer(cv1::ATTACH_RESULT_TOO_MANY_ROUTES,
+                  std::to_string(requested) + " routes in one attach; at most " +
+                      std::to_string(bridge::kMaxRoutesPerAttach));
+  }
+  if (!isValidTunnelId(request.tunnel_id())) {
+    return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
+  }
+
+  const auto started = std::chrono::steady_clock::now();
+  auto loaded = store_.getTunnel(request.tunnel_id());
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  if (!loaded.ok()) {
+    logger().warn("attach not authorized: storage error",
+                  {{"tunnel", request.tunnel_id()}, {"error", loaded.error().message}});
+    return answer(cv1::ATTACH_RESULT_ERROR, kStorageUnavailable);
+  }
+  if (elapsed > options_.attach_timeout || context.IsCancelled()) {
+    logger().warn(
+        "attach not authorized: the tunnel read was too slow",
+        {{"tunnel", request.tunnel_id()},
+         {"elapsed_ms", std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()}});
+    return answer(cv1::ATTACH_RESULT_ERROR, kStorageUnavailable);
+  }
+  if (!loaded->has_value() || (*loaded)->record.deleted()) {
+    return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
+  }
+  const StoredTunnel& tunnel = **loaded;
+
+  const auto expected = tokenHashBytes(tunnel.record.token_sha256_hex);
+  if (!expected) {
+    logger().error("stored token hash is malformed", {{"tunnel", request.tunnel_id()}});
+    return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
+  }
+  const crypto::Sha256Digest presented = crypto::sha256(request.token());
+  if (!crypto::constantTimeEqual(crypto::asBytes(*expected), presented)) {
+    return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
+  }
+
+  for (const auto& route : request.routes()) {
+    if (bridge::isValidRoute(route)) continue;
+    return answer(cv1::ATTACH_RESULT_INVALID_ROUTE,
+                  route.size() <= bridge::kMaxRouteLength
+                      ? "route \"" + route + "\" is not one DNS label"
+                      : std::string("a route is longer than one DNS label"));
+  }
+
+  const int64_t now = nowMs();
+  if (!certificateUsable(tunnel.record.certificate, now)) {
+    return answer(cv1::ATTACH_RESULT_CERT_NOT_READY, "the tunnel has no valid certificate yet");
+  }
+
+  // One machine for now: every bridge in the registry is on this machine's relay. Route conflicts
+  // across machines come with the mesh.
+  std::set<std::string> routes(request.routes().begin(), request.routes().end());
+  for (const auto& bridge : registry_.bridgesOf(request.tunnel_id())) {
+    routes.insert(bridge.routes.begin(), bridge.routes.end());
+  }
+  if (routes.size() > kDefaultMaxRoutesPerTunnel) {
+    return answer(cv1::ATTACH_RESULT_TOO_MANY_ROUTES,
+                  "the tunnel would hold " + std::to_string(routes.size()) +
+                      " routes on this machine; at most " +
+                      std::to_string(kDefaultMaxRoutesPerTunnel));
+  }
+
+  cv1::AuthorizeAttachResponse response = answer(cv1::ATTACH_RESULT_OK, "");
+  *response.mutable_record() = toProtoRecord(tunnel, now);
+  return response;
+}
+
+grpc::Status ControlService::FetchTunnel(grpc::ServerContext* /*context*/,
+                                         const cv1::FetchTunnelRequest* request,
+                                         cv1::FetchTunnelResponse* response) {
+  try {
+    response->Clear();
+    if (!isValidTunnelId(request->tunnel_id())) return grpc::Status::OK;
+    auto loaded = store_.getTunnel(request->tunnel_id());
+    if (!loaded.ok()) {
+      logger().warn("tunnel fetch failed: storage error",
+                    {{"tunnel", request->tunnel_id()}, {"error", loaded.error().message}});
+      return {grpc::StatusCode::UNAVAILABLE, kStorageUnavailable};
+    }
+    if (!loaded->has_value() || (*loaded)->record.deleted()) return grpc::Status::OK;
+    response->set_found(true);
+    *response->mutable_record() = toProtoRecord(**loaded, nowMs());
+    return grpc::Status::OK;
+  } catch (const std::exception& error) {
+    return internalError("FetchTunnel", error);
+  }
+}
+
+}  // namespace ot::controld

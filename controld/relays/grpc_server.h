@@ -1,0 +1,66 @@
+// controld's gRPC server on a unix socket (only relayd and the admin tool reach it): the
+// RelayControl service, the Admin service, grpc.health.v1 and server reflection (so grpcurl
+// works). The socket is guarded by a SocketLock. Health starts NOT_SERVING for every service; the
+// owner calls setServing(true) once the database answers. Owned by controld's main; start(),
+// setServing() and stop() may be called from any thread, the services must outlive the server.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "controld/relays/relay_hub.h"
+#include "controld/relays/socket_lock.h"
+#include "opentunnel/admin/v1/admin.grpc.pb.h"
+
+namespace ot::controld {
+
+struct GrpcServerOptions {
+  std::string socket_path;  // a filesystem path; the server listens on unix:<socket_path>
+  // How long stop() lets unary calls finish before cancelling them.
+  std::chrono::milliseconds shutdown_grace{2000};
+};
+
+class GrpcServer {
+ public:
+  // admin: the Admin implementation, or nullptr to register the generated base, which answers
+  // every call UNIMPLEMENTED (the admin service is not built yet).
+  GrpcServer(GrpcServerOptions options, grpc::Service& control, RelayHub& hub,
+             grpc::Service* admin = nullptr);
+  ~GrpcServer();  // stop()
+  GrpcServer(const GrpcServer&) = delete;
+  GrpcServer& operator=(const GrpcServer&) = delete;
+
+  // Locks the socket, removes a stale socket file and starts serving (health NOT_SERVING unless
+  // setServing(true) came first).
+  // kConflict while another controld serves on the path.
+  [[nodiscard]] Status start();
+  // Sets every service's health ("" included) to SERVING or NOT_SERVING. Remembered, so it may
+  // be called before start().
+  void setServing(bool serving);
+  // Ends the relay sessions (without dropping their bridges from the registry), stops the server,
+  // removes the socket file and releases the lock. Idempotent.
+  void stop();
+
+  [[nodiscard]] std::string target() const { return "unix:" + options_.socket_path; }
+  [[nodiscard]] bool running() const;
+
+ private:
+  const GrpcServerOptions options_;
+  grpc::Service& control_;
+  RelayHub& hub_;
+  opentunnel::admin::v1::Admin::Service unimplemented_admin_;
+  grpc::Service& admin_;
+
+  mutable std::mutex mutex_;
+  bool serving_ = false;
+  std::optional<SocketLock> lock_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace ot::controld

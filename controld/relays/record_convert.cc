@@ -1,0 +1,83 @@
+#include "controld/relays/record_convert.h"
+
+#include <openssl/pem.h>
+
+#include "common/crypto.h"
+#include "controld/base/openssl_util.h"
+
+namespace ot::controld {
+
+std::optional<std::string> tokenHashBytes(std::string_view hex) {
+  if (hex.size() != 2 * crypto::kSha256Size) return std::nullopt;
+  auto bytes = crypto::fromHex(hex);
+  if (!bytes) return std::nullopt;
+  return std::string(bytes->begin(), bytes->end());
+}
+
+bool certificateUsable(const CertificateInfo& certificate, int64_t now_ms) {
+  return !certificate.chain_pem.empty() && certificate.not_after_ms > now_ms;
+}
+
+cv1::CertificateState toProtoState(CertificateState state) {
+  switch (state) {
+    case CertificateState::kNone:
+      return cv1::CERTIFICATE_STATE_NONE;
+    case CertificateState::kIssuing:
+      return cv1::CERTIFICATE_STATE_ISSUING;
+    case CertificateState::kReady:
+      return cv1::CERTIFICATE_STATE_READY;
+    case CertificateState::kFailed:
+      return cv1::CERTIFICATE_STATE_FAILED;
+  }
+  return cv1::CERTIFICATE_STATE_UNSPECIFIED;
+}
+
+cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, int64_t now_ms) {
+  cv1::TunnelRecord out;
+  out.set_tunnel_id(record.id);
+  out.set_revision(revision > 0 ? static_cast<uint64_t>(revision) : 0);
+  out.set_token_sha256(tokenHashBytes(record.token_sha256_hex).value_or(std::string()));
+  out.set_hostname(record.hostname);
+  out.set_certificate_state(toProtoState(record.certificate.state));
+  out.set_cert_ready(certificateUsable(record.certificate, now_ms));
+  out.set_deleted(record.deleted());
+  return out;
+}
+
+Result<cv1::ApiCertificate> toProtoCertificate(const ApiCertificatePem& certificate) {
+  BioPtr bio(BIO_new_mem_buf(certificate.chain_pem.data(),
+                             static_cast<int>(certificate.chain_pem.size())));
+  if (bio == nullptr) return Error{ErrorKind::kInternal, takeOpensslError()};
+  X509Ptr leaf(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (leaf == nullptr) {
+    return Error{ErrorKind::kInvalid,
+                 "the API certificate chain holds no certificate: " + takeOpensslError()};
+  }
+  unsigned char* der = nullptr;
+  const int size = i2d_X509(leaf.get(), &der);
+  if (size <= 0) return Error{ErrorKind::kInternal, takeOpensslError()};
+  const auto digest = crypto::sha256(std::span<const uint8_t>(der, static_cast<size_t>(size)));
+  OPENSSL_free(der);
+
+  cv1::ApiCertificate out;
+  out.set_certificate_chain_pem(certificate.chain_pem);
+  out.set_private_key_pem(certificate.key_pem);
+  out.set_not_after_unix_ms(certificate.not_after_ms);
+  out.set_fingerprint_sha256(crypto::toHex(digest));
+  return out;
+}
+
+BridgeEntry bridgeEntryFromProto(const cv1::Bridge& bridge) {
+  BridgeEntry entry;
+  entry.bridge_id = bridge.bridge_id();
+  entry.tunnel_id = bridge.tunnel_id();
+  entry.routes.assign(bridge.routes().begin(), bridge.routes().end());
+  entry.origin = bridge.origin();
+  entry.profile = bridge.profile();
+  entry.max_conns = bridge.max_conns();
+  entry.attached_at_ms = bridge.attached_at_unix_ms();
+  entry.peer_address = bridge.peer_address();
+  return entry;
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,147 @@
+// The set of live relay sessions, keyed by relay (machine id + "/" + epoch), and everything that
+// crosses between them and the rest of controld: record, deletion and certificate pushes (the hub
+// is the RecordPublisher), commands and their acks, usage counters. It also applies each
+// session's bridge reports to the BridgeRegistry, so that a stale session (superseded by a
+// reconnect of the same relay, or ended because controld stops) never changes the view.
+// Thread-safe: gRPC session threads, API workers and the admin service call it at once. Sending
+// never blocks: every session has its own bounded outbox (see session_outbox.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controld/relays/bridge_registry.h"
+#include "controld/relays/record_publisher.h"
+#include "controld/relays/session_outbox.h"
+#include "opentunnel/control/v1/control.pb.h"
+
+namespace ot::controld {
+
+namespace cv1 = ::opentunnel::control::v1;
+
+// One live relay session, for logs and the admin view.
+struct RelayInfo {
+  std::string relay_key;
+  std::string machine_id;
+  uint64_t epoch = 0;
+  std::string version;
+  std::string forward_address;
+  int64_t started_at_ms = 0;    // relayd's start
+  int64_t connected_at_ms = 0;  // when controld accepted the session
+  bool snapshot_complete = false;
+  bool draining = false;
+  size_t queued = 0;  // messages waiting in the session's outbox
+};
+
+struct RelayHubOptions {
+  size_t queue_limit = 10000;       // per session; overflow ends that session
+  std::string instance_id;          // SessionAccepted.instance_id; empty: random
+  std::function<int64_t()> now_ms;  // empty: the system clock
+};
+
+class RelayHub final : public RecordPublisher {
+ public:
+  // One stream's side of the hub. Created by open(); shared by the stream's handler and, while it
+  // is live, the hub.
+  class Session {
+   public:
+    [[nodiscard]] const std::string& relayKey() const { return relay_key_; }
+    [[nodiscard]] SessionOutbox& outbox() { return outbox_; }
+
+   private:
+    friend class RelayHub;
+    Session(std::string relay_key, size_t queue_limit, std::function<void()> cancel)
+        : relay_key_(std::move(relay_key)), outbox_(queue_limit), cancel_(std::move(cancel)) {}
+    // Cancels the stream unless close() ran: the handler (and its ServerContext) may be gone by
+    // the time shutdown() or a superseding open() gets to it.
+    void cancelStream();
+
+    const std::string relay_key_;
+    SessionOutbox outbox_;
+    const std::function<void()> cancel_;
+    std::mutex cancel_mutex_;
+    bool stream_closed_ = false;  // guarded by cancel_mutex_
+    // Guarded by the hub's mutex.
+    RelayInfo info_;
+    bool live_ = true;  // false once superseded, closed, or the hub shut down
+  };
+  using SessionPtr = std::shared_ptr<Session>;
+
+  using AckHandler = std::function<void(const std::string& relay_key, const cv1::Ack& ack)>;
+  using CountersHandler =
+      std::function<void(const std::string& relay_key, const cv1::Counters& counters)>;
+
+  struct CommandSent {
+    uint64_t id = 0;    // Command.id, echoed by each relay's Ack
+    size_t relays = 0;  // sessions it was queued to
+  };
+
+  explicit RelayHub(BridgeRegistry& registry, RelayHubOptions options = {});
+
+  [[nodiscard]] static std::string relayKey(std::string_view machine_id, uint64_t epoch);
+  [[nodiscard]] const std::string& instanceId() const { return instance_id_; }
+
+  // RecordPublisher: queued to every live session. A record that is deleted goes out as
+  // TunnelDeleted with its revision; publishDeleted(id) without one sends revision 0.
+  void publishRecord(const StoredTunnel& tunnel) override;
+  void publishDeleted(const std::string& tunnel_id) override;
+  void publishDeleted(const std::string& tunnel_id, uint64_t revision);
+  // Remembered and sent to every live session and to each new one after SessionAccepted. A chain
+  // without a certificate is logged and ignored (the previous certificate stays).
+  void publishApiCertificate(const ApiCertificatePem& certificate) override;
+
+  // Queues a command to one relay (relay_key) or to all ("") with a fresh id.
+  CommandSent sendCommand(const std::string& relay_key, cv1::Command command);
+  // Handlers run on the session's reader thread: they must not block (hand work off instead).
+  void setAckHandler(AckHandler handler);
+  void setCountersHandler(CountersHandler handler);
+
+  [[nodiscard]] std::vector<RelayInfo> relays() const;
+  // Ends every session and refuses new ones. The registry keeps the bridges: they are still live
+  // in relayd, and this controld is going away.
+  void shutdown();
+
+  // ---- Used by the session handler (relay_session.h). ----
+
+  // Registers a session after its Hello and queues SessionAccepted (and the API certificate).
+  // A live session of the same relay is superseded: it is cancelled and its end drops nothing.
+  // nullptr after shutdown().
+  [[nodiscard]] SessionPtr open(const cv1::Hello& hello, std::function<void()> cancel);
+  // Registry changes; ignored once the session is no longer live.
+  void snapshotComplete(const SessionPtr& session, std::vector<BridgeEntry> bridges);
+  void bridgeAttached(const SessionPtr& session, BridgeEntry bridge);
+  void bridgeDetached(const SessionPtr& session, const std::string& bridge_id);
+  void markDraining(const SessionPtr& session);
+  // Forwarded to the handlers even from a superseded session: the usage happened all the same.
+  void counters(const SessionPtr& session, const cv1::Counters& counters);
+  void ack(const SessionPtr& session, const cv1::Ack& ack);
+  [[nodiscard]] bool send(const SessionPtr& session, cv1::ControlMessage message);
+  // The stream ended. Returns true when this dropped the relay's bridges from the registry: only
+  // when the session was still the relay's live one (not superseded, controld not stopping).
+  bool close(const SessionPtr& session);
+
+ private:
+  [[nodiscard]] int64_t nowMs() const;
+  void fanOutLocked(const cv1::ControlMessage& message);
+
+  BridgeRegistry& registry_;
+  const size_t queue_limit_;
+  const std::string instance_id_;
+  const std::function<int64_t()> now_ms_;
+
+  mutable std::mutex mutex_;
+  std::map<std::string, SessionPtr> sessions_;  // the live session of each relay
+  bool stopping_ = false;
+  uint64_t next_command_id_ = 0;
+  std::unique_ptr<cv1::ControlMessage> api_certificate_;
+  AckHandler ack_handler_;
+  CountersHandler counters_handler_;
+};
+
+}  // namespace ot::controld

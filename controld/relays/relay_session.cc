@@ -1,0 +1,197 @@
+#include "controld/relays/relay_session.h"
+
+#include <set>
+#include <utility>
+
+#include "common/log.h"
+#include "controld/relays/record_convert.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger& logger() {
+  static const log::Logger instance("controld.session");
+  return instance;
+}
+
+grpc::Status invalid(std::string message) {
+  return {grpc::StatusCode::INVALID_ARGUMENT, std::move(message)};
+}
+
+}  // namespace
+
+RelaySession::RelaySession(grpc::ServerContext& context, Stream& stream, Store& store,
+                           RelayHub& hub, RelaySessionOptions options)
+    : context_(context), stream_(stream), store_(store), hub_(hub), options_(std::move(options)) {}
+
+RelaySession::~RelaySession() {
+  finish();
+}
+
+int64_t RelaySession::nowMs() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+grpc::Status RelaySession::run() {
+  cv1::RelayMessage message;
+  if (!stream_.Read(&message)) return grpc::Status::OK;  // gone before saying hello
+  if (message.kind_case() != cv1::RelayMessage::kHello) {
+    return invalid("the first message of a session must be hello");
+  }
+  const cv1::Hello& hello = message.hello();
+  if (hello.machine_id().empty()) return invalid("hello without a machine_id");
+
+  session_ = hub_.open(hello, [context = &context_] { context->TryCancel(); });
+  if (session_ == nullptr) return {grpc::StatusCode::UNAVAILABLE, "controld is stopping"};
+  logger().info("relay session accepted", {{"relay", session_->relayKey()},
+                                           {"version", hello.version()},
+                                           {"draining", hello.draining()}});
+  writer_ = std::thread([this] { writeLoop(); });
+
+  grpc::Status status = grpc::Status::OK;
+  while (stream_.Read(&message)) {
+    status = apply(message);
+    if (!status.ok()) {
+      logger().warn("relay session broke the contract",
+                    {{"relay", session_->relayKey()}, {"error", status.error_message()}});
+      break;
+    }
+  }
+  finish();
+  return status;
+}
+
+grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
+  switch (message.kind_case()) {
+    case cv1::RelayMessage::kHello:
+      return invalid("hello sent twice on one session");
+    case cv1::RelayMessage::kSnapshot:
+      return snapshotPart(message.snapshot());
+    case cv1::RelayMessage::kAttached: {
+      BridgeEntry bridge = bridgeEntryFromProto(message.attached().bridge());
+      if (snapshot_complete_) {
+        hub_.bridgeAttached(session_, std::move(bridge));
+      } else {
+        auto id = bridge.bridge_id;
+        pending_.insert_or_assign(std::move(id), std::move(bridge));
+      }
+      return grpc::Status::OK;
+    }
+    case cv1::RelayMessage::kDetached:
+      if (snapshot_complete_) {
+        hub_.bridgeDetached(session_, message.detached().bridge_id());
+      } else {
+        pending_.erase(message.detached().bridge_id());
+      }
+      return grpc::Status::OK;
+    case cv1::RelayMessage::kCounters:
+      hub_.counters(session_, message.counters());
+      return grpc::Status::OK;
+    case cv1::RelayMessage::kDraining:
+      logger().info("relay is draining", {{"relay", session_->relayKey()},
+                                          {"deadline_ms", message.draining().deadline_unix_ms()}});
+      hub_.markDraining(session_);
+      return grpc::Status::OK;
+    case cv1::RelayMessage::kAck:
+      hub_.ack(session_, message.ack());
+      return grpc::Status::OK;
+    case cv1::RelayMessage::KIND_NOT_SET:
+      break;  // a kind this controld does not know yet (a newer relayd): ignored
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RelaySession::snapshotPart(const cv1::BridgeSnapshot& part) {
+  if (snapshot_complete_) return invalid("a second snapshot on one session");
+  for (const auto& bridge : part.bridges()) {
+    BridgeEntry entry = bridgeEntryFromProto(bridge);
+    auto id = entry.bridge_id;
+    pending_.insert_or_assign(std::move(id), std::move(entry));
+  }
+  if (!part.last()) return grpc::Status::OK;
+
+  std::vector<BridgeEntry> bridges;
+  std::set<std::string> tunnels;
+  bridges.reserve(pending_.size());
+  for (auto& [id, bridge] : pending_) {
+    tunnels.insert(bridge.tunnel_id);
+    bridges.push_back(std::move(bridge));
+  }
+  pending_.clear();
+  snapshot_complete_ = true;
+  logger().info(
+      "relay snapshot received",
+      {{"relay", session_->relayKey()}, {"bridges", bridges.size()}, {"tunnels", tunnels.size()}});
+  // The view first: it is what the API answers from, and the records may wait on the database.
+  hub_.snapshotComplete(session_, std::move(bridges));
+  pushRecords(tunnels);
+  return grpc::Status::OK;
+}
+
+void RelaySession::pushRecords(const std::set<std::string>& tunnels) {
+  for (const auto& id : tunnels) {
+    if (context_.IsCancelled()) return;
+    auto loaded = store_.getTunnel(id);
+    if (!loaded.ok()) {
+      // relayd keeps serving from its cache and fetches on demand; one failure is enough to stop
+      // asking a database that is down (each try could wait for the store's timeouts).
+      logger().warn("records not pushed after the snapshot",
+                    {{"relay", session_->relayKey()}, {"error", loaded.error().message}});
+      return;
+    }
+    if (!loaded->has_value()) {
+      logger().warn("relay holds bridges of an unknown tunnel",
+                    {{"relay", session_->relayKey()}, {"tunnel", id}});
+      continue;
+    }
+    const StoredTunnel& tunnel = **loaded;
+    cv1::ControlMessage message;
+    if (tunnel.record.deleted()) {
+      message.mutable_tunnel_deleted()->set_tunnel_id(tunnel.record.id);
+      message.mutable_tunnel_deleted()->set_revision(
+          tunnel.revision > 0 ? static_cast<uint64_t>(tunnel.revision) : 0);
+    } else {
+      *message.mutable_tunnel() = toProtoRecord(tunnel, nowMs());
+    }
+    if (!hub_.send(session_, std::move(message))) return;  // the session is ending
+  }
+}
+
+void RelaySession::writeLoop() {
+  SessionOutbox& outbox = session_->outbox();
+  bool broken = false;
+  while (auto message = outbox.pop()) {
+    if (!stream_.Write(*message)) {
+      broken = true;
+      break;
+    }
+  }
+  if (outbox.overflowed()) {
+    logger().warn("relay session ended: its outbox overflowed (relayd will resync)",
+                  {{"relay", session_->relayKey()}});
+    context_.TryCancel();
+  } else if (broken) {
+    context_.TryCancel();  // the call is gone: make sure the reader stops too
+  }
+  writer_done_.set_value();
+}
+
+void RelaySession::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (session_ == nullptr) return;
+  const bool dropped = hub_.close(session_);  // also closes the outbox: the writer stops
+  if (writer_.joinable()) {
+    if (writer_done_.get_future().wait_for(options_.writer_linger) != std::future_status::ready) {
+      context_.TryCancel();  // a write is stuck on a relay that stopped reading
+    }
+    writer_.join();
+  }
+  logger().info("relay session ended",
+                {{"relay", session_->relayKey()}, {"bridges_dropped", dropped}});
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,151 @@
+#include "controld/relays/usage_recorder.h"
+
+#include <limits>
+
+#include "common/log.h"
+
+namespace ot::controld {
+namespace {
+
+const log::Logger& logger() {
+  static const log::Logger instance("controld.usage");
+  return instance;
+}
+
+int64_t clamp(uint64_t value) {
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  return value > kMax ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(value);
+}
+
+int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return std::numeric_limits<int64_t>::max();
+  return sum;
+}
+
+}  // namespace
+
+int64_t hourStart(int64_t unix_ms) {
+  const int64_t rem = unix_ms % kHourMs;
+  return unix_ms - (rem < 0 ? rem + kHourMs : rem);
+}
+
+std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counters, int64_t now_ms) {
+  const int64_t end =
+      counters.interval_end_unix_ms() > 0 ? counters.interval_end_unix_ms() : now_ms;
+  const int64_t hour = hourStart(end);
+  std::vector<UsageRow> rows;
+  for (const auto& tunnel : counters.tunnels()) {
+    if (tunnel.tunnel_id().empty()) continue;
+    if (tunnel.bytes_in() == 0 && tunnel.bytes_out() == 0 && tunnel.connections() == 0) continue;
+    rows.push_back(UsageRow{tunnel.tunnel_id(), hour, clamp(tunnel.bytes_in()),
+                            clamp(tunnel.bytes_out()), clamp(tunnel.connections())});
+  }
+  return rows;
+}
+
+UsageRecorder::UsageRecorder(Store& store, UsageRecorderOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+UsageRecorder::~UsageRecorder() {
+  stop();
+}
+
+int64_t UsageRecorder::nowMs() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void UsageRecorder::mergeLocked(const UsageRow& row) {
+  auto it = pending_.find(Key{row.tunnel_id, row.hour_start_ms});
+  if (it == pending_.end()) {
+    if (pending_.size() >= options_.max_pending) {
+      ++dropped_rows_;
+      return;
+    }
+    pending_.emplace(Key{row.tunnel_id, row.hour_start_ms}, row);
+    return;
+  }
+  UsageRow& sum = it->second;
+  sum.bytes_in = saturatingAdd(sum.bytes_in, row.bytes_in);
+  sum.bytes_out = saturatingAdd(sum.bytes_out, row.bytes_out);
+  sum.connections = saturatingAdd(sum.connections, row.connections);
+}
+
+void UsageRecorder::add(const opentunnel::control::v1::Counters& counters) {
+  const auto rows = usageRows(counters, nowMs());
+  const std::lock_guard lock(mutex_);
+  for (const auto& row : rows) mergeLocked(row);
+}
+
+Status UsageRecorder::flush() {
+  const std::lock_guard flushing(flush_mutex_);
+  std::map<Key, UsageRow> batch;
+  {
+    const std::lock_guard lock(mutex_);
+    batch.swap(pending_);
+  }
+  Status first = Ok{};
+  std::vector<UsageRow> failed;
+  for (auto& [key, row] : batch) {
+    // After one failure the rest are kept without trying: the database is likely down.
+    if (first.ok()) {
+      Status written = store_.addUsage(row.tunnel_id, row.hour_start_ms, row.bytes_in,
+                                       row.bytes_out, row.connections);
+      if (written.ok()) continue;
+      first = std::move(written);
+    }
+    failed.push_back(std::move(row));
+  }
+  if (!failed.empty()) {
+    const std::lock_guard lock(mutex_);
+    for (const auto& row : failed) mergeLocked(row);
+  }
+  return first;
+}
+
+void UsageRecorder::start() {
+  const std::lock_guard lock(thread_mutex_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] {
+    std::unique_lock guard(thread_mutex_);
+    for (;;) {
+      wake_.wait_for(guard, options_.flush_interval, [&] { return stopping_; });
+      const bool last = stopping_;  // a stop still gets its final round
+      guard.unlock();
+      const Status flushed = flush();
+      if (!flushed.ok()) {
+        logger().warn("usage not written yet; will retry",
+                      {{"error", flushed.error().message}, {"pending_rows", pending()}});
+      }
+      guard.lock();
+      if (last) return;
+    }
+  });
+}
+
+void UsageRecorder::stop() {
+  std::thread thread;
+  {
+    const std::lock_guard lock(thread_mutex_);
+    stopping_ = true;
+    thread = std::move(thread_);
+  }
+  wake_.notify_all();
+  if (thread.joinable()) thread.join();  // its last round flushed after stopping_ was set
+}
+
+size_t UsageRecorder::pending() const {
+  const std::lock_guard lock(mutex_);
+  return pending_.size();
+}
+
+uint64_t UsageRecorder::droppedRows() const {
+  const std::lock_guard lock(mutex_);
+  return dropped_rows_;
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,91 @@
+// Hourly usage accounting from relayd's Counters reports. add() folds a report into per-(tunnel,
+// hour) sums in memory and returns at once: it runs on a relay session's reader thread, which must
+// never wait for the database. A background thread (or flush()) adds the sums to the store with
+// Store::addUsage, which adds rather than overwrites, so several relays and controlds can report
+// the same hour. Rows whose write fails stay pending and are retried; past max_pending rows, new
+// rows are dropped and counted (a database down for a long time must not grow memory unbounded).
+// Thread-safe. The store must outlive the recorder.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "controld/store/store.h"
+#include "opentunnel/control/v1/control.pb.h"
+
+namespace ot::controld {
+
+inline constexpr int64_t kHourMs = 3'600'000;
+
+struct UsageRow {
+  std::string tunnel_id;
+  int64_t hour_start_ms = 0;
+  int64_t bytes_in = 0;
+  int64_t bytes_out = 0;
+  int64_t connections = 0;
+  bool operator==(const UsageRow&) const = default;
+};
+
+// The start of the UTC hour holding unix_ms.
+[[nodiscard]] int64_t hourStart(int64_t unix_ms);
+
+// The rows one report adds. A report covers seconds to a minute, so it is not split: all of it
+// counts in the hour its interval ended in (now_ms when the report has no end). Counts above
+// INT64_MAX are clamped; tunnels with nothing to count are skipped.
+[[nodiscard]] std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counters,
+                                              int64_t now_ms);
+
+struct UsageRecorderOptions {
+  std::chrono::milliseconds flush_interval{10000};
+  size_t max_pending = 100000;      // distinct (tunnel, hour) rows held in memory
+  std::function<int64_t()> now_ms;  // empty: the system clock
+};
+
+class UsageRecorder {
+ public:
+  explicit UsageRecorder(Store& store, UsageRecorderOptions options = {});
+  ~UsageRecorder();  // stop()
+  UsageRecorder(const UsageRecorder&) = delete;
+  UsageRecorder& operator=(const UsageRecorder&) = delete;
+
+  // Never blocks on the store.
+  void add(const opentunnel::control::v1::Counters& counters);
+  // Writes everything pending now, on the calling thread. Returns the first failure; the rows
+  // that failed stay pending.
+  Status flush();
+  // The background thread: flushes every flush_interval, and once more when stopped.
+  void start();
+  void stop();
+
+  [[nodiscard]] size_t pending() const;
+  [[nodiscard]] uint64_t droppedRows() const;
+
+ private:
+  using Key = std::pair<std::string, int64_t>;  // tunnel, hour
+  void mergeLocked(const UsageRow& row);
+  [[nodiscard]] int64_t nowMs() const;
+
+  Store& store_;
+  const UsageRecorderOptions options_;
+
+  mutable std::mutex mutex_;
+  std::map<Key, UsageRow> pending_;
+  uint64_t dropped_rows_ = 0;
+
+  std::mutex flush_mutex_;  // one flush at a time
+  std::mutex thread_mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // guarded by thread_mutex_
+  std::thread thread_;
+};
+
+}  // namespace ot::controld

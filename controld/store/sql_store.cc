@@ -1,0 +1,216 @@
+// SqlStore: opening, connections, migration, meta and the server certificate. Tunnels, jobs and
+// limits live in sql_store_tunnels.cc, sql_store_jobs.cc and sql_store_limits.cc.
+#include "controld/store/sql_store.h"
+
+#include <soci/mysql/soci-mysql.h>
+#include <soci/soci.h>
+#include <soci/sqlite3/soci-sqlite3.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "controld/base/private_files.h"
+#include "controld/store/mysql_tls.h"
+
+namespace ot::controld {
+namespace {
+
+int64_t wallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t ceilSeconds(int64_t ms) {
+  return std::max<int64_t>(1, (ms + 999) / 1000);
+}
+
+// "12.345": MariaDB's max_statement_time takes (fractional) seconds.
+std::string decimalSeconds(int64_t ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld.%03lld", static_cast<long long>(ms / 1000),
+                static_cast<long long>(ms % 1000));
+  return text;
+}
+
+DatabaseTimeouts timeoutsFor(const StoreOptions& options) {
+  DatabaseTimeouts timeouts;
+  timeouts.connect_ms = options.connect_timeout_ms;
+  // The server's own statement limit normally ends a slow statement first, with a clean error on
+  // a usable connection; the client's read/write timeout is the backstop for a server that
+  // stopped answering altogether.
+  timeouts.read_write_ms = options.statement_timeout_ms + 2000;
+  timeouts.busy_ms = options.statement_timeout_ms;
+  return timeouts;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SqlStore>> SqlStore::open(const StoreOptions& options) {
+  auto url = parseDatabaseUrl(options.url, options.sqlite_path);
+  if (!url) return url.error();
+  if (options.pool_size < 1) return Error{ErrorKind::kInvalid, "database pool size must be >= 1"};
+  if (options.acquire_timeout_ms < 0 || options.statement_timeout_ms < 1 ||
+      options.connect_timeout_ms < 1) {
+    return Error{ErrorKind::kInvalid, "database timeouts must be positive"};
+  }
+  if (url->backend == DatabaseBackend::kMysql && url->database.empty()) {
+    return Error{ErrorKind::kInvalid, "database URL names no database (mysql://.../<database>)"};
+  }
+  if (url->tls == DatabaseTls::kVerifyIdentity && !serverNameCheckInstalled()) {
+    return Error{ErrorKind::kInternal,
+                 "this binary cannot verify the database server's certificate name (the "
+                 "mysql_ssl_set override is not in effect); refusing to connect over TLS"};
+  }
+  return std::make_unique<SqlStore>(*url, options);
+}
+
+SqlStore::SqlStore(const DatabaseUrl& url, const StoreOptions& options)
+    : url_(url),
+      dialect_(url.backend == DatabaseBackend::kMysql ? SqlDialect::kMysql : SqlDialect::kSqlite),
+      connect_string_(sociConnectString(url, timeoutsFor(options))),
+      redacted_url_(redactedDatabaseUrl(url)),
+      options_(options),
+      pool_(static_cast<std::size_t>(options.pool_size)) {}
+
+Status SqlStore::connect(soci::session& sql) {
+  try {
+    if (dialect_ == SqlDialect::kMysql) {
+      sql.open(soci::mysql, connect_string_);
+      if (url_.tls == DatabaseTls::kVerifyIdentity) {
+        if (Status tls = checkMysqlTls(sql); !tls) {
+          sql.close();
+          return tls;
+        }
+      }
+      std::string version;
+      sql << "SELECT VERSION()", soci::into(version);
+      const int64_t statement_ms = options_.statement_timeout_ms;
+      const std::string lock_wait = std::to_string(ceilSeconds(statement_ms));
+      if (version.find("MariaDB") != std::string::npos) {
+        sql << "SET SESSION max_statement_time = " + decimalSeconds(statement_ms) +
+                   ", innodb_lock_wait_timeout = " + lock_wait;
+      } else {
+        // MySQL bounds only SELECTs this way; writes are bounded by the lock wait and the
+        // client's read timeout.
+        sql << "SET SESSION max_execution_time = " + std::to_string(statement_ms) +
+                   ", innodb_lock_wait_timeout = " + lock_wait;
+      }
+    } else {
+      // Before SQLite would create the file with the umask's mode (its -wal and -shm copy the
+      // file's mode); and a file others can read is refused (kInvalid: start-up gives up).
+      if (Status prepared = prepareDatabaseFile(url_.sqlite_path); !prepared.ok()) return prepared;
+      sql.open(soci::sqlite3, connect_string_);
+      // Millisecond precision (the connect string's timeout is whole seconds), then WAL so that
+      // readers do not wait for writers.
+      sql << "PRAGMA busy_timeout = " + std::to_string(options_.statement_timeout_ms);
+      sql << "PRAGMA journal_mode = WAL";
+      sql << "PRAGMA synchronous = NORMAL";
+    }
+  } catch (...) {
+    sql.close();
+    throw;
+  }
+  return Ok{};
+}
+
+Result<MigrationReport> SqlStore::migrateWithReport() {
+  return run<MigrationReport>(
+      "migrate", [&](soci::session& sql) { return migrateSchema(sql, dialect_, wallClockMs()); });
+}
+
+Status SqlStore::migrate() {
+  auto report = migrateWithReport();
+  if (!report) return report.error();
+  return Ok{};
+}
+
+Status SqlStore::ping() {
+  return run<Ok>("ping", [](soci::session& sql) -> Result<Ok> {
+    int one = 0;
+    sql << "SELECT 1", soci::into(one);
+    return Ok{};
+  });
+}
+
+Result<std::optional<std::string>> SqlStore::getMeta(const std::string& key) {
+  return run<std::optional<std::string>>(
+      "getMeta", [&](soci::session& sql) -> Result<std::optional<std::string>> {
+        std::string value;
+        soci::statement st =
+            (sql.prepare << "SELECT v FROM meta WHERE k = :k", soci::into(value), soci::use(key));
+        if (!st.execute(true)) return std::optional<std::string>{};
+        return std::optional<std::string>{std::move(value)};
+      });
+}
+
+Result<bool> SqlStore::insertMetaIfAbsent(const std::string& key, const std::string& value) {
+  return run<bool>("insertMetaIfAbsent", [&](soci::session& sql) -> Result<bool> {
+    try {
+      sql << "INSERT INTO meta (k, v) VALUES (:k, :v)", soci::use(key), soci::use(value);
+    } catch (const soci::soci_error& error) {
+      if (isDuplicateKey(error)) return false;
+      throw;
+    }
+    return true;
+  });
+}
+
+Result<bool> SqlStore::compareAndSetMeta(const std::string& key, const std::string& expected,
+                                         const std::string& value) {
+  return run<bool>("compareAndSetMeta", [&](soci::session& sql) -> Result<bool> {
+    // MySQL's utf8mb4_bin ignores trailing spaces in '=' (PAD SPACE); the length check makes the
+    // comparison exact.
+    soci::statement st =
+        (sql.prepare << "UPDATE meta SET v = :v WHERE k = :k AND v = :expected"
+                        " AND LENGTH(v) = LENGTH(:expected_again)",
+         soci::use(value), soci::use(key), soci::use(expected), soci::use(expected));
+    st.execute(true);
+    return st.get_affected_rows() == 1;
+  });
+}
+
+Result<std::optional<ServerCertificate>> SqlStore::getServerCertificate(const std::string& domain) {
+  return run<std::optional<ServerCertificate>>(
+      "getServerCertificate", [&](soci::session& sql) -> Result<std::optional<ServerCertificate>> {
+        ServerCertificate certificate;
+        long long not_after = 0;
+        soci::statement st =
+            (sql.prepare << "SELECT key_pem, csr_pem, chain_pem, not_after"
+                            " FROM server_certificates WHERE domain = :domain",
+             soci::into(certificate.key_pem), soci::into(certificate.csr_pem),
+             soci::into(certificate.chain_pem), soci::into(not_after), soci::use(domain));
+        if (!st.execute(true)) return std::optional<ServerCertificate>{};
+        certificate.domain = domain;
+        certificate.not_after_ms = not_after;
+        return std::optional<ServerCertificate>{std::move(certificate)};
+      });
+}
+
+Status SqlStore::putServerCertificate(const ServerCertificate& certificate) {
+  return run<Ok>("putServerCertificate", [&](soci::session& sql) -> Result<Ok> {
+    const char* upsert =
+        dialect_ == SqlDialect::kMysql
+            ? "INSERT INTO server_certificates (domain, key_pem, csr_pem, chain_pem, not_after)"
+              " VALUES (:domain, :key_pem, :csr_pem, :chain_pem, :not_after)"
+              " ON DUPLICATE KEY UPDATE key_pem = VALUES(key_pem), csr_pem = VALUES(csr_pem),"
+              " chain_pem = VALUES(chain_pem), not_after = VALUES(not_after)"
+            : "INSERT INTO server_certificates (domain, key_pem, csr_pem, chain_pem, not_after)"
+              " VALUES (:domain, :key_pem, :csr_pem, :chain_pem, :not_after)"
+              " ON CONFLICT (domain) DO UPDATE SET key_pem = excluded.key_pem,"
+              " csr_pem = excluded.csr_pem, chain_pem = excluded.chain_pem,"
+              " not_after = excluded.not_after";
+    long long not_after = certificate.not_after_ms;
+    sql << upsert, soci::use(certificate.domain), soci::use(certificate.key_pem),
+        soci::use(certificate.csr_pem), soci::use(certificate.chain_pem), soci::use(not_after);
+    return Ok{};
+  });
+}
+
+Result<std::unique_ptr<Store>> openStore(const StoreOptions& options) {
+  auto store = SqlStore::open(options);
+  if (!store) return store.error();
+  return std::unique_ptr<Store>(std::move(store).value());
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,146 @@
+// The Store over SOCI, for MySQL/MariaDB and SQLite alike: one class, dialect differences kept
+// to a few statements. Owns a fixed pool of sessions (StoreOptions::pool_size); a session is
+// opened on first use and closed when its connection breaks, so the next use reconnects. No
+// statement spans more than one session and none needs a transaction: every write is a single
+// conditional statement, which is what makes several controlds on one database safe.
+//
+// Thread-safe: each call leases a session for its duration. Calls block (database I/O): worker
+// threads only.
+#pragma once
+
+#include <soci/connection-pool.h>
+#include <soci/session.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "controld/store/database_url.h"
+#include "controld/store/sql_errors.h"
+#include "controld/store/sql_schema.h"
+#include "controld/store/sql_session_liveness.h"
+#include "controld/store/store.h"
+
+namespace ot::controld {
+
+class SqlStore final : public Store {
+ public:
+  // Validates the options and URL; connects to nothing yet.
+  [[nodiscard]] static Result<std::unique_ptr<SqlStore>> open(const StoreOptions& options);
+
+  SqlStore(const DatabaseUrl& url, const StoreOptions& options);
+
+  [[nodiscard]] SqlDialect dialect() const { return dialect_; }
+  [[nodiscard]] const std::string& redactedUrl() const { return redacted_url_; }
+
+  Status migrate() override;
+  // migrate(), saying what it found and did.
+  [[nodiscard]] Result<MigrationReport> migrateWithReport();
+  [[nodiscard]] PoolStats poolStats() const override { return {open_.load(), in_use_.load()}; }
+  Status ping() override;
+
+  Result<int64_t> insertTunnel(const TunnelRecord& record) override;
+  Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override;
+  Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected_revision) override;
+  Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id, int limit) override;
+  Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) override;
+  Result<bool> clearAlarm(const std::string& id, int64_t alarm_at_ms) override;
+
+  Result<bool> addJob(const Job& job) override;
+  Result<std::optional<Job>> getJob(const std::string& id) override;
+  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t now_ms, int64_t lease_ms,
+                                      bool include_issue) override;
+  Result<bool> extendLease(const std::string& job_id, const std::string& owner,
+                           int64_t lease_until_ms) override;
+  Result<bool> finishJob(const Job& job, const std::string& owner) override;
+  Status releaseLeases(const std::string& owner) override;
+  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override;
+  Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override;
+
+  Result<std::optional<std::string>> getMeta(const std::string& key) override;
+  Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override;
+  Result<bool> compareAndSetMeta(const std::string& key, const std::string& expected,
+                                 const std::string& value) override;
+
+  Result<std::optional<ServerCertificate>> getServerCertificate(const std::string& domain) override;
+  Status putServerCertificate(const ServerCertificate& certificate) override;
+
+  Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms, int64_t interval_ms,
+                                   int64_t burst) override;
+  Status pruneRates(int64_t now_ms) override;
+
+  Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
+                  int64_t bytes_out, int64_t connections) override;
+
+ private:
+  // Leases a session (bounded by acquire_timeout_ms), opens it if needed, runs fn(session) and
+  // turns what it throws into an Error; a broken connection is closed for the next lease to
+  // reopen. fn returns Result<T>.
+  template <typename T, typename Fn>
+  Result<T> run(const char* operation, Fn&& fn);
+
+  // Opens the session and applies per-connection settings (timeouts, TLS checks, WAL). Leaves
+  // the session closed when anything fails (and throws what SOCI threw).
+  Status connect(soci::session& sql);
+
+  DatabaseUrl url_;
+  SqlDialect dialect_;
+  std::string connect_string_;  // holds the password
+  std::string redacted_url_;
+  StoreOptions options_;
+  soci::connection_pool pool_;
+  std::atomic<int64_t> open_{0};    // sessions connected (connect() succeeded, not yet closed)
+  std::atomic<int64_t> in_use_{0};  // sessions leased to a call right now
+};
+
+template <typename T, typename Fn>
+Result<T> SqlStore::run(const char* operation, Fn&& fn) {
+  std::size_t slot = 0;
+  const int64_t wait_ms = std::clamp<int64_t>(options_.acquire_timeout_ms, 0, 3'600'000);
+  if (!pool_.try_lease(slot, static_cast<int>(wait_ms))) {
+    return Error{ErrorKind::kUnavailable, "storage unavailable: no free connection"};
+  }
+  ++in_use_;
+  struct GiveBack {
+    soci::connection_pool& pool;
+    std::size_t slot;
+    std::atomic<int64_t>& in_use;
+    ~GiveBack() {
+      --in_use;
+      pool.give_back(slot);
+    }
+  } give_back{pool_, slot, in_use_};
+  soci::session& sql = pool_.at(slot);
+  // A session kept from before a server restart is dead. It is found out here, before anything
+  // is sent, and replaced, so a recovered server costs callers nothing. A statement that fails
+  // once sent is never tried again: "lost connection during query" does not say whether the
+  // server ran it, and claimJob, finishJob or compareAndSetMeta must not run twice. The caller
+  // gets the error and decides.
+  try {
+    if (sql.get_backend() != nullptr && serverEndedSession(sql)) {
+      sql.close();
+      --open_;
+    }
+    if (sql.get_backend() == nullptr) {
+      Status connected = connect(sql);
+      if (!connected) {
+        return Error{connected.error().kind,
+                     std::string(operation) + ": " + connected.error().message};
+      }
+      ++open_;
+    }
+    return fn(sql);
+  } catch (const std::exception& error) {
+    SqlFailure failure = classifySqlFailure(error);
+    // connect() closes what it opened when it fails, so only a counted session is open here.
+    if (failure.drop_connection && sql.get_backend() != nullptr) {
+      sql.close();
+      --open_;
+    }
+    return Error{failure.kind, std::string(operation) + ": " + failure.message};
+  }
+}
+
+}  // namespace ot::controld

@@ -1,0 +1,223 @@
+// SqlStore: durable issuance jobs with leases. A job is claimed by one conditional UPDATE that
+// only matches while it is pending, due and unleased (or its lease expired), so of several
+// controlds racing for a job exactly one wins; results are recorded only by the lease holder.
+#include <soci/soci.h>
+
+#include <algorithm>
+
+#include "controld/store/sql_store.h"
+
+namespace ot::controld {
+namespace {
+
+// How many due jobs one claim looks at per round; a lost race moves on to the next.
+constexpr int kClaimCandidates = 16;
+// Each lost race means another runner made progress, so rounds end; this only bounds the
+// pathological case.
+constexpr int kClaimRounds = 64;
+
+struct JobRow {
+  std::string id;
+  std::string kind;
+  std::string tunnel_id;
+  std::string status;
+  int attempts = 0;
+  long long queued_at = 0;
+  long long next_run_at = 0;
+  std::string lease_owner;
+  long long lease_until = 0;
+  std::string last_error;
+};
+
+constexpr const char* kJobColumns =
+    "id, kind, tunnel_id, status, attempts, queued_at, next_run_at, lease_owner, lease_until,"
+    " last_error";
+
+Result<Job> toJob(const JobRow& row) {
+  const auto kind = parseJobKind(row.kind);
+  const auto status = parseJobStatus(row.status);
+  if (!kind || !status) {
+    return Error{ErrorKind::kInternal, "job " + row.id + " has unknown kind or status"};
+  }
+  Job job;
+  job.id = row.id;
+  job.kind = *kind;
+  job.tunnel_id = row.tunnel_id;
+  job.status = *status;
+  job.attempts = row.attempts;
+  job.queued_at_ms = row.queued_at;
+  job.next_run_at_ms = row.next_run_at;
+  job.lease_owner = row.lease_owner;
+  job.lease_until_ms = row.lease_until;
+  job.last_error = row.last_error;
+  return job;
+}
+
+Result<std::optional<Job>> selectJob(soci::session& sql, const std::string& id) {
+  JobRow row;
+  soci::statement st =
+      (sql.prepare << std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = :id",
+       soci::into(row.id), soci::into(row.kind), soci::into(row.tunnel_id), soci::into(row.status),
+       soci::into(row.attempts), soci::into(row.queued_at), soci::into(row.next_run_at),
+       soci::into(row.lease_owner), soci::into(row.lease_until), soci::into(row.last_error),
+       soci::use(id));
+  if (!st.execute(true)) return std::optional<Job>{};
+  auto job = toJob(row);
+  if (!job) return job.error();
+  return std::optional<Job>{std::move(job).value()};
+}
+
+Error emptyOwner() {
+  return Error{ErrorKind::kInvalid, "a lease owner must not be empty"};
+}
+
+}  // namespace
+
+Result<bool> SqlStore::addJob(const Job& job) {
+  if (job.id.empty()) return Error{ErrorKind::kInvalid, "a job needs an ID"};
+  return run<bool>("addJob", [&](soci::session& sql) -> Result<bool> {
+    const std::string kind = jobKindName(job.kind);
+    const std::string status = jobStatusName(job.status);
+    int attempts = job.attempts;
+    long long queued_at = job.queued_at_ms;
+    long long next_run_at = job.next_run_at_ms;
+    long long lease_until = job.lease_until_ms;
+    try {
+      sql << std::string("INSERT INTO jobs (") + kJobColumns +
+                 ") VALUES (:id, :kind, :tunnel_id, :status, :attempts, :queued_at,"
+                 " :next_run_at, :lease_owner, :lease_until, :last_error)",
+          soci::use(job.id), soci::use(kind), soci::use(job.tunnel_id), soci::use(status),
+          soci::use(attempts), soci::use(queued_at), soci::use(next_run_at),
+          soci::use(job.lease_owner), soci::use(lease_until), soci::use(job.last_error);
+    } catch (const soci::soci_error& error) {
+      if (isDuplicateKey(error)) return false;
+      throw;
+    }
+    return true;
+  });
+}
+
+Result<std::optional<Job>> SqlStore::getJob(const std::string& id) {
+  return run<std::optional<Job>>("getJob", [&](soci::session& sql) { return selectJob(sql, id); });
+}
+
+Result<std::optional<Job>> SqlStore::claimJob(const std::string& owner, int64_t now_ms,
+                                              int64_t lease_ms, bool include_issue) {
+  if (owner.empty()) return emptyOwner();
+  if (lease_ms < 1) return Error{ErrorKind::kInvalid, "a lease must last at least 1 ms"};
+  return run<std::optional<Job>>("claimJob", [&](soci::session& sql) -> Result<std::optional<Job>> {
+    long long now = now_ms;
+    long long until = now_ms + lease_ms;
+    // Renewals and the API domain's certificate first, so a flood of first issuance cannot
+    // hold them up; then the longest-waiting.
+    const std::string candidates =
+        std::string("SELECT id FROM jobs WHERE status = 'pending' AND next_run_at <= :now") +
+        " AND (lease_owner = '' OR lease_until <= :now_again)" +
+        (include_issue ? "" : " AND kind <> 'issue'") +
+        " ORDER BY CASE WHEN kind = 'issue' THEN 1 ELSE 0 END, next_run_at, id"
+        " LIMIT " +
+        std::to_string(kClaimCandidates);
+    for (int round = 0; round < kClaimRounds; ++round) {
+      std::vector<std::string> ids;
+      {
+        std::string id;
+        soci::statement st =
+            (sql.prepare << candidates, soci::into(id), soci::use(now), soci::use(now));
+        st.execute();
+        while (st.fetch()) ids.push_back(id);
+      }
+      if (ids.empty()) return std::optional<Job>{};
+      for (const std::string& id : ids) {
+        // The same conditions again, atomically with taking the lease. attempts counts
+        // claims, so an attempt cut short by a crash still counts.
+        soci::statement claim =
+            (sql.prepare << "UPDATE jobs SET lease_owner = :owner, lease_until = :until,"
+                            " attempts = attempts + 1 WHERE id = :id AND status = 'pending'"
+                            " AND next_run_at <= :now AND (lease_owner = ''"
+                            " OR lease_until <= :now_again)",
+             soci::use(owner), soci::use(until), soci::use(id), soci::use(now), soci::use(now));
+        claim.execute(true);
+        if (claim.get_affected_rows() == 1) return selectJob(sql, id);
+      }
+    }
+    return std::optional<Job>{};
+  });
+}
+
+Result<bool> SqlStore::extendLease(const std::string& job_id, const std::string& owner,
+                                   int64_t lease_until_ms) {
+  if (owner.empty()) return emptyOwner();
+  return run<bool>("extendLease", [&](soci::session& sql) -> Result<bool> {
+    long long until = lease_until_ms;
+    soci::statement st = (sql.prepare << "UPDATE jobs SET lease_until = :until WHERE id = :id"
+                                         " AND lease_owner = :owner AND status = 'pending'",
+                          soci::use(until), soci::use(job_id), soci::use(owner));
+    st.execute(true);
+    return st.get_affected_rows() == 1;
+  });
+}
+
+Result<bool> SqlStore::finishJob(const Job& job, const std::string& owner) {
+  // An empty owner would match every unleased job.
+  if (owner.empty()) return emptyOwner();
+  return run<bool>("finishJob", [&](soci::session& sql) -> Result<bool> {
+    const std::string status = jobStatusName(job.status);
+    int attempts = job.attempts;
+    long long next_run_at = job.next_run_at_ms;
+    soci::statement st =
+        (sql.prepare
+             << "UPDATE jobs SET status = :status, attempts = :attempts,"
+                " next_run_at = :next_run_at, last_error = :last_error,"
+                " lease_owner = '', lease_until = 0 WHERE id = :id AND lease_owner = :owner",
+         soci::use(status), soci::use(attempts), soci::use(next_run_at), soci::use(job.last_error),
+         soci::use(job.id), soci::use(owner));
+    st.execute(true);
+    return st.get_affected_rows() == 1;
+  });
+}
+
+Status SqlStore::releaseLeases(const std::string& owner) {
+  if (owner.empty()) return emptyOwner();
+  return run<Ok>("releaseLeases", [&](soci::session& sql) -> Result<Ok> {
+    sql << "UPDATE jobs SET lease_owner = '', lease_until = 0 WHERE lease_owner = :owner",
+        soci::use(owner);
+    return Ok{};
+  });
+}
+
+Result<int64_t> SqlStore::countJobs(JobStatus status, int64_t since_ms) {
+  return run<int64_t>("countJobs", [&](soci::session& sql) -> Result<int64_t> {
+    const std::string name = jobStatusName(status);
+    const long long since = since_ms;
+    long long count = 0;
+    sql << "SELECT COUNT(*) FROM jobs WHERE status = :status AND next_run_at >= :since",
+        soci::into(count), soci::use(name), soci::use(since);
+    return int64_t{count};
+  });
+}
+
+Result<std::vector<Job>> SqlStore::leasedJobs(int64_t now_ms, int limit) {
+  return run<std::vector<Job>>("leasedJobs", [&](soci::session& sql) -> Result<std::vector<Job>> {
+    long long now = now_ms;
+    JobRow row;
+    soci::statement st =
+        (sql.prepare << std::string("SELECT ") + kJobColumns +
+                            " FROM jobs WHERE status = 'pending' AND lease_owner <> ''"
+                            " AND lease_until > :now ORDER BY id LIMIT " +
+                            std::to_string(std::max(limit, 0)),
+         soci::into(row.id), soci::into(row.kind), soci::into(row.tunnel_id),
+         soci::into(row.status), soci::into(row.attempts), soci::into(row.queued_at),
+         soci::into(row.next_run_at), soci::into(row.lease_owner), soci::into(row.lease_until),
+         soci::into(row.last_error), soci::use(now));
+    st.execute();
+    std::vector<Job> jobs;
+    while (st.fetch()) {
+      auto job = toJob(row);
+      if (!job) return job.error();
+      jobs.push_back(std::move(job).value());
+    }
+    return jobs;
+  });
+}
+
+}  // namespace ot::controld

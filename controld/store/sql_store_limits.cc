@@ -1,0 +1,95 @@
+// SqlStore: cluster-wide rate limits (GCRA in the rate_limits table) and hourly usage.
+//
+// GCRA keeps, per key, the time its budget is full again (full_at). A request at `now` passes
+// while full_at - now <= (burst - 1) * interval, and moves full_at to max(full_at, now) +
+// interval. Both the test and the move are one conditional UPDATE, so any number of controlds
+// hammering one key never pass more than the budget; a key not seen before is INSERTed.
+#include <soci/soci.h>
+
+#include "controld/store/sql_store.h"
+
+namespace ot::controld {
+namespace {
+
+// An INSERT that loses to a concurrent INSERT of the same key goes back to the UPDATE; one more
+// round always settles it, a few bound it.
+constexpr int kRateRounds = 4;
+
+}  // namespace
+
+Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t now_ms,
+                                           int64_t interval_ms, int64_t burst) {
+  if (interval_ms < 1 || burst < 1) {
+    return Error{ErrorKind::kInvalid, "a rate needs interval >= 1 ms and burst >= 1"};
+  }
+  return run<RateDecision>("acquireRate", [&](soci::session& sql) -> Result<RateDecision> {
+    long long now = now_ms;
+    long long interval = interval_ms;
+    long long limit = now_ms + (burst - 1) * interval_ms;
+    for (int round = 0; round < kRateRounds; ++round) {
+      soci::statement update =
+          (sql.prepare << "UPDATE rate_limits SET full_at ="
+                          " (CASE WHEN full_at > :now THEN full_at ELSE :now_again END) + :interval"
+                          " WHERE k = :k AND full_at <= :limit",
+           soci::use(now), soci::use(now), soci::use(interval), soci::use(key), soci::use(limit));
+      update.execute(true);
+      if (update.get_affected_rows() == 1) return RateDecision{true, 0};
+
+      long long full_at = 0;
+      soci::statement select = (sql.prepare << "SELECT full_at FROM rate_limits WHERE k = :k",
+                                soci::into(full_at), soci::use(key));
+      if (select.execute(true)) {
+        // Refused while full_at is past the limit. (It may have dropped since the UPDATE only if
+        // the row was pruned and re-added; then try again.)
+        if (full_at > limit) return RateDecision{false, full_at - limit};
+        continue;
+      }
+      long long first = now_ms + interval_ms;
+      try {
+        sql << "INSERT INTO rate_limits (k, full_at) VALUES (:k, :full_at)", soci::use(key),
+            soci::use(first);
+        return RateDecision{true, 0};
+      } catch (const soci::soci_error& error) {
+        if (!isDuplicateKey(error)) throw;
+      }
+    }
+    return Error{ErrorKind::kConflict, "rate key " + key + " kept changing underneath"};
+  });
+}
+
+Status SqlStore::pruneRates(int64_t now_ms) {
+  return run<Ok>("pruneRates", [&](soci::session& sql) -> Result<Ok> {
+    // A row whose budget is already full again carries no information.
+    long long now = now_ms;
+    sql << "DELETE FROM rate_limits WHERE full_at <= :now", soci::use(now);
+    return Ok{};
+  });
+}
+
+Status SqlStore::addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
+                          int64_t bytes_out, int64_t connections) {
+  return run<Ok>("addUsage", [&](soci::session& sql) -> Result<Ok> {
+    const char* upsert =
+        dialect_ == SqlDialect::kMysql
+            ? "INSERT INTO usage_hourly (tunnel_id, hour_start, bytes_in, bytes_out, connections)"
+              " VALUES (:tunnel_id, :hour_start, :bytes_in, :bytes_out, :connections)"
+              " ON DUPLICATE KEY UPDATE bytes_in = bytes_in + VALUES(bytes_in),"
+              " bytes_out = bytes_out + VALUES(bytes_out),"
+              " connections = connections + VALUES(connections)"
+            : "INSERT INTO usage_hourly (tunnel_id, hour_start, bytes_in, bytes_out, connections)"
+              " VALUES (:tunnel_id, :hour_start, :bytes_in, :bytes_out, :connections)"
+              " ON CONFLICT (tunnel_id, hour_start) DO UPDATE SET"
+              " bytes_in = bytes_in + excluded.bytes_in,"
+              " bytes_out = bytes_out + excluded.bytes_out,"
+              " connections = connections + excluded.connections";
+    long long hour_start = hour_start_ms;
+    long long in = bytes_in;
+    long long out = bytes_out;
+    long long count = connections;
+    sql << upsert, soci::use(tunnel_id), soci::use(hour_start), soci::use(in), soci::use(out),
+        soci::use(count);
+    return Ok{};
+  });
+}
+
+}  // namespace ot::controld
