@@ -1,0 +1,298 @@
+#include "controld/controld_server.h"
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "controld/acme/acme_setup.h"
+#include "controld/api/api_routes.h"
+#include "controld/api/api_source_guard.h"
+#include "controld/base/private_files.h"
+#include "controld/server_metrics.h"
+#include "controld/store/database_url.h"
+#include "controld/store/database_wait.h"
+#include "controld/store/instrumented_store.h"
+
+namespace ot::controld {
+
+namespace {
+
+// The sockets' directory, when missing: owner and group may reach the sockets in it (relayd
+// runs as controld's user or in its group), nobody else.
+bool makeSocketDirectory(const std::string& socketPath) {
+  const auto parent = std::filesystem::path(socketPath).parent_path();
+  const Status made = makeDirectories(parent, kSocketDirectoryMode);
+  if (!made.ok()) log::error("cannot make the socket directory", {{"error", made.error().message}});
+  return made.ok();
+}
+
+}  // namespace
+
+ControldServer::ControldServer(ControldConfig config, ShutdownSignals signals)
+    : config_(std::move(config)), signals_(signals) {}
+
+// Members go in the reverse of their declaration order (the servers and pools first, the store
+// last); stop() has already ended every thread when run() got that far.
+ControldServer::~ControldServer() = default;
+
+int ControldServer::run() {
+  if (auto code = checkConfiguration()) return *code;
+  if (auto code = openStore()) return *code;
+  if (auto code = waitForDatabase()) return *code;
+  if (auto code = loadIssuer()) return *code;
+  buildIssuance();
+  buildApi();
+  buildRelaySide();
+  if (auto code = listen()) return *code;
+  startBackground();
+  log::info("serving", {{"api_socket", config_.api_socket},
+                        {"control_socket", config_.control_socket},
+                        {"http", config_.http_mode == "serve" ? config_.http_listen.toString()
+                                                              : std::string("off")}});
+
+  while (!signals_.wait(60'000)) {
+  }
+  log::info("shutting down");
+  stop();
+  log::info("stopped");
+  log::flush();
+  return 0;
+}
+
+// Checked before the database, so a bad configuration fails at once.
+std::optional<int> ControldServer::checkConfiguration() {
+  auto trustedProxies = parseTrustedProxyRanges(config_.trusted_proxy_ranges);
+  if (!trustedProxies) {
+    log::error("TRUSTED_PROXY_RANGES is not usable", {{"error", trustedProxies.error().message}});
+    return 2;
+  }
+  trustedProxies_ = std::move(trustedProxies).value();
+  if (config_.issuer == "acme") {
+    dnsMetrics_ = std::make_unique<DnsRecordMetrics>(metrics_);
+    acme_ = makeAcmeIssuer(config_, dnsMetrics_.get());
+    if (!acme_) return 2;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> ControldServer::openStore() {
+  auto url = parseDatabaseUrl(config_.database_url, config_.sqlite_path);
+  if (!url.ok()) {
+    log::error("DATABASE_URL is not usable", {{"error", url.error().message}});
+    return 2;
+  }
+  // The SQLite file's directory, when missing, is controld's alone (the file holds private keys).
+  if (url->backend == DatabaseBackend::kSqlite) {
+    const auto directory = std::filesystem::path(url->sqlite_path).parent_path();
+    if (const Status made = makeDirectories(directory, kStateDirectoryMode); !made.ok()) {
+      log::error("cannot make the database directory", {{"error", made.error().message}});
+      return 2;
+    }
+  }
+  StoreOptions options;
+  options.url = config_.database_url;
+  options.sqlite_path = config_.sqlite_path;
+  options.pool_size = config_.database_pool_size;
+  auto opened = ot::controld::openStore(options);
+  if (!opened.ok()) {
+    log::error("cannot open the database", {{"error", opened.error().message}});
+    return 2;
+  }
+  // Everything below uses the instrumented store, so every query is timed and counted.
+  store_ = std::make_unique<InstrumentedStore>(std::move(opened).value(), metrics_);
+  log::info("starting", {{"database", redactedDatabaseUrl(*url)}, {"domain", config_.domain}});
+  return std::nullopt;
+}
+
+// Waits for the database (store/database_wait.h): 0 when a signal ended the wait, 1 when the
+// database never became usable.
+std::optional<int> ControldServer::waitForDatabase() {
+  DatabaseWaitOptions options;
+  options.timeout_ms = static_cast<int64_t>(config_.startup_db_timeout_ms);
+  DatabaseWaitHooks hooks;
+  hooks.attempt = [this] { return store_->migrate(); };
+  hooks.now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  hooks.sleep_or_stop = [this](int64_t ms) { return signals_.wait(ms); };
+  switch (ot::controld::waitForDatabase(options, hooks)) {
+    case DatabaseWaitOutcome::kReady:
+      return std::nullopt;
+    case DatabaseWaitOutcome::kStopped:
+      return 0;
+    case DatabaseWaitOutcome::kUnusable:
+    case DatabaseWaitOutcome::kTimedOut:
+      break;
+  }
+  return 1;
+}
+
+std::optional<int> ControldServer::loadIssuer() {
+  if (acme_) return std::nullopt;
+  auto ca = LocalCa::load(*store_, config_.local_cert_validity_ms);
+  if (!ca.ok()) {
+    log::error("cannot load the local CA", {{"error", ca.error().message}});
+    return 1;
+  }
+  localCa_ = std::move(ca).value();
+  if (!config_.local_ca_file.empty()) {
+    if (auto written = localCa_->writeCaFile(config_.local_ca_file); !written.ok()) {
+      log::error("cannot write LOCAL_CA_FILE", {{"error", written.error().message}});
+      return 1;
+    }
+  }
+  return std::nullopt;
+}
+
+Issuer& ControldServer::issuer() {
+  return acme_ ? static_cast<Issuer&>(*acme_) : static_cast<Issuer&>(*localCa_);
+}
+
+void ControldServer::buildIssuance() {
+  acmeMetrics_.emplace(metrics_);
+  // With ACME, the CA cool-down shared through meta (the local CA cannot be overloaded).
+  if (acme_) {
+    CaCooldownGateOptions cooldownOptions;
+    cooldownOptions.on_started = [this] { acmeMetrics_->cooldown(); };
+    cooldown_ = std::make_unique<CaCooldownGate>(*store_, std::move(cooldownOptions));
+  }
+
+  registry_.emplace();
+  hub_.emplace(*registry_);
+  JobRunnerConfig runnerConfig;
+  runnerConfig.owner = config_.machine_id;
+  runnerConfig.domain = config_.domain;
+  runnerConfig.concurrency = config_.issuance_concurrency;
+  runnerConfig.retry.base_delay_ms = config_.issuance_retry_delay_ms;
+  runnerConfig.on_attempt = [this](JobKind kind, JobOutcome outcome, double seconds) {
+    acmeMetrics_->attempt(kind, outcome, seconds);
+  };
+  runnerConfig.on_failure = [this](JobKind kind, const FailureDetail& detail) {
+    acmeMetrics_->failure(kind, detail);
+  };
+  runner_.emplace(runnerConfig, *store_, issuer(), *hub_);
+  runner_->setCaCooldown(cooldown_.get());
+
+  // Leftover challenge records: one machine at a time sweeps them (a lease in meta). The names
+  // kept are those of every job running on any machine (leased in the store) besides the
+  // sweep's minimum age (an hour).
+  if (acme_) {
+    DnsSweeperOptions sweep;
+    sweep.domain = config_.domain;
+    sweep.owner = config_.machine_id;
+    sweep.active_names = [this]() -> Result<std::set<std::string>> {
+      return runner_->clusterRunningNames();
+    };
+    sweeper_ = std::make_unique<DnsSweeper>(*store_, acme_->dns(), std::move(sweep),
+                                            dnsMetrics_.get());
+  }
+}
+
+void ControldServer::buildApi() {
+  TunnelServiceConfig serviceConfig;
+  serviceConfig.domain = config_.domain;
+  serviceConfig.create_rate_per_hour = config_.create_rate_per_hour;
+  serviceConfig.create_rate_burst = config_.create_rate_burst;
+  serviceConfig.issuance_rate_per_day = config_.issuance_rate_per_day;
+  serviceConfig.issuance_rate_burst = config_.issuance_rate_burst;
+  serviceConfig.issuance_backlog_limit = config_.issuance_backlog_limit;
+  serviceConfig.on_limited = limitedCounter(metrics_);
+  service_.emplace(serviceConfig, *store_, *registry_, *hub_, *runner_, systemClockMs);
+  router_ = std::make_shared<const ApiRouter>(buildApiRouter(*service_));
+  SourceFailureLimits authFailureLimits;
+  authFailureLimits.maxFailures = config_.auth_failure_limit;
+  authFailureLimits.windowMs = config_.auth_failure_window_ms;
+  // The guard inside the proxy mapping: it counts a request under the address the create limit
+  // uses (the visitor's, when a trusted proxy named it).
+  apiHandler_ = withTrustedProxies(
+      withSourceGuard(makeApiHandler(router_), authFailureLimits, metrics_), trustedProxies_);
+}
+
+void ControldServer::buildRelaySide() {
+  ServerCertificatesConfig certificatesConfig;
+  certificatesConfig.domain = config_.domain;
+  certificatesConfig.owner = config_.machine_id;
+  certificatesConfig.cert_file = config_.tls_cert_file;
+  certificatesConfig.key_file = config_.tls_key_file;
+  certificates_.emplace(certificatesConfig, *store_, *hub_, &*runner_);
+  runner_->setServerCertificateHandler(
+      [this](const ServerCertificate& certificate) { certificates_->adopt(certificate); });
+
+  jobGauges_.emplace(*store_, metrics_);
+
+  usage_.emplace(*store_);
+  hub_->setCountersHandler(
+      [this](const std::string&, const opentunnel::control::v1::Counters& c) { usage_->add(c); });
+
+  control_.emplace(*store_, *registry_, *hub_);
+}
+
+std::optional<int> ControldServer::listen() {
+  if (!makeSocketDirectory(config_.control_socket)) return 1;
+  grpc_.emplace(GrpcServerOptions{.socket_path = config_.control_socket}, *control_, *hub_);
+  if (auto started = grpc_->start(); !started.ok()) {
+    log::error("cannot serve gRPC",
+               {{"socket", config_.control_socket}, {"error", started.error().message}});
+    return 1;
+  }
+
+  pool_.emplace();
+  api_.emplace(*pool_, std::move(apiHandler_));
+  std::vector<HttpListenerConfig> listeners;
+  if (!makeSocketDirectory(config_.api_socket)) return 1;
+  listeners.push_back(HttpListenerConfig::forApi(
+      {config::ListenAddress::Kind::kUnix, {}, 0, config_.api_socket}));
+  if (config_.http_mode == "serve" && config_.http_listen.enabled()) {
+    listeners.push_back(HttpListenerConfig::forApi(config_.http_listen));
+  }
+  if (auto started = api_->start(listeners); !started.ok()) {
+    log::error("cannot serve the API", {{"error", started.error().message}});
+    return 1;
+  }
+
+  metricsPool_.emplace(1, 16);
+  HttpServerOptions metricsOptions;
+  metricsOptions.name = "metrics";
+  metricsServer_.emplace(*metricsPool_, metricsHandler(metrics_, *store_), metricsOptions);
+  if (config_.metrics_listen.enabled()) {
+    std::vector<HttpListenerConfig> metricsListeners{
+        HttpListenerConfig{config_.metrics_listen, false}};
+    if (auto started = metricsServer_->start(metricsListeners); !started.ok()) {
+      log::error("cannot serve metrics", {{"error", started.error().message}});
+      return 1;
+    }
+  }
+  return std::nullopt;
+}
+
+void ControldServer::startBackground() {
+  usage_->start();
+  jobGauges_->start();
+  certificates_->start();
+  runner_->start();
+  if (sweeper_) sweeper_->start();
+  grpc_->setServing(true);
+}
+
+void ControldServer::stop() {
+  grpc_->setServing(false);
+  api_->setDraining(true);
+  api_->stop();
+  runner_->stop();                 // ends running attempts and releases this machine's leases
+  if (sweeper_) sweeper_->stop();  // before the store goes
+  certificates_->stop();
+  usage_->stop();  // flushes what the relays reported
+  jobGauges_->stop();
+  grpc_->stop();
+  metricsServer_->stop();
+  hub_->shutdown();
+  pool_->stop();
+  metricsPool_->stop();
+}
+
+}  // namespace ot::controld

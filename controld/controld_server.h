@@ -1,0 +1,116 @@
+// controld's process: every part of the control plane, built, started and stopped in one place.
+// main() blocks the shutdown signals, sets up logging and calls run() on the main thread, which
+// waits for SIGTERM/SIGINT between start-up and shutdown.
+//
+// Start-up (run()) builds the members below in the order they are declared, each step able to
+// end it with an exit code, so a controld that cannot serve exits before it listens anywhere:
+//  1. configuration checked (2 when it is not usable): trusted proxy ranges, ISSUER=acme;
+//  2. storage: DATABASE_URL parsed, opened and migrated, waiting for the database up to
+//     STARTUP_DB_TIMEOUT_MS (database_wait.h; 1 when it never comes, 0 when a signal ends it);
+//  3. the issuer (the local CA or ACME), the job runner, the API's service and routes, the
+//     domain certificate, the relays' side (hub, control service, usage);
+//  4. listening: gRPC on CONTROL_SOCKET, the API on API_SOCKET (and HTTP_LISTEN with
+//     HTTP_MODE=serve), metrics on METRICS_LISTEN (1 when one cannot listen);
+//  5. background threads started (usage, job gauges, domain certificate, job runner, DNS sweep),
+//     gRPC health SERVING, and the "serving" log line.
+// Shutdown (stop()) first closes the front doors so no new work arrives (gRPC health
+// NOT_SERVING, the API drained and stopped), then ends the background threads while the store
+// and the relays are still there, then the servers and pools; the members are then destroyed in
+// the reverse of their declaration order.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/metrics.h"
+#include "controld/acme/acme_issuer.h"
+#include "controld/acme/acme_metrics.h"
+#include "controld/acme/dns_record_metrics.h"
+#include "controld/acme/dns_sweeper.h"
+#include "controld/api/api_router.h"
+#include "controld/api/api_types.h"
+#include "controld/api/ip_ranges.h"
+#include "controld/api/tunnel_service.h"
+#include "controld/controld_config.h"
+#include "controld/domain_cert/server_certificates.h"
+#include "controld/http/http_server.h"
+#include "controld/http/worker_pool.h"
+#include "controld/issuance/ca_cooldown_gate.h"
+#include "controld/issuance/job_gauges.h"
+#include "controld/issuance/job_runner.h"
+#include "controld/issuance/local_ca.h"
+#include "controld/relays/bridge_registry.h"
+#include "controld/relays/control_service.h"
+#include "controld/relays/grpc_server.h"
+#include "controld/relays/relay_hub.h"
+#include "controld/relays/usage_recorder.h"
+#include "controld/shutdown_signals.h"
+#include "controld/store/store.h"
+
+namespace ot::controld {
+
+class ControldServer {
+ public:
+  // config.machine_id must be set (main() draws one when the flag is empty).
+  ControldServer(ControldConfig config, ShutdownSignals signals);
+  ~ControldServer();
+  ControldServer(const ControldServer&) = delete;
+  ControldServer& operator=(const ControldServer&) = delete;
+
+  // Serves until SIGTERM/SIGINT; returns the exit status (0, or 1/2 when start-up fails).
+  [[nodiscard]] int run();
+
+ private:
+  // The steps of start-up, in order; each returns an exit code to end start-up with, or nullopt.
+  [[nodiscard]] std::optional<int> checkConfiguration();
+  [[nodiscard]] std::optional<int> openStore();
+  [[nodiscard]] std::optional<int> waitForDatabase();
+  [[nodiscard]] std::optional<int> loadIssuer();
+  void buildIssuance();
+  void buildApi();
+  void buildRelaySide();
+  [[nodiscard]] std::optional<int> listen();
+  void startBackground();
+  void stop();
+
+  // Which issuer signs: ACME when configured, else the local CA.
+  [[nodiscard]] Issuer& issuer();
+
+  const ControldConfig config_;
+  const ShutdownSignals signals_;
+  metrics::Metrics metrics_;
+
+  // 1. configuration
+  IpRanges trustedProxies_;
+  std::unique_ptr<DnsRecordMetrics> dnsMetrics_;  // ACME only
+  std::unique_ptr<AcmeIssuer> acme_;              // ACME only
+
+  // 2. storage: every query timed and counted (instrumented_store.h)
+  std::unique_ptr<Store> store_;
+
+  // 3. issuance, the API, the domain certificate, the relays' side
+  std::unique_ptr<LocalCa> localCa_;  // without ACME
+  std::optional<AcmeMetrics> acmeMetrics_;
+  std::unique_ptr<CaCooldownGate> cooldown_;  // ACME only: the local CA cannot be overloaded
+  std::optional<BridgeRegistry> registry_;
+  std::optional<RelayHub> hub_;
+  std::optional<JobRunner> runner_;
+  std::unique_ptr<DnsSweeper> sweeper_;  // ACME only
+  std::optional<TunnelService> service_;
+  std::shared_ptr<const ApiRouter> router_;
+  ApiHandler apiHandler_;  // moved into api_ when it is built
+  std::optional<ServerCertificates> certificates_;
+  std::optional<JobGauges> jobGauges_;
+  std::optional<UsageRecorder> usage_;
+  std::optional<ControlService> control_;
+
+  // 4. listening
+  std::optional<GrpcServer> grpc_;
+  std::optional<WorkerPool> pool_;
+  std::optional<HttpServer> api_;
+  std::optional<WorkerPool> metricsPool_;
+  std::optional<HttpServer> metricsServer_;
+};
+
+}  // namespace ot::controld
