@@ -5,10 +5,11 @@
 // Start-up (run()) builds the members below in the order they are declared, each step able to
 // end it with an exit code, so a controld that cannot serve exits before it listens anywhere:
 //  1. configuration checked (2 when it is not usable): trusted proxy ranges, ISSUER=acme;
-//  2. storage: DATABASE_URL parsed, opened and migrated, waiting for the database up to
-//     STARTUP_DB_TIMEOUT_MS (database_wait.h; 1 when it never comes, 0 when a signal ends it);
-//  3. the issuer (the local CA or ACME), the job runner, the API's service and routes, the
-//     domain certificate, the relays' side (hub, control service, usage);
+//  2. storage: DATABASE_URL parsed and opened (2 when either fails), then migrated, waiting for
+//     the database up to STARTUP_DB_TIMEOUT_MS (database_wait.h; 1 when it never comes, 0 when a
+//     signal ends the wait);
+//  3. the issuer (the local CA, 1 when it cannot load; or ACME), the job runner, the API's
+//     service and routes, the domain certificate, the relays' side (hub, control service, usage);
 //  4. listening: gRPC on CONTROL_SOCKET, the API on API_SOCKET (and HTTP_LISTEN with
 //     HTTP_MODE=serve), metrics on METRICS_LISTEN (1 when one cannot listen);
 //  5. background threads started (usage, job gauges, domain certificate, job runner, DNS sweep),
