@@ -1,6 +1,7 @@
-// The client address behind trusted proxies (TRUSTED_PROXY_RANGES): the API handler as main.cc
-// builds it (withTrustedProxies over the router) counts creates per CF-Connecting-IP only when
-// the connection comes from a trusted range; from anywhere else the header is ignored.
+// The client address behind trusted proxies (TRUSTED_PROXY_RANGES): the API handler as
+// ControldServer builds it (withTrustedProxies over the router) counts creates per
+// CF-Connecting-IP only when the connection comes from a trusted range; from anywhere else the
+// header is ignored.
 #include <doctest/doctest.h>
 
 #include <memory>

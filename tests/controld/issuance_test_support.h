@@ -286,7 +286,8 @@ inline JobRunnerConfig runnerConfig(const std::string& owner, ManualClock* clock
   return config;
 }
 
-// Counts the runner's attempts in `acme_metrics` through the on_attempt hook, as main.cc does.
+// Counts the runner's attempts in `acme_metrics` through the on_attempt hook, as ControldServer
+// does.
 inline void countAttemptsIn(JobRunnerConfig& config, AcmeMetrics& acme_metrics) {
   config.on_attempt = [&acme_metrics](JobKind kind, JobOutcome outcome, double seconds) {
     acme_metrics.attempt(kind, outcome, seconds);

@@ -474,7 +474,7 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
     auto ca = loadCa(*store, clock.function());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    // Each refusal is counted as main.cc wires the metrics: through the on_attempt hook.
+    // Each refusal is counted as ControldServer wires the metrics: through the on_attempt hook.
     metrics::Metrics metrics;
     AcmeMetrics acme_metrics(metrics);
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
