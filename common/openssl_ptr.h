@@ -1,5 +1,5 @@
 // Owning pointers for OpenSSL objects, each freed with its matching function. Shared by the TLS
-// engine, otunnel's key material and controld's certificate code (controld/openssl_util.h).
+// engine, otunnel's key material and controld's certificate code (controld/base/openssl_util.h).
 #pragma once
 
 #include <openssl/bio.h>
