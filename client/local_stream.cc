@@ -64,23 +64,16 @@ void LocalStream::start() {
   if (terminating()) handshakeDeadlineMs_ = uv_now(loop_) + options_.handshakeTimeoutMs;
   host_.onStreamDeadlineChanged();
   const LocalTarget& target = options_.target;
-  if (auto address = resolveWithoutDns(target.host, target.port)) {
-    connectTo(*address);
-    return;
-  }
-  int error = 0;
-  dns_ = DnsQuery::start(
-      loop_, target.host, target.port,
-      [this](int status, const sockaddr_storage& address) {
-        dns_ = nullptr;
-        if (status != 0) {
-          localConnectFailed(describeUv("resolving " + options_.target.host, status));
-          return;
-        }
-        connectTo(address);
-      },
-      &error);
-  if (dns_ == nullptr) localConnectFailed(describeUv("resolving " + target.host, error));
+  dns_ = DnsQuery::resolve(loop_, target.host, target.port,
+                           [this](int status, const sockaddr_storage& address) {
+                             dns_ = nullptr;
+                             if (status != 0) {
+                               localConnectFailed(
+                                   describeUv("resolving " + options_.target.host, status));
+                               return;
+                             }
+                             connectTo(address);
+                           });
 }
 
 void LocalStream::connectTo(const sockaddr_storage& address) {

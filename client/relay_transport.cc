@@ -73,23 +73,15 @@ RelayTransport* RelayTransport::create(uv_loop_t* loop, RelayEndpoint endpoint,
 void RelayTransport::start() {
   if (state_ != State::kIdle) return;
   state_ = State::kResolving;
-  if (auto address = resolveWithoutDns(endpoint_.host, endpoint_.port)) {
-    connectTo(*address);
-    return;
-  }
-  int error = 0;
-  dns_ = DnsQuery::start(
-      loop_, endpoint_.host, endpoint_.port,
-      [this](int status, const sockaddr_storage& address) {
-        dns_ = nullptr;
-        if (status != 0) {
-          fail(describeUv("resolving " + endpoint_.host, status));
-          return;
-        }
-        connectTo(address);
-      },
-      &error);
-  if (dns_ == nullptr) fail(describeUv("resolving " + endpoint_.host, error));
+  dns_ = DnsQuery::resolve(loop_, endpoint_.host, endpoint_.port,
+                           [this](int status, const sockaddr_storage& address) {
+                             dns_ = nullptr;
+                             if (status != 0) {
+                               fail(describeUv("resolving " + endpoint_.host, status));
+                               return;
+                             }
+                             connectTo(address);
+                           });
 }
 
 void RelayTransport::connectTo(const sockaddr_storage& address) {
