@@ -28,6 +28,18 @@ std::optional<sockaddr_storage> resolveWithoutDns(std::string_view host, uint16_
   return out;
 }
 
+DnsQuery* DnsQuery::resolve(uv_loop_t* loop, const std::string& host, uint16_t port,
+                            const Callback& callback) {
+  if (auto address = resolveWithoutDns(host, port)) {
+    callback(0, *address);
+    return nullptr;
+  }
+  int error = 0;
+  DnsQuery* query = start(loop, host, port, callback, &error);
+  if (query == nullptr) callback(error, sockaddr_storage{});
+  return query;
+}
+
 DnsQuery* DnsQuery::start(uv_loop_t* loop, const std::string& host, uint16_t port,
                           Callback callback, int* error) {
   auto* query = new DnsQuery(std::move(callback));

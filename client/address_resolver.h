@@ -26,6 +26,10 @@ class DnsQuery {
   // status 0 and the first stream address, or a libuv error code (and an empty address).
   using Callback = std::function<void(int status, const sockaddr_storage& address)>;
 
+  // `host` resolved, with or without DNS: calls back at once (and returns nullptr) when no lookup
+  // is needed or the lookup could not start (status = why), else returns the running query.
+  [[nodiscard]] static DnsQuery* resolve(uv_loop_t* loop, const std::string& host, uint16_t port,
+                                         const Callback& callback);
   // nullptr (and *error set) when the lookup could not even start.
   [[nodiscard]] static DnsQuery* start(uv_loop_t* loop, const std::string& host, uint16_t port,
                                        Callback callback, int* error);

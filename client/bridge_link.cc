@@ -24,7 +24,7 @@ void BridgeLink::attempt() {
   state_ = State::kActive;
   retryAtMs_ = 0;
   ++attempts_;
-  auto session = std::make_unique<BridgeSession>(loop_, settings_,
+  auto session = std::make_unique<BridgeClient>(loop_, settings_,
                                                   static_cast<SessionHost&>(*this), index_);
   current_ = session.get();
   sessions_.push_back(std::move(session));
@@ -35,14 +35,14 @@ void BridgeLink::attempt() {
 
 // --- Sessions ---------------------------------------------------------------------------------
 
-void BridgeLink::onSessionAttached(BridgeSession& session) {
+void BridgeLink::onSessionAttached(BridgeClient& session) {
   if (&session != current_) return;
   backoff_.attached();
   lastError_.clear();
   host_.onLinkChanged();
 }
 
-void BridgeLink::onSessionDrain(BridgeSession& session) {
+void BridgeLink::onSessionDrain(BridgeClient& session) {
   if (&session != current_ || state_ != State::kActive) return;
   current_ = nullptr;  // it lives on in sessions_ until the relay closes it
   setError("the relay is restarting (drain); moving to another");
@@ -50,7 +50,7 @@ void BridgeLink::onSessionDrain(BridgeSession& session) {
   host_.onLinkChanged();
 }
 
-void BridgeLink::onSessionEnded(BridgeSession& session, const SessionEnd& end) {
+void BridgeLink::onSessionEnded(BridgeClient& session, const SessionEnd& end) {
   if (&session != current_ || state_ != State::kActive) {
     host_.onLinkChanged();  // a draining bridge closed, or we are stopping
     return;
@@ -67,7 +67,7 @@ void BridgeLink::onSessionEnded(BridgeSession& session, const SessionEnd& end) {
   host_.onLinkChanged();
 }
 
-void BridgeLink::onSessionFinished(BridgeSession& session) {
+void BridgeLink::onSessionFinished(BridgeClient& session) {
   auto it = std::find_if(sessions_.begin(), sessions_.end(),
                          [&](const auto& owned) { return owned.get() == &session; });
   if (it == sessions_.end()) return;
@@ -119,11 +119,11 @@ void BridgeLink::onTimer() {
   }
   const uint64_t now = uv_now(loop_);
   if (state_ == State::kWaiting && now >= retryAtMs_) attempt();
-  std::vector<BridgeSession*> visit;
+  std::vector<BridgeClient*> visit;
   visit.reserve(sessions_.size());
   for (const auto& session : sessions_) visit.push_back(session.get());
   // Sessions are only removed through onSessionFinished, which defers their deletion.
-  for (BridgeSession* session : visit) session->onTimer(now);
+  for (BridgeClient* session : visit) session->onTimer(now);
   rescheduleTimer();
 }
 
@@ -134,9 +134,9 @@ void BridgeLink::stop() {
   state_ = State::kStopping;
   current_ = nullptr;
   retryAtMs_ = 0;
-  std::vector<BridgeSession*> open;
+  std::vector<BridgeClient*> open;
   for (const auto& session : sessions_) open.push_back(session.get());
-  for (BridgeSession* session : open) session->stop(ws::kCloseGoingAway);
+  for (BridgeClient* session : open) session->stop(ws::kCloseGoingAway);
   // Finished sessions go away on the next timer visit, which then closes the timer.
   rescheduleTimer();
 }

@@ -1,5 +1,5 @@
 // One of the pool's `links`: the reconnect loop of docs/protocol.md section 10 around
-// BridgeSession. The first attempt starts at once; after an attached bridge ends the next waits
+// BridgeClient. The first attempt starts at once; after an attached bridge ends the next waits
 // 125-250 ms, after each failed attempt the wait doubles with equal jitter up to 30 s (Backoff);
 // a `drain` starts a replacement after the short delay while the draining bridge finishes. A
 // fatal answer (400/404/405/426, bad_token, invalid_route, too many routes) stops the loop.
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "client/backoff.h"
-#include "client/bridge_session.h"
+#include "client/bridge_client.h"
 #include "client/bridge_settings.h"
 #include "common/log.h"
 
@@ -62,10 +62,10 @@ class BridgeLink final : private SessionHost {
   enum class State : uint8_t { kIdle, kActive, kWaiting, kFatal, kStopping, kStopped };
 
   // SessionHost
-  void onSessionAttached(BridgeSession& session) override;
-  void onSessionDrain(BridgeSession& session) override;
-  void onSessionEnded(BridgeSession& session, const SessionEnd& end) override;
-  void onSessionFinished(BridgeSession& session) override;
+  void onSessionAttached(BridgeClient& session) override;
+  void onSessionDrain(BridgeClient& session) override;
+  void onSessionEnded(BridgeClient& session, const SessionEnd& end) override;
+  void onSessionFinished(BridgeClient& session) override;
   void onSessionChanged() override;
   void rescheduleTimer() override;
 
@@ -85,9 +85,9 @@ class BridgeLink final : private SessionHost {
   State state_ = State::kIdle;
   uv_timer_t timer_{};
   Backoff backoff_{uniformRandom};
-  std::vector<std::unique_ptr<BridgeSession>> sessions_;   // current, draining, closing
-  std::vector<std::unique_ptr<BridgeSession>> finished_;   // deleted on the next timer visit
-  BridgeSession* current_ = nullptr;                       // the attempt or attached bridge
+  std::vector<std::unique_ptr<BridgeClient>> sessions_;   // current, draining, closing
+  std::vector<std::unique_ptr<BridgeClient>> finished_;   // deleted on the next timer visit
+  BridgeClient* current_ = nullptr;                       // the attempt or attached bridge
   uint64_t retryAtMs_ = 0;
   std::string lastError_;
   uint64_t lastErrorAtMs_ = 0;

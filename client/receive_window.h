@@ -1,6 +1,6 @@
 // The receive side of one visitor connection's flow control (docs/protocol.md section 7), as pure
 // logic: the relay may send us `window` bytes beyond what we granted; we grant in batches of at
-// least a quarter window as bytes are taken off our hands. Owned by one VisitorStream (loop
+// least a quarter window as bytes are taken off our hands. Owned by one LocalStream (loop
 // thread).
 #pragma once
 

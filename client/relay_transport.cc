@@ -73,23 +73,15 @@ RelayTransport* RelayTransport::create(uv_loop_t* loop, RelayEndpoint endpoint,
 void RelayTransport::start() {
   if (state_ != State::kIdle) return;
   state_ = State::kResolving;
-  if (auto address = resolveWithoutDns(endpoint_.host, endpoint_.port)) {
-    connectTo(*address);
-    return;
-  }
-  int error = 0;
-  dns_ = DnsQuery::start(
-      loop_, endpoint_.host, endpoint_.port,
-      [this](int status, const sockaddr_storage& address) {
-        dns_ = nullptr;
-        if (status != 0) {
-          fail(describeUv("resolving " + endpoint_.host, status));
-          return;
-        }
-        connectTo(address);
-      },
-      &error);
-  if (dns_ == nullptr) fail(describeUv("resolving " + endpoint_.host, error));
+  dns_ = DnsQuery::resolve(loop_, endpoint_.host, endpoint_.port,
+                           [this](int status, const sockaddr_storage& address) {
+                             dns_ = nullptr;
+                             if (status != 0) {
+                               fail(describeUv("resolving " + endpoint_.host, status));
+                               return;
+                             }
+                             connectTo(address);
+                           });
 }
 
 void RelayTransport::connectTo(const sockaddr_storage& address) {
@@ -116,8 +108,10 @@ void RelayTransport::onConnected() {
   (void)uv_tcp_nodelay(&socket_, 1);
   (void)uv_tcp_keepalive(&socket_, 1, kKeepAliveSeconds);
   lastReceiveMs_ = uv_now(loop_);
-  tls_ = tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true);
-  if (!tls_) {
+  tls_ = std::make_unique<tls::TlsStream>(
+      tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true),
+      static_cast<tls::TlsStream::Owner&>(*this), tPlaintext);
+  if (!tls_->valid()) {
     fail("tls: cannot create a client session");
     return;
   }
@@ -127,11 +121,7 @@ void RelayTransport::onConnected() {
     return;
   }
   state_ = State::kTlsHandshake;
-  if (tls_->handshake() == tls::TlsStatus::kError) {
-    fail("tls: " + tls_->errorText());
-    return;
-  }
-  flushTls();  // the ClientHello
+  if (!tls_->startHandshake()) fail("tls: " + tls_->errorText());  // else the ClientHello is out
 }
 
 void RelayTransport::onAlloc(uv_handle_t*, size_t, uv_buf_t* buf) {
@@ -147,44 +137,25 @@ void RelayTransport::onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* 
     return;
   }
   self->lastReceiveMs_ = uv_now(self->loop_);
-  self->onBytes({reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)});
+  self->tls_->receive({reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)});
 }
 
-void RelayTransport::onBytes(std::span<const uint8_t> ciphertext) {
-  tls_->feed(ciphertext);
-  if (state_ == State::kTlsHandshake) {
-    const tls::TlsStatus status = tls_->handshake();
-    flushTls();  // handshake output, and an alert on failure
-    if (closing()) return;
-    if (status == tls::TlsStatus::kError) {
-      fail("tls: " + tls_->errorText());
-      return;
-    }
-    if (!tls_->handshakeDone()) return;
-    sendUpgradeRequest();
-    if (closing()) return;
-  }
-  drainPlaintext();
+bool RelayTransport::sendCiphertext(std::vector<uint8_t> bytes) {
+  if (!closing()) writeRaw(std::move(bytes));
+  return !closing();
 }
 
-void RelayTransport::drainPlaintext() {
-  while (state_ >= State::kUpgrading && state_ <= State::kCloseSent) {
-    const tls::ReadResult result = tls_->read(tPlaintext);
-    if (result.bytes > 0) consumePlaintext({tPlaintext.data(), result.bytes});
-    if (closing() || state_ == State::kFlushing) return;
-    if (result.status == tls::TlsStatus::kClosed) {
-      onEndOfStream(UV_EOF);
-      return;
-    }
-    if (result.status == tls::TlsStatus::kError) {
-      flushTls();
-      fail("tls: " + tls_->errorText());
-      return;
-    }
-    if (result.bytes < tPlaintext.size()) break;
-  }
-  if (!closing()) flushTls();  // e.g. a key update answer
+void RelayTransport::onTlsHandshakeDone() { sendUpgradeRequest(); }
+
+bool RelayTransport::wantsTlsPlaintext() const {
+  return state_ >= State::kUpgrading && state_ <= State::kCloseSent;
 }
+
+void RelayTransport::onTlsPlaintext(std::span<uint8_t> bytes) { consumePlaintext(bytes); }
+
+void RelayTransport::onTlsCloseNotify() { onEndOfStream(UV_EOF); }
+
+void RelayTransport::onTlsFailed() { fail("tls: " + tls_->errorText()); }
 
 void RelayTransport::onEndOfStream(int status) {
   const std::string why = status == UV_EOF ? "the relay closed the connection"
@@ -225,12 +196,9 @@ void RelayTransport::sendUpgradeRequest() {
   }
   state_ = State::kUpgrading;
   const std::string& request = upgrade_->request();
-  if (tls_->write({reinterpret_cast<const uint8_t*>(request.data()), request.size()}) ==
-      tls::TlsStatus::kError) {
+  if (!tls_->write({reinterpret_cast<const uint8_t*>(request.data()), request.size()})) {
     fail("tls: " + tls_->errorText());
-    return;
   }
-  flushTls();
 }
 
 void RelayTransport::onUpgradeStep(const RelayUpgrade::Step& step) {
@@ -331,13 +299,12 @@ bool RelayTransport::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
   frame.insert(frame.end(), head.begin(), head.end());
   frame.insert(frame.end(), payload.begin(), payload.end());
   ws::maskInPlace(std::span<uint8_t>(frame).subspan(header.size), key);
-  const tls::TlsStatus written = tls_->write(frame);
+  const bool written = tls_->write(frame);
   frameScratch_ = std::move(frame);
-  if (written == tls::TlsStatus::kError) {
+  if (!written) {
     lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
     return false;
   }
-  flushTls();
   return !closing();
 }
 
@@ -365,10 +332,6 @@ void RelayTransport::close(uint16_t code, std::string_view reason) {
 void RelayTransport::abort() {
   reported_ = true;
   closeSocket();
-}
-
-void RelayTransport::flushTls() {
-  if (tls_ && tls_->pendingOutputSize() > 0 && !closing()) writeRaw(tls_->takeOutput());
 }
 
 void RelayTransport::writeRaw(std::vector<uint8_t> bytes) {

@@ -2,7 +2,7 @@
 // TLS (SNI and certificate name = the API domain, ALPN http/1.1), the WebSocket upgrade of
 // docs/protocol.md section 1, then whole WebSocket messages in and masked frames out. Pings are
 // answered here at once; the closing handshake is RFC 6455's. What the messages mean (attach,
-// stream frames) is the listener's business (BridgeSession).
+// stream frames) is the listener's business (BridgeClient).
 //
 // Ownership: a heap object created by its listener, freed by itself once its socket is closed;
 // onTransportClosed() is the last thing it does, so the listener must outlive it until then.
@@ -22,6 +22,7 @@
 
 #include "client/relay_upgrade.h"
 #include "common/tls_engine.h"
+#include "common/tls_stream.h"
 #include "common/websocket_frame.h"
 #include "common/websocket_message.h"
 
@@ -58,7 +59,7 @@ class RelayTransportListener {
   virtual void onWritable() = 0;
 };
 
-class RelayTransport {
+class RelayTransport final : private tls::TlsStream::Owner {
  public:
   // nullptr when the socket could not be created (nothing to close then).
   [[nodiscard]] static RelayTransport* create(uv_loop_t* loop, RelayEndpoint endpoint,
@@ -111,6 +112,14 @@ class RelayTransport {
   RelayTransport(uv_loop_t* loop, RelayEndpoint endpoint, RelayTransportListener& listener);
   ~RelayTransport();
 
+  // tls::TlsStream::Owner
+  bool sendCiphertext(std::vector<uint8_t> bytes) override;
+  void onTlsHandshakeDone() override;
+  void onTlsPlaintext(std::span<uint8_t> bytes) override;
+  void onTlsCloseNotify() override;
+  void onTlsFailed() override;
+  [[nodiscard]] bool wantsTlsPlaintext() const override;
+
   static void onConnect(uv_connect_t* req, int status);
   static void onAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
@@ -119,9 +128,7 @@ class RelayTransport {
 
   void connectTo(const sockaddr_storage& address);
   void onConnected();
-  void onBytes(std::span<const uint8_t> ciphertext);
   void onEndOfStream(int status);
-  void drainPlaintext();
   void consumePlaintext(std::span<uint8_t> data);
   void consumeWebSocket(std::span<uint8_t> data);
   void onUpgradeStep(const RelayUpgrade::Step& step);
@@ -129,7 +136,6 @@ class RelayTransport {
   void sendUpgradeRequest();
   bool sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
                  std::span<const uint8_t> payload);
-  void flushTls();
   void writeRaw(std::vector<uint8_t> bytes);
   // The connection ended on its own (not by close()/abort()): tell the listener once.
   void fail(std::string text, int httpStatus = 0, std::string tag = {}, bool permanent = false);
@@ -147,7 +153,7 @@ class RelayTransport {
   uv_tcp_t socket_{};
   uv_connect_t connectReq_{};
   DnsQuery* dns_ = nullptr;
-  std::unique_ptr<tls::TlsEngine> tls_;
+  std::unique_ptr<tls::TlsStream> tls_;
   std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
   ws::MessageReader reader_;
   std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)

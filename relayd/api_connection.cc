@@ -1,17 +1,14 @@
+// ApiConnection (api_connection.h): admission, the TLS side (a tls::TlsStream over the TcpStream)
+// and closing. Its HTTP phase is in api_connection_http.cc.
 #include "relayd/api_connection.h"
 
 #include <algorithm>
-#include <array>
 #include <new>
 #include <utility>
 
-#include "common/http_serializer.h"
 #include "common/log.h"
-#include "common/websocket_handshake.h"
-#include "relayd/api_proxy.h"
 #include "common/log_throttle.h"
 #include "relayd/relay.h"
-#include "relayd/sni_route.h"
 
 namespace ot::relayd {
 
@@ -24,7 +21,6 @@ constexpr uint64_t kHandshakeTimeoutMs = 10'000;
 // covers a lossy mobile or satellite link with two TCP retransmissions (1 s + 2 s RTO) and then
 // some. A peer that sends a hello and goes silent gives its slot back after this, not after 10 s.
 constexpr uint64_t kHandshakeAfterHelloMs = 5'000;
-constexpr uint64_t kKeepAliveIdleMs = 60'000;
 constexpr uint64_t kCloseFlushMs = 5'000;
 constexpr uint32_t kMaxHandshakesInProgress = 256;
 // Of those, what one source address (IPv6: its /64) may hold: 1/8, so one address cannot take
@@ -40,17 +36,6 @@ constexpr uint64_t kShedLogEveryMs = 10'000;
 // then hold 64 x (256 KiB + one answer) of BUFFERED_BYTES_LIMIT, not 64 x 2 MiB: one address
 // cannot pause every bridge and visitor of the relay.
 constexpr size_t kHttpAnswersUnreadMark = 256u << 10;
-// Headers that describe one hop; never forwarded to controld or back.
-constexpr std::array<std::string_view, 8> kHopHeaders = {
-    "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-    "upgrade",    "te",         "content-length",   "x-opentunnel-client-address"};
-
-bool isHopHeader(std::string_view name) {
-  return std::any_of(kHopHeaders.begin(), kHopHeaders.end(),
-                     [name](std::string_view hop) { return httpNameEquals(hop, name); });
-}
-
-std::vector<uint8_t> toBytes(const std::string& text) { return {text.begin(), text.end()}; }
 
 // A connection closed before an ApiConnection took it: it stops counting as open here.
 void closeUnserved(RelayContext& context, TcpStream* stream, bool reset) {
@@ -92,7 +77,7 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
     }
   }
   auto* connection = new (std::nothrow) ApiConnection(context, relay, stream);
-  if (connection == nullptr || !connection->tls_) {
+  if (connection == nullptr || !connection->tls_.valid()) {
     if (connection != nullptr) {
       connection->stream_ = nullptr;
       stream->setHandler(nullptr);
@@ -114,7 +99,7 @@ ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* str
     : context_(context),
       relay_(relay),
       stream_(stream),
-      tls_(tls::TlsEngine::server(relay.apiContext())),
+      tls_(tls::TlsEngine::server(relay.apiContext()), *this, context.plainBuffer),
       timer_(&ApiConnection::onTimer, this),
       gone_(std::make_shared<bool>(false)) {
   stream_->setHandler(this);
@@ -141,28 +126,50 @@ void ApiConnection::endHandshake() {
 
 void ApiConnection::feedCiphertext(std::span<const uint8_t> bytes) {
   if (phase_ == Phase::kClosing) return;
-  tls_->feed(bytes);
+  gotHttp_ = false;
+  tls_.receive(bytes);
+  if (gotHttp_) processHttp();
+}
+
+bool ApiConnection::sendCiphertext(std::vector<uint8_t> bytes) {
+  if (stream_ != nullptr) stream_->write(std::move(bytes));
+  return true;  // a failed write closes the stream; what follows copes with that
+}
+
+void ApiConnection::onTlsHandshakeDone() {
+  endHandshake();
+  context_.metrics.apiHandshakeOk.Increment();
+  phase_ = Phase::kHttp;
+  if (!takeSourceConnectionSlot()) return;
+  HttpParserLimits limits;
+  limits.maxBodyBytes = 1024 * 1024;
+  parser_ = std::make_unique<HttpParser>(HttpParser::Kind::kRequest, limits);
+  armTimer(kKeepAliveIdleMs);
+}
+
+void ApiConnection::onTlsFailed() {
   if (phase_ == Phase::kHandshake) {
-    const tls::TlsStatus status = tls_->handshake();
-    flushTls();
-    if (status == tls::TlsStatus::kError) {
-      endHandshake();
-      context_.metrics.apiHandshakeFailed.Increment();
-      kLog.debug("API TLS handshake failed", {{"peer", stream_->peer().toString()}, {"error", tls_->errorText()}});
-      fail();
-      return;
-    }
-    if (status != tls::TlsStatus::kOk) return;
     endHandshake();
-    context_.metrics.apiHandshakeOk.Increment();
-    phase_ = Phase::kHttp;
-    if (!takeSourceConnectionSlot()) return;
-    HttpParserLimits limits;
-    limits.maxBodyBytes = 1024 * 1024;
-    parser_ = std::make_unique<HttpParser>(HttpParser::Kind::kRequest, limits);
-    armTimer(kKeepAliveIdleMs);
+    context_.metrics.apiHandshakeFailed.Increment();
+    kLog.debug("API TLS handshake failed", {{"peer", stream_->peer().toString()}, {"error", tls_.errorText()}});
   }
-  drainPlaintext();
+  fail();
+}
+
+bool ApiConnection::wantsTlsPlaintext() const { return phase_ != Phase::kClosing && phase_ != Phase::kHandshake; }
+
+void ApiConnection::onTlsPlaintext(std::span<uint8_t> plain) {
+  if (phase_ == Phase::kBridge && bridge_) {
+    bridge_->onPlaintext(plain);
+  } else {
+    httpInput_.insert(httpInput_.end(), plain.begin(), plain.end());
+    gotHttp_ = true;
+  }
+}
+
+void ApiConnection::onTlsCloseNotify() {
+  if (bridge_) bridge_->onTransportLost();
+  closeTransport(false);
 }
 
 bool ApiConnection::takeSourceConnectionSlot() {
@@ -186,46 +193,9 @@ bool ApiConnection::answersUnread() const {
   return stream_ == nullptr || stream_->writeBacklogged() || stream_->queuedBytes() > kHttpAnswersUnreadMark;
 }
 
-void ApiConnection::drainPlaintext() {
-  bool gotHttp = false;
-  while (phase_ != Phase::kClosing && phase_ != Phase::kHandshake) {
-    const tls::ReadResult result = tls_->read(context_.plainBuffer);
-    if (result.bytes > 0) {
-      std::span<uint8_t> plain(context_.plainBuffer.data(), result.bytes);
-      if (phase_ == Phase::kBridge && bridge_) {
-        bridge_->onPlaintext(plain);
-      } else {
-        httpInput_.insert(httpInput_.end(), plain.begin(), plain.end());
-        gotHttp = true;
-      }
-    }
-    if (result.status == tls::TlsStatus::kClosed) {
-      if (bridge_) bridge_->onTransportLost();
-      closeTransport(false);
-      return;
-    }
-    if (result.status == tls::TlsStatus::kError) {
-      fail();
-      return;
-    }
-    if (result.bytes < context_.plainBuffer.size()) break;
-  }
-  flushTls();  // post-handshake messages (tickets) and anything the reads produced
-  if (gotHttp) processHttp();
-}
-
-void ApiConnection::flushTls() {
-  if (stream_ == nullptr || tls_->pendingOutputSize() == 0) return;
-  stream_->write(tls_->takeOutput());
-}
-
 void ApiConnection::sendPlain(std::span<const uint8_t> bytes) {
   if (phase_ == Phase::kHandshake || stream_ == nullptr || stream_->closing()) return;
-  if (tls_->write(bytes) != tls::TlsStatus::kOk) {
-    fail();
-    return;
-  }
-  flushTls();
+  if (!tls_.write(bytes)) fail();
 }
 
 size_t ApiConnection::queuedBytes() const { return stream_ == nullptr ? 0 : stream_->queuedBytes(); }
@@ -241,202 +211,12 @@ void ApiConnection::resumeReading() {
   readPausedByBridge_ = false;
   if (stream_ != nullptr && phase_ != Phase::kClosing) stream_->startReading();
   // TLS may hold decrypted records that arrived while paused.
-  if (phase_ == Phase::kBridge && tls_->pendingPlaintext() > 0) drainPlaintext();
+  if (phase_ == Phase::kBridge) tls_.resume();
 }
 
 const std::string& ApiConnection::peerAddress() const {
   static const std::string kEmpty;
   return stream_ == nullptr ? kEmpty : stream_->peerAddress();
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP
-
-void ApiConnection::processHttp() {
-  while (phase_ == Phase::kHttp && !httpInput_.empty()) {
-    // Pipelined requests wait, and the client is not read, while it leaves our answers unread
-    // (onWritten resumes).
-    if (stream_ == nullptr) return;
-    if (answersUnread()) {
-      if (!readPausedForAnswers_) {
-        readPausedForAnswers_ = true;
-        context_.metrics.peerBacklogPaused.Increment();
-        stream_->stopReading();
-      }
-      return;
-    }
-    const HttpParseResult result = parser_->feed(std::span<const uint8_t>(httpInput_));
-    switch (result.status) {
-      case HttpParseStatus::kNeedMore:
-        httpInput_.clear();
-        return;
-      case HttpParseStatus::kDone:
-      case HttpParseStatus::kUpgrade: {
-        httpInput_.erase(httpInput_.begin(), httpInput_.begin() + static_cast<std::ptrdiff_t>(result.consumed));
-        HttpMessage request = parser_->takeMessage();
-        parser_->reset();
-        handleRequest(request);  // an upgrade to any path but the bridge is proxied like any request
-        break;
-      }
-      case HttpParseStatus::kError: {
-        const HttpError error = parser_->error();
-        httpInput_.clear();
-        respondError(httpErrorStatus(error), "BadRequestError", std::string(parser_->errorDetail()), true);
-        return;
-      }
-      case HttpParseStatus::kHeaders:
-      case HttpParseStatus::kBody:
-        return;  // collect mode never returns these
-    }
-  }
-}
-
-void ApiConnection::handleRequest(const HttpMessage& request) {
-  timer_.cancel();
-  const BridgePath bridgePath = parseBridgePath(request.target);
-  if (!bridgePath.matches) {
-    proxy(request);
-    return;
-  }
-  if (request.method != "GET") {
-    respondError(405, "MethodNotAllowedError", "the bridge is opened with GET", false, {{"Allow", "GET"}});
-    return;
-  }
-  if (!bridgePath.validId) {
-    respondError(404, "NotFoundError", "no such tunnel", false);
-    return;
-  }
-  handleBridgeUpgrade(request, bridgePath.tunnelId);
-}
-
-void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::string& tunnelId) {
-  std::vector<ws::HttpHeader> headers;
-  headers.reserve(request.headers.size());
-  for (const auto& header : request.headers) headers.push_back({header.name, header.value});
-  ws::UpgradeRequest upgrade{request.method, request.versionMajor, request.versionMinor, headers};
-  const ws::UpgradeCheck check = ws::checkUpgradeRequest(upgrade);
-  if (check.error != ws::UpgradeError::kNone) {
-    const int status = ws::httpStatusFor(check.error);
-    if (status == 426) {
-      respondError(426, "UpgradeRequiredError", std::string(ws::upgradeErrorMessage(check.error)), false,
-                   {{"Sec-WebSocket-Version", "13"}});
-    } else {
-      respondError(status, "BadRequestError", std::string(ws::upgradeErrorMessage(check.error)), false);
-    }
-    return;
-  }
-  const std::string key(check.key);
-  phase_ = Phase::kWaiting;
-  stream_->stopReading();
-  std::weak_ptr<bool> gone = gone_;
-  relay_.checkUpgrade(tunnelId, [this, gone, key, tunnelId](Relay::UpgradeDecision decision) {
-    auto alive = gone.lock();
-    if (!alive || *alive || phase_ != Phase::kWaiting) return;
-    switch (decision) {
-      case Relay::UpgradeDecision::kNotFound:
-        phase_ = Phase::kHttp;
-        respondError(404, "NotFoundError", "no such tunnel", false);
-        return;
-      case Relay::UpgradeDecision::kUnavailable:
-        phase_ = Phase::kHttp;
-        respondError(503, "ServiceUnavailableError", "the control plane is unavailable; retry", false,
-                     {{"Retry-After", "5"}});
-        return;
-      case Relay::UpgradeDecision::kAllowed:
-        break;
-    }
-    phase_ = Phase::kBridge;
-    connectionSource_.release();  // bridges have their own bounds (MAX_BRIDGES_PER_TUNNEL, failures)
-    timer_.cancel();
-    sendPlain(toBytes(ws::buildUpgradeResponse(key)));
-    bridge_ = std::make_unique<BridgeSession>(context_, relay_, *this, tunnelId);
-    parser_.reset();
-    stream_->startReading();
-    if (!httpInput_.empty()) {
-      std::vector<uint8_t> early;
-      early.swap(httpInput_);
-      bridge_->onPlaintext(early);
-    }
-  });
-}
-
-void ApiConnection::proxy(const HttpMessage& request) {
-  if (!relay_.controlConnected()) {
-    // controld is restarting, frozen or gone: answer at once instead of waiting on its socket.
-    const bool close = !request.keepAlive || context_.draining;
-    context_.metrics.apiProxyFailures.Increment();
-    respond(unavailableResponse("the control plane is unavailable; retry", close), close);
-    return;
-  }
-  std::vector<HttpHeader> headers;
-  for (const auto& header : request.headers) {
-    if (!isHopHeader(header.name)) headers.push_back(header);
-  }
-  headers.push_back({"Connection", "close"});
-  headers.push_back({"X-OpenTunnel-Client-Address", stream_->peerAddress()});
-  auto serialized = serializeRequest(request.method, request.target, headers, request.body);
-  if (!serialized) {
-    respondError(400, "BadRequestError", "the request cannot be forwarded", true);
-    return;
-  }
-  const bool clientWantsClose = !request.keepAlive;
-  phase_ = Phase::kWaiting;
-  stream_->stopReading();
-  std::weak_ptr<bool> gone = gone_;
-  proxyCall_ = relay_.apiProxy().send(
-      toBytes(*serialized), [this, gone, clientWantsClose](Result<ProxiedResponse> result) {
-        auto alive = gone.lock();
-        if (!alive || *alive) return;
-        proxyCall_ = 0;
-        phase_ = Phase::kHttp;
-        const bool close = clientWantsClose || context_.draining;
-        if (!result.ok()) {
-          context_.metrics.apiProxyFailures.Increment();
-          respond(unavailableResponse("the control plane is unavailable; retry", close), close);
-          return;
-        }
-        // Re-frame controld's answer (parsed once, by the proxy) for this connection's keep-alive.
-        const HttpMessage& response = result->message;
-        std::vector<HttpHeader> responseHeaders;
-        for (const auto& header : response.headers) {
-          if (!isHopHeader(header.name)) responseHeaders.push_back(header);
-        }
-        if (close) responseHeaders.push_back({"Connection", "close"});
-        auto out = result->headRequest
-                       ? serializeResponseHead(response.status, response.reason, responseHeaders,
-                                               response.contentLength
-                                                   ? HttpFraming::length(*response.contentLength)
-                                                   : HttpFraming::none())
-                       : serializeResponse(response.status, response.reason, responseHeaders,
-                                           response.body);
-        if (!out) {
-          respond(unavailableResponse("the control plane gave an unreadable answer", true), true);
-          return;
-        }
-        respond(toBytes(*out), close);
-      });
-}
-
-void ApiConnection::respondError(int status, const std::string& tag, const std::string& message, bool close,
-                                 const std::vector<std::pair<std::string, std::string>>& extra) {
-  const bool closeNow = close || context_.draining;
-  respond(jsonErrorResponse(status, tag, message, closeNow, extra), closeNow);
-}
-
-void ApiConnection::respond(std::vector<uint8_t> response, bool close) {
-  sendPlain(response);
-  requestDone(close);
-}
-
-void ApiConnection::requestDone(bool close) {
-  if (close) {
-    closeTransport(false);
-    return;
-  }
-  phase_ = Phase::kHttp;
-  armTimer(kKeepAliveIdleMs);
-  if (stream_ != nullptr) stream_->startReading();
-  processHttp();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -451,10 +231,7 @@ void ApiConnection::closeTransport(bool reset) {
   }
   if (phase_ != Phase::kClosing) {
     phase_ = Phase::kClosing;
-    if (tls_->handshakeDone()) {
-      tls_->shutdown();
-      flushTls();
-    }
+    if (tls_.handshakeDone()) tls_.closeNotify();
     stream_->stopReading();
     armTimer(kCloseFlushMs);
   }
@@ -464,7 +241,7 @@ void ApiConnection::closeTransport(bool reset) {
 void ApiConnection::fail() {
   if (bridge_) bridge_->onTransportLost();
   if (stream_ != nullptr) {
-    flushTls();  // the alert, if any
+    tls_.flush();  // the alert, if any
     phase_ = Phase::kClosing;
     if (stream_->queuedBytes() == 0) {
       stream_->close(false);

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/http_parser.h"
-#include "common/tls_engine.h"
+#include "common/tls_stream.h"
 #include "relayd/bridge_session.h"
 #include "relayd/relay_context.h"
 #include "relayd/source_counts.h"
@@ -26,7 +26,7 @@ namespace ot::relayd {
 
 class Relay;
 
-class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
+class ApiConnection final : public TcpStream::Handler, public BridgeTransport, public tls::TlsStream::Owner {
  public:
   // Takes over `stream` (whose ClientHello, `hello`, was read but not yet given to TLS).
   // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it, and
@@ -50,8 +50,17 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   void closeTransport(bool reset) override;
   [[nodiscard]] const std::string& peerAddress() const override;
 
+  // tls::TlsStream::Owner
+  bool sendCiphertext(std::vector<uint8_t> bytes) override;
+  void onTlsHandshakeDone() override;
+  void onTlsPlaintext(std::span<uint8_t> bytes) override;
+  void onTlsCloseNotify() override;
+  void onTlsFailed() override;
+  [[nodiscard]] bool wantsTlsPlaintext() const override;
+
  private:
   enum class Phase : uint8_t { kHandshake, kHttp, kWaiting, kBridge, kClosing };
+  static constexpr uint64_t kKeepAliveIdleMs = 60'000;
 
   ApiConnection(RelayContext& context, Relay& relay, TcpStream* stream);
   ~ApiConnection();
@@ -63,8 +72,6 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   bool takeSourceConnectionSlot();
   // More of our answers than kHttpAnswersUnreadMark wait for the client: no next request.
   [[nodiscard]] bool answersUnread() const;
-  void drainPlaintext();
-  void flushTls();
   void processHttp();
   void handleRequest(const HttpMessage& request);
   void handleBridgeUpgrade(const HttpMessage& request, const std::string& tunnelId);
@@ -80,7 +87,7 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   RelayContext& context_;
   Relay& relay_;
   TcpStream* stream_;
-  std::unique_ptr<tls::TlsEngine> tls_;
+  tls::TlsStream tls_;
   std::unique_ptr<HttpParser> parser_;
   std::vector<uint8_t> httpInput_;  // plaintext not yet parsed (pipelining, waiting phases)
   std::unique_ptr<BridgeSession> bridge_;
@@ -92,6 +99,7 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport {
   std::string sourceKey_;        // peerSourceKey of the peer; empty: not limited per source
   bool readPausedForAnswers_ = false;
   bool readPausedByBridge_ = false;
+  bool gotHttp_ = false;  // plaintext for the HTTP phase arrived in the current receive
   TimerEntry timer_;
   std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it
 };

@@ -61,3 +61,28 @@ TEST_CASE("client address: a DNS query answers on the loop; a cancelled one neve
   loop.runFor(200);
   CHECK_FALSE(cancelledCalled);
 }
+
+TEST_CASE("client address: resolve answers a .localhost name at once and looks a name up on the loop") {
+  ot::client_test::TestLoop loop;
+  int calls = 0;
+  int status = -1;
+  std::string address;
+  const ot::client::DnsQuery::Callback record = [&](int s, const sockaddr_storage& a) {
+    ++calls;
+    status = s;
+    address = ot::client::formatAddress(a);
+  };
+  CHECK(ot::client::DnsQuery::resolve(loop.get(), "tunnel.localhost", 8443, record) == nullptr);
+  CHECK(calls == 1);  // inside the call: no lookup was needed
+  CHECK(status == 0);
+  CHECK(address == "127.0.0.1:8443");
+
+  // A name that needs DNS is looked up on the loop: no answer inside the call. (Cancelled: the
+  // test needs no network.)
+  auto* query = ot::client::DnsQuery::resolve(loop.get(), "relay.example.invalid", 443, record);
+  REQUIRE(query != nullptr);
+  CHECK(calls == 1);
+  query->cancel();
+  loop.runFor(200);
+  CHECK(calls == 1);
+}

@@ -1,4 +1,5 @@
-// One bridge (docs/protocol.md sections 2-9): a RelayTransport from the upgrade through `attach`
+// The client's end of one bridge (docs/protocol.md sections 2-9; relayd's end is its
+// BridgeSession): a RelayTransport from the upgrade through `attach`
 // to its end, the visitor connections it carries, their frames routed by connection id with the
 // state checks of section 6, and liveness (ping after heartbeat_ms of silence, give up after
 // three). Retrying is not its business: BridgeLink owns sessions and runs the reconnect loop.
@@ -19,13 +20,13 @@
 
 #include "client/bridge_settings.h"
 #include "client/relay_transport.h"
-#include "client/visitor_stream.h"
+#include "client/local_stream.h"
 #include "common/bridge_control.h"
 #include "common/log.h"
 
 namespace ot::client {
 
-class BridgeSession;
+class BridgeClient;
 
 // How a session ended, for the reconnect loop.
 struct SessionEnd {
@@ -37,25 +38,25 @@ struct SessionEnd {
 class SessionHost {
  public:
   virtual ~SessionHost() = default;
-  virtual void onSessionAttached(BridgeSession& session) = 0;
+  virtual void onSessionAttached(BridgeClient& session) = 0;
   // The relay drains this bridge: start a replacement, keep this one until the relay closes it.
-  virtual void onSessionDrain(BridgeSession& session) = 0;
+  virtual void onSessionDrain(BridgeClient& session) = 0;
   // Exactly once; the session is closing.
-  virtual void onSessionEnded(BridgeSession& session, const SessionEnd& end) = 0;
+  virtual void onSessionEnded(BridgeClient& session, const SessionEnd& end) = 0;
   // Ended and every handle closed: delete the session, but not on this call's stack.
-  virtual void onSessionFinished(BridgeSession& session) = 0;
+  virtual void onSessionFinished(BridgeClient& session) = 0;
   // The number of connections changed.
   virtual void onSessionChanged() = 0;
   // A deadline changed: call nextDeadlineMs() again.
   virtual void rescheduleTimer() = 0;
 };
 
-class BridgeSession final : private RelayTransportListener, private StreamHost {
+class BridgeClient final : private RelayTransportListener, private StreamHost {
  public:
-  BridgeSession(uv_loop_t* loop, const BridgeSettings& settings, SessionHost& host, int link);
-  ~BridgeSession() override;
-  BridgeSession(const BridgeSession&) = delete;
-  BridgeSession& operator=(const BridgeSession&) = delete;
+  BridgeClient(uv_loop_t* loop, const BridgeSettings& settings, SessionHost& host, int link);
+  ~BridgeClient() override;
+  BridgeClient(const BridgeClient&) = delete;
+  BridgeClient& operator=(const BridgeClient&) = delete;
 
   // Starts the attempt (its 10 s deadline too). May end it from inside.
   void start();
@@ -112,7 +113,7 @@ class BridgeSession final : private RelayTransportListener, private StreamHost {
   bool finished_ = false;
   bool draining_ = false;
   RelayTransport* transport_ = nullptr;  // owns itself; null once closed
-  std::unordered_map<uint32_t, VisitorStream*> streams_;  // each owns itself until freed
+  std::unordered_map<uint32_t, LocalStream*> streams_;  // each owns itself until freed
   bridge::Attached attached_;
   uint32_t highestOpened_ = 0;
   uint64_t attemptDeadlineMs_ = 0;

@@ -11,7 +11,7 @@
 
 #include "client/bridge_pool.h"
 #include "client/bridge_settings.h"
-#include "client/visitor_stream.h"
+#include "client/local_stream.h"
 #include "common/bridge_frame.h"
 #include "common/tls_engine.h"
 #include "tests/client/fake_relay.h"
@@ -501,7 +501,7 @@ TEST_CASE("client stream: a handshake period in which the bridge was congested i
   options.tlsContext = context.value();
   options.handshakeTimeoutMs = 10'000;
   options.connectTimeoutMs = 5'000;  // earlier than the handshake's, and gone once connected
-  ot::client::VisitorStream* stream = ot::client::VisitorStream::create(loop.get(), host, options);
+  ot::client::LocalStream* stream = ot::client::LocalStream::create(loop.get(), host, options);
   REQUIRE(stream != nullptr);
   stream->start();
   const uint64_t handshakeDeadline = uv_now(loop.get()) + 10'000;

@@ -1,4 +1,4 @@
-#include "client/bridge_session.h"
+#include "client/bridge_client.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -22,13 +22,13 @@ bool fatalUpgradeStatus(int status) {
 
 }  // namespace
 
-BridgeSession::BridgeSession(uv_loop_t* loop, const BridgeSettings& settings, SessionHost& host,
+BridgeClient::BridgeClient(uv_loop_t* loop, const BridgeSettings& settings, SessionHost& host,
                              int link)
     : loop_(loop), settings_(settings), host_(host), link_(link) {}
 
-BridgeSession::~BridgeSession() = default;
+BridgeClient::~BridgeClient() = default;
 
-void BridgeSession::start() {
+void BridgeClient::start() {
   attemptDeadlineMs_ = uv_now(loop_) + kAttachDeadlineMs;
   if (!settings_.relayContext) {
     endSession({false, true, settings_.relayContextError});
@@ -53,7 +53,7 @@ void BridgeSession::start() {
   transport_->start();
 }
 
-void BridgeSession::stop(uint16_t code) {
+void BridgeClient::stop(uint16_t code) {
   if (transport_ != nullptr) transport_->close(code, "client going away");
   endSession({phase_ == Phase::kAttached, false, {}});
   maybeFinished();
@@ -61,7 +61,7 @@ void BridgeSession::stop(uint16_t code) {
 
 // --- The relay's messages ---------------------------------------------------------------------
 
-void BridgeSession::onUpgraded() {
+void BridgeClient::onUpgraded() {
   phase_ = Phase::kAwaitingAttached;
   const BridgeConfig& config = settings_.config;
   bridge::AttachRequest attach;
@@ -74,11 +74,11 @@ void BridgeSession::onUpgraded() {
   (void)transport_->sendText(bridge::serializeAttach(attach));
 }
 
-void BridgeSession::onTransportFailed(const TransportFailure& failure) {
+void BridgeClient::onTransportFailed(const TransportFailure& failure) {
   endSession({false, failure.permanent || fatalUpgradeStatus(failure.httpStatus), failure.text});
 }
 
-void BridgeSession::onTextMessage(std::string_view text) {
+void BridgeClient::onTextMessage(std::string_view text) {
   if (ended_) return;
   auto parsed = bridge::parseRelayMessage(text);
   if (phase_ == Phase::kAttached) {
@@ -98,7 +98,7 @@ void BridgeSession::onTextMessage(std::string_view text) {
   onRelayMessage(parsed.value());
 }
 
-void BridgeSession::onRelayMessage(const bridge::RelayMessage& message) {
+void BridgeClient::onRelayMessage(const bridge::RelayMessage& message) {
   if (const auto* attached = std::get_if<bridge::Attached>(&message)) {
     attached_ = *attached;
     phase_ = Phase::kAttached;
@@ -124,7 +124,7 @@ void BridgeSession::onRelayMessage(const bridge::RelayMessage& message) {
   endSession({false, false, "the relay is draining"});
 }
 
-bool BridgeSession::fatalAttachError(const bridge::AttachError& error) const {
+bool BridgeClient::fatalAttachError(const bridge::AttachError& error) const {
   switch (error.code) {
     case bridge::AttachErrorCode::kBadToken:
     case bridge::AttachErrorCode::kInvalidRoute:
@@ -143,7 +143,7 @@ bool BridgeSession::fatalAttachError(const bridge::AttachError& error) const {
   return false;
 }
 
-void BridgeSession::onBinaryMessage(std::span<const uint8_t> message) {
+void BridgeClient::onBinaryMessage(std::span<const uint8_t> message) {
   if (ended_) return;
   if (phase_ != Phase::kAttached) {
     protocolError("binary message before attached");
@@ -168,7 +168,7 @@ void BridgeSession::onBinaryMessage(std::span<const uint8_t> message) {
     }
     return;
   }
-  VisitorStream& stream = *it->second;
+  LocalStream& stream = *it->second;
   FrameVerdict verdict = FrameVerdict::kOk;
   switch (frame.kind) {
     case bridge::FrameKind::kData:
@@ -194,7 +194,7 @@ void BridgeSession::onBinaryMessage(std::span<const uint8_t> message) {
   }
 }
 
-void BridgeSession::onOpen(const bridge::Frame& frame) {
+void BridgeClient::onOpen(const bridge::Frame& frame) {
   if (frame.connId <= highestOpened_) {
     protocolError("open out of order (connection " + std::to_string(frame.connId) + ")");
     return;
@@ -230,7 +230,7 @@ void BridgeSession::onOpen(const bridge::Frame& frame) {
     }
     options.tlsContext = settings_.visitorContext;
   }
-  VisitorStream* stream = VisitorStream::create(loop_, *this, std::move(options));
+  LocalStream* stream = LocalStream::create(loop_, *this, std::move(options));
   if (stream == nullptr) {
     sendReset(frame.connId, bridge::ResetReason::kConnectFailed, "cannot create a socket");
     return;
@@ -240,13 +240,13 @@ void BridgeSession::onOpen(const bridge::Frame& frame) {
   stream->start();
 }
 
-void BridgeSession::sendReset(uint32_t connId, bridge::ResetReason reason,
+void BridgeClient::sendReset(uint32_t connId, bridge::ResetReason reason,
                               std::string_view text) {
   const std::vector<uint8_t> frame = bridge::encodeReset(connId, reason, text);
   sendStreamFrame(frame, {});
 }
 
-void BridgeSession::onDisconnected(uint16_t code, std::string_view reason) {
+void BridgeClient::onDisconnected(uint16_t code, std::string_view reason) {
   std::string text = code == ws::kCloseAbnormal
                          ? "connection lost"
                          : "relay closed the bridge with " + std::to_string(code);
@@ -254,7 +254,7 @@ void BridgeSession::onDisconnected(uint16_t code, std::string_view reason) {
   endSession({phase_ == Phase::kAttached, false, std::move(text)});
 }
 
-void BridgeSession::onTransportClosed() {
+void BridgeClient::onTransportClosed() {
   transport_ = nullptr;
   endSession({phase_ == Phase::kAttached, false, "connection closed"});
   maybeFinished();
@@ -262,28 +262,28 @@ void BridgeSession::onTransportClosed() {
 
 // --- Streams ----------------------------------------------------------------------------------
 
-void BridgeSession::onWritable() {
-  std::vector<VisitorStream*> waiting;
+void BridgeClient::onWritable() {
+  std::vector<LocalStream*> waiting;
   waiting.reserve(streams_.size());
   for (const auto& [id, stream] : streams_) waiting.push_back(stream);
-  for (VisitorStream* stream : waiting) {
+  for (LocalStream* stream : waiting) {
     if (ended_ || transport_ == nullptr || transport_->congested()) return;
     stream->resume();
   }
 }
 
-bool BridgeSession::bridgeCongested() const {
+bool BridgeClient::bridgeCongested() const {
   return transport_ != nullptr && transport_->congested();
 }
 
-void BridgeSession::sendStreamFrame(std::span<const uint8_t> head,
+void BridgeClient::sendStreamFrame(std::span<const uint8_t> head,
                                     std::span<const uint8_t> payload) {
   if (transport_ != nullptr && !ended_) (void)transport_->sendBinary(head, payload);
 }
 
-void BridgeSession::onStreamDeadlineChanged() { host_.rescheduleTimer(); }
+void BridgeClient::onStreamDeadlineChanged() { host_.rescheduleTimer(); }
 
-void BridgeSession::onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {
+void BridgeClient::onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {
   // A visitor per failed connect: a page with many assets would otherwise print dozens of lines.
   constexpr uint64_t kUnreachableLogEveryMs = 10'000;
   const uint64_t now = uv_now(loop_);
@@ -300,7 +300,7 @@ void BridgeSession::onLocalServiceUnreachable(const LocalTarget& target, std::st
   unreachableSuppressed_ = 0;
 }
 
-void BridgeSession::onStreamFreed(uint32_t connId) {
+void BridgeClient::onStreamFreed(uint32_t connId) {
   streams_.erase(connId);
   host_.onSessionChanged();
   maybeFinished();
@@ -308,7 +308,7 @@ void BridgeSession::onStreamFreed(uint32_t connId) {
 
 // --- Time -------------------------------------------------------------------------------------
 
-uint64_t BridgeSession::nextDeadlineMs() const {
+uint64_t BridgeClient::nextDeadlineMs() const {
   uint64_t next = kNever;
   if (transport_ != nullptr && transport_->closeDeadlineMs() != 0) {
     next = transport_->closeDeadlineMs();
@@ -325,7 +325,7 @@ uint64_t BridgeSession::nextDeadlineMs() const {
   return next;
 }
 
-void BridgeSession::onTimer(uint64_t nowMs) {
+void BridgeClient::onTimer(uint64_t nowMs) {
   if (transport_ != nullptr && transport_->closeDeadlineMs() != 0 &&
       nowMs >= transport_->closeDeadlineMs()) {
     transport_->abort();  // the relay did not answer our close within 5 s
@@ -346,24 +346,24 @@ void BridgeSession::onTimer(uint64_t nowMs) {
       lastPingMs_ = nowMs;
     }
   }
-  std::vector<VisitorStream*> due;
+  std::vector<LocalStream*> due;
   for (const auto& [id, stream] : streams_) {
     if (stream->deadlineMs() != 0 && nowMs >= stream->deadlineMs()) due.push_back(stream);
   }
-  for (VisitorStream* stream : due) stream->onTimer(nowMs);
+  for (LocalStream* stream : due) stream->onTimer(nowMs);
   maybeFinished();
 }
 
 // --- Ending -----------------------------------------------------------------------------------
 
-void BridgeSession::protocolError(std::string text) {
+void BridgeClient::protocolError(std::string text) {
   log_.warn("protocol error from the relay; closing the bridge",
             {{"link", link_}, {"bridge", attached_.bridgeId}, {"error", text}});
   if (transport_ != nullptr) transport_->close(ws::kCloseProtocolError);
   endSession({phase_ == Phase::kAttached, false, "protocol error: " + text});
 }
 
-void BridgeSession::endSession(SessionEnd end) {
+void BridgeClient::endSession(SessionEnd end) {
   if (ended_) return;
   ended_ = true;
   // Closing a bridge aborts what it carries (section 9). Streams free themselves later, in
@@ -373,7 +373,7 @@ void BridgeSession::endSession(SessionEnd end) {
   host_.rescheduleTimer();
 }
 
-void BridgeSession::maybeFinished() {
+void BridgeClient::maybeFinished() {
   if (finished_ || !ended_ || transport_ != nullptr || !streams_.empty()) return;
   finished_ = true;
   host_.onSessionFinished(*this);

@@ -1,10 +1,11 @@
-// One visitor connection carried over a bridge (docs/protocol.md sections 5-7): the local TCP
+// The client's end of one visitor connection carried over a bridge (docs/protocol.md sections
+// 5-7; relayd's other end is its VisitorStream): the local TCP
 // connection to the route's LocalTarget, the visitor's TLS terminated here (a server TlsEngine on
 // the tunnel's certificate) or passed through unchanged, and the connection's flow control both
 // ways. The protocol state (open / ended / peer-ended / closed) is kept here too, so the bridge
 // can apply the receive table of section 6.
 //
-// Ownership: created by a BridgeSession on `open`, a heap object that frees itself in its socket's
+// Ownership: created by a BridgeClient on `open`, a heap object that frees itself in its socket's
 // close callback, then calls host.onStreamFreed() as its last act; the host outlives it. The
 // host never deletes it. Loop thread only; nothing here blocks or throws.
 #pragma once
@@ -24,6 +25,7 @@
 #include "client/receive_window.h"
 #include "common/bridge_frame.h"
 #include "common/tls_engine.h"
+#include "common/tls_stream.h"
 
 namespace ot::client {
 
@@ -66,13 +68,13 @@ struct StreamOptions {
 // with 1002.
 enum class FrameVerdict : uint8_t { kOk, kProtocolError, kFlowControlViolation };
 
-class VisitorStream {
+class LocalStream final : private tls::TlsStream::Owner {
  public:
   // nullptr when no socket could be created (the caller resets the connection).
-  [[nodiscard]] static VisitorStream* create(uv_loop_t* loop, StreamHost& host,
+  [[nodiscard]] static LocalStream* create(uv_loop_t* loop, StreamHost& host,
                                              StreamOptions options);
-  VisitorStream(const VisitorStream&) = delete;
-  VisitorStream& operator=(const VisitorStream&) = delete;
+  LocalStream(const LocalStream&) = delete;
+  LocalStream& operator=(const LocalStream&) = delete;
 
   // Resolves and connects to the target; data from the relay is queued meanwhile.
   void start();
@@ -106,8 +108,16 @@ class VisitorStream {
   enum class Local : uint8_t { kIdle, kResolving, kConnecting, kConnected, kUnreachable, kClosing };
   struct WriteRequest;
 
-  VisitorStream(uv_loop_t* loop, StreamHost& host, StreamOptions options);
-  ~VisitorStream();
+  LocalStream(uv_loop_t* loop, StreamHost& host, StreamOptions options);
+  ~LocalStream();
+
+  // tls::TlsStream::Owner: the visitor's TLS, its ciphertext carried in bridge frames.
+  bool sendCiphertext(std::vector<uint8_t> bytes) override;
+  void onTlsHandshakeDone() override;
+  void onTlsPlaintext(std::span<uint8_t> bytes) override;
+  void onTlsCloseNotify() override;
+  void onTlsFailed() override;
+  [[nodiscard]] bool wantsTlsPlaintext() const override { return !closing(); }
 
   static void onConnect(uv_connect_t* req, int status);
   static void onAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
@@ -116,6 +126,7 @@ class VisitorStream {
   static void onShutdown(uv_shutdown_t* req, int status);
   static void onClosed(uv_handle_t* handle);
 
+  static std::string describeUv(std::string_view what, int status);
   [[nodiscard]] bool terminating() const { return tls_ != nullptr; }
   void connectTo(const sockaddr_storage& address);
   void onConnected();
@@ -123,9 +134,6 @@ class VisitorStream {
   void answerUnreachable();
   void onLocalBytes(std::span<const uint8_t> bytes);
   void onLocalEof();
-  void pumpTls();
-  void sendTlsOutput();
-  void tlsFailed();
   void toLocal(std::span<const uint8_t> bytes);
   void writeLocal(std::vector<uint8_t> bytes);
   void onLocalWritten(size_t bytes);
@@ -168,7 +176,7 @@ class VisitorStream {
   uv_connect_t connectReq_{};
   uv_shutdown_t shutdownReq_{};
   DnsQuery* dns_ = nullptr;
-  std::unique_ptr<tls::TlsEngine> tls_;
+  std::unique_ptr<tls::TlsStream> tls_;
 
   ReceiveWindow receive_;
   bridge::StreamCredit sendCredit_;

@@ -1,0 +1,203 @@
+// TlsStream: two real OpenSSL engines (a client and a server on the test PKI) joined by queues the
+// test moves by hand, so each step (handshake, data, a pause, close_notify, a failure) is seen in
+// order.
+#include "common/tls_stream.h"
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "tests/unit/test_certs.h"
+
+namespace {
+
+using ot::tls::TlsEngine;
+using ot::tls::TlsStream;
+
+struct Pki {
+  ot::test::TestCert ca = ot::test::makeCa("TlsStream Test CA");
+  ot::test::TestCert leaf = ot::test::makeLeaf(ca, "stream.test", 2);
+};
+
+const Pki& pki() {
+  static const Pki instance;
+  return instance;
+}
+
+ot::tls::SslCtxPtr serverContext() {
+  auto ctx = ot::tls::makeServerContext(pki().leaf.certPem + pki().ca.certPem, pki().leaf.keyPem, {});
+  REQUIRE(ctx.ok());
+  return ctx.value();
+}
+
+// The client verifies the server's chain against the test CA (written to a file: the client
+// context takes a path) and its name.
+ot::tls::SslCtxPtr clientContext() {
+  static const std::string caFile = [] {
+    const std::string path = "/tmp/ot-tls-stream-test-ca-" + std::to_string(::getpid()) + ".pem";
+    FILE* file = std::fopen(path.c_str(), "w");
+    REQUIRE(file != nullptr);
+    std::fputs(pki().ca.certPem.c_str(), file);
+    std::fclose(file);
+    return path;
+  }();
+  auto ctx = ot::tls::makeClientContext(caFile, {});
+  REQUIRE(ctx.ok());
+  return ctx.value();
+}
+
+// One side: records what the stream told it and queues its ciphertext for the other side.
+struct Side final : TlsStream::Owner {
+  explicit Side(std::unique_ptr<TlsEngine> engine, size_t plainBufferBytes = 16 * 1024)
+      : buffer(plainBufferBytes), tls(std::move(engine), *this, buffer) {}
+
+  bool sendCiphertext(std::vector<uint8_t> bytes) override {
+    outbox.push_back(std::move(bytes));
+    return transportOpen;
+  }
+  void onTlsHandshakeDone() override { ++handshakes; }
+  void onTlsPlaintext(std::span<uint8_t> bytes) override {
+    received.append(bytes.begin(), bytes.end());
+    ++deliveries;
+    if (pauseAfterDelivery) wants = false;
+  }
+  void onTlsCloseNotify() override { ++closeNotifies; }
+  void onTlsFailed() override { ++failures; }
+  [[nodiscard]] bool wantsTlsPlaintext() const override { return wants && tls.handshakeDone(); }
+
+  std::vector<uint8_t> buffer;
+  TlsStream tls;
+  std::deque<std::vector<uint8_t>> outbox;
+  std::string received;
+  int handshakes = 0;
+  int deliveries = 0;
+  int closeNotifies = 0;
+  int failures = 0;
+  bool wants = true;
+  bool pauseAfterDelivery = false;
+  bool transportOpen = true;
+};
+
+// Moves queued ciphertext both ways until neither side has any.
+void exchange(Side& a, Side& b) {
+  while (!a.outbox.empty() || !b.outbox.empty()) {
+    while (!a.outbox.empty()) {
+      std::vector<uint8_t> bytes = std::move(a.outbox.front());
+      a.outbox.pop_front();
+      b.tls.receive(bytes);
+    }
+    while (!b.outbox.empty()) {
+      std::vector<uint8_t> bytes = std::move(b.outbox.front());
+      b.outbox.pop_front();
+      a.tls.receive(bytes);
+    }
+  }
+}
+
+std::span<const uint8_t> asBytes(const std::string& text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+// A well-framed handshake record whose ClientHello is two bytes long: the server answers it
+// with a decode_error alert.
+const std::vector<uint8_t> kBrokenHello = {0x16, 0x03, 0x01, 0x00, 0x06, 0x01,
+                                           0x00, 0x00, 0x02, 0xff, 0xff};
+
+struct Pair {
+  Side client{TlsEngine::client(clientContext(), "stream.test", true)};
+  Side server{TlsEngine::server(serverContext())};
+
+  void handshake() {
+    REQUIRE(client.tls.startHandshake());
+    exchange(client, server);
+    REQUIRE(client.tls.handshakeDone());
+    REQUIRE(server.tls.handshakeDone());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("TlsStream: the handshake completes once on each side, then data flows both ways") {
+  Pair pair;
+  REQUIRE(pair.client.tls.valid());
+  pair.handshake();
+  CHECK(pair.client.handshakes == 1);
+  CHECK(pair.server.handshakes == 1);
+
+  const std::string request(100'000, 'q');  // several records, more than one plaintext buffer
+  REQUIRE(pair.client.tls.write(asBytes(request)));
+  CHECK_FALSE(pair.client.outbox.empty());  // write sends at once
+  exchange(pair.client, pair.server);
+  CHECK(pair.server.received == request);
+
+  REQUIRE(pair.server.tls.write(asBytes("answer")));
+  exchange(pair.client, pair.server);
+  CHECK(pair.client.received == "answer");
+  CHECK(pair.client.failures + pair.server.failures == 0);
+}
+
+TEST_CASE("TlsStream: an owner that stops wanting plaintext gets no more until it resumes") {
+  Pair pair;
+  // A fresh server side on a small buffer: deliveries come 1000 bytes at a time.
+  Side server{TlsEngine::server(serverContext()), 1000};
+  REQUIRE(pair.client.tls.startHandshake());
+  exchange(pair.client, server);
+  REQUIRE(server.tls.handshakeDone());
+
+  server.pauseAfterDelivery = true;
+  REQUIRE(pair.client.tls.write(asBytes(std::string(5000, 'x'))));
+  exchange(pair.client, server);
+  CHECK(server.deliveries == 1);
+  CHECK(server.received.size() == 1000);
+  CHECK(server.tls.pendingPlaintext() > 0);
+
+  server.pauseAfterDelivery = false;
+  server.wants = true;
+  server.tls.resume();
+  CHECK(server.received == std::string(5000, 'x'));
+  CHECK(server.tls.pendingPlaintext() == 0);
+}
+
+TEST_CASE("TlsStream: close_notify reaches the peer as the end of its plaintext") {
+  Pair pair;
+  pair.handshake();
+  REQUIRE(pair.client.tls.writeThenCloseNotify(asBytes("last words")));
+  CHECK(pair.client.outbox.size() == 1);  // the answer and the alert leave as one piece
+  exchange(pair.client, pair.server);
+  CHECK(pair.server.received == "last words");
+  CHECK(pair.server.closeNotifies == 1);
+  CHECK(pair.server.failures == 0);
+
+  pair.server.tls.closeNotify();
+  exchange(pair.client, pair.server);
+  CHECK(pair.client.closeNotifies == 1);
+}
+
+TEST_CASE("TlsStream: a peer that sends a broken hello fails the handshake, and the alert goes out") {
+  Side server{TlsEngine::server(serverContext())};
+  server.tls.receive(kBrokenHello);
+  CHECK(server.failures == 1);
+  CHECK(server.handshakes == 0);
+  CHECK_FALSE(server.tls.errorText().empty());
+  CHECK_FALSE(server.outbox.empty());  // the alert
+}
+
+TEST_CASE("TlsStream: a transport that closed while the handshake output went out stops the stream") {
+  Side server{TlsEngine::server(serverContext())};
+  server.transportOpen = false;
+  server.tls.receive(kBrokenHello);
+  CHECK(server.failures == 0);  // the owner is closing; nobody is told twice
+
+  Pair pair;
+  REQUIRE(pair.client.tls.startHandshake());
+  pair.client.transportOpen = false;
+  exchange(pair.client, pair.server);
+  CHECK(pair.client.tls.handshakeDone());
+  CHECK(pair.client.handshakes == 0);  // its Finished was its last act
+}
