@@ -614,16 +614,22 @@ TEST_CASE("control client: the snapshot cut is exact while the loop keeps report
     truth.erase(id);
   };
   for (int i = 0; i < 100; ++i) attachOne();
-  // One change per loop iteration while `budget` lasts (bounded: the outbox holds at most 65,536).
-  size_t budget = 0;
+  // One change per loop iteration: unbounded while the client is not connected (they only touch
+  // the mirror), then `tail` more once it is (queued: the outbox holds at most 65,536), so changes
+  // happen right before, while and right after the loop takes each snapshot.
+  bool attachNext = true;
+  size_t tail = 0;
   std::function<void()> churn = [&] {
-    if (budget == 0) return;
-    --budget;
-    if (budget % 2 == 0) {
+    if (client.connected()) {
+      if (tail == 0) return;
+      --tail;
+    }
+    if (attachNext) {
       attachOne();
     } else {
       detachOldest();
     }
+    attachNext = !attachNext;
   };
   uv_idle_t idle{};
   REQUIRE(uv_idle_init(&fx.loop, &idle) == 0);
@@ -633,15 +639,14 @@ TEST_CASE("control client: the snapshot cut is exact while the loop keeps report
           }) == 0);
 
   constexpr size_t kStreams = 4;
-  budget = 40'000;
+  tail = 2'000;
   client.start();
   for (size_t stream = 0; stream < kStreams; ++stream) {
-    REQUIRE(fx.runUntil([&] { return fx.service.streams() == stream + 1 && client.connected(); }));
-    REQUIRE(fx.runUntil([&] { return budget == 0; }));
+    REQUIRE(fx.runUntil([&] { return fx.service.streams() == stream + 1 && client.connected() && tail == 0; }));
     if (stream + 1 == kStreams) break;
-    budget = 40'000;  // churns through the next reconnect's snapshot
     fx.service.closeLatest();
     REQUIRE(fx.runUntil([&] { return !client.connected(); }));
+    tail = 2'000;
   }
   uv_idle_stop(&idle);
   v1::Ack marker;

@@ -261,7 +261,7 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: a slow visitor that keeps taking 
   CHECK_FALSE(fake.finished);
 }
 
-TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the visitor's FIN goes to the bridge as end, the client's end as FIN") {
+TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the visitor's FIN goes to the bridge as end; the client may still send") {
   start(bridge::kDefaultWindow, bytesOf(10, 'h'));
   visitor->deliver(bytesOf(100, 'a'));  // the visitor has heard from the client
   size_t read = 0;
@@ -288,6 +288,29 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the visitor's FIN goes to the bri
   CHECK(fake.resets.empty());
   CHECK(fake.finishedOut == 150);
   CHECK(fake.finishedIn == 10);
+}
+
+TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the client's end reaches the visitor as FIN; the visitor may still send") {
+  start(bridge::kDefaultWindow, bytesOf(10, 'h'));
+  visitor->deliver(bytesOf(100, 'a'));
+  visitor->peerEnded();
+  size_t read = 0;
+  bool eof = false;
+  REQUIRE(runUntil([&] {
+    char buffer[256];
+    const ssize_t n = ::recv(peer, buffer, sizeof buffer, 0);
+    if (n > 0) read += static_cast<size_t>(n);
+    if (n == 0) eof = true;
+    return eof;
+  }));
+  CHECK(read == 100);
+  CHECK_FALSE(fake.finished);  // half closed: the visitor's side is still open
+  sendPeer(300, 'v');
+  REQUIRE(runUntil([&] { return fake.dataSent.size() == 310; }));
+  REQUIRE(::shutdown(peer, SHUT_WR) == 0);
+  REQUIRE(runUntil([&] { return fake.finished; }));
+  CHECK(fake.ends == 1);
+  CHECK(fake.resets.empty());
 }
 
 TEST_CASE_FIXTURE(VisitorRig, "visitor stream: a visitor's RST goes to the bridge as reset") {
