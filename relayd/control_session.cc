@@ -75,7 +75,8 @@ bool ControlClient::Impl::runSession(std::string& reason) {
     // made on the loop (takeSnapshot): this thread asks for it through the loop's inbox and waits
     // here; the loop copies the mirror without any lock and, in the same step, opens the outbox,
     // so whatever it reports after the copy is queued for this stream and nothing before it is.
-    // The loop never waits for this thread: it holds mutex_ only to hand the copy over.
+    // No copy is made under mutex_: the loop still takes it to queue a delta, but no thread holds
+    // it for more than a few field updates or a swap, whatever the number of bridges.
     std::unique_lock lock(mutex_);
     if (stopping_) {
       reason = "stopping";

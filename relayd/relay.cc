@@ -6,7 +6,6 @@
 #include <random>
 #include <utility>
 
-#include "common/crypto.h"
 #include "common/log.h"
 #include "common/websocket_frame.h"
 #include "relayd/bridge_session.h"

@@ -285,7 +285,6 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: credit the visitor grants goes to 
   CHECK(stream.delivered == bridge::kRelayWindow + 100'000);
   dataFromClient(stream.id, 1);
   CHECK(closeSent() == ws::kCloseProtocolError);
-  // The client's credit is the visitor's send ledger.
 }
 
 TEST_CASE_FIXTURE(BridgeRig, "bridge session: the client's credit reaches its stream; past 2^31 - 1 it is a protocol error") {
