@@ -1,3 +1,6 @@
+// BridgeSession's input (attach, stream frames), output (frames, pongs, socket watermarks) and
+// flow control (the streams, the visitors' budget, stalls). Liveness, drain and close are in
+// bridge_session_close.cc.
 #include "relayd/bridge_session.h"
 
 #include "common/clock.h"
@@ -6,8 +9,6 @@
 #include <utility>
 
 #include "common/log.h"
-#include "relayd/relay.h"
-#include "relayd/visitor_stream.h"
 
 namespace ot::relayd {
 
@@ -15,17 +16,12 @@ namespace {
 
 const log::Logger kLog("relayd.bridge");
 
-constexpr uint64_t kAttachTimeoutMs = 10'000;
-constexpr uint64_t kCloseWaitMs = 5'000;
-constexpr int64_t kBridgeVisitorBudget = 4 * 1024 * 1024;    // client data waiting for this bridge's visitors
-constexpr size_t kSocketHighMark = 1024 * 1024;              // visitor data waiting for this socket
-constexpr size_t kSocketLowMark = kSocketHighMark / 2;
 // Relay -> client ids stop before wrapping: a bridge that used them all is drained.
 constexpr uint32_t kLastConnId = 0xFFFFFFF0u;
 
 }  // namespace
 
-BridgeSession::BridgeSession(RelayContext& context, Relay& relay, BridgeTransport& transport,
+BridgeSession::BridgeSession(RelayContext& context, RelayForBridge& relay, BridgeTransport& transport,
                              std::string tunnelId)
     : context_(context),
       relay_(relay),
@@ -39,7 +35,7 @@ BridgeSession::BridgeSession(RelayContext& context, Relay& relay, BridgeTranspor
   key_ = relay_.registerBridge(this);
   lastHeardMs_ = context_.nowMs();
   // Until attach arrives the heartbeat entry is the attach deadline.
-  context_.wheel.schedule(heartbeat_, context_.nowMs(), kAttachTimeoutMs);
+  context_.wheel.schedule(heartbeat_, context_.nowMs(), kBridgeAttachTimeoutMs);
 }
 
 BridgeSession::~BridgeSession() {
@@ -264,7 +260,7 @@ void BridgeSession::sendData(uint32_t connId, std::span<const uint8_t> payload) 
   if (closed()) return;
   const auto head = bridge::encodeFrameHeader(bridge::FrameKind::kData, connId);
   sendFrame(ws::Opcode::kBinary, head, payload);
-  if (!visitorsPaused_ && transport_.queuedBytes() > kSocketHighMark) {
+  if (!visitorsPaused_ && transport_.queuedBytes() > kBridgeSocketHighMark) {
     visitorsPaused_ = true;
     for (auto& [id, entry] : streams_) entry.visitor->pauseForBridge();
   }
@@ -296,7 +292,7 @@ void BridgeSession::sendPendingPong() {
 
 void BridgeSession::onTransportWritten() {
   sendPendingPong();
-  if (visitorsPaused_ && transport_.queuedBytes() <= kSocketLowMark) {
+  if (visitorsPaused_ && transport_.queuedBytes() <= kBridgeSocketLowMark) {
     visitorsPaused_ = false;
     for (auto& [id, entry] : streams_) entry.visitor->resumeFromBridge();
   }
@@ -305,7 +301,7 @@ void BridgeSession::onTransportWritten() {
 // ---------------------------------------------------------------------------------------------
 // Streams
 
-bool BridgeSession::openStream(VisitorStream* visitor, const std::string& route,
+bool BridgeSession::openStream(StreamForBridge* visitor, const std::string& route,
                                const std::string& visitorAddress, std::vector<uint8_t> hello) {
   if (phase_ != Phase::kAttached || nextConnId_ >= kLastConnId) return false;
   auto open = bridge::encodeOpen(nextConnId_, route, visitorAddress);
@@ -319,7 +315,7 @@ bool BridgeSession::openStream(VisitorStream* visitor, const std::string& route,
   return true;
 }
 
-void BridgeSession::streamFinished(VisitorStream* visitor, uint64_t bytesIn, uint64_t bytesOut) {
+void BridgeSession::streamFinished(StreamForBridge* visitor, uint64_t bytesIn, uint64_t bytesOut) {
   auto it = streams_.find(visitor->connId());
   if (it == streams_.end() || it->second.visitor != visitor) return;
   streams_.erase(it);
@@ -332,10 +328,10 @@ void BridgeSession::streamFinished(VisitorStream* visitor, uint64_t bytesIn, uin
 void BridgeSession::visitorBuffered(int64_t delta) { pendingToVisitors_ += delta; }
 
 void BridgeSession::abortStreams(bridge::ResetReason reason, bool notifyClient) {
-  std::vector<VisitorStream*> visitors;
+  std::vector<StreamForBridge*> visitors;
   visitors.reserve(streams_.size());
   for (auto& [id, entry] : streams_) visitors.push_back(entry.visitor);
-  for (VisitorStream* visitor : visitors) visitor->abort(reason, notifyClient);
+  for (StreamForBridge* visitor : visitors) visitor->abort(reason, notifyClient);
   streams_.clear();
 }
 
@@ -366,14 +362,14 @@ void BridgeSession::onStall(TimerEntry*, void* owner) {
   auto* self = static_cast<BridgeSession*>(owner);
   if (self->closed()) return;
   self->context_.metrics.backpressureStall.Increment();
-  std::vector<VisitorStream*> slow;
+  std::vector<StreamForBridge*> slow;
   for (auto& [id, entry] : self->streams_) {
     if (entry.visitor->pendingToVisitor() == 0) continue;
     auto before = self->stallAcked_.find(id);
     const uint64_t start = before == self->stallAcked_.end() ? 0 : before->second;
     if (entry.visitor->tookTooLittleSince(start)) slow.push_back(entry.visitor);
   }
-  for (VisitorStream* visitor : slow) {
+  for (StreamForBridge* visitor : slow) {
     self->context_.metrics.backpressureReset.Increment();
     visitor->abort(bridge::ResetReason::kTooSlow, true);
   }
@@ -382,102 +378,6 @@ void BridgeSession::onStall(TimerEntry*, void* owner) {
     self->transport_.resumeReading();
   }
   self->checkBudgets();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Liveness and closing
-
-void BridgeSession::scheduleHeartbeat() {
-  const uint64_t now = context_.nowMs();
-  const uint64_t due = lastHeardMs_ + context_.config.bridge_heartbeat_ms;
-  context_.wheel.schedule(heartbeat_, now, due > now ? due - now : 0);
-}
-
-void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
-  auto* self = static_cast<BridgeSession*>(owner);
-  if (self->closed()) return;
-  if (self->phase_ == Phase::kAwaitAttach || self->phase_ == Phase::kAuthorizing) {
-    if (self->phase_ == Phase::kAwaitAttach) {
-      self->close(ws::kClosePolicyViolation, DetachOutcome::kServerClose, "no attach within 10 s");
-    } else {
-      self->context_.wheel.schedule(self->heartbeat_, self->context_.nowMs(), kAttachTimeoutMs);
-    }
-    return;
-  }
-  const uint64_t now = self->context_.nowMs();
-  const uint64_t silent = now - self->lastHeardMs_;
-  // Retired after the idle timeout plus one heartbeat of silence: 45 s by default.
-  const uint64_t heartbeat = self->context_.config.bridge_heartbeat_ms;
-  const uint64_t retireAfter = self->context_.config.bridge_idle_timeout_ms + heartbeat;
-  if (silent >= retireAfter) {
-    self->close(ws::kCloseGoingAway, DetachOutcome::kIdleRetire, "silent");
-    self->finishClose();  // no answer is waited for
-    return;
-  }
-  if (silent >= heartbeat && !self->pingOutstanding_) {
-    self->pingOutstanding_ = true;
-    self->sendFrame(ws::Opcode::kPing, {}, {});
-  }
-  const uint64_t next = silent >= heartbeat ? self->lastHeardMs_ + retireAfter : self->lastHeardMs_ + heartbeat;
-  self->context_.wheel.schedule(self->heartbeat_, now, next > now ? next - now : 0);
-}
-
-void BridgeSession::drain() {
-  if (phase_ == Phase::kAttached) {
-    phase_ = Phase::kDraining;
-    relay_.table().setDraining(tunnelId_, key_);
-    sendText(bridge::serializeDrain());
-    if (streams_.empty()) close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
-  } else if (phase_ == Phase::kAwaitAttach || phase_ == Phase::kAuthorizing) {
-    phase_ = Phase::kAwaitAttach;
-    sendText(bridge::serializeDrain());
-    close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
-  }
-}
-
-void BridgeSession::close(uint16_t code, DetachOutcome reason, const std::string& text) {
-  if (phase_ == Phase::kClosing || phase_ == Phase::kClosed) return;
-  const bool wasAttached = attached();
-  detachReason_ = reason;
-  phase_ = Phase::kClosing;  // first: aborted streams call back into streamFinished
-  abortStreams(code == ws::kCloseServiceRestart ? bridge::ResetReason::kShuttingDown
-                                                : bridge::ResetReason::kUnspecified,
-               false);
-  const auto body = ws::buildClose(code, text.substr(0, std::min<size_t>(text.size(), 120)));
-  transport_.sendPlain(body);
-  heartbeat_.cancel();
-  stall_.cancel();
-  if (wasAttached) relay_.bridgeDetached(this, reason);
-  if (readPaused_) {
-    readPaused_ = false;
-    transport_.resumeReading();
-  }
-  context_.wheel.schedule(closeWait_, context_.nowMs(), kCloseWaitMs);
-}
-
-void BridgeSession::onCloseWait(TimerEntry*, void* owner) { static_cast<BridgeSession*>(owner)->finishClose(); }
-
-void BridgeSession::finishClose() {
-  if (phase_ == Phase::kClosed) return;
-  if (phase_ != Phase::kClosing) close(ws::kCloseGoingAway, detachReason_);
-  phase_ = Phase::kClosed;
-  closeWait_.cancel();
-  transport_.closeTransport(false);
-}
-
-void BridgeSession::onTransportLost() {
-  if (phase_ == Phase::kClosed) return;
-  if (phase_ != Phase::kClosing) {
-    const bool wasAttached = attached();
-    detachReason_ = DetachOutcome::kDrop;
-    phase_ = Phase::kClosed;
-    abortStreams(bridge::ResetReason::kUnspecified, false);
-    if (wasAttached) relay_.bridgeDetached(this, DetachOutcome::kDrop);
-  }
-  phase_ = Phase::kClosed;
-  heartbeat_.cancel();
-  stall_.cancel();
-  closeWait_.cancel();
 }
 
 }  // namespace ot::relayd

@@ -4,6 +4,11 @@
 // pings, and closes with the protocol's codes. It owns no socket: its transport (the API-domain
 // TLS connection it was upgraded from) carries its bytes.
 //
+// It names neither Relay nor VisitorStream: it asks the relay through RelayForBridge
+// (relayd/relay_for_bridge.h) and drives its streams as StreamForBridge, while they ask it through
+// BridgeForStream (relayd/stream_bridge.h). bridge_session.cc reads and sends and does the flow
+// control; bridge_session_close.cc keeps liveness, drains and closes.
+//
 // Owned by its ApiConnection; loop thread only.
 #pragma once
 
@@ -18,12 +23,21 @@
 #include "common/bridge_frame.h"
 #include "common/websocket_message.h"
 #include "relayd/relay_context.h"
+#include "relayd/relay_for_bridge.h"
 #include "relayd/relay_metrics.h"
+#include "relayd/stream_bridge.h"
 
 namespace ot::relayd {
 
-class Relay;
-class VisitorStream;
+// Until attach arrives; and how long a close waits for the client's answer.
+inline constexpr uint64_t kBridgeAttachTimeoutMs = 10'000;
+inline constexpr uint64_t kBridgeCloseWaitMs = 5'000;
+// Client data waiting for this bridge's visitors: past it the bridge stops reading the client.
+inline constexpr int64_t kBridgeVisitorBudget = 4 * 1024 * 1024;
+// Visitor data waiting for this bridge's socket: above the high mark the visitors stop reading,
+// below the low mark they read again.
+inline constexpr size_t kBridgeSocketHighMark = 1024 * 1024;
+inline constexpr size_t kBridgeSocketLowMark = kBridgeSocketHighMark / 2;
 
 // The connection under a bridge (implemented by ApiConnection).
 class BridgeTransport {
@@ -40,10 +54,10 @@ class BridgeTransport {
   ~BridgeTransport() = default;
 };
 
-class BridgeSession final : public BufferWaiter {
+class BridgeSession final : public BridgeForStream, public BufferWaiter {
  public:
   // Registers itself with the relay (which gives it its key).
-  BridgeSession(RelayContext& context, Relay& relay, BridgeTransport& transport, std::string tunnelId);
+  BridgeSession(RelayContext& context, RelayForBridge& relay, BridgeTransport& transport, std::string tunnelId);
   ~BridgeSession();
   BridgeSession(const BridgeSession&) = delete;
   BridgeSession& operator=(const BridgeSession&) = delete;
@@ -62,7 +76,7 @@ class BridgeSession final : public BufferWaiter {
 
   // Opens a stream for a visitor (the relay picked this bridge). False if the bridge cannot
   // take it now (closing, out of ids).
-  bool openStream(VisitorStream* visitor, const std::string& route, const std::string& visitorAddress,
+  bool openStream(StreamForBridge* visitor, const std::string& route, const std::string& visitorAddress,
                   std::vector<uint8_t> hello);
 
   // Sends drain; the bridge closes with 1012 when its streams have ended (or at the deadline).
@@ -70,13 +84,13 @@ class BridgeSession final : public BufferWaiter {
   // Closes now: aborts every stream, close frame with `code`, reports the detach with `reason`.
   void close(uint16_t code, DetachOutcome reason, const std::string& text = {});
 
-  // For VisitorStream.
-  void sendData(uint32_t connId, std::span<const uint8_t> payload);
-  void sendEnd(uint32_t connId);
-  void sendReset(uint32_t connId, bridge::ResetReason reason);
-  void sendCredit(uint32_t connId, uint32_t increment);
-  void visitorBuffered(int64_t delta);
-  void streamFinished(VisitorStream* visitor, uint64_t bytesIn, uint64_t bytesOut);
+  // BridgeForStream
+  void sendData(uint32_t connId, std::span<const uint8_t> payload) override;
+  void sendEnd(uint32_t connId) override;
+  void sendReset(uint32_t connId, bridge::ResetReason reason) override;
+  void sendCredit(uint32_t connId, uint32_t increment) override;
+  void visitorBuffered(int64_t delta) override;
+  void streamFinished(StreamForBridge* visitor, uint64_t bytesIn, uint64_t bytesOut) override;
 
   // BufferWaiter: the process is back under BUFFERED_BYTES_LIMIT.
   void onBufferRoom() override { checkBudgets(); }
@@ -95,7 +109,7 @@ class BridgeSession final : public BufferWaiter {
  private:
   enum class Phase : uint8_t { kAwaitAttach, kAuthorizing, kAttached, kDraining, kClosing, kClosed };
   struct StreamEntry {
-    VisitorStream* visitor = nullptr;
+    StreamForBridge* visitor = nullptr;
     bridge::StreamCredit receiveCredit{bridge::kRelayWindow};  // what the client may still send
     bool clientEnded = false;
   };
@@ -117,7 +131,7 @@ class BridgeSession final : public BufferWaiter {
   static void onCloseWait(TimerEntry* entry, void* owner);
 
   RelayContext& context_;
-  Relay& relay_;
+  RelayForBridge& relay_;
   BridgeTransport& transport_;
   std::string tunnelId_;
   uint64_t key_;

@@ -184,6 +184,21 @@ void ControlClient::Impl::queueLocked(v1::RelayMessage message) {
   wake_.notify_all();
 }
 
+void ControlClient::Impl::takeSnapshot(uint64_t request) {
+  // The copy is made here, without the lock: the loop is the mirror's only user. Every delta the
+  // loop reported before this step is in it; every one after it is queued in the outbox opened
+  // below, in the same loop step, so none is lost or sent twice.
+  std::vector<v1::RelayMessage> parts = mirror_.snapshot();
+  const bool draining = drainingDeadline_.has_value();
+  std::lock_guard lock(mutex_);
+  if (request != snapshotRequest_ || stopping_) return;  // that attempt gave up meanwhile
+  snapshotParts_ = std::move(parts);
+  helloDraining_ = draining;
+  outbox_.clear();
+  streamUp_ = true;
+  wake_.notify_all();
+}
+
 void ControlClient::Impl::finishAuthorize(uint64_t id, Result<v1::AuthorizeAttachResponse> result) {
   auto it = authorizeDone_.find(id);
   if (it == authorizeDone_.end()) return;
@@ -225,8 +240,8 @@ void ControlClient::bridgeAttached(const v1::Bridge& bridge) {
   if (impl_->stopped_) return;
   v1::RelayMessage message;
   *message.mutable_attached()->mutable_bridge() = bridge;
-  std::lock_guard lock(impl_->mutex_);
   impl_->mirror_.attached(bridge);
+  std::lock_guard lock(impl_->mutex_);
   impl_->queueLocked(std::move(message));
 }
 
@@ -239,8 +254,8 @@ void ControlClient::bridgeDetached(const std::string& bridgeId, const std::strin
   detached->set_tunnel_id(tunnelId);
   detached->set_reason(reason);
   detached->set_detached_at_unix_ms(detachedAtUnixMs);
-  std::lock_guard lock(impl_->mutex_);
   impl_->mirror_.detached(bridgeId);
+  std::lock_guard lock(impl_->mutex_);
   impl_->queueLocked(std::move(message));
 }
 
@@ -255,8 +270,8 @@ void ControlClient::draining(int64_t deadlineUnixMs) {
   if (impl_->stopped_) return;
   v1::RelayMessage message;
   message.mutable_draining()->set_deadline_unix_ms(deadlineUnixMs);
-  std::lock_guard lock(impl_->mutex_);
   impl_->drainingDeadline_ = deadlineUnixMs;
+  std::lock_guard lock(impl_->mutex_);
   impl_->queueLocked(std::move(message));
 }
 

@@ -13,6 +13,13 @@
 // attached at that moment (split into parts of at most 1,000 bridges to stay far below gRPC's
 // 4 MB message limit), then the deltas that happen afterwards, in order. Deltas made while the
 // stream is down are folded into the mirror, never queued without bound.
+//
+// The snapshot is made on the loop, never under a lock the loop could wait on: the mirror is the
+// loop's alone. For each stream attempt the session thread posts a request through the loop
+// inbox and waits; the loop copies the mirror and the draining flag, then (in the same loop step,
+// holding the session mutex only to hand the copy over) opens the stream's outbox. Deltas
+// reported before that step are in the snapshot, deltas after it are in the outbox: the cut is
+// exact however long the copy takes (control_client.cc, takeSnapshot; control_session.cc).
 #pragma once
 
 #include <uv.h>

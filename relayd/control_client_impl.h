@@ -84,6 +84,9 @@ struct ControlClient::Impl {
   void deliverMessage(const v1::ControlMessage& message);
   // For the current stream, if one is up; mutex_ held.
   void queueLocked(v1::RelayMessage message);
+  // Posted by the session thread for its stream attempt `request`: copies the mirror and Hello's
+  // draining flag here, on the loop, and in the same step opens the stream's outbox (the cut).
+  void takeSnapshot(uint64_t request);
   void finishAuthorize(uint64_t id, Result<v1::AuthorizeAttachResponse> result);
   void finishFetch(uint64_t id, Result<v1::FetchTunnelResponse> result);
 
@@ -119,6 +122,10 @@ struct ControlClient::Impl {
   uint64_t nextCallId_ = 1;
   std::unordered_map<uint64_t, AuthorizeDone> authorizeDone_;
   std::unordered_map<uint64_t, FetchDone> fetchDone_;
+  // What every (re)connect reports. Only the loop reads or writes them, so the loop never waits
+  // for a gRPC thread to copy them (takeSnapshot hands a copy over instead).
+  BridgeMirror mirror_;
+  std::optional<int64_t> drainingDeadline_;
   std::thread sessionThread_;
   grpc::CompletionQueue cq_;
   std::thread completionThread_;
@@ -134,10 +141,14 @@ struct ControlClient::Impl {
   std::condition_variable exited_;  // stop() waits on it for the session thread
   bool stopping_ = false;
   bool sessionExited_ = false;
-  BridgeMirror mirror_;
   UsageTally usage_;
   int64_t intervalStartUnixMs_ = 0;
-  std::optional<int64_t> drainingDeadline_;
+  // The hand-over of a snapshot (control_session.cc, runSession): the session thread bumps
+  // snapshotRequest_ and posts takeSnapshot to the loop; the loop fills the two fields below for
+  // that request only (a stale one, from an attempt that gave up, is dropped).
+  uint64_t snapshotRequest_ = 0;
+  std::optional<std::vector<v1::RelayMessage>> snapshotParts_;
+  bool helloDraining_ = false;
   // A stream's snapshot was taken: deltas, Draining and acks are queued in outbox_ for it.
   bool streamUp_ = false;
   bool streamEnded_ = false;  // the reader saw the stream end: the writer stops

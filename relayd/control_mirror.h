@@ -1,7 +1,8 @@
 // The pure state behind relayd's control session (relayd/control_client.h): the mirror of the
 // attached bridges that every (re)connect reports as a snapshot, the per-tunnel usage summed
 // between two Counters messages, and the backoff between session attempts. No I/O and no locking:
-// ControlClient guards them with its mutex.
+// ControlClient keeps the mirror on its loop thread (snapshots are copied there and handed to the
+// session thread) and guards the usage tally with its mutex.
 #pragma once
 
 #include <cstddef>

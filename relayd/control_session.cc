@@ -71,9 +71,13 @@ bool ControlClient::Impl::runSession(std::string& reason) {
   v1::RelayMessage hello;
   std::vector<v1::RelayMessage> snapshot;
   {
-    // Hello's draining flag, the snapshot and the start of the delta queue are one atomic cut:
-    // whatever the loop reports after it is queued for this stream, and nothing before it is.
-    std::lock_guard lock(mutex_);
+    // Hello's draining flag, the snapshot and the start of the delta queue are one atomic cut,
+    // made on the loop (takeSnapshot): this thread asks for it through the loop's inbox and waits
+    // here; the loop copies the mirror without any lock and, in the same step, opens the outbox,
+    // so whatever it reports after the copy is queued for this stream and nothing before it is.
+    // No copy is made under mutex_: the loop still takes it to queue a delta, but no thread holds
+    // it for more than a few field updates or a swap, whatever the number of bridges.
+    std::unique_lock lock(mutex_);
     if (stopping_) {
       reason = "stopping";
       return false;
@@ -81,15 +85,27 @@ bool ControlClient::Impl::runSession(std::string& reason) {
     context_ = &context;
     accepted_ = false;
     streamEnded_ = false;
+    streamUp_ = false;
+    snapshotParts_.reset();
+    const uint64_t request = ++snapshotRequest_;
+    lock.unlock();
+    inbox_.post([this, request] { takeSnapshot(request); });
+    lock.lock();
+    wake_.wait(lock, [this] { return stopping_ || snapshotParts_.has_value(); });
+    if (!snapshotParts_) {
+      ++snapshotRequest_;  // a takeSnapshot still queued finds itself stale
+      context_ = nullptr;
+      reason = "stopping";
+      return false;
+    }
+    snapshot = std::move(*snapshotParts_);
+    snapshotParts_.reset();
     v1::Hello* fields = hello.mutable_hello();
     fields->set_machine_id(options_.machineId);
     fields->set_epoch(options_.epoch);
     fields->set_started_at_unix_ms(options_.startedAtUnixMs);
     fields->set_version(options_.version);
-    fields->set_draining(drainingDeadline_.has_value());
-    snapshot = mirror_.snapshot();
-    outbox_.clear();
-    streamUp_ = true;
+    fields->set_draining(helloDraining_);
   }
   auto endStream = [this] {
     std::lock_guard lock(mutex_);

@@ -6,7 +6,6 @@
 #include <random>
 #include <utility>
 
-#include "common/crypto.h"
 #include "common/log.h"
 #include "common/websocket_frame.h"
 #include "relayd/bridge_session.h"
@@ -39,49 +38,6 @@ SourceFailureLimits attachFailureLimits(const RelaydConfig& config) {
 }
 constexpr uint64_t kRefusedLogEveryMs = 10'000;
 
-Sha256 toSha256(const std::string& bytes) {
-  Sha256 out{};
-  if (bytes.size() == out.size()) std::copy(bytes.begin(), bytes.end(), out.begin());
-  return out;
-}
-
-v1::DetachReason toProto(DetachOutcome reason) {
-  switch (reason) {
-    case DetachOutcome::kClientClose:
-      return v1::DETACH_REASON_CLIENT_CLOSE;
-    case DetachOutcome::kDrop:
-      return v1::DETACH_REASON_DROP;
-    case DetachOutcome::kIdleRetire:
-      return v1::DETACH_REASON_IDLE_RETIRE;
-    case DetachOutcome::kDrain:
-      return v1::DETACH_REASON_DRAIN;
-    case DetachOutcome::kDelete:
-      return v1::DETACH_REASON_DELETE;
-    case DetachOutcome::kServerClose:
-      return v1::DETACH_REASON_SERVER_CLOSE;
-    case DetachOutcome::kReset:
-      return v1::DETACH_REASON_RESET;
-    case DetachOutcome::kCount:
-      break;
-  }
-  return v1::DETACH_REASON_SERVER_CLOSE;
-}
-
-DetachOutcome fromProto(v1::DetachReason reason) {
-  switch (reason) {
-    case v1::DETACH_REASON_DELETE:
-      return DetachOutcome::kDelete;
-    case v1::DETACH_REASON_DRAIN:
-      return DetachOutcome::kDrain;
-    case v1::DETACH_REASON_RESET:
-      return DetachOutcome::kReset;
-    case v1::DETACH_REASON_IDLE_RETIRE:
-      return DetachOutcome::kIdleRetire;
-    default:
-      return DetachOutcome::kServerClose;
-  }
-}
-
 VisitorOutcome outcomeFor(PickResult result) {
   switch (result) {
     case PickResult::kOk:
@@ -101,21 +57,6 @@ VisitorOutcome outcomeFor(PickResult result) {
 }
 
 }  // namespace
-
-CachedRecord toCachedRecord(const v1::TunnelRecord& record) {
-  CachedRecord cached;
-  cached.revision = record.revision();
-  cached.tokenSha256 = toSha256(record.token_sha256());
-  cached.certReady = record.cert_ready();
-  cached.deleted = record.deleted();
-  cached.maxConnsPerBridge = record.max_conns_per_bridge();
-  cached.maxConnsPerTunnel = record.max_conns_per_tunnel();
-  cached.maxRoutes = record.max_routes();
-  for (const auto& origin : record.origins()) {
-    cached.origins.emplace_back(origin.name(), toSha256(origin.credential_sha256()));
-  }
-  return cached;
-}
 
 Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     : context_(context),
@@ -336,7 +277,7 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
   table_.removeBridge(bridge->tunnelId(), bridge->key());
   context_.metrics.bridgesAttached.Decrement();
   context_.metrics.detach(reason);
-  control_->bridgeDetached(bridge->bridgeId(), bridge->tunnelId(), toProto(reason), unixNowMs());
+  control_->bridgeDetached(bridge->bridgeId(), bridge->tunnelId(), detachReasonToProto(reason), unixNowMs());
   kLog.debug("bridge detached", {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
 }
 
@@ -398,83 +339,6 @@ void Relay::rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::
   if (context_.openConnections > 0) --context_.openConnections;
   stream->setHandler(nullptr);
   stream->close(false);
-}
-
-// ---------------------------------------------------------------------------------------------
-// controld's pushes
-
-void Relay::onTunnel(const v1::TunnelRecord& record) {
-  if (record.deleted()) {
-    onTunnelDeleted(record.tunnel_id());
-    return;
-  }
-  table_.upsertRecord(record.tunnel_id(), toCachedRecord(record));
-}
-
-void Relay::onTunnelDeleted(const std::string& tunnelId) {
-  // A deletion is final whatever revision it carries.
-  table_.markDeleted(tunnelId);
-  closeTunnelBridges(tunnelId, ws::kCloseNormal, DetachOutcome::kDelete);
-}
-
-void Relay::closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason) {
-  for (uint64_t key : table_.bridgesOf(tunnelId)) {
-    auto it = bridges_.find(key);
-    if (it != bridges_.end()) it->second->close(code, reason);
-  }
-}
-
-void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
-  if (!certificate.fingerprint_sha256().empty() && certificate.fingerprint_sha256() == apiFingerprint_) return;
-  auto ctx = tls::makeServerContext(certificate.certificate_chain_pem(), certificate.private_key_pem(), {"http/1.1"});
-  if (!ctx.ok()) {
-    kLog.error("the API certificate from controld is unusable", {{"error", ctx.error().message}});
-    return;
-  }
-  apiContext_ = std::move(ctx).value();
-  apiFingerprint_ = certificate.fingerprint_sha256();
-  kLog.info("API certificate installed", {{"fingerprint", apiFingerprint_.substr(0, 16)}});
-}
-
-void Relay::onCommand(const v1::Command& command) {
-  v1::Ack ack;
-  ack.set_command_id(command.id());
-  ack.set_status(v1::ACK_STATUS_OK);
-  uint32_t affected = 0;
-  switch (command.action_case()) {
-    case v1::Command::kDrainTunnel:
-      for (uint64_t key : table_.bridgesOf(command.drain_tunnel().tunnel_id())) {
-        auto it = bridges_.find(key);
-        if (it == bridges_.end()) continue;
-        it->second->drain();
-        ++affected;
-      }
-      break;
-    case v1::Command::kResetTunnel: {
-      const std::string& id = command.reset_tunnel().tunnel_id();
-      affected = static_cast<uint32_t>(table_.bridgesOf(id).size());
-      closeTunnelBridges(id, ws::kCloseNormal, DetachOutcome::kReset);
-      table_.dropRecord(id);
-      break;
-    }
-    case v1::Command::kCloseBridge: {
-      ack.set_status(v1::ACK_STATUS_NOT_FOUND);
-      for (auto& [key, bridge] : bridges_) {
-        if (bridge->bridgeId() != command.close_bridge().bridge_id() || !bridge->attached()) continue;
-        bridge->close(ws::kCloseNormal, fromProto(command.close_bridge().reason()));
-        ack.set_status(v1::ACK_STATUS_OK);
-        affected = 1;
-        break;
-      }
-      break;
-    }
-    default:
-      ack.set_status(v1::ACK_STATUS_FAILED);
-      ack.set_message("unknown command");
-      break;
-  }
-  ack.set_bridges_affected(affected);
-  control_->ack(ack);
 }
 
 // ---------------------------------------------------------------------------------------------

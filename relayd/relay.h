@@ -1,6 +1,8 @@
 // The relay's state on its loop: the tunnel table, the bridges by key, the control client, the
 // API-domain TLS context, the API proxy, and the decisions that need all of them (routing a
 // visitor, allowing an upgrade, authorizing an attach, applying controld's pushes, draining).
+// Bridges see it as a RelayForBridge (relayd/relay_for_bridge.h). relay.cc holds attaches,
+// bridges, visitors and the drain; relay_control.cc applies controld's pushes and commands.
 // Loop thread only.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include "relayd/attach_guard.h"
 #include "relayd/control_client.h"
 #include "relayd/relay_context.h"
+#include "relayd/relay_for_bridge.h"
 #include "relayd/sni_route.h"
 #include "relayd/tunnel_table.h"
 
@@ -25,7 +28,7 @@ namespace ot::relayd {
 class BridgeSession;
 class TcpStream;
 
-class Relay {
+class Relay final : public RelayForBridge {
  public:
   Relay(RelayContext& context, ControlClientOptions controlOptions);
   ~Relay();
@@ -44,19 +47,19 @@ class Relay {
   // FetchTunnel). `done` may run synchronously.
   void checkUpgrade(const std::string& tunnelId, std::function<void(UpgradeDecision)> done);
 
-  // --- bridges
-  uint64_t registerBridge(BridgeSession* bridge);  // a key for a new session
-  void unregisterBridge(uint64_t key);
-  [[nodiscard]] std::string newBridgeId(uint64_t key) const;
-  // Decides the attach; answers through bridge->attachAllowed / attachRefused (maybe later,
-  // and not at all if the bridge has gone by then).
-  void authorizeAttach(BridgeSession* bridge);
-  // The bridge's attach was refused with bad_token (by controld, the cache or the parser): counts
-  // against its source address.
-  void attachFailed(const BridgeSession& bridge);
-  void bridgeAttached(BridgeSession* bridge);
-  void bridgeDetached(BridgeSession* bridge, DetachOutcome reason);
-  void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn, uint64_t bytesOut);
+  // --- bridges (RelayForBridge)
+  uint64_t registerBridge(BridgeSession* bridge) override;
+  void unregisterBridge(uint64_t key) override;
+  [[nodiscard]] std::string newBridgeId(uint64_t key) const override;
+  void authorizeAttach(BridgeSession* bridge) override;
+  void attachFailed(const BridgeSession& bridge) override;
+  void bridgeAttached(BridgeSession* bridge) override;
+  void bridgeDetached(BridgeSession* bridge, DetachOutcome reason) override;
+  void bridgeDraining(const std::string& tunnelId, uint64_t bridgeKey) override {
+    table_.setDraining(tunnelId, bridgeKey);
+  }
+  void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn,
+                    uint64_t bytesOut) override;
 
   // --- visitors
   // A visitor whose ClientHello named a tunnel: pick a bridge and splice, or close and count.
@@ -101,5 +104,7 @@ class Relay {
 };
 
 [[nodiscard]] CachedRecord toCachedRecord(const v1::TunnelRecord& record);
+[[nodiscard]] v1::DetachReason detachReasonToProto(DetachOutcome reason);
+[[nodiscard]] DetachOutcome detachOutcomeFromProto(v1::DetachReason reason);
 
 }  // namespace ot::relayd

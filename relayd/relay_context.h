@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/clock.h"
 #include "relayd/relay_metrics.h"
 #include "relayd/relayd_config.h"
 #include "relayd/source_counts.h"
@@ -43,7 +44,9 @@ struct RelayContext {
   RelayContext(const RelayContext&) = delete;
   RelayContext& operator=(const RelayContext&) = delete;
 
-  [[nodiscard]] uint64_t nowMs() const { return uv_now(loop); }
+  // The loop's steady milliseconds (uv_now), unless a test set `clock`: then its time, which the
+  // tick also advances the wheel with.
+  [[nodiscard]] uint64_t nowMs() const { return clock ? static_cast<uint64_t>(clock()) : uv_now(loop); }
   // Deletes `object` on the next loop iteration, never on the current call stack.
   void deferDelete(Deferrable* object);
   // Closes the context's own handles (the tick timer and the check handle); before the loop ends.
@@ -61,6 +64,7 @@ struct RelayContext {
   void resetAllStreams();
 
   uv_loop_t* loop;
+  Clock clock;  // empty: uv_now(loop); set by unit tests (a ManualClock) before anything is timed
   const RelaydConfig& config;
   RelayMetrics& metrics;
   TimerWheel wheel;

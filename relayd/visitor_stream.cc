@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "relayd/bridge_session.h"
-
 namespace ot::relayd {
 
 namespace {
@@ -29,7 +27,7 @@ VisitorStream::VisitorStream(RelayContext& context, TcpStream* stream, std::stri
   context_.metrics.visitorConnectionsOpen.Increment();
 }
 
-void VisitorStream::start(BridgeSession* bridge, uint32_t connId, std::vector<uint8_t> hello) {
+void VisitorStream::start(BridgeForStream* bridge, uint32_t connId, std::vector<uint8_t> hello) {
   bridge_ = bridge;
   connId_ = connId;
   sendToBridge(hello);
@@ -226,7 +224,7 @@ void VisitorStream::detachFromBridge() {
     pendingToVisitor_ = 0;
   }
   if (bridge_ != nullptr) {
-    BridgeSession* bridge = bridge_;
+    BridgeForStream* bridge = bridge_;
     bridge_ = nullptr;
     bridge->streamFinished(this, bytesIn_, bytesOut_);
   }

@@ -3,6 +3,9 @@
 // within the client's credit; data frames from the client are written to the visitor and
 // credited back once the socket took them. Idle and half-close timeouts are wheel entries.
 //
+// It sees its bridge as a BridgeForStream and the bridge sees it as a StreamForBridge
+// (relayd/stream_bridge.h), so each is tested against a fake of the other.
+//
 // Owned by itself: it frees itself when its socket has closed and its bridge has let go of it.
 // Loop thread only.
 #pragma once
@@ -15,48 +18,33 @@
 #include "common/bridge_frame.h"
 #include "relayd/relay_context.h"
 #include "relayd/source_counts.h"
+#include "relayd/stream_bridge.h"
 #include "relayd/tcp_stream.h"
 
 namespace ot::relayd {
 
-class BridgeSession;
-
-// A visitor that takes less than kSlowVisitorProgressBytes within kSlowVisitorWaitMs, while it
-// lags by half a window or while its bridge waits over budget, is reset as too_slow.
-inline constexpr uint64_t kSlowVisitorWaitMs = 5'000;
-inline constexpr uint64_t kSlowVisitorProgressBytes = 64 * 1024;
-
-class VisitorStream final : public TcpStream::Handler, public Deferrable, public BufferWaiter {
+class VisitorStream final : public StreamForBridge,
+                            public TcpStream::Handler,
+                            public Deferrable,
+                            public BufferWaiter {
  public:
   VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId, uint32_t clientWindow);
 
   // The visitor's address's share of its tunnel's slots; given back when the stream is done.
   void holdSourceSlot(SourceSlot slot) { sourceSlot_ = std::move(slot); }
-  // Attaches to the bridge under `connId` and sends the buffered ClientHello as the first data.
-  void start(BridgeSession* bridge, uint32_t connId, std::vector<uint8_t> hello);
+  // StreamForBridge
+  void start(BridgeForStream* bridge, uint32_t connId, std::vector<uint8_t> hello) override;
+  void deliver(std::span<const uint8_t> payload) override;
+  void peerEnded() override;
+  void peerReset() override;
+  [[nodiscard]] bool addSendCredit(uint32_t increment) override;
+  void abort(bridge::ResetReason reason, bool notifyClient) override;
+  void pauseForBridge() override;
+  void resumeFromBridge() override;
+  [[nodiscard]] uint32_t connId() const override { return connId_; }
+  [[nodiscard]] size_t pendingToVisitor() const override { return pendingToVisitor_; }
+  [[nodiscard]] uint64_t ackedByVisitor() const override;
 
-  // From the bridge (client -> visitor). The bridge already checked the relay's receive credit.
-  void deliver(std::span<const uint8_t> payload);
-  void peerEnded();                       // `end` from the client
-  void peerReset();                       // `reset` from the client: abort the visitor
-  // `credit` from the client; false when it would pass 2^31 - 1 (a protocol error).
-  [[nodiscard]] bool addSendCredit(uint32_t increment);
-  // The bridge is going away or the relay resets this connection: abort it (RST), sending
-  // `reset` with `reason` to the client unless `notifyClient` is false.
-  void abort(bridge::ResetReason reason, bool notifyClient);
-  // The bridge's socket drained below its low mark: reading may resume.
-  void resumeFromBridge();
-  // The bridge's socket is over its high mark: stop reading the visitor.
-  void pauseForBridge();
-
-  [[nodiscard]] uint32_t connId() const { return connId_; }
-  [[nodiscard]] size_t pendingToVisitor() const { return pendingToVisitor_; }
-  [[nodiscard]] uint64_t ackedByVisitor() const;
-  // Whether the visitor took less than kSlowVisitorProgressBytes since ackedByVisitor() was
-  // `ackedBefore`.
-  [[nodiscard]] bool tookTooLittleSince(uint64_t ackedBefore) const {
-    return ackedByVisitor() < ackedBefore + kSlowVisitorProgressBytes;
-  }
   [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
 
   // TcpStream::Handler
@@ -83,7 +71,7 @@ class VisitorStream final : public TcpStream::Handler, public Deferrable, public
   RelayContext& context_;
   TcpStream* stream_;
   std::string tunnelId_;
-  BridgeSession* bridge_ = nullptr;
+  BridgeForStream* bridge_ = nullptr;
   uint32_t connId_ = 0;
   bridge::StreamCredit sendCredit_;   // what the client lets us send it
   std::vector<uint8_t> held_;         // read from the visitor, waiting for credit

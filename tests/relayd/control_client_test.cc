@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -586,6 +587,97 @@ TEST_CASE("control client: a reconnect resyncs with a snapshot of what changed w
   CHECK(received[2].attached().bridge().bridge_id() == "b5");
   // The first stream saw nothing of what happened while down.
   CHECK(fx.service.received(0).size() == 2);
+}
+
+// The cut between a stream's snapshot and its deltas is made on the loop: while the loop keeps
+// attaching and detaching bridges on every iteration (before, during and after each reconnect's
+// snapshot), replaying snapshot + deltas on controld's side finds no attach of a bridge it already
+// has, no detach of one it does not have, and, at the end, exactly the loop's bridges.
+TEST_CASE("control client: the snapshot cut is exact while the loop keeps reporting bridges") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  std::set<std::string> truth;  // what the loop has attached now
+  std::deque<std::string> order;
+  uint64_t nextId = 0;
+  auto attachOne = [&] {
+    const std::string id = "c" + std::to_string(nextId++);
+    client.bridgeAttached(makeBridge(id, "t1"));
+    truth.insert(id);
+    order.push_back(id);
+  };
+  auto detachOldest = [&] {
+    const std::string id = order.front();
+    order.pop_front();
+    client.bridgeDetached(id, "t1", v1::DETACH_REASON_DROP, 1);
+    truth.erase(id);
+  };
+  for (int i = 0; i < 100; ++i) attachOne();
+  // One change per loop iteration: unbounded while the client is not connected (they only touch
+  // the mirror), then `tail` more once it is (queued: the outbox holds at most 65,536), so changes
+  // happen right before, while and right after the loop takes each snapshot.
+  bool attachNext = true;
+  size_t tail = 0;
+  std::function<void()> churn = [&] {
+    if (client.connected()) {
+      if (tail == 0) return;
+      --tail;
+    }
+    if (attachNext) {
+      attachOne();
+    } else {
+      detachOldest();
+    }
+    attachNext = !attachNext;
+  };
+  uv_idle_t idle{};
+  REQUIRE(uv_idle_init(&fx.loop, &idle) == 0);
+  idle.data = &churn;
+  REQUIRE(uv_idle_start(&idle, [](uv_idle_t* handle) {
+            (*static_cast<std::function<void()>*>(handle->data))();
+          }) == 0);
+
+  constexpr size_t kStreams = 4;
+  tail = 2'000;
+  client.start();
+  for (size_t stream = 0; stream < kStreams; ++stream) {
+    REQUIRE(fx.runUntil([&] { return fx.service.streams() == stream + 1 && client.connected() && tail == 0; }));
+    if (stream + 1 == kStreams) break;
+    fx.service.closeLatest();
+    REQUIRE(fx.runUntil([&] { return !client.connected(); }));
+    tail = 2'000;
+  }
+  uv_idle_stop(&idle);
+  v1::Ack marker;
+  marker.set_command_id(4242);
+  client.ack(marker);
+  auto markerSeen = [&] {
+    const auto messages = fx.service.received(kStreams - 1);
+    return !messages.empty() && messages.back().has_ack() && messages.back().ack().command_id() == 4242;
+  };
+  REQUIRE(fx.runUntil(markerSeen));
+
+  for (size_t stream = 0; stream < kStreams; ++stream) {
+    CAPTURE(stream);
+    std::set<std::string> replayed;
+    size_t doubled = 0;
+    size_t missing = 0;
+    for (const auto& message : fx.service.received(stream)) {
+      if (message.has_snapshot()) {
+        for (const auto& bridge : message.snapshot().bridges()) replayed.insert(bridge.bridge_id());
+      } else if (message.has_attached()) {
+        if (!replayed.insert(message.attached().bridge().bridge_id()).second) ++doubled;
+      } else if (message.has_detached()) {
+        if (replayed.erase(message.detached().bridge_id()) == 0) ++missing;
+      }
+    }
+    CHECK(doubled == 0);
+    CHECK(missing == 0);
+    if (stream + 1 == kStreams) CHECK(replayed == truth);
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&idle), nullptr);
+  uv_run(&fx.loop, UV_RUN_NOWAIT);
 }
 
 TEST_CASE("control client: a large snapshot is sent in parts of 1000 bridges") {

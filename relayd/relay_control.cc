@@ -1,0 +1,154 @@
+// Relay's side of controld's pushes and commands: tunnel records into the table, deletions and
+// resets closing their bridges, the API certificate swapped in, drain / reset / close commands
+// acknowledged; and the conversions between controld's messages and relayd's types.
+#include <algorithm>
+#include <string>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "common/websocket_frame.h"
+#include "relayd/bridge_session.h"
+#include "relayd/relay.h"
+
+namespace ot::relayd {
+
+namespace {
+
+const log::Logger kLog("relayd.relay");
+
+Sha256 toSha256(const std::string& bytes) {
+  Sha256 out{};
+  if (bytes.size() == out.size()) std::copy(bytes.begin(), bytes.end(), out.begin());
+  return out;
+}
+
+}  // namespace
+
+CachedRecord toCachedRecord(const v1::TunnelRecord& record) {
+  CachedRecord cached;
+  cached.revision = record.revision();
+  cached.tokenSha256 = toSha256(record.token_sha256());
+  cached.certReady = record.cert_ready();
+  cached.deleted = record.deleted();
+  cached.maxConnsPerBridge = record.max_conns_per_bridge();
+  cached.maxConnsPerTunnel = record.max_conns_per_tunnel();
+  cached.maxRoutes = record.max_routes();
+  for (const auto& origin : record.origins()) {
+    cached.origins.emplace_back(origin.name(), toSha256(origin.credential_sha256()));
+  }
+  return cached;
+}
+
+v1::DetachReason detachReasonToProto(DetachOutcome reason) {
+  switch (reason) {
+    case DetachOutcome::kClientClose:
+      return v1::DETACH_REASON_CLIENT_CLOSE;
+    case DetachOutcome::kDrop:
+      return v1::DETACH_REASON_DROP;
+    case DetachOutcome::kIdleRetire:
+      return v1::DETACH_REASON_IDLE_RETIRE;
+    case DetachOutcome::kDrain:
+      return v1::DETACH_REASON_DRAIN;
+    case DetachOutcome::kDelete:
+      return v1::DETACH_REASON_DELETE;
+    case DetachOutcome::kServerClose:
+      return v1::DETACH_REASON_SERVER_CLOSE;
+    case DetachOutcome::kReset:
+      return v1::DETACH_REASON_RESET;
+    case DetachOutcome::kCount:
+      break;
+  }
+  return v1::DETACH_REASON_SERVER_CLOSE;
+}
+
+DetachOutcome detachOutcomeFromProto(v1::DetachReason reason) {
+  switch (reason) {
+    case v1::DETACH_REASON_DELETE:
+      return DetachOutcome::kDelete;
+    case v1::DETACH_REASON_DRAIN:
+      return DetachOutcome::kDrain;
+    case v1::DETACH_REASON_RESET:
+      return DetachOutcome::kReset;
+    case v1::DETACH_REASON_IDLE_RETIRE:
+      return DetachOutcome::kIdleRetire;
+    default:
+      return DetachOutcome::kServerClose;
+  }
+}
+
+
+void Relay::onTunnel(const v1::TunnelRecord& record) {
+  if (record.deleted()) {
+    onTunnelDeleted(record.tunnel_id());
+    return;
+  }
+  table_.upsertRecord(record.tunnel_id(), toCachedRecord(record));
+}
+
+void Relay::onTunnelDeleted(const std::string& tunnelId) {
+  // A deletion is final whatever revision it carries.
+  table_.markDeleted(tunnelId);
+  closeTunnelBridges(tunnelId, ws::kCloseNormal, DetachOutcome::kDelete);
+}
+
+void Relay::closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason) {
+  for (uint64_t key : table_.bridgesOf(tunnelId)) {
+    auto it = bridges_.find(key);
+    if (it != bridges_.end()) it->second->close(code, reason);
+  }
+}
+
+void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
+  if (!certificate.fingerprint_sha256().empty() && certificate.fingerprint_sha256() == apiFingerprint_) return;
+  auto ctx = tls::makeServerContext(certificate.certificate_chain_pem(), certificate.private_key_pem(), {"http/1.1"});
+  if (!ctx.ok()) {
+    kLog.error("the API certificate from controld is unusable", {{"error", ctx.error().message}});
+    return;
+  }
+  apiContext_ = std::move(ctx).value();
+  apiFingerprint_ = certificate.fingerprint_sha256();
+  kLog.info("API certificate installed", {{"fingerprint", apiFingerprint_.substr(0, 16)}});
+}
+
+void Relay::onCommand(const v1::Command& command) {
+  v1::Ack ack;
+  ack.set_command_id(command.id());
+  ack.set_status(v1::ACK_STATUS_OK);
+  uint32_t affected = 0;
+  switch (command.action_case()) {
+    case v1::Command::kDrainTunnel:
+      for (uint64_t key : table_.bridgesOf(command.drain_tunnel().tunnel_id())) {
+        auto it = bridges_.find(key);
+        if (it == bridges_.end()) continue;
+        it->second->drain();
+        ++affected;
+      }
+      break;
+    case v1::Command::kResetTunnel: {
+      const std::string& id = command.reset_tunnel().tunnel_id();
+      affected = static_cast<uint32_t>(table_.bridgesOf(id).size());
+      closeTunnelBridges(id, ws::kCloseNormal, DetachOutcome::kReset);
+      table_.dropRecord(id);
+      break;
+    }
+    case v1::Command::kCloseBridge: {
+      ack.set_status(v1::ACK_STATUS_NOT_FOUND);
+      for (auto& [key, bridge] : bridges_) {
+        if (bridge->bridgeId() != command.close_bridge().bridge_id() || !bridge->attached()) continue;
+        bridge->close(ws::kCloseNormal, detachOutcomeFromProto(command.close_bridge().reason()));
+        ack.set_status(v1::ACK_STATUS_OK);
+        affected = 1;
+        break;
+      }
+      break;
+    }
+    default:
+      ack.set_status(v1::ACK_STATUS_FAILED);
+      ack.set_message("unknown command");
+      break;
+  }
+  ack.set_bridges_affected(affected);
+  control_->ack(ack);
+}
+
+}  // namespace ot::relayd

@@ -1,0 +1,39 @@
+// What a bridge session may ask of the relay (implemented by Relay): its key and id, the attach
+// decision, the tunnel table's and controld's bookkeeping of attaches, detaches, drains and
+// finished streams. BridgeSession names only this, so its unit tests run it against a fake relay
+// (tests/relayd/bridge_session_test.cc). Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "relayd/relay_metrics.h"
+
+namespace ot::relayd {
+
+class BridgeSession;
+
+class RelayForBridge {
+ public:
+  // A key for a new session; the session gives it back when it is destroyed.
+  virtual uint64_t registerBridge(BridgeSession* bridge) = 0;
+  virtual void unregisterBridge(uint64_t key) = 0;
+  [[nodiscard]] virtual std::string newBridgeId(uint64_t key) const = 0;
+  // Decides the attach; answers through bridge->attachAllowed / attachRefused (maybe later, and
+  // not at all if the bridge has gone by then).
+  virtual void authorizeAttach(BridgeSession* bridge) = 0;
+  // The bridge's attach was refused with bad_token: counts against its source address.
+  virtual void attachFailed(const BridgeSession& bridge) = 0;
+  virtual void bridgeAttached(BridgeSession* bridge) = 0;
+  virtual void bridgeDetached(BridgeSession* bridge, DetachOutcome reason) = 0;
+  // The bridge drains: no new visitors for it.
+  virtual void bridgeDraining(const std::string& tunnelId, uint64_t bridgeKey) = 0;
+  // One of the bridge's streams ended, with its bytes in each direction.
+  virtual void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn,
+                            uint64_t bytesOut) = 0;
+
+ protected:
+  ~RelayForBridge() = default;
+};
+
+}  // namespace ot::relayd
