@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -306,7 +307,7 @@ int run(ControldConfig config) {
   service_config.issuance_rate_burst = config.issuance_rate_burst;
   service_config.issuance_backlog_limit = config.issuance_backlog_limit;
   service_config.on_limited = limitedCounter(metrics);
-  TunnelService service(service_config, *store, registry, hub, runner, systemClockMs);
+  TunnelService service(service_config, *store, registry, hub, runner, unixNowMs);
   auto router = std::make_shared<const ApiRouter>(buildApiRouter(service));
   ot::SourceFailureLimits auth_failure_limits;
   auth_failure_limits.maxFailures = config.auth_failure_limit;
