@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "controld/api_routes.h"
 #include "controld/bridge_registry.h"
 #include "controld/record_publisher.h"
@@ -97,7 +98,7 @@ class TestApi {
                    Store* inspect = nullptr)
       : store_(inspect != nullptr ? *inspect : store),
         service_(std::make_unique<TunnelService>(std::move(config), store, registry, publisher,
-                                                 notifier, [this] { return now_ms.load(); })),
+                                                 notifier, clock.clock())),
         router_(std::make_shared<ApiRouter>(buildApiRouter(*service_))),
         handler_(makeApiHandler(router_)) {}
 
@@ -157,7 +158,7 @@ class TestApi {
   const ApiRouter& router() const { return *router_; }
   TunnelService& service() { return *service_; }
 
-  std::atomic<int64_t> now_ms{kStartMs};
+  ManualClock clock{kStartMs};
   BridgeRegistry registry;
   RecordingPublisher publisher;
   CountingNotifier notifier;
