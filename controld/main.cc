@@ -307,7 +307,7 @@ int run(ControldConfig config) {
   service_config.issuance_rate_burst = config.issuance_rate_burst;
   service_config.issuance_backlog_limit = config.issuance_backlog_limit;
   service_config.on_limited = limitedCounter(metrics);
-  TunnelService service(service_config, *store, registry, hub, runner, unixNowMs);
+  TunnelService service(service_config, *store, registry, hub, runner, ot::unixNowMs);
   auto router = std::make_shared<const ApiRouter>(buildApiRouter(service));
   ot::SourceFailureLimits auth_failure_limits;
   auth_failure_limits.maxFailures = config.auth_failure_limit;

@@ -46,6 +46,14 @@ class RoundCounter {
   int rounds_ = 0;
 };
 
+// A round that counts itself and then waits an hour: only start, wake() and stop() move it on.
+PeriodicTask::Round countThenWaitAnHour(RoundCounter& counter) {
+  return [&counter] {
+    counter.count();
+    return kHour;
+  };
+}
+
 }  // namespace
 
 TEST_CASE("periodic task: the first round runs at start, then each waits what the last returned") {
@@ -76,10 +84,7 @@ TEST_CASE("periodic task: the first round runs at start, then each waits what th
 
 TEST_CASE("periodic task: stop() ends an hour's wait promptly") {
   RoundCounter counter;
-  PeriodicTask task([&] {
-    counter.count();
-    return kHour;
-  });
+  PeriodicTask task(countThenWaitAnHour(counter));
   task.start();
   REQUIRE(counter.waitFor(1));
   const auto before = SteadyClock::now();
@@ -92,10 +97,7 @@ TEST_CASE("periodic task: stop() ends an hour's wait promptly") {
 
 TEST_CASE("periodic task: wake() runs the next round now instead of after the wait") {
   RoundCounter counter;
-  PeriodicTask task([&] {
-    counter.count();
-    return kHour;
-  });
+  PeriodicTask task(countThenWaitAnHour(counter));
   task.start();
   REQUIRE(counter.waitFor(1));
   task.wake();
@@ -113,12 +115,7 @@ TEST_CASE("periodic task: the initial delay comes before the first round, and wa
   options.beforeWait = [&](milliseconds wait) {
     if (waitsAsked++ == 0) CHECK(wait == kHour);
   };
-  PeriodicTask task(
-      [&] {
-        counter.count();
-        return kHour;
-      },
-      options);
+  PeriodicTask task(countThenWaitAnHour(counter), options);
   task.start();
   // No round while the delay lasts: the round count stays 0 until wake().
   CHECK_FALSE(task.waitStopping(milliseconds(50)));
@@ -135,12 +132,7 @@ TEST_CASE("periodic task: a final round after stop() when asked for, not before 
     PeriodicTaskOptions options;
     options.initialDelay = kHour;
     options.finalRoundOnStop = true;
-    PeriodicTask task(
-        [&] {
-          counter.count();
-          return kHour;
-        },
-        options);
+    PeriodicTask task(countThenWaitAnHour(counter), options);
     task.start();
     task.stop();
     CHECK(counter.rounds() == 1);
@@ -149,12 +141,7 @@ TEST_CASE("periodic task: a final round after stop() when asked for, not before 
     RoundCounter counter;
     PeriodicTaskOptions options;
     options.finalRoundOnStop = true;
-    PeriodicTask task(
-        [&] {
-          counter.count();
-          return kHour;
-        },
-        options);
+    PeriodicTask task(countThenWaitAnHour(counter), options);
     task.stop();
     task.start();
     task.stop();
