@@ -19,6 +19,7 @@
 #include <variant>
 
 #include "client/server_url.h"
+#include "common/result.h"
 
 namespace ot::client {
 
@@ -34,22 +35,7 @@ struct ApiError {
 };
 
 template <typename T>
-class [[nodiscard]] ApiResult {
- public:
-  ApiResult(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
-  ApiResult(ApiError error) : value_(std::move(error)) {}  // NOLINT
-
-  [[nodiscard]] bool ok() const { return std::holds_alternative<T>(value_); }
-  explicit operator bool() const { return ok(); }
-  [[nodiscard]] const T& value() const& { return std::get<T>(value_); }
-  [[nodiscard]] T&& value() && { return std::get<T>(std::move(value_)); }
-  [[nodiscard]] const ApiError& error() const { return std::get<ApiError>(value_); }
-  const T* operator->() const { return &value(); }
-  const T& operator*() const& { return value(); }
-
- private:
-  std::variant<T, ApiError> value_;
-};
+using ApiResult = Result<T, ApiError>;
 
 struct CreatedTunnel {
   std::string id;

@@ -3,15 +3,10 @@
 #include <cctype>
 
 #include "common/config.h"
+#include "common/text.h"
 
 namespace ot::client {
 namespace {
-
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool isHostChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.' || c == '_';
@@ -38,7 +33,7 @@ bool ServerUrl::isLoopbackName() const {
 }
 
 bool isLocalhostName(std::string_view host) {
-  std::string name = lowercase(host);
+  std::string name = toLower(host);
   if (!name.empty() && name.back() == '.') name.pop_back();  // a fully qualified spelling
   constexpr std::string_view kSuffix = ".localhost";
   return name == "localhost" || (name.size() > kSuffix.size() && name.ends_with(kSuffix));
@@ -51,7 +46,7 @@ std::optional<ServerUrl> parseServerUrl(std::string_view text, std::string* erro
     return fail(error, quoted + " must start with https:// (or http:// for development)");
   }
   ServerUrl url;
-  url.scheme = lowercase(text.substr(0, separator));
+  url.scheme = toLower(text.substr(0, separator));
   if (url.scheme != "https" && url.scheme != "http") {
     return fail(error, quoted + " must start with https:// (or http:// for development)");
   }
@@ -88,7 +83,7 @@ std::optional<ServerUrl> parseServerUrl(std::string_view text, std::string* erro
       if (!isHostChar(c)) return fail(error, quoted + " has an invalid host name");
     }
   }
-  url.host = lowercase(host);
+  url.host = toLower(host);
   if (port.empty()) {
     url.port = url.scheme == "https" ? 443 : 80;
   } else {

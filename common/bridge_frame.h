@@ -16,6 +16,8 @@
 #include <variant>
 #include <vector>
 
+#include "common/result.h"
+
 namespace ot::bridge {
 
 inline constexpr size_t kFrameHeaderSize = 5;
@@ -84,39 +86,10 @@ struct Frame {
   uint32_t increment = 0;                          // kCredit: > 0
 };
 
-// A value or the reason there is none; a small std::expected stand-in for the bridge codecs
-// (ot::Result carries an ErrorKind, too coarse for a protocol's error codes).
+// A value or the reason there is none: ot::Result with the protocol's own error codes (ErrorKind
+// is too coarse for them). A wrong access aborts; decoding never throws.
 template <typename T, typename E>
-class [[nodiscard]] Decoded {
- public:
-  Decoded(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
-  Decoded(E error) : value_(std::move(error)) {}  // NOLINT
-
-  [[nodiscard]] bool ok() const { return std::holds_alternative<T>(value_); }
-  [[nodiscard]] const T& value() const& { return *get<T>(); }
-  [[nodiscard]] T& value() & { return *get<T>(); }
-  [[nodiscard]] T&& value() && { return std::move(*get<T>()); }
-  [[nodiscard]] const E& error() const { return *get<E>(); }
-  const T* operator->() const { return &value(); }
-  T* operator->() { return &value(); }
-
- private:
-  // Asking for the alternative that is not there is a bug: stop rather than throw.
-  template <typename U>
-  U* get() {
-    U* p = std::get_if<U>(&value_);
-    if (p == nullptr) std::abort();
-    return p;
-  }
-  template <typename U>
-  const U* get() const {
-    const U* p = std::get_if<U>(&value_);
-    if (p == nullptr) std::abort();
-    return p;
-  }
-
-  std::variant<T, E> value_;
-};
+using Decoded = ot::Result<T, E>;
 
 // Decodes one whole binary message. Never reads outside `message`.
 [[nodiscard]] Decoded<Frame, FrameError> decodeFrame(std::span<const uint8_t> message) noexcept;

@@ -3,6 +3,7 @@
 // (Unix milliseconds, UTC), a loop's steady milliseconds (uv_now) for timeouts on a data plane.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -18,19 +19,20 @@ using Clock = std::function<int64_t()>;
       .count();
 }
 
-// A clock a test moves by hand; clock() hands out a Clock that reads it.
+// A clock a test moves by hand; clock() hands out a Clock that reads it. Atomic because the code
+// under test often reads it on its own thread (job runner, sweepers) while the test moves it.
 class ManualClock {
  public:
   explicit ManualClock(int64_t startMs = 0) : nowMs_(startMs) {}
-  [[nodiscard]] int64_t nowMs() const { return nowMs_; }
-  void advance(int64_t ms) { nowMs_ += ms; }
-  void set(int64_t ms) { nowMs_ = ms; }
+  [[nodiscard]] int64_t nowMs() const { return nowMs_.load(); }
+  void advance(int64_t ms) { nowMs_.fetch_add(ms); }
+  void set(int64_t ms) { nowMs_.store(ms); }
   [[nodiscard]] Clock clock() const {
-    return [this] { return nowMs_; };
+    return [this] { return nowMs_.load(); };
   }
 
  private:
-  int64_t nowMs_;
+  std::atomic<int64_t> nowMs_;
 };
 
 }  // namespace ot

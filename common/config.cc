@@ -6,15 +6,10 @@
 #include <cctype>
 #include <charconv>
 
+#include "common/text.h"
+
 namespace ot::config {
 namespace {
-
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 bool isIpv6Literal(const std::string& host) {
   in6_addr addr{};
@@ -52,7 +47,7 @@ std::string ListenAddress::toString() const {
 
 std::optional<ListenAddress> parseListenAddress(std::string_view text) {
   ListenAddress out;
-  if (lowercase(text) == "off") return out;
+  if (toLower(text) == "off") return out;
   if (text.starts_with("unix:")) {
     out.kind = ListenAddress::Kind::kUnix;
     out.path = std::string(text.substr(5));
@@ -84,7 +79,7 @@ std::optional<ListenAddress> parseListenAddress(std::string_view text) {
 }
 
 std::optional<bool> parseBool(std::string_view text) {
-  const auto lower = lowercase(text);
+  const auto lower = toLower(text);
   if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
   if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
   return std::nullopt;

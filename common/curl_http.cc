@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 
+#include "common/text.h"
+
 namespace ot::http {
 namespace {
 
@@ -21,22 +23,6 @@ struct SlistFree {
 void initCurlOnce() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-std::string lowerCase(std::string_view text) {
-  std::string lower(text);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower;
 }
 
 struct Exchange {
@@ -68,7 +54,7 @@ size_t onHeader(char* data, size_t size, size_t count, void* user) {
   }
   const size_t colon = line.find(':');
   if (colon != std::string_view::npos) {
-    exchange->reply.headers.emplace_back(lowerCase(trim(line.substr(0, colon))),
+    exchange->reply.headers.emplace_back(toLower(trim(line.substr(0, colon))),
                                          std::string(trim(line.substr(colon + 1))));
   }
   return bytes;

@@ -5,22 +5,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/text.h"
+
 namespace ot::log {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
-
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
 
 // One step through UTF-8 per Unicode table 3-7: the length of a well-formed sequence, or of the
 // maximal ill-formed subpart (at least one byte), which becomes a single U+FFFD.

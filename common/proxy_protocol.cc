@@ -1,3 +1,6 @@
+// One concern over ~450 lines: the PROXY protocol wire format, v1 and v2, both directions. The
+// resumable reader and the encoders share the signature, the family table, the address text forms
+// and CRC32C; the encoders are what the reader's tests and fuzz target check it against.
 #include "common/proxy_protocol.h"
 
 #include <arpa/inet.h>

@@ -4,27 +4,11 @@
 
 #include <array>
 
+#include "common/text.h"
+
 namespace ot::ws {
 
 namespace {
-
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // Whether any header called `name` lists `token` in its comma-separated value.
 bool hasToken(HeaderList headers, std::string_view name, std::string_view token) {
@@ -33,7 +17,7 @@ bool hasToken(HeaderList headers, std::string_view name, std::string_view token)
     std::string_view rest = header.value;
     while (true) {
       const size_t comma = rest.find(',');
-      if (equalsIgnoreCase(trim(rest.substr(0, comma)), token)) return true;
+      if (equalsIgnoreCase(trimOws(rest.substr(0, comma)), token)) return true;
       if (comma == std::string_view::npos) break;
       rest.remove_prefix(comma + 1);
     }
@@ -50,7 +34,7 @@ SingleValue findSingle(HeaderList headers, std::string_view name) {
   SingleValue found;
   for (const HttpHeader& header : headers) {
     if (!equalsIgnoreCase(header.name, name)) continue;
-    if (found.count++ == 0) found.value = trim(header.value);
+    if (found.count++ == 0) found.value = trimOws(header.value);
   }
   return found;
 }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "controld/acme/acme_setup.h"
 #include "controld/api/api_routes.h"
@@ -202,7 +203,7 @@ void ControldServer::buildApi() {
   serviceConfig.issuance_rate_burst = config_.issuance_rate_burst;
   serviceConfig.issuance_backlog_limit = config_.issuance_backlog_limit;
   serviceConfig.on_limited = limitedCounter(metrics_);
-  service_.emplace(serviceConfig, *store_, *registry_, *hub_, *runner_, systemClockMs);
+  service_.emplace(serviceConfig, *store_, *registry_, *hub_, *runner_, ot::unixNowMs);
   router_ = std::make_shared<const ApiRouter>(buildApiRouter(*service_));
   SourceFailureLimits authFailureLimits;
   authFailureLimits.maxFailures = config_.auth_failure_limit;

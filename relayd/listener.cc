@@ -7,116 +7,46 @@
 
 #include <cstring>
 
+#include "common/accept_loop.h"
 #include "common/listen_socket.h"
 #include "common/log.h"
+#include "common/log_throttle.h"
 #include "relayd/peer_endpoint.h"
 #include "relayd/relay_metrics.h"
 
 namespace ot::relayd {
 namespace {
 
-constexpr int kAcceptsPerWakeup = 64;
 constexpr uint64_t kPauseMs = 500;
 constexpr uint64_t kLogEveryMs = 10'000;
 
 }  // namespace
 
-// Owns the listening descriptor and both handles. Outlives the Listener when the handles are
-// still closing: the last close callback frees it.
+// The state the accept loop's failure callback reaches; its own heap part, as the callback may
+// run while the Listener is being destroyed from inside onAccept (nothing runs after that).
 struct Listener::Impl {
   uv_loop_t* loop = nullptr;
-  net::ListenSocket socket;  // closed (and a unix socket file removed) by closeAll()
   std::string name;
-  OnAccept onAccept;
   RelayMetrics* metrics = nullptr;
-  uv_poll_t poll{};
-  uv_timer_t pauseTimer{};
-  bool closing = false;
-  bool orphaned = false;  // the Listener is gone: free on the last close callback
-  int openHandles = 0;
-  uint64_t lastLogMs = 0;
-  bool loggedOnce = false;
-  uint64_t unloggedErrors = 0;
+  LogThrottle logThrottle{kLogEveryMs};
   log::Logger log{"relayd.listener"};
+  std::unique_ptr<net::AcceptLoop> accept;
 
-  void closeAll() {
-    if (closing) return;
-    closing = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(&poll), &Impl::onClosed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&pauseTimer), &Impl::onClosed);
-    // uv_close stopped the poll watcher, so the descriptor can go now.
-    socket = {};
-  }
-
-  static void onClosed(uv_handle_t* handle) {
-    auto* self = static_cast<Impl*>(handle->data);
-    self->openHandles -= 1;
-    if (self->openHandles == 0 && self->orphaned) delete self;
-  }
-
-  static void onReadable(uv_poll_t* handle, int status, int) {
-    auto* self = static_cast<Impl*>(handle->data);
-    if (self->closing) return;
-    if (status < 0) {
-      self->countOther(-status);
-      return;
+  void onFailure(const net::AcceptFailure& failure) {
+    if (failure.outOfResources) {
+      if (metrics != nullptr) metrics->acceptEmfile.Increment();
+      logRateLimited("accept paused: out of descriptors or memory", failure.error);
+    } else {
+      if (metrics != nullptr) metrics->acceptOther.Increment();
+      logRateLimited("accept failed", failure.error);
     }
-    self->acceptSome();
-  }
-
-  static void onPauseOver(uv_timer_t* handle) {
-    auto* self = static_cast<Impl*>(handle->data);
-    if (self->closing) return;
-    uv_poll_start(&self->poll, UV_READABLE, &Impl::onReadable);
-  }
-
-  void acceptSome() {
-    for (int attempt = 0; attempt < kAcceptsPerWakeup && !closing; ++attempt) {
-      sockaddr_storage peer{};
-      const net::Accepted got = socket.accept(&peer);
-      switch (got.status) {
-        case net::AcceptStatus::kAccepted:
-          onAccept(got.fd, peer);  // may close or destroy the Listener: `closing` ends the loop
-          continue;
-        case net::AcceptStatus::kSkipped:
-          continue;
-        case net::AcceptStatus::kNoneWaiting:
-          return;
-        case net::AcceptStatus::kOutOfResources:
-          if (metrics != nullptr) metrics->acceptEmfile.Increment();
-          logRateLimited("accept paused: out of descriptors or memory", got.error);
-          pause();
-          return;
-        case net::AcceptStatus::kFailed:
-          countOther(got.error);
-          pause();
-          return;
-      }
-    }
-  }
-
-  // Readable stays true while the backlog holds connections: stop polling or the loop spins.
-  void pause() {
-    uv_poll_stop(&poll);
-    uv_timer_start(&pauseTimer, &Impl::onPauseOver, kPauseMs, 0);
-  }
-
-  void countOther(int error) {
-    if (metrics != nullptr) metrics->acceptOther.Increment();
-    logRateLimited("accept failed", error);
   }
 
   void logRateLimited(const char* message, int error) {
-    const uint64_t now = uv_now(loop);
-    if (loggedOnce && now - lastLogMs < kLogEveryMs) {
-      unloggedErrors += 1;
-      return;
-    }
+    uint64_t suppressed = 0;
+    if (!logThrottle.allow(uv_now(loop), suppressed)) return;
     log.warn(message,
-             {{"listener", name}, {"error", std::strerror(error)}, {"suppressed", unloggedErrors}});
-    loggedOnce = true;
-    lastLogMs = now;
-    unloggedErrors = 0;
+             {{"listener", name}, {"error", std::strerror(error)}, {"suppressed", suppressed}});
   }
 };
 
@@ -128,23 +58,19 @@ Result<std::unique_ptr<Listener>> Listener::open(uv_loop_t* loop,
   if (!socket.ok()) {
     return Error{socket.error().kind, "listener " + name + ": " + socket.error().message};
   }
+  const uint16_t port = socket->port();
   auto impl = std::make_unique<Impl>();
   impl->loop = loop;
-  impl->socket = std::move(socket).value();
   impl->name = name;
-  impl->onAccept = std::move(onAccept);
   impl->metrics = metrics;
-  const int pollStatus = uv_poll_init(loop, &impl->poll, impl->socket.fd());
-  if (pollStatus != 0) {
-    return Error{ErrorKind::kInternal, std::string("uv_poll_init: ") + uv_strerror(pollStatus)};
-  }
-  impl->poll.data = impl.get();
-  uv_timer_init(loop, &impl->pauseTimer);
-  impl->pauseTimer.data = impl.get();
-  impl->openHandles = 2;
-  uv_poll_start(&impl->poll, UV_READABLE, &Impl::onReadable);
+  Impl* state = impl.get();
+  auto accept = net::AcceptLoop::start(
+      loop, std::move(socket).value(), kPauseMs,
+      [onAccept = std::move(onAccept)](int fd, const sockaddr_storage& peer) { onAccept(fd, peer); },
+      [state](const net::AcceptFailure& failure) { state->onFailure(failure); });
+  if (!accept.ok()) return accept.error();
+  impl->accept = std::move(accept).value();
 
-  const uint16_t port = impl->socket.port();
   std::unique_ptr<Listener> listener(new Listener(std::move(impl)));
   listener->port_ = port;
   listener->name_ = std::move(name);
@@ -153,15 +79,10 @@ Result<std::unique_ptr<Listener>> Listener::open(uv_loop_t* loop,
 
 Listener::Listener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Listener::~Listener() {
-  if (!impl_) return;
-  impl_->closeAll();
-  impl_->orphaned = true;
-  if (impl_->openHandles > 0) (void)impl_.release();  // freed by its last close callback
-}
+Listener::~Listener() = default;
 
 void Listener::close() {
-  if (impl_) impl_->closeAll();
+  if (impl_) impl_->accept->close();
 }
 
 std::string formatSocketAddress(const sockaddr_storage& address) {

@@ -1,6 +1,6 @@
-// A TCP listening socket on the relay's loop that accepts by itself (accept4 on a uv_poll_t), so
-// that running out of descriptors pauses accepting instead of spinning: on EMFILE, ENFILE,
-// ENOBUFS or ENOMEM the listener stops polling for 500 ms, counts
+// A TCP listening socket on the relay's loop that accepts by itself (net::AcceptLoop, shared with
+// controld's HTTP server), so that running out of descriptors pauses accepting instead of
+// spinning: on EMFILE, ENFILE, ENOBUFS or ENOMEM the listener stops polling for 500 ms, counts
 // opentunnel_accept_errors_total{error="emfile"} and logs at most every 10 s; an unknown error
 // pauses too and counts {error="other"} (net::ListenSocket::accept sorts them). Backlog 16384
 // (the kernel caps it at somaxconn).

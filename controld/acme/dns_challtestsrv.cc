@@ -1,20 +1,17 @@
 #include "controld/acme/dns_challtestsrv.h"
 
 #include <algorithm>
-#include <cctype>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "common/curl_http.h"
+#include "common/text.h"
 
 namespace ot::controld {
 namespace {
 
 std::string fqdn(const std::string& name) {
-  std::string host;
-  host.reserve(name.size() + 1);
-  for (const char c : name)
-    host.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  std::string host = toLower(name);
   while (!host.empty() && host.back() == '.') host.pop_back();
   return host + ".";
 }

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/curl_http.h"
+#include "common/text.h"
 
 namespace ot::controld {
 namespace {
@@ -23,11 +24,6 @@ constexpr int kIdenticalRecordExists = 81058;
 constexpr int kMaxPages = 10'000;  // a bound on a list that keeps claiming more pages
 // Cloudflare's answers are small JSON pages; a runaway answer fails the call, not the process.
 constexpr std::size_t kMaxBodyBytes = 16 * 1024 * 1024;
-
-std::string lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
 
 std::string withoutTrailingDot(std::string name) {
   while (!name.empty() && name.back() == '.') name.pop_back();
@@ -278,7 +274,7 @@ Result<std::vector<TxtRecord>> CloudflareDns::findExact(const std::string& name,
   std::vector<TxtRecord> found;
   for (const json& item : reply->body["result"]) {
     auto record = recordFrom(item);
-    if (record && lower(record->name) == lower(name) && record->value == value) {
+    if (record && toLower(record->name) == toLower(name) && record->value == value) {
       found.push_back(*record);
     }
   }
@@ -286,7 +282,7 @@ Result<std::vector<TxtRecord>> CloudflareDns::findExact(const std::string& name,
 }
 
 Result<std::vector<TxtRecord>> CloudflareDns::listChallengeRecords(const std::string& domain) {
-  const std::string suffix = "." + lower(withoutTrailingDot(domain));
+  const std::string suffix = "." + toLower(withoutTrailingDot(domain));
   if (suffix.size() < 2) return Error{ErrorKind::kInvalid, "Cloudflare list: no domain"};
   const std::string prefix = "_acme-challenge.";
   std::vector<TxtRecord> records;
@@ -304,7 +300,7 @@ Result<std::vector<TxtRecord>> CloudflareDns::listChallengeRecords(const std::st
     for (const json& item : result) {
       auto record = recordFrom(item);
       if (!record) continue;
-      const std::string name = lower(record->name);
+      const std::string name = toLower(record->name);
       if (name.rfind(prefix, 0) == 0 && endsWith(name, suffix)) records.push_back(*record);
     }
     int64_t total_pages = 0;

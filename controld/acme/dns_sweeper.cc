@@ -5,20 +5,25 @@
 #include <chrono>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "controld/store/meta_lease.h"
 
 namespace ot::controld {
 namespace {
 
 const log::Logger kLog("controld.dns_sweeper");
+
+PeriodicTaskOptions sweepSchedule(int64_t initial_delay_ms) {
+  PeriodicTaskOptions schedule;
+  schedule.initialDelay = std::chrono::milliseconds(initial_delay_ms);
+  return schedule;
+}
 constexpr std::string_view kChallengePrefix = "_acme-challenge.";
 
 std::string normalized(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (const char c : name)
-    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  std::string out = toLower(name);
   while (!out.empty() && out.back() == '.') out.pop_back();
   return out;
 }
@@ -73,9 +78,14 @@ std::vector<TxtRecord> staleChallengeRecords(const std::vector<TxtRecord>& recor
   return stale;
 }
 
-DnsSweeper::DnsSweeper(Store& store, DnsProvider& provider, DnsSweeperOptions options,
+DnsSweeper::DnsSweeper(MetaStore& store, DnsProvider& provider, DnsSweeperOptions options,
                        DnsRecordMetrics* metrics)
-    : store_(store), provider_(provider), options_(std::move(options)), metrics_(metrics) {
+    : store_(store),
+      provider_(provider),
+      options_(std::move(options)),
+      metrics_(metrics),
+      task_([this] { return sweepRound(); },
+            sweepSchedule(options_.initial_delay_ms)) {
   if (options_.lease_ms <= 0) options_.lease_ms = options_.interval_ms;
 }
 
@@ -84,41 +94,24 @@ DnsSweeper::~DnsSweeper() {
 }
 
 void DnsSweeper::start() {
-  const std::lock_guard lock(mutex_);
-  if (thread_.joinable() || stopping_) return;
-  thread_ = std::thread([this] { run(); });
+  task_.start();
 }
 
 void DnsSweeper::stop() {
-  {
-    const std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  task_.stop();
 }
 
 int64_t DnsSweeper::now() const {
   if (options_.now_ms) return options_.now_ms();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return unixNowMs();
 }
 
-bool DnsSweeper::waitStopping(int64_t ms) {
-  std::unique_lock lock(mutex_);
-  return wake_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(ms, 0)),
-                        [this] { return stopping_; });
-}
-
-void DnsSweeper::run() {
-  if (waitStopping(options_.initial_delay_ms)) return;
-  do {
-    auto report = sweepOnce();
-    if (!report) {
-      kLog.warn("challenge record sweep failed", {{"error", report.error().message}});
-    }
-  } while (!waitStopping(options_.interval_ms));
+std::chrono::milliseconds DnsSweeper::sweepRound() {
+  auto report = sweepOnce();
+  if (!report) {
+    kLog.warn("challenge record sweep failed", {{"error", report.error().message}});
+  }
+  return std::chrono::milliseconds(options_.interval_ms);
 }
 
 Result<std::optional<int64_t>> DnsSweeper::takeLease(int64_t now_ms) {
@@ -131,7 +124,7 @@ Result<std::optional<int64_t>> DnsSweeper::takeLease(int64_t now_ms) {
 
 Result<DnsSweepReport> DnsSweeper::sweepOnce() {
   DnsSweepReport report;
-  if (waitStopping(0)) {
+  if (task_.stopping()) {
     report.stopped = true;
     return report;
   }
@@ -160,7 +153,7 @@ Result<DnsSweepReport> DnsSweeper::sweepOnce() {
                              : 0;
   std::string first_error;
   for (size_t i = 0; i < stale.size(); ++i) {
-    if (i > 0 && waitStopping(gap_ms)) {
+    if (i > 0 && task_.waitStopping(std::chrono::milliseconds(gap_ms))) {
       report.stopped = true;
       break;
     }

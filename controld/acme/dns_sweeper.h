@@ -8,17 +8,17 @@
 // joins promptly, also in the middle of a sweep. sweepOnce() may also be called directly (tests).
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/periodic_task.h"
 #include "common/result.h"
 #include "controld/acme/dns_provider.h"
 #include "controld/acme/dns_record_metrics.h"
@@ -40,7 +40,7 @@ struct DnsSweeperOptions {
   size_t max_deletes = 1000;
   double deletes_per_second = 4;
   // Wall clock in Unix ms, for record ages and the lease; the system clock when empty.
-  std::function<int64_t()> now_ms;
+  Clock now_ms;
   // Names with a challenge in progress: hostnames ("abc.example.com", "*.abc.example.com") or
   // their _acme-challenge names. Their records are kept. An error skips the sweep. None when empty.
   std::function<Result<std::set<std::string>>()> active_names;
@@ -70,7 +70,7 @@ struct DnsSweepReport {
 class DnsSweeper {
  public:
   // store, provider and metrics (nullable) must outlive the sweeper.
-  DnsSweeper(Store& store, DnsProvider& provider, DnsSweeperOptions options,
+  DnsSweeper(MetaStore& store, DnsProvider& provider, DnsSweeperOptions options,
              DnsRecordMetrics* metrics);
   ~DnsSweeper();
   DnsSweeper(const DnsSweeper&) = delete;
@@ -87,18 +87,14 @@ class DnsSweeper {
   // The lease's end when this call took (or renewed) it; nullopt when another owner holds it.
   Result<std::optional<int64_t>> takeLease(int64_t now);
   int64_t now() const;
-  void run();
-  // Waits up to ms unless stop() is called; true when stopping.
-  bool waitStopping(int64_t ms);
+  // One round of the sweep thread: sweepOnce(), logged, then the wait before the next.
+  std::chrono::milliseconds sweepRound();
 
-  Store& store_;
+  MetaStore& store_;
   DnsProvider& provider_;
   DnsSweeperOptions options_;
   DnsRecordMetrics* metrics_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
+  PeriodicTask task_;  // last: stopped before the members its rounds read go
 };
 
 }  // namespace ot::controld

@@ -1,7 +1,5 @@
 #include "controld/api/api_routes.h"
 
-#include <strings.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
@@ -10,6 +8,7 @@
 #include <variant>
 
 #include "common/log_format.h"
+#include "common/text.h"
 #include "controld/api/api_docs.h"
 
 namespace ot::controld {
@@ -19,36 +18,26 @@ using Json = nlohmann::ordered_json;
 
 // ---- Reading requests ----
 
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
-
 // The token of "Authorization: Bearer <token>"; std::nullopt when there is none (or another
 // scheme), which the service answers with 401 before reading anything.
 std::optional<std::string> bearerToken(const ApiRequest& request) {
   const auto header = request.header("Authorization");
   if (!header) return std::nullopt;
-  const std::string_view value = trim(*header);
+  const std::string_view value = trimOws(*header);
   constexpr std::string_view kScheme = "Bearer";
   if (value.size() <= kScheme.size() ||
       !equalsIgnoreCase(value.substr(0, kScheme.size()), kScheme) ||
       (value[kScheme.size()] != ' ' && value[kScheme.size()] != '\t')) {
     return std::nullopt;
   }
-  const std::string_view token = trim(value.substr(kScheme.size()));
+  const std::string_view token = trimOws(value.substr(kScheme.size()));
   if (token.empty()) return std::nullopt;
   return std::string(token);
 }
 
 bool isJsonMediaType(std::string_view content_type) {
   const size_t semicolon = content_type.find(';');
-  return equalsIgnoreCase(trim(content_type.substr(0, semicolon)), "application/json");
+  return equalsIgnoreCase(trimOws(content_type.substr(0, semicolon)), "application/json");
 }
 
 // The body as a JSON object, null when absent and optional, or the response refusing it.

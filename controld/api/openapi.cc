@@ -1,9 +1,9 @@
 #include "controld/api/openapi.h"
 
-#include <algorithm>
-#include <cctype>
 #include <set>
 #include <string_view>
+
+#include "common/text.h"
 
 namespace ot::controld {
 namespace {
@@ -28,13 +28,6 @@ const HeaderDoc* findHeader(std::string_view name) {
     if (header.name == name) return &header;
   }
   return nullptr;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
 }
 
 Json schemaRef(const std::string& name) {
@@ -113,7 +106,7 @@ Json buildOpenApi(const ApiRouter& router, const OpenApiInfo& info) {
   Json paths = Json::object();
   std::set<std::string_view> used_headers;
   for (const Route& route : router.routes()) {
-    paths[route.path][lower(route.method)] = operation(route);
+    paths[route.path][toLower(route.method)] = operation(route);
     for (const ApiResponseDoc& doc : route.doc.responses) {
       for (const std::string& name : doc.headers) used_headers.insert(name);
     }

@@ -23,6 +23,8 @@
 #include <utility>
 #include <variant>
 
+#include "common/clock.h"
+#include "common/result.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
 #include "controld/store/store.h"
@@ -67,22 +69,7 @@ struct ServiceError {
 
 // A value or a ServiceError (the API needs more kinds than common/result.h's ErrorKind has).
 template <typename T>
-class [[nodiscard]] ServiceResult {
- public:
-  ServiceResult(T value) : value_(std::move(value)) {}             // NOLINT: implicit by design
-  ServiceResult(ServiceError error) : value_(std::move(error)) {}  // NOLINT
-
-  [[nodiscard]] bool ok() const { return std::holds_alternative<T>(value_); }
-  explicit operator bool() const { return ok(); }
-  [[nodiscard]] const T& value() const& { return std::get<T>(value_); }
-  [[nodiscard]] T&& value() && { return std::get<T>(std::move(value_)); }
-  [[nodiscard]] const ServiceError& error() const { return std::get<ServiceError>(value_); }
-  const T* operator->() const { return &value(); }
-  const T& operator*() const& { return value(); }
-
- private:
-  std::variant<T, ServiceError> value_;
-};
+using ServiceResult = Result<T, ServiceError>;
 
 // The answer to a create: the only time the token is ever returned.
 struct CreatedTunnel {
@@ -114,7 +101,6 @@ struct CertificateBinding {
 
 class TunnelService {
  public:
-  using Clock = std::function<int64_t()>;  // milliseconds since the Unix epoch
 
   TunnelService(TunnelServiceConfig config, Store& store, const BridgeRegistry& bridges,
                 RecordPublisher& publisher, JobNotifier& notifier, Clock now_ms);

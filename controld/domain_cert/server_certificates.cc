@@ -4,6 +4,7 @@
 #include <fstream>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "controld/domain_cert/server_key.h"
 #include "controld/issuance/job_policy.h"
@@ -16,12 +17,6 @@ const log::Logger kLog("controld.server_certificates");
 
 // Certificate and key files are small; anything larger is not one.
 constexpr std::streamsize kMaxPemFileSize = 1 << 20;
-
-int64_t systemNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Result<std::string> readSmallFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -74,8 +69,12 @@ bool serverCertificateDue(const ServerCertificate& certificate, int64_t now_ms) 
 
 ServerCertificates::ServerCertificates(ServerCertificatesConfig config, Store& store,
                                        RecordPublisher& publisher, JobNotifier* notifier)
-    : config_(std::move(config)), store_(store), publisher_(publisher), notifier_(notifier) {
-  if (!config_.now_ms) config_.now_ms = systemNowMs;
+    : config_(std::move(config)),
+      store_(store),
+      publisher_(publisher),
+      notifier_(notifier),
+      task_([this] { return checkRound(); }) {
+  if (!config_.now_ms) config_.now_ms = unixNowMs;
 }
 
 ServerCertificates::~ServerCertificates() {
@@ -268,31 +267,19 @@ bool ServerCertificates::waiting() const {
 }
 
 void ServerCertificates::start() {
-  const std::lock_guard lock(thread_mutex_);
-  if (thread_.joinable() || stopping_) return;
-  thread_ = std::thread([this] { run(); });
+  task_.start();
 }
 
 void ServerCertificates::stop() {
-  {
-    const std::lock_guard lock(thread_mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  task_.stop();
 }
 
-void ServerCertificates::run() {
-  while (true) {
-    (void)check();  // logs its own failures; the next round tries again
-    const int64_t interval = usesFiles() ? config_.file_check_interval_ms
-                             : waiting() ? config_.pending_check_interval_ms
-                                         : config_.check_interval_ms;
-    std::unique_lock lock(thread_mutex_);
-    if (wake_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return stopping_; })) {
-      return;
-    }
-  }
+std::chrono::milliseconds ServerCertificates::checkRound() {
+  (void)check();  // logs its own failures; the next round tries again
+  const int64_t interval = usesFiles() ? config_.file_check_interval_ms
+                           : waiting() ? config_.pending_check_interval_ms
+                                       : config_.check_interval_ms;
+  return std::chrono::milliseconds(interval);
 }
 
 }  // namespace ot::controld

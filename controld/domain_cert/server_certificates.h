@@ -17,15 +17,16 @@
 // current() may be called from any thread.
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
+#include "common/clock.h"
+#include "common/periodic_task.h"
 #include "common/result.h"
 #include "controld/domain_cert/certificate_pem.h"
 #include "controld/relays/record_publisher.h"
@@ -55,7 +56,7 @@ struct ServerCertificatesConfig {
   // How long a key-creation claim (a meta lease) keeps other machines waiting for the key; one
   // that ran out without a key is taken over (its machine died).
   int64_t key_claim_timeout_ms = 300'000;
-  std::function<int64_t()> now_ms;  // default: the system clock
+  Clock now_ms;  // default: the system clock
 };
 
 class ServerCertificates {
@@ -93,7 +94,8 @@ class ServerCertificates {
   Status addServerJob(const std::string& id, int64_t now);
   // Takes a checked certificate if it differs from the one held; publishes it.
   void install(ApiCertificatePem certificate, std::string_view source);
-  void run();
+  // One round of the check thread: check(), then the wait before the next.
+  std::chrono::milliseconds checkRound();
 
   ServerCertificatesConfig config_;
   Store& store_;
@@ -109,10 +111,7 @@ class ServerCertificates {
   std::string seen_key_file_;
   std::optional<Error> seen_error_;
 
-  std::mutex thread_mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
+  PeriodicTask task_;  // last: stopped before the members its rounds read go
 };
 
 }  // namespace ot::controld

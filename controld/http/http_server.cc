@@ -19,8 +19,6 @@ namespace ot::controld {
 namespace {
 
 constexpr size_t kReadBufferBytes = 64 * 1024;
-constexpr int kAcceptBatch = 64;  // accepts per readiness event, so one listener cannot starve
-constexpr uint64_t kAcceptLogIntervalMs = 10'000;
 
 uint64_t millis(std::chrono::milliseconds duration) {
   return duration.count() <= 0 ? 0 : static_cast<uint64_t>(duration.count());
@@ -162,8 +160,6 @@ Status HttpServerCore::start(std::span<const HttpListenerConfig> listeners) {
   wake_.data = this;
   uv_timer_init(&loop_, &sweepTimer_);
   sweepTimer_.data = this;
-  uv_timer_init(&loop_, &pauseTimer_);
-  pauseTimer_.data = this;
   const uint64_t shortest =
       millis(std::min({options_.headerTimeout, options_.idleTimeout, options_.lingerTimeout}));
   const uint64_t interval = std::clamp<uint64_t>(shortest / 4, 10, 1000);
@@ -172,18 +168,22 @@ Status HttpServerCore::start(std::span<const HttpListenerConfig> listeners) {
       interval, interval);
 
   for (size_t i = 0; i < sockets.size(); ++i) {
-    auto* listener = new Listener;
-    listener->socket = std::move(sockets[i]);
+    auto listener = std::make_unique<Listener>();
+    listener->isUnix = sockets[i].isUnix();
     listener->trustClientAddress = listeners[i].trustClientAddressHeader;
-    listener->core = this;
-    boundPorts_.push_back(listener->socket.port());
-    if (const int rc = uv_poll_init(&loop_, &listener->poll, listener->socket.fd()); rc != 0) {
-      delete listener;  // never became a handle
-      status = Error{ErrorKind::kInternal, std::string("uv_poll_init: ") + uv_strerror(rc)};
+    boundPorts_.push_back(sockets[i].port());
+    auto accept = net::AcceptLoop::start(
+        &loop_, std::move(sockets[i]), millis(options_.acceptPause),
+        [this, self = listener.get()](int fd, const sockaddr_storage& peer) {
+          onAccept(*self, fd, peer);
+        },
+        [this](const net::AcceptFailure& failure) { onAcceptError(failure); });
+    if (!accept) {
+      status = accept.error();
       break;
     }
-    listener->poll.data = listener;
-    listeners_.push_back(listener);
+    listener->accept = std::move(accept).value();
+    listeners_.push_back(std::move(listener));
   }
   if (!status) {
     closeAll();
@@ -192,7 +192,6 @@ Status HttpServerCore::start(std::span<const HttpListenerConfig> listeners) {
     joined_ = true;
     return status;
   }
-  resumeAccepting();
   log_.info("HTTP server listening", {{"server", options_.name}, {"listeners", names}});
   thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
   return Ok{};
@@ -247,12 +246,7 @@ void HttpServerCore::closeAll() {
   dispatch_->mailbox.close();  // from here on no worker calls uv_async_send
   uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sweepTimer_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&pauseTimer_), nullptr);
-  for (Listener* listener : listeners_) {
-    uv_close(reinterpret_cast<uv_handle_t*>(&listener->poll),
-             [](uv_handle_t* handle) { delete static_cast<Listener*>(handle->data); });
-  }
-  listeners_.clear();
+  listeners_.clear();  // each AcceptLoop closes its handles
   while (!connections_.empty()) connections_.begin()->second->close();
 }
 
@@ -269,33 +263,22 @@ void HttpServerCore::onWake() {
   }
 }
 
-void HttpServerCore::onReadable(Listener& listener) {
-  for (int i = 0; i < kAcceptBatch && !closing_; ++i) {
-    sockaddr_storage peer{};
-    const net::Accepted got = listener.socket.accept(&peer);
-    switch (got.status) {
-      case net::AcceptStatus::kAccepted:
-        break;
-      case net::AcceptStatus::kSkipped:
-        continue;
-      case net::AcceptStatus::kNoneWaiting:
-        return;
-      case net::AcceptStatus::kOutOfResources:
-      case net::AcceptStatus::kFailed:
-        onAcceptError(uv_translate_sys_error(got.error));
-        return;
-    }
-    if (connections_.size() >= options_.maxConnections) {
-      if (connectionsRejected_ != nullptr) connectionsRejected_->Increment();
-      ::close(got.fd);
-      continue;
-    }
-    acceptConnection(listener, got.fd, peer);
+void HttpServerCore::onAccept(const Listener& listener, int fd, const sockaddr_storage& peer) {
+  if (closing_) {
+    ::close(fd);
+    return;
   }
+  if (connections_.size() >= options_.maxConnections) {
+    if (connectionsRejected_ != nullptr) connectionsRejected_->Increment();
+    ::close(fd);
+    return;
+  }
+  acceptConnection(listener, fd, peer);
 }
 
-void HttpServerCore::acceptConnection(Listener& listener, int fd, const sockaddr_storage& peer) {
-  const bool isUnix = listener.socket.isUnix();
+void HttpServerCore::acceptConnection(const Listener& listener, int fd,
+                                      const sockaddr_storage& peer) {
+  const bool isUnix = listener.isUnix;
   const uint64_t id = nextConnectionId_++;
   auto* connection =
       new HttpConnection(*this, id, listener.trustClientAddress, isUnix ? "" : peerIp(peer));
@@ -305,53 +288,21 @@ void HttpServerCore::acceptConnection(Listener& listener, int fd, const sockaddr
   static_cast<void>(connection->open(&loop_, fd, !isUnix));
 }
 
-// Out of descriptors (or memory), accept fails at once every time it is tried, and so may an
-// unknown error: stop trying for a moment instead of spinning, and leave the backlog to the
-// kernel meanwhile.
-void HttpServerCore::onAcceptError(int error) {
+// The failing listener pauses itself (net::AcceptLoop); out of descriptors, the others would fail
+// the same way, so they pause with it and the backlog waits in the kernel meanwhile.
+void HttpServerCore::onAcceptError(const net::AcceptFailure& failure) {
   // Counted as "emfile" like relayd's listeners: what net::AcceptStatus::kOutOfResources covers.
-  const bool emfile =
-      error == UV_EMFILE || error == UV_ENFILE || error == UV_ENOBUFS || error == UV_ENOMEM;
+  const bool emfile = failure.outOfResources;
   if (auto* counter = emfile ? acceptErrorsEmfile_ : acceptErrorsOther_) counter->Increment();
-  const uint64_t now = uv_now(&loop_);
-  if (!acceptErrorLogged_ || now - lastAcceptLogMs_ >= kAcceptLogIntervalMs) {
+  uint64_t suppressed = 0;
+  if (acceptLogThrottle_.allow(uv_now(&loop_), suppressed)) {
     log_.warn("accept failed; pausing new connections",
               {{"server", options_.name},
                {"error_class", emfile ? "emfile" : "other"},
-               {"error", uv_strerror(error)},
-               {"suppressed", acceptErrorsSuppressed_}});
-    acceptErrorLogged_ = true;
-    lastAcceptLogMs_ = now;
-    acceptErrorsSuppressed_ = 0;
-  } else {
-    ++acceptErrorsSuppressed_;
+               {"error", uv_strerror(uv_translate_sys_error(failure.error))},
+               {"suppressed", suppressed}});
   }
-  pauseAccepting();
-}
-
-void HttpServerCore::pauseAccepting() {
-  if (acceptPaused_ || closing_) return;
-  acceptPaused_ = true;
-  for (Listener* listener : listeners_) uv_poll_stop(&listener->poll);
-  uv_timer_start(
-      &pauseTimer_,
-      [](uv_timer_t* timer) { static_cast<HttpServerCore*>(timer->data)->resumeAccepting(); },
-      millis(options_.acceptPause), 0);
-}
-
-void HttpServerCore::resumeAccepting() {
-  if (closing_) return;
-  acceptPaused_ = false;
-  for (Listener* listener : listeners_) {
-    uv_poll_start(&listener->poll, UV_READABLE, [](uv_poll_t* poll, int status, int /*events*/) {
-      auto* self = static_cast<Listener*>(poll->data);
-      if (status < 0) {
-        self->core->onAcceptError(status);
-        return;
-      }
-      self->core->onReadable(*self);
-    });
-  }
+  for (const auto& listener : listeners_) listener->accept->pause();
 }
 
 void HttpServerCore::sweep() {

@@ -3,9 +3,9 @@
 // WorkerPool and of responses back to the loop. HttpConnection (http_connection.h) does the
 // per-connection HTTP work and calls back into this class.
 //
-// Ownership: the core owns the loop and every handle on it. Listeners and connections are heap
-// objects embedding their handle, freed only in their close callbacks; the tables below hold
-// them while they are open. Worker tasks hold the shared Dispatch (handler + response mailbox),
+// Ownership: the core owns the loop and every handle on it. Connections are heap objects
+// embedding their handle, freed only in their close callbacks; the table below holds them while
+// they are open. Each listener's accept path is a net::AcceptLoop (shared with relayd). Worker tasks hold the shared Dispatch (handler + response mailbox),
 // never the core, so a task finishing late cannot touch a stopped server.
 #pragma once
 
@@ -22,8 +22,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/accept_loop.h"
 #include "common/listen_socket.h"
 #include "common/log.h"
+#include "common/log_throttle.h"
 #include "controld/http/http_server.h"
 
 namespace ot::controld {
@@ -83,20 +85,17 @@ class HttpServerCore {
  private:
   struct Dispatch;
   struct Listener {
-    uv_poll_t poll{};  // poll.data points to this Listener
-    net::ListenSocket socket;
+    std::unique_ptr<net::AcceptLoop> accept;
+    bool isUnix = false;
     bool trustClientAddress = false;
-    HttpServerCore* core = nullptr;
   };
 
   void closeAll();
   void onWake();
-  void onReadable(Listener& listener);
-  void onAcceptError(int error);
-  void pauseAccepting();
-  void resumeAccepting();
+  void onAccept(const Listener& listener, int fd, const sockaddr_storage& peer);
+  void onAcceptError(const net::AcceptFailure& failure);
   void sweep();
-  void acceptConnection(Listener& listener, int fd, const sockaddr_storage& peer);
+  void acceptConnection(const Listener& listener, int fd, const sockaddr_storage& peer);
 
   WorkerPool& pool_;
   HttpServerOptions options_;
@@ -106,7 +105,6 @@ class HttpServerCore {
   uv_loop_t loop_{};
   uv_async_t wake_{};        // responses posted, or stop requested
   uv_timer_t sweepTimer_{};  // timeouts of every connection, one timer for all
-  uv_timer_t pauseTimer_{};  // resumes accepting after a descriptor shortage
   std::thread thread_;
   bool started_ = false;  // owner thread
   bool joined_ = false;   // owner thread
@@ -116,14 +114,11 @@ class HttpServerCore {
 
   // Loop thread only.
   bool closing_ = false;
-  bool acceptPaused_ = false;
-  std::vector<Listener*> listeners_;                           // owned, see above
+  std::vector<std::unique_ptr<Listener>> listeners_;
   std::unordered_map<uint64_t, HttpConnection*> connections_;  // owned, see above
   uint64_t nextConnectionId_ = 1;
   std::vector<char> readBuffer_;
-  uint64_t lastAcceptLogMs_ = 0;
-  uint64_t acceptErrorsSuppressed_ = 0;
-  bool acceptErrorLogged_ = false;
+  LogThrottle acceptLogThrottle_{10'000};  // accept failures: a line per 10 s at most
 
   // Metrics (all null without HttpServerOptions::metrics).
   std::array<prometheus::Counter*, 4> requests_{};  // by status class, 2xx..5xx

@@ -1,8 +1,8 @@
 #include "controld/issuance/ca_cooldown_gate.h"
 
-#include <chrono>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace ot::controld {
@@ -12,7 +12,7 @@ const log::Logger kLog("controld.acme");
 
 }  // namespace
 
-CaCooldownGate::CaCooldownGate(Store& store, CaCooldownGateOptions options)
+CaCooldownGate::CaCooldownGate(MetaStore& store, CaCooldownGateOptions options)
     : store_(store), options_(std::move(options)) {
   if (options_.write_attempts < 1) options_.write_attempts = 1;
   if (options_.cache_ms < 0) options_.cache_ms = 0;
@@ -20,9 +20,7 @@ CaCooldownGate::CaCooldownGate(Store& store, CaCooldownGateOptions options)
 
 int64_t CaCooldownGate::now() const {
   if (options_.now_ms) return options_.now_ms();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return unixNowMs();
 }
 
 void CaCooldownGate::remember(const CaCooldownState& state, int64_t now_ms) {

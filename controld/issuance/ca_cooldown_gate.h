@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "common/clock.h"
 #include "controld/issuance/ca_cooldown.h"
 #include "controld/issuance/issuer.h"
 #include "controld/store/store.h"
@@ -24,7 +25,7 @@
 namespace ot::controld {
 
 struct CaCooldownGateOptions {
-  std::function<int64_t()> now_ms;  // Unix ms; the system clock when empty
+  Clock now_ms;  // Unix ms; the system clock when empty
   int64_t cache_ms = 15'000;        // how stale pausedUntil() may be
   int write_attempts = 5;           // compare-and-set rounds against other writers
   // Called once each time this machine starts a cool-down (opentunnel_acme_cooldowns_total).
@@ -33,7 +34,7 @@ struct CaCooldownGateOptions {
 
 class CaCooldownGate {
  public:
-  CaCooldownGate(Store& store, CaCooldownGateOptions options);
+  CaCooldownGate(MetaStore& store, CaCooldownGateOptions options);
   CaCooldownGate(const CaCooldownGate&) = delete;
   CaCooldownGate& operator=(const CaCooldownGate&) = delete;
 
@@ -53,7 +54,7 @@ class CaCooldownGate {
   void remember(const CaCooldownState& state, int64_t now_ms);
   [[nodiscard]] int64_t now() const;
 
-  Store& store_;
+  MetaStore& store_;
   CaCooldownGateOptions options_;
   std::mutex mutex_;
   CaCooldownState known_;                // guarded by mutex_

@@ -1,5 +1,6 @@
 #include "controld/issuance/job_gauges.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace ot::controld {
@@ -11,7 +12,7 @@ constexpr const char* kName = "opentunnel_certificate_jobs";
 constexpr const char* kHelp =
     "Certificate jobs in the whole database: pending, and failed in the last 24 h; refreshed every minute.";
 
-void refreshOne(Store& store, JobStatus status, int64_t since_ms, prometheus::Gauge& gauge) {
+void refreshOne(JobStore& store, JobStatus status, int64_t since_ms, prometheus::Gauge& gauge) {
   const Result<int64_t> count = store.countJobs(status, since_ms);
   if (!count) {
     kLog.warn("cannot count certificate jobs; keeping the last value",
@@ -23,50 +24,34 @@ void refreshOne(Store& store, JobStatus status, int64_t since_ms, prometheus::Ga
 
 }  // namespace
 
-JobGauges::JobGauges(Store& store, metrics::Metrics& metrics, std::chrono::milliseconds interval)
+JobGauges::JobGauges(JobStore& store, metrics::Metrics& metrics, std::chrono::milliseconds interval)
     : store_(store),
       pending_(metrics.gauge(kName, kHelp, {{"status", "pending"}})),
       failed_(metrics.gauge(kName, kHelp, {{"status", "failed"}})),
-      interval_(interval) {}
+      interval_(interval),
+      task_([this] {
+        refresh();
+        return interval_;
+      }) {}
 
 JobGauges::~JobGauges() {
   stop();
 }
 
 void JobGauges::start() {
-  const std::lock_guard lock(mutex_);
-  if (thread_.joinable()) return;
-  stopping_ = false;
-  thread_ = std::thread([this] { run(); });
+  task_.start();
 }
 
 void JobGauges::stop() {
-  {
-    const std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  task_.stop();
 }
 
 void JobGauges::refresh() {
   // Failed jobs count for a day after they failed, as alerts want a rate, not a history.
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms = unixNowMs();
   constexpr int64_t kDayMs = 24LL * 60 * 60 * 1000;
   refreshOne(store_, JobStatus::kPending, 0, pending_);
   refreshOne(store_, JobStatus::kFailed, now_ms - kDayMs, failed_);
-}
-
-void JobGauges::run() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    lock.unlock();
-    refresh();
-    lock.lock();
-    wake_.wait_for(lock, interval_, [this] { return stopping_; });
-  }
 }
 
 }  // namespace ot::controld

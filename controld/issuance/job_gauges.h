@@ -7,18 +7,16 @@
 #include <prometheus/gauge.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
 #include "common/metrics.h"
+#include "common/periodic_task.h"
 #include "controld/store/store.h"
 
 namespace ot::controld {
 
 class JobGauges {
  public:
-  JobGauges(Store& store, metrics::Metrics& metrics,
+  JobGauges(JobStore& store, metrics::Metrics& metrics,
             std::chrono::milliseconds interval = std::chrono::seconds(60));
   ~JobGauges();  // stop()
   JobGauges(const JobGauges&) = delete;
@@ -31,17 +29,11 @@ class JobGauges {
   void refresh();
 
  private:
-  void run();
-
-  Store& store_;
+  JobStore& store_;
   prometheus::Gauge& pending_;
   prometheus::Gauge& failed_;
   std::chrono::milliseconds interval_;
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
+  PeriodicTask task_;  // last: stopped before the members its rounds read go
 };
 
 }  // namespace ot::controld

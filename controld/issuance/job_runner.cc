@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "controld/store/meta_lease.h"
 
@@ -19,12 +20,6 @@ constexpr int kReconcilePage = 500;
 constexpr auto kMinAlarmSpacing = std::chrono::seconds(1);
 // Rounds of alarms per pass when a batch comes back full.
 constexpr int kAlarmRounds = 10;
-
-int64_t systemNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -51,7 +46,7 @@ const char* jobOutcomeName(JobOutcome outcome) {
 JobRunner::JobRunner(JobRunnerConfig config, Store& store, Issuer& issuer,
                      RecordPublisher& publisher)
     : config_(std::move(config)), store_(store), issuer_(issuer), publisher_(publisher) {
-  if (!config_.now_ms) config_.now_ms = systemNowMs;
+  if (!config_.now_ms) config_.now_ms = unixNowMs;
   config_.concurrency = std::max(1, config_.concurrency);
   config_.lease_ms = std::max<int64_t>(1, config_.lease_ms);
   config_.lease_extend_ms = std::clamp<int64_t>(config_.lease_extend_ms, 1, config_.lease_ms);

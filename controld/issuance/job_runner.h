@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "controld/issuance/ca_cooldown_gate.h"
 #include "controld/issuance/issuer.h"
@@ -91,7 +92,7 @@ struct JobRunnerConfig {
   int64_t renewal_retry_ms = 86'400'000;
   int record_attempts = 5;  // writes of a tunnel that keeps changing underneath
   int alarm_batch = 100;
-  std::function<int64_t()> now_ms;  // default: the system clock
+  Clock now_ms;  // default: the system clock
   std::function<double()> jitter;   // uniform in [0, 1); default: a generator seeded below
   uint64_t jitter_seed = 0;         // 0: seeded from std::random_device
   // Observers (metrics), called on the job's thread; each may be empty. The CA cool-down is

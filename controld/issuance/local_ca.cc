@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "controld/issuance/csr_check.h"
 
@@ -183,18 +183,12 @@ Error fileError(const std::string& what, const std::filesystem::path& path, int 
 
 }  // namespace
 
-int64_t systemClockMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-Result<std::unique_ptr<LocalCa>> LocalCa::load(Store& store, int64_t leaf_validity_ms,
+Result<std::unique_ptr<LocalCa>> LocalCa::load(MetaStore& store, int64_t leaf_validity_ms,
                                                Clock now_ms) {
   if (leaf_validity_ms <= 0) {
     return Error{ErrorKind::kInvalid, "the local CA's leaf validity must be positive"};
   }
-  if (!now_ms) now_ms = systemClockMs;
+  if (!now_ms) now_ms = unixNowMs;
   Result<std::optional<std::string>> stored = store.getMeta(kMetaKey);
   if (!stored.ok()) return stored.error();
   if (!stored->has_value()) {

@@ -16,16 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "controld/base/openssl_util.h"
 #include "controld/issuance/issuer.h"
 #include "controld/store/store.h"
 
 namespace ot::controld {
-
-// Milliseconds since the Unix epoch; injected so tests control certificate validity.
-using Clock = std::function<int64_t()>;
-[[nodiscard]] int64_t systemClockMs();
 
 class LocalCa final : public Issuer {
  public:
@@ -37,9 +34,9 @@ class LocalCa final : public Issuer {
   // insert-if-absent followed by a fresh read, so controlds starting together on one database
   // all end up with whichever root was inserted first. Store errors come back as they are; a row
   // that does not hold a usable root is kInvalid (delete it to have a new root made). An empty
-  // clock means systemClockMs.
+  // clock means unixNowMs (tests inject one to control certificate validity).
   [[nodiscard]] static Result<std::unique_ptr<LocalCa>> load(
-      Store& store, int64_t leaf_validity_ms = kDefaultLeafValidityMs, Clock now_ms = {});
+      MetaStore& store, int64_t leaf_validity_ms = kDefaultLeafValidityMs, Clock now_ms = {});
 
   // Checks the CSR again (checkCsrForNames), then signs a leaf for request.names: CN the first
   // name, exactly those SANs, serverAuth, valid from a minute before now for leaf_validity_ms

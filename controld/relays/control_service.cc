@@ -7,6 +7,7 @@
 
 #include "common/bridge_control.h"
 #include "common/bridge_frame.h"
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "controld/relays/record_convert.h"
@@ -38,15 +39,13 @@ grpc::Status internalError(const char* call, const std::exception& error) {
 
 }  // namespace
 
-ControlService::ControlService(Store& store, BridgeRegistry& registry, RelayHub& hub,
+ControlService::ControlService(TunnelStore& store, BridgeRegistry& registry, RelayHub& hub,
                                ControlServiceOptions options)
     : store_(store), registry_(registry), hub_(hub), options_(std::move(options)) {}
 
 int64_t ControlService::nowMs() const {
   if (options_.now_ms) return options_.now_ms();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return unixNowMs();
 }
 
 grpc::Status ControlService::Session(

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "common/clock.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/relay_hub.h"
 #include "controld/store/store.h"
@@ -24,12 +25,12 @@ struct ControlServiceOptions {
   // the read itself.
   std::chrono::milliseconds attach_timeout{4000};
   std::chrono::milliseconds writer_linger{2000};  // see RelaySessionOptions
-  std::function<int64_t()> now_ms;                // empty: the system clock
+  Clock now_ms;  // empty: the system clock
 };
 
 class ControlService final : public cv1::RelayControl::Service {
  public:
-  ControlService(Store& store, BridgeRegistry& registry, RelayHub& hub,
+  ControlService(TunnelStore& store, BridgeRegistry& registry, RelayHub& hub,
                  ControlServiceOptions options = {});
 
   grpc::Status Session(
@@ -48,7 +49,7 @@ class ControlService final : public cv1::RelayControl::Service {
                                                        const cv1::AuthorizeAttachRequest& request);
   [[nodiscard]] int64_t nowMs() const;
 
-  Store& store_;
+  TunnelStore& store_;
   BridgeRegistry& registry_;
   RelayHub& hub_;
   const ControlServiceOptions options_;

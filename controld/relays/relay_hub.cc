@@ -1,8 +1,8 @@
 #include "controld/relays/relay_hub.h"
 
-#include <chrono>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "controld/relays/record_convert.h"
@@ -15,16 +15,10 @@ const log::Logger& logger() {
   return instance;
 }
 
-int64_t systemNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string randomInstanceId() {
   if (auto bytes = crypto::randomBytes(8)) return crypto::toHex(*bytes);
   // Not a secret, only "different from the last process": the clock is good enough then.
-  return "t" + std::to_string(systemNowMs());
+  return "t" + std::to_string(unixNowMs());
 }
 
 }  // namespace
@@ -49,7 +43,7 @@ std::string RelayHub::relayKey(std::string_view machine_id, uint64_t epoch) {
 }
 
 int64_t RelayHub::nowMs() const {
-  return now_ms_ ? now_ms_() : systemNowMs();
+  return now_ms_ ? now_ms_() : unixNowMs();
 }
 
 void RelayHub::fanOutLocked(const cv1::ControlMessage& message) {

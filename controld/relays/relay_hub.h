@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
 #include "controld/relays/session_outbox.h"
@@ -42,7 +43,7 @@ struct RelayInfo {
 struct RelayHubOptions {
   size_t queue_limit = 10000;       // per session; overflow ends that session
   std::string instance_id;          // SessionAccepted.instance_id; empty: random
-  std::function<int64_t()> now_ms;  // empty: the system clock
+  Clock now_ms;  // empty: the system clock
 };
 
 class RelayHub final : public RecordPublisher {
@@ -133,7 +134,7 @@ class RelayHub final : public RecordPublisher {
   BridgeRegistry& registry_;
   const size_t queue_limit_;
   const std::string instance_id_;
-  const std::function<int64_t()> now_ms_;
+  const Clock now_ms_;
 
   mutable std::mutex mutex_;
   std::map<std::string, SessionPtr> sessions_;  // the live session of each relay

@@ -3,6 +3,7 @@
 #include <set>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "controld/relays/record_convert.h"
 
@@ -20,7 +21,7 @@ grpc::Status invalid(std::string message) {
 
 }  // namespace
 
-RelaySession::RelaySession(grpc::ServerContext& context, Stream& stream, Store& store,
+RelaySession::RelaySession(grpc::ServerContext& context, Stream& stream, TunnelStore& store,
                            RelayHub& hub, RelaySessionOptions options)
     : context_(context), stream_(stream), store_(store), hub_(hub), options_(std::move(options)) {}
 
@@ -30,9 +31,7 @@ RelaySession::~RelaySession() {
 
 int64_t RelaySession::nowMs() const {
   if (options_.now_ms) return options_.now_ms();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return unixNowMs();
 }
 
 grpc::Status RelaySession::run() {

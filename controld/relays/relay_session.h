@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "controld/relays/relay_hub.h"
 #include "controld/store/store.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
@@ -31,7 +32,7 @@ struct RelaySessionOptions {
   // How long an ending session waits for its writer to finish a pending write before it cancels
   // the call (a relay that stopped reading).
   std::chrono::milliseconds writer_linger{2000};
-  std::function<int64_t()> now_ms;  // empty: the system clock
+  Clock now_ms;  // empty: the system clock
 };
 
 // Lives on the stack of the Session handler, for one stream.
@@ -39,7 +40,7 @@ class RelaySession {
  public:
   using Stream = grpc::ServerReaderWriter<cv1::ControlMessage, cv1::RelayMessage>;
 
-  RelaySession(grpc::ServerContext& context, Stream& stream, Store& store, RelayHub& hub,
+  RelaySession(grpc::ServerContext& context, Stream& stream, TunnelStore& store, RelayHub& hub,
                RelaySessionOptions options);
   // Ends the session if run() did not get to (an exception): the writer is always joined.
   ~RelaySession();
@@ -60,7 +61,7 @@ class RelaySession {
 
   grpc::ServerContext& context_;
   Stream& stream_;
-  Store& store_;
+  TunnelStore& store_;
   RelayHub& hub_;
   const RelaySessionOptions options_;
 

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace ot::controld {
@@ -21,6 +22,14 @@ int64_t saturatingAdd(int64_t a, int64_t b) {
   int64_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum)) return std::numeric_limits<int64_t>::max();
   return sum;
+}
+
+// The first flush one interval after start, and a last one at stop.
+PeriodicTaskOptions flushSchedule(std::chrono::milliseconds interval) {
+  PeriodicTaskOptions schedule;
+  schedule.initialDelay = interval;
+  schedule.finalRoundOnStop = true;
+  return schedule;
 }
 
 }  // namespace
@@ -44,8 +53,19 @@ std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counter
   return rows;
 }
 
-UsageRecorder::UsageRecorder(Store& store, UsageRecorderOptions options)
-    : store_(store), options_(std::move(options)) {}
+UsageRecorder::UsageRecorder(UsageStore& store, UsageRecorderOptions options)
+    : store_(store),
+      options_(std::move(options)),
+      task_(
+          [this] {
+            const Status flushed = flush();
+            if (!flushed.ok()) {
+              logger().warn("usage not written yet; will retry",
+                            {{"error", flushed.error().message}, {"pending_rows", pending()}});
+            }
+            return options_.flush_interval;
+          },
+          flushSchedule(options_.flush_interval)) {}
 
 UsageRecorder::~UsageRecorder() {
   stop();
@@ -53,9 +73,7 @@ UsageRecorder::~UsageRecorder() {
 
 int64_t UsageRecorder::nowMs() const {
   if (options_.now_ms) return options_.now_ms();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return unixNowMs();
 }
 
 void UsageRecorder::mergeLocked(const UsageRow& row) {
@@ -107,35 +125,11 @@ Status UsageRecorder::flush() {
 }
 
 void UsageRecorder::start() {
-  const std::lock_guard lock(thread_mutex_);
-  if (thread_.joinable()) return;
-  stopping_ = false;
-  thread_ = std::thread([this] {
-    std::unique_lock guard(thread_mutex_);
-    for (;;) {
-      wake_.wait_for(guard, options_.flush_interval, [&] { return stopping_; });
-      const bool last = stopping_;  // a stop still gets its final round
-      guard.unlock();
-      const Status flushed = flush();
-      if (!flushed.ok()) {
-        logger().warn("usage not written yet; will retry",
-                      {{"error", flushed.error().message}, {"pending_rows", pending()}});
-      }
-      guard.lock();
-      if (last) return;
-    }
-  });
+  task_.start();
 }
 
 void UsageRecorder::stop() {
-  std::thread thread;
-  {
-    const std::lock_guard lock(thread_mutex_);
-    stopping_ = true;
-    thread = std::move(thread_);
-  }
-  wake_.notify_all();
-  if (thread.joinable()) thread.join();  // its last round flushed after stopping_ was set
+  task_.stop();  // its final round flushes what is pending
 }
 
 size_t UsageRecorder::pending() const {

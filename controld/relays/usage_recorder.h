@@ -8,16 +8,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/periodic_task.h"
 #include "common/result.h"
 #include "controld/store/store.h"
 #include "opentunnel/control/v1/control.pb.h"
@@ -47,12 +47,12 @@ struct UsageRow {
 struct UsageRecorderOptions {
   std::chrono::milliseconds flush_interval{10000};
   size_t max_pending = 100000;      // distinct (tunnel, hour) rows held in memory
-  std::function<int64_t()> now_ms;  // empty: the system clock
+  Clock now_ms;  // empty: the system clock
 };
 
 class UsageRecorder {
  public:
-  explicit UsageRecorder(Store& store, UsageRecorderOptions options = {});
+  explicit UsageRecorder(UsageStore& store, UsageRecorderOptions options = {});
   ~UsageRecorder();  // stop()
   UsageRecorder(const UsageRecorder&) = delete;
   UsageRecorder& operator=(const UsageRecorder&) = delete;
@@ -74,7 +74,7 @@ class UsageRecorder {
   void mergeLocked(const UsageRow& row);
   [[nodiscard]] int64_t nowMs() const;
 
-  Store& store_;
+  UsageStore& store_;
   const UsageRecorderOptions options_;
 
   mutable std::mutex mutex_;
@@ -82,10 +82,7 @@ class UsageRecorder {
   uint64_t dropped_rows_ = 0;
 
   std::mutex flush_mutex_;  // one flush at a time
-  std::mutex thread_mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by thread_mutex_
-  std::thread thread_;
+  PeriodicTask task_;       // last: stopped before the members its rounds read go
 };
 
 }  // namespace ot::controld

@@ -8,18 +8,13 @@
 #include <optional>
 #include <vector>
 
+#include "common/text.h"
+
 namespace ot::controld {
 namespace {
 
 Error invalid(std::string message) {
   return Error{ErrorKind::kInvalid, std::move(message)};
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
 }
 
 int hexValue(char c) {
@@ -63,7 +58,7 @@ std::optional<uint16_t> parsePort(std::string_view text) {
 
 // "ssl_ca", "SSL-CA" and "sslca" all name the same parameter.
 std::string canonicalParameter(std::string_view key) {
-  std::string name = lower(key);
+  std::string name = toLower(key);
   std::replace(name.begin(), name.end(), '_', '-');
   if (name == "sslca") return "ssl-ca";
   if (name == "sslcert") return "ssl-cert";
@@ -266,7 +261,7 @@ int64_t wholeSeconds(int64_t ms) {
 }  // namespace
 
 bool isLoopbackHost(std::string_view host) {
-  const std::string name = lower(host);
+  const std::string name = toLower(host);
   if (name == "localhost" || name == "localhost.") return true;
   in_addr v4{};
   if (inet_pton(AF_INET, name.c_str(), &v4) == 1) {
@@ -292,7 +287,7 @@ Result<DatabaseUrl> parseDatabaseUrl(std::string_view text, std::string_view def
   if (colon == std::string_view::npos) {
     return invalid("database URL has no scheme (mysql://... or sqlite:...)");
   }
-  const std::string scheme = lower(text.substr(0, colon));
+  const std::string scheme = toLower(text.substr(0, colon));
   const std::string_view rest = text.substr(colon + 1);
   if (scheme == "sqlite" || scheme == "sqlite3") return parseSqlite(rest);
   if (scheme == "mysql" || scheme == "mariadb") return parseMysql(rest);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "common/clock.h"
 #include "common/result.h"
 
 namespace ot::controld {
@@ -25,7 +26,7 @@ struct DatabaseWaitOptions {
 
 struct DatabaseWaitHooks {
   std::function<Status()> attempt;                // migrate()
-  std::function<int64_t()> now_ms;                // a monotonic clock
+  Clock now_ms;  // a monotonic clock
   std::function<bool(int64_t ms)> sleep_or_stop;  // true: a stop was requested meanwhile
 };
 

@@ -22,7 +22,7 @@ std::optional<MetaLease> decodeMetaLease(std::string_view text) {
   return lease;
 }
 
-Result<bool> takeMetaLease(Store& store, const std::string& key, const std::string& owner,
+Result<bool> takeMetaLease(MetaStore& store, const std::string& key, const std::string& owner,
                            int64_t now_ms, int64_t until_ms) {
   if (owner.empty()) return Error{ErrorKind::kInvalid, "a lease owner must not be empty"};
   const std::string mine = encodeMetaLease({owner, until_ms});
@@ -36,7 +36,7 @@ Result<bool> takeMetaLease(Store& store, const std::string& key, const std::stri
   return store.compareAndSetMeta(key, **current, mine);
 }
 
-void releaseMetaLease(Store& store, const std::string& key, const std::string& owner,
+void releaseMetaLease(MetaStore& store, const std::string& key, const std::string& owner,
                       int64_t now_ms) {
   auto current = store.getMeta(key);
   if (!current || !current->has_value()) return;

@@ -31,11 +31,11 @@ struct MetaLease {
 // Takes the lease `key` for `owner` until `until_ms`, or renews it when it is already `owner`'s.
 // true: `owner` holds it now; false: another owner's lease runs past now_ms, or another machine
 // took it first. A released, expired or unreadable value is taken over. Blocks on the store.
-[[nodiscard]] Result<bool> takeMetaLease(Store& store, const std::string& key,
+[[nodiscard]] Result<bool> takeMetaLease(MetaStore& store, const std::string& key,
                                          const std::string& owner, int64_t now_ms,
                                          int64_t until_ms);
 // Releases the lease if `owner` still holds it; errors are left to the expiry.
-void releaseMetaLease(Store& store, const std::string& key, const std::string& owner,
+void releaseMetaLease(MetaStore& store, const std::string& key, const std::string& owner,
                       int64_t now_ms);
 
 }  // namespace ot::controld

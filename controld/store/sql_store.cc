@@ -9,17 +9,12 @@
 #include <chrono>
 #include <cstdio>
 
-#include "controld/base/private_files.h"
+#include "common/clock.h"
 #include "controld/store/mysql_tls.h"
+#include "controld/base/private_files.h"
 
 namespace ot::controld {
 namespace {
-
-int64_t wallClockMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 int64_t ceilSeconds(int64_t ms) {
   return std::max<int64_t>(1, (ms + 999) / 1000);
@@ -116,7 +111,7 @@ Status SqlStore::connect(soci::session& sql) {
 
 Result<MigrationReport> SqlStore::migrateWithReport() {
   return run<MigrationReport>(
-      "migrate", [&](soci::session& sql) { return migrateSchema(sql, dialect_, wallClockMs()); });
+      "migrate", [&](soci::session& sql) { return migrateSchema(sql, dialect_, unixNowMs()); });
 }
 
 Status SqlStore::migrate() {

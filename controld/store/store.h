@@ -70,20 +70,14 @@ struct PoolStats {
   int64_t in_use = 0;
 };
 
-class Store {
+// The store's roles. Each consumer names the role it uses (LocalCa and the cool-down gate take a
+// MetaStore, the usage recorder a UsageStore, ...), so a test fake implements that role alone;
+// Store is their union, which SqlStore and InstrumentedStore implement.
+
+// Tunnels. insertTunnel answers kConflict when the ID exists.
+class TunnelStore {
  public:
-  virtual ~Store() = default;
-
-  // For the pool gauge; a backend without a pool reports zeros. Never blocks.
-  [[nodiscard]] virtual PoolStats poolStats() const { return {}; }
-
-  // Creates missing tables and records the schema version; refuses a newer schema; runs no DDL
-  // once the database is current.
-  virtual Status migrate() = 0;
-  // Cheap round trip for readiness checks.
-  virtual Status ping() = 0;
-
-  // Tunnels. insertTunnel answers kConflict when the ID exists.
+  virtual ~TunnelStore() = default;
   virtual Result<int64_t> insertTunnel(const TunnelRecord& record) = 0;
   virtual Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) = 0;
   // Writes the record if the row is still at expected_revision; kConflict otherwise. Returns the
@@ -94,8 +88,12 @@ class Store {
   // succeeds only if alarm_at still holds the value that was read.
   virtual Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) = 0;
   virtual Result<bool> clearAlarm(const std::string& id, int64_t alarm_at_ms) = 0;
+};
 
-  // Jobs. addJob inserts if absent (true when this call added it).
+// Certificate jobs. addJob inserts if absent (true when this call added it).
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
   virtual Result<bool> addJob(const Job& job) = 0;
   virtual Result<std::optional<Job>> getJob(const std::string& id) = 0;
   // Claims one due pending job (renewals and server jobs before first issuance unless
@@ -113,25 +111,61 @@ class Store {
   // Pending jobs whose lease runs past now, on any machine: the attempts running in the cluster.
   // At most `limit`, by ID.
   virtual Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) = 0;
+};
 
-  // Meta: small key/value rows (the local CA, the API certificate's job, cool-downs, leases).
+// Meta: small key/value rows (the local CA, the API certificate's job, cool-downs, leases).
+class MetaStore {
+ public:
+  virtual ~MetaStore() = default;
   virtual Result<std::optional<std::string>> getMeta(const std::string& key) = 0;
   virtual Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) = 0;
   virtual Result<bool> compareAndSetMeta(const std::string& key, const std::string& expected,
                                          const std::string& value) = 0;
+};
 
-  // The API domain's certificate.
+// The API domain's certificate.
+class CertificateStore {
+ public:
+  virtual ~CertificateStore() = default;
   virtual Result<std::optional<ServerCertificate>> getServerCertificate(
       const std::string& domain) = 0;
   virtual Status putServerCertificate(const ServerCertificate& certificate) = 0;
+};
 
+// The API's rate limits (GCRA, see RateDecision).
+class RateLimitStore {
+ public:
+  virtual ~RateLimitStore() = default;
   virtual Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms,
                                            int64_t interval_ms, int64_t burst) = 0;
   virtual Status pruneRates(int64_t now_ms) = 0;
+};
 
-  // Hourly usage per tunnel, added to (never overwritten) so several relays can report.
+// Hourly usage per tunnel, added to (never overwritten) so several relays can report.
+class UsageStore {
+ public:
+  virtual ~UsageStore() = default;
   virtual Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
                           int64_t bytes_out, int64_t connections) = 0;
+};
+
+class Store : public TunnelStore,
+              public JobStore,
+              public MetaStore,
+              public CertificateStore,
+              public RateLimitStore,
+              public UsageStore {
+ public:
+  ~Store() override = default;
+
+  // For the pool gauge; a backend without a pool reports zeros. Never blocks.
+  [[nodiscard]] virtual PoolStats poolStats() const { return {}; }
+
+  // Creates missing tables and records the schema version; refuses a newer schema; runs no DDL
+  // once the database is current.
+  virtual Status migrate() = 0;
+  // Cheap round trip for readiness checks.
+  virtual Status ping() = 0;
 };
 
 struct StoreOptions {

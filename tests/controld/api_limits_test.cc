@@ -115,13 +115,13 @@ TEST_CASE("api: tunnels per client address are rate limited") {
     api.create("", "2001:db8:1:3::1");
 
     // The budget refills one tunnel per interval.
-    api.now_ms += 60'000;
+    api.clock.advance(60'000);
     const ApiResponse later = api.call("POST", "/api/tunnel", "", {}, "203.0.113.7");
     checkError(later, 429, "RateLimitedError");
     CHECK(headerOf(later, "Retry-After") == "60");
     CHECK(parseBody(later)["message"] ==
           "This address has created too many tunnels; try again in about 1 minute");
-    api.now_ms += 60'000;
+    api.clock.advance(60'000);
     api.create("", "203.0.113.7");
     checkError(api.call("POST", "/api/tunnel", "", {}, "203.0.113.7"), 429, "RateLimitedError");
 
@@ -160,7 +160,7 @@ TEST_CASE("api: new certificates per tunnel are rate limited; rebinding is free"
 
     CHECK(api.bind(tunnel, current).status == 200);
     CHECK(api.bind(other, tunnelCsr(other.id)).status == 202);
-    api.now_ms += 17'280'000;
+    api.clock.advance(17'280'000);
     CHECK(api.bind(tunnel, tunnelCsr(tunnel.id)).status == 202);
     std::vector<std::string> expected = {"create:203.0.113.7", "issue:" + other.id,
                                          "issue:" + tunnel.id};
@@ -204,11 +204,11 @@ TEST_CASE("api: while the issuance backlog is over its limit, creates and new CS
     CHECK(api.pendingJobs() == 3);
 
     // The count is cached for 5 s.
-    api.now_ms += 4999;
+    api.clock.advance(4999);
     api.create();
     CHECK(store.count_jobs_calls == 1);
     api.finishIssuance(tunnel.id);  // so that another CSR may be bound
-    api.now_ms += 1;
+    api.clock.advance(1);
     const ApiResponse busy = api.call("POST", "/api/tunnel");
     checkError(busy, 503, "ServiceUnavailableError");
     CHECK(headerOf(busy, "Retry-After") == "30");
@@ -228,18 +228,18 @@ TEST_CASE("api: while the issuance backlog is over its limit, creates and new CS
     done.status = JobStatus::kDone;
     REQUIRE(real->finishJob(done, "test-runner").ok());
     CHECK(api.pendingJobs() == 2);
-    api.now_ms += 5000;
+    api.clock.advance(5000);
     api.create();
 
     // If the count cannot be read, nothing is refused.
     REQUIRE(real->addJob(pendingJob("backlog-3")).ok());
     REQUIRE(real->addJob(pendingJob("backlog-4")).ok());
     store.fail_count_jobs = true;
-    api.now_ms += 5000;
+    api.clock.advance(5000);
     api.create();
     CHECK(api.bind(tunnel, tunnelCsr(tunnel.id, true)).status == 202);
     store.fail_count_jobs = false;
-    api.now_ms += 5000;
+    api.clock.advance(5000);
     checkError(api.call("POST", "/api/tunnel"), 503, "ServiceUnavailableError");
 
     // A limit of 0 never refuses.

@@ -60,7 +60,7 @@ TEST_CASE("api: create, read and delete a tunnel") {
     CHECK(api.publisher.records()[0].record == stored.record);
     CHECK(api.publisher.records()[0].revision == stored.revision);
 
-    api.now_ms += 1000;
+    api.clock.advance(1000);
     const ApiResponse read = api.call("GET", "/api/tunnel/" + id, "", bearer(token));
     REQUIRE(read.status == 200);
     CHECK(read.body == R"({"id":")" + id + R"(","hostname":")" + id +
@@ -330,7 +330,7 @@ TEST_CASE("api: binding a CSR queues one issuance; binding it again changes noth
     const std::string csr = tunnelCsr(tunnel.id, /*wildcard=*/true);
     const size_t published_before = api.publisher.records().size();
 
-    api.now_ms += 5000;
+    api.clock.advance(5000);
     const ApiResponse bound = api.bind(tunnel, csr);
     REQUIRE(bound.status == 202);
     CHECK(bound.body == R"({"state":"issuing","notAfter":null,"error":null})");

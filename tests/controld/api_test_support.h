@@ -14,10 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "controld/api/api_routes.h"
-#include "controld/api/tunnel_service.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
+#include "controld/api/tunnel_service.h"
 #include "tests/controld/csr_builder.h"
 #include "tests/controld/recording_publisher.h"
 #include "tests/controld/test_database.h"
@@ -97,7 +98,7 @@ class TestApi {
                    Store* inspect = nullptr)
       : store_(inspect != nullptr ? *inspect : store),
         service_(std::make_unique<TunnelService>(std::move(config), store, registry, publisher,
-                                                 notifier, [this] { return now_ms.load(); })),
+                                                 notifier, clock.clock())),
         router_(std::make_shared<ApiRouter>(buildApiRouter(*service_))),
         handler_(makeApiHandler(router_)) {}
 
@@ -157,7 +158,7 @@ class TestApi {
   const ApiRouter& router() const { return *router_; }
   TunnelService& service() { return *service_; }
 
-  std::atomic<int64_t> now_ms{kStartMs};
+  ManualClock clock{kStartMs};
   BridgeRegistry registry;
   RecordingPublisher publisher;
   CountingNotifier notifier;

@@ -28,7 +28,8 @@ using issuance_testing::kDay;
 using issuance_testing::kMinute;
 using issuance_testing::loadCa;
 using issuance_testing::loadJob;
-using issuance_testing::ManualClock;
+using ot::ManualClock;
+using issuance_testing::kStartMs;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
 using issuance_testing::waitUntil;
@@ -43,15 +44,26 @@ FailureDetail caFailure() {
   return detail;
 }
 
-// Counts the reads of the cool-down row.
-class CountingStore final : public testing::ForwardingStore {
+// Counts the reads of the cool-down row. The gate uses the meta role alone, so that is all this
+// fake implements.
+class CountingStore final : public MetaStore {
  public:
-  using ForwardingStore::ForwardingStore;
+  explicit CountingStore(MetaStore& inner) : inner_(inner) {}
   Result<std::optional<std::string>> getMeta(const std::string& key) override {
     if (key == kCaCooldownMetaKey) ++reads;
-    return ForwardingStore::getMeta(key);
+    return inner_.getMeta(key);
+  }
+  Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override {
+    return inner_.insertMetaIfAbsent(key, value);
+  }
+  Result<bool> compareAndSetMeta(const std::string& key, const std::string& expected,
+                                 const std::string& value) override {
+    return inner_.compareAndSetMeta(key, expected, value);
   }
   std::atomic<int> reads{0};
+
+ private:
+  MetaStore& inner_;
 };
 
 // Fails the next `failures` calls with `detail` (as the ACME issuer reports them), then passes
@@ -132,14 +144,14 @@ std::string queueRenewal(Store& store, const std::string& id, int64_t now) {
 TEST_CASE("ca cooldown: two machines count one run through meta and read it every 15 s") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store_a = db->openMigrated();
     auto store_b = db->openMigrated();
     CountingStore counted_a(*store_a);
     int started_a = 0;
     int started_b = 0;
-    CaCooldownGate a(counted_a, {clock.function(), 15'000, 5, [&] { ++started_a; }});
-    CaCooldownGate b(*store_b, {clock.function(), 15'000, 5, [&] { ++started_b; }});
+    CaCooldownGate a(counted_a, {clock.clock(), 15'000, 5, [&] { ++started_a; }});
+    CaCooldownGate b(*store_b, {clock.clock(), 15'000, 5, [&] { ++started_b; }});
 
     CHECK_FALSE(a.pausedUntil().has_value());
     CHECK(counted_a.reads == 1);
@@ -156,7 +168,7 @@ TEST_CASE("ca cooldown: two machines count one run through meta and read it ever
     // The fifth failure in a row happens on the other machine: it starts the cool-down.
     clock.advance(1000);
     b.recordFailure(caFailure());
-    const int64_t until = clock.now() + kMinute;
+    const int64_t until = clock.nowMs() + kMinute;
     CHECK(started_b == 1);
     CHECK(started_a == 0);
     CHECK(storedState(*store_a) == CaCooldownState{until, 1, 0});
@@ -195,19 +207,19 @@ TEST_CASE("ca cooldown: two machines count one run through meta and read it ever
 TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal succeeds") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function());
+    auto ca = loadCa(*store, clock.clock());
     DetailIssuer issuer(*ca);
     Publisher publisher;
     int started = 0;
-    CaCooldownGate gate(*store, {clock.function(), 15'000, 5, [&] { ++started; }});
+    CaCooldownGate gate(*store, {clock.clock(), 15'000, 5, [&] { ++started; }});
     JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
     runner.setCaCooldown(&gate);
 
     std::vector<std::string> jobs;
     for (int i = 0; i < 6; ++i) {
-      jobs.push_back(bindTunnel(*store, "first" + std::to_string(i), clock.now())
+      jobs.push_back(bindTunnel(*store, "first" + std::to_string(i), clock.nowMs())
                          .record.certificate.id);
     }
     issuer.failNext(6, caFailure());
@@ -216,7 +228,7 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
     REQUIRE(runs.size() == 5);
     for (const JobRun& run : runs) CHECK(run.outcome == JobOutcome::kRetry);
     CHECK(started == 1);
-    CHECK(storedState(*store) == CaCooldownState{clock.now() + kMinute, 1, 0});
+    CHECK(storedState(*store) == CaCooldownState{clock.nowMs() + kMinute, 1, 0});
     CHECK(issuer.calls().size() == 5);
     // The one job not claimed (claims among equally due jobs come in no fixed order).
     std::string waiting;
@@ -228,7 +240,7 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
     CHECK(loadJob(*store, waiting).attempts == 0);
 
     // A renewal still runs, as the probe; it fails too: the cool-down goes on.
-    const std::string renewal = queueRenewal(*store, "renewal", clock.now());
+    const std::string renewal = queueRenewal(*store, "renewal", clock.nowMs());
     clock.advance(1000);
     runs = runner.runDue();
     REQUIRE(runs.size() == 1);
@@ -258,7 +270,7 @@ TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
     auto ca = loadCa(*store);
     GateIssuer gate_issuer(*ca);
     Publisher publisher;
-    const int64_t now = systemClockMs();
+    const int64_t now = unixNowMs();
     // Another machine started a cool-down that lasts an hour.
     REQUIRE(*store->insertMetaIfAbsent(kCaCooldownMetaKey,
                                        encodeCaCooldown({now + 60 * kMinute, 1, 0})));
@@ -300,7 +312,7 @@ TEST_CASE("job runner: during a CA cool-down two machines run one probe between 
     auto ca = loadCa(*store_a);
     GateIssuer gate_issuer(*ca);  // both machines' attempts pass through it
     Publisher publisher;
-    const int64_t now = systemClockMs();
+    const int64_t now = unixNowMs();
     REQUIRE(*store_a->insertMetaIfAbsent(kCaCooldownMetaKey,
                                          encodeCaCooldown({now + 60 * kMinute, 1, 0})));
     CaCooldownGate gate_a(*store_a, {});

@@ -24,14 +24,15 @@
 #include <vector>
 
 #include "common/crypto.h"
-#include "controld/base/openssl_util.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/control_service.h"
 #include "controld/relays/grpc_server.h"
+#include "controld/base/openssl_util.h"
 #include "controld/relays/record_publisher.h"
 #include "controld/relays/relay_hub.h"
 #include "controld/store/store.h"
 #include "controld/store/tunnel_record.h"
+#include "tests/controld/forwarding_store.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
 
 namespace ot::controld::testing {
@@ -93,91 +94,41 @@ inline cv1::Bridge makeBridge(const std::string& bridge_id, const std::string& t
 
 // A store that forwards to a real one, except that reads and writes of tunnels and usage fail
 // with kUnavailable while `down` is set, as when the database is unreachable.
-class FlakyStore final : public Store {
+class FlakyStore final : public ForwardingStore {
  public:
-  explicit FlakyStore(Store& real) : real_(real) {}
+  using ForwardingStore::ForwardingStore;
   std::atomic<bool> down{false};
 
-  Status migrate() override { return real_.migrate(); }
   Status ping() override {
     if (down) return unreachable();
-    return real_.ping();
+    return inner_.ping();
   }
   Result<int64_t> insertTunnel(const TunnelRecord& record) override {
     if (down) return unreachable();
-    return real_.insertTunnel(record);
+    return inner_.insertTunnel(record);
   }
   Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override {
     if (down) return unreachable();
-    return real_.getTunnel(id);
+    return inner_.getTunnel(id);
   }
   Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected) override {
     if (down) return unreachable();
-    return real_.updateTunnel(record, expected);
-  }
-  Result<std::vector<StoredTunnel>> listTunnels(const std::string& after, int limit) override {
-    return real_.listTunnels(after, limit);
-  }
-  Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) override {
-    return real_.dueAlarms(now_ms, limit);
-  }
-  Result<bool> clearAlarm(const std::string& id, int64_t at) override {
-    return real_.clearAlarm(id, at);
-  }
-  Result<bool> addJob(const Job& job) override { return real_.addJob(job); }
-  Result<std::optional<Job>> getJob(const std::string& id) override { return real_.getJob(id); }
-  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t now_ms, int64_t lease_ms,
-                                      bool include_issue) override {
-    return real_.claimJob(owner, now_ms, lease_ms, include_issue);
-  }
-  Result<bool> extendLease(const std::string& job_id, const std::string& owner,
-                           int64_t until) override {
-    return real_.extendLease(job_id, owner, until);
-  }
-  Result<bool> finishJob(const Job& job, const std::string& owner) override {
-    return real_.finishJob(job, owner);
-  }
-  Status releaseLeases(const std::string& owner) override { return real_.releaseLeases(owner); }
-  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
-    return real_.countJobs(status, since_ms);
+    return inner_.updateTunnel(record, expected);
   }
   Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override {
     if (down) return unreachable();
-    return real_.leasedJobs(now_ms, limit);
+    return inner_.leasedJobs(now_ms, limit);
   }
-  Result<std::optional<std::string>> getMeta(const std::string& key) override {
-    return real_.getMeta(key);
-  }
-  Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override {
-    return real_.insertMetaIfAbsent(key, value);
-  }
-  Result<bool> compareAndSetMeta(const std::string& key, const std::string& expected,
-                                 const std::string& value) override {
-    return real_.compareAndSetMeta(key, expected, value);
-  }
-  Result<std::optional<ServerCertificate>> getServerCertificate(
-      const std::string& domain) override {
-    return real_.getServerCertificate(domain);
-  }
-  Status putServerCertificate(const ServerCertificate& certificate) override {
-    return real_.putServerCertificate(certificate);
-  }
-  Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms, int64_t interval_ms,
-                                   int64_t burst) override {
-    return real_.acquireRate(key, now_ms, interval_ms, burst);
-  }
-  Status pruneRates(int64_t now_ms) override { return real_.pruneRates(now_ms); }
   Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
                   int64_t bytes_out, int64_t connections) override {
     if (down) return unreachable();
-    return real_.addUsage(tunnel_id, hour_start_ms, bytes_in, bytes_out, connections);
+    return inner_.addUsage(tunnel_id, hour_start_ms, bytes_in, bytes_out, connections);
   }
 
  private:
   static Error unreachable() {
     return Error{ErrorKind::kUnavailable, "database unreachable (test)"};
   }
-  Store& real_;
 };
 
 // A self-signed certificate for the API domain, and its fingerprint computed by OpenSSL itself.

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "controld/acme/dns_cloudflare.h"
 #include "controld/acme/dns_record_metrics.h"
@@ -44,12 +45,12 @@ CloudflareOptions cloudflareOptions(const FakeCloudflare& fake) {
   return options;
 }
 
-DnsSweeperOptions sweeperOptions(const std::string& owner, const std::atomic<int64_t>& clock) {
+DnsSweeperOptions sweeperOptions(const std::string& owner, const ManualClock& clock) {
   DnsSweeperOptions options;
   options.domain = "tunnel.test";
   options.owner = owner;
   options.deletes_per_second = 1000;
-  options.now_ms = [&clock] { return clock.load(); };
+  options.now_ms = clock.clock();
   return options;
 }
 
@@ -84,7 +85,7 @@ TEST_CASE("dns sweeper: deletes old challenge records, keeps new, foreign and ac
   CloudflareDns dns(cloudflareOptions(fake));
   metrics::Metrics metrics;
   DnsRecordMetrics counters(metrics);
-  std::atomic<int64_t> clock{kNow};
+  ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
   options.active_names = []() -> Result<std::set<std::string>> {
     return std::set<std::string>{"*.busy.tunnel.test", "gone.tunnel.test"};
@@ -111,7 +112,7 @@ TEST_CASE("dns sweeper: deletes old challenge records, keeps new, foreign and ac
   CHECK(**lease == "machine-a@" + std::to_string(kNow + 10 * kMinute));
 
   // A second sweep by the same machine renews its lease and finds nothing more to do.
-  clock += 10 * kMinute;
+  clock.advance(10 * kMinute);
   auto again = sweeper.sweepOnce();
   REQUIRE(again.ok());
   CHECK(again->leased);
@@ -176,7 +177,7 @@ TEST_CASE("dns sweeper: at most max_deletes per sweep, oldest first; failures ar
   WatchedDns dns(cloudflare);
   metrics::Metrics metrics;
   DnsRecordMetrics counters(metrics);
-  std::atomic<int64_t> clock{kNow};
+  ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
   options.max_deletes = 2;
   DnsSweeper sweeper(*store, dns, options, &counters);
@@ -192,7 +193,7 @@ TEST_CASE("dns sweeper: at most max_deletes per sweep, oldest first; failures ar
 
   // Deletes that fail are counted and reported; the sweep goes on to the next record.
   dns.failDeletes(true);
-  clock += 10 * kMinute;
+  clock.advance(10 * kMinute);
   auto failing = sweeper.sweepOnce();
   REQUIRE(failing.ok());
   CHECK(failing->stale == 2);
@@ -210,7 +211,7 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   FakeCloudflare fake(kZone, kToken);
   seed(fake);
   CloudflareDns dns(cloudflareOptions(fake));
-  std::atomic<int64_t> clock{kNow};
+  ManualClock clock(kNow);
   DnsSweeper a(*store_a, dns, sweeperOptions("machine-a", clock), nullptr);
   DnsSweeper b(*store_b, dns, sweeperOptions("machine-b", clock), nullptr);
 
@@ -242,7 +243,7 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   // While the lease lasts the other machine does nothing, not even list.
   fake.addRecord("_acme-challenge.later.tunnel.test", kValue, kNow - 120 * kMinute);
   const size_t requests_before = fake.requests().size();
-  clock += 10 * kMinute - 1;
+  clock.advance(10 * kMinute - 1);
   auto refused = loser.sweepOnce();
   REQUIRE(refused.ok());
   CHECK_FALSE(refused->leased);
@@ -250,7 +251,7 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   CHECK(fake.requests().size() == requests_before);
 
   // Once it runs out, the other machine takes it over.
-  clock += 1;
+  clock.advance(1);
   auto taken = loser.sweepOnce();
   REQUIRE(taken.ok());
   CHECK(taken->leased);
@@ -272,7 +273,7 @@ TEST_CASE("dns sweeper: the thread sweeps after its delay and stops promptly mid
   seed(fake);
   CloudflareDns cloudflare(cloudflareOptions(fake));
   WatchedDns dns(cloudflare);
-  std::atomic<int64_t> clock{kNow};
+  ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
   options.initial_delay_ms = 0;
   options.interval_ms = 3'600'000;
@@ -299,7 +300,7 @@ TEST_CASE("dns sweeper: an active-names failure skips the sweep") {
   FakeCloudflare fake(kZone, kToken);
   seed(fake);
   CloudflareDns dns(cloudflareOptions(fake));
-  std::atomic<int64_t> clock{kNow};
+  ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
   options.active_names = []() -> Result<std::set<std::string>> {
     return Error{ErrorKind::kUnavailable, "database down"};

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "controld/issuance/job_gauges.h"
 #include "tests/controld/test_database.h"
@@ -75,9 +76,7 @@ TEST_CASE("instrumented store: job gauges count pending and failed jobs, keep th
     REQUIRE(store.addJob(job).ok());
   }
   // A finished job's next_run_at is when it finished: only failures of the last 24 h count.
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms = unixNowMs();
   Job failed;
   failed.id = "job-c";
   failed.tunnel_id = "t";

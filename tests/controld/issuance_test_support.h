@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "controld/acme/acme_metrics.h"
 #include "controld/issuance/csr_check.h"
@@ -47,20 +48,6 @@ inline constexpr int64_t kStartMs = 1'750'000'000'000;  // 2025-06-15T15:06:40Z
 inline constexpr int64_t kMinute = 60'000;
 inline constexpr int64_t kHour = 60 * kMinute;
 inline constexpr int64_t kDay = 24 * kHour;
-
-class ManualClock {
- public:
-  explicit ManualClock(int64_t start = kStartMs) : now_(start) {}
-  [[nodiscard]] int64_t now() const { return now_.load(); }
-  void set(int64_t now) { now_.store(now); }
-  void advance(int64_t by) { now_.fetch_add(by); }
-  [[nodiscard]] std::function<int64_t()> function() {
-    return [this] { return now_.load(); };
-  }
-
- private:
-  std::atomic<int64_t> now_;
-};
 
 using Publisher = test_support::RecordingPublisher;
 
@@ -268,7 +255,7 @@ inline void editTunnel(Store& store, const std::string& id,
   REQUIRE(store.updateTunnel(stored.record, stored.revision).ok());
 }
 
-inline std::unique_ptr<LocalCa> loadCa(Store& store, std::function<int64_t()> clock = {},
+inline std::unique_ptr<LocalCa> loadCa(Store& store, Clock clock = {},
                                        int64_t validity_ms = LocalCa::kDefaultLeafValidityMs) {
   auto ca = LocalCa::load(store, validity_ms, std::move(clock));
   REQUIRE_MESSAGE(ca.ok(), (ca.ok() ? "" : ca.error().message));
@@ -281,7 +268,7 @@ inline JobRunnerConfig runnerConfig(const std::string& owner, ManualClock* clock
   JobRunnerConfig config;
   config.owner = owner;
   config.domain = kDomain;
-  if (clock != nullptr) config.now_ms = clock->function();
+  if (clock != nullptr) config.now_ms = clock->clock();
   config.jitter = [] { return 0.5; };
   return config;
 }

@@ -35,7 +35,8 @@ using issuance_testing::kMinute;
 using issuance_testing::loadCa;
 using issuance_testing::loadJob;
 using issuance_testing::loadTunnel;
-using issuance_testing::ManualClock;
+using ot::ManualClock;
+using issuance_testing::kStartMs;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
 using issuance_testing::ScriptedIssuer;
@@ -139,7 +140,7 @@ TEST_CASE("job runner: 30 jobs on two runners are each issued exactly once") {
     Publisher publisher_a;
     Publisher publisher_b;
 
-    const int64_t now = systemClockMs();
+    const int64_t now = unixNowMs();
     std::vector<std::string> ids;
     for (int i = 0; i < 30; ++i) {
       ids.push_back("many" + std::to_string(i));
@@ -182,17 +183,17 @@ TEST_CASE("job runner: 30 jobs on two runners are each issued exactly once") {
 TEST_CASE("job runner: an expired lease is taken over by the other runner") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store_a = db->openMigrated();
     auto store_b = db->open();
-    auto ca = loadCa(*store_b, clock.function());
+    auto ca = loadCa(*store_b, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    const StoredTunnel bound = bindTunnel(*store_a, "crashy", clock.now());
+    const StoredTunnel bound = bindTunnel(*store_a, "crashy", clock.nowMs());
     const std::string job_id = bound.record.certificate.id;
 
     // Machine A claims the job and "crashes": it never extends nor finishes it.
-    auto claimed = store_a->claimJob("machine-a", clock.now(), 2 * kMinute, true);
+    auto claimed = store_a->claimJob("machine-a", clock.nowMs(), 2 * kMinute, true);
     REQUIRE(claimed.ok());
     REQUIRE(claimed->has_value());
     CHECK((*claimed)->attempts == 1);
@@ -225,22 +226,22 @@ TEST_CASE("job runner: an expired lease is taken over by the other runner") {
 
     const StoredTunnel stored = loadTunnel(*store_a, "crashy");
     CHECK(stored.record.certificate.state == CertificateState::kReady);
-    checkVerifies(*ca, stored.record.certificate.chain_pem, hostOf("crashy"), clock.now());
+    checkVerifies(*ca, stored.record.certificate.chain_pem, hostOf("crashy"), clock.nowMs());
   }
 }
 
 TEST_CASE("job runner: transient failures are retried with backoff, then succeed") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function());
+    auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     issuer.script({Error{ErrorKind::kUnavailable, "CA unreachable"},
                    Error{ErrorKind::kTimeout, "CA too slow"}});
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
-    const int64_t start = clock.now();
+    const int64_t start = clock.nowMs();
     const StoredTunnel bound = bindTunnel(*store, "flaky", start, true);
     const std::string job_id = bound.record.certificate.id;
 
@@ -280,15 +281,15 @@ TEST_CASE("job runner: transient failures are retried with backoff, then succeed
     CHECK(stored.record.renew_at_ms == certificate.not_after_ms - 30 * kDay);
     REQUIRE(publisher.recordsOf("flaky").size() == 1);
     CHECK(publisher.recordsOf("flaky")[0].record == stored.record);
-    checkVerifies(*ca, certificate.chain_pem, hostOf("flaky"), clock.now());
-    checkVerifies(*ca, certificate.chain_pem, "www." + hostOf("flaky"), clock.now());
+    checkVerifies(*ca, certificate.chain_pem, hostOf("flaky"), clock.nowMs());
+    checkVerifies(*ca, certificate.chain_pem, "www." + hostOf("flaky"), clock.nowMs());
   }
 }
 
 TEST_CASE("job runner: transient failures give up a day after the job was queued") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
     ScriptedIssuer issuer(nullptr);
     issuer.failAlways(Error{ErrorKind::kUnavailable, "CA unreachable"});
@@ -297,7 +298,7 @@ TEST_CASE("job runner: transient failures give up a day after the job was queued
     config.jitter = [] { return 1.0; };
     config.retry.base_delay_ms = kHour;  // every wait is the cap: an hour
     JobRunner runner(config, *store, issuer, publisher);
-    const int64_t start = clock.now();
+    const int64_t start = clock.nowMs();
     const std::string job_id = bindTunnel(*store, "down", start).record.certificate.id;
 
     for (int hour = 0; hour < 24; ++hour) {
@@ -324,13 +325,13 @@ TEST_CASE("job runner: transient failures give up a day after the job was queued
 TEST_CASE("job runner: other failures get three attempts") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
     ScriptedIssuer issuer(nullptr);
     issuer.failAlways(Error{ErrorKind::kInternal, "unreadable answer"});
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
-    const std::string job_id = bindTunnel(*store, "odd", clock.now()).record.certificate.id;
+    const std::string job_id = bindTunnel(*store, "odd", clock.nowMs()).record.certificate.id;
 
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
     clock.set(loadJob(*store, job_id).next_run_at_ms);
@@ -346,14 +347,14 @@ TEST_CASE("job runner: other failures get three attempts") {
 TEST_CASE("job runner: a permanent failure fails at once and marks the certificate failed") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function());
+    auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     issuer.script({Error{ErrorKind::kInvalid, "rejectedIdentifier: no"}});
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
-    const std::string job_id = bindTunnel(*store, "nope", clock.now()).record.certificate.id;
+    const std::string job_id = bindTunnel(*store, "nope", clock.nowMs()).record.certificate.id;
 
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
     const Job job = loadJob(*store, job_id);
@@ -378,23 +379,23 @@ TEST_CASE("job runner: a permanent failure fails at once and marks the certifica
 TEST_CASE("job runner: a deleted or rebound tunnel's job ends abandoned") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function());
+    auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
 
     // Deleted before the attempt: the issuer is never asked.
-    std::string job_id = bindTunnel(*store, "gone", clock.now()).record.certificate.id;
-    editTunnel(*store, "gone", [&](TunnelRecord& record) { record.deleted_at_ms = clock.now(); });
+    std::string job_id = bindTunnel(*store, "gone", clock.nowMs()).record.certificate.id;
+    editTunnel(*store, "gone", [&](TunnelRecord& record) { record.deleted_at_ms = clock.nowMs(); });
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
     CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
     CHECK(loadJob(*store, job_id).last_error == "no longer wanted");
     CHECK(issuer.total() == 0);
 
     // A new bind replaced the certificate: the old job is not issued.
-    job_id = bindTunnel(*store, "rebound", clock.now()).record.certificate.id;
+    job_id = bindTunnel(*store, "rebound", clock.nowMs()).record.certificate.id;
     editTunnel(*store, "rebound",
                [](TunnelRecord& record) { record.certificate.id = "cnewcertificate"; });
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
@@ -406,15 +407,15 @@ TEST_CASE("job runner: a deleted or rebound tunnel's job ends abandoned") {
     Job orphan;
     orphan.id = "corphan";
     orphan.tunnel_id = "neverexisted";
-    orphan.queued_at_ms = clock.now();
-    orphan.next_run_at_ms = clock.now();
+    orphan.queued_at_ms = clock.nowMs();
+    orphan.next_run_at_ms = clock.nowMs();
     REQUIRE(*store->addJob(orphan));
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
     CHECK(issuer.total() == 0);
     CHECK(publisher.records().empty());
 
     // Deleted while a failing attempt ran: abandoned, not retried.
-    job_id = bindTunnel(*store, "vanish", clock.now()).record.certificate.id;
+    job_id = bindTunnel(*store, "vanish", clock.nowMs()).record.certificate.id;
     issuer.script({Error{ErrorKind::kUnavailable, "CA unreachable"}});
     issuer.during([&] {
       editTunnel(*store, "vanish", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
@@ -424,7 +425,7 @@ TEST_CASE("job runner: a deleted or rebound tunnel's job ends abandoned") {
     CHECK(issuer.total() == 1);
 
     // Deleted while a successful attempt ran: nothing is written.
-    job_id = bindTunnel(*store, "late", clock.now()).record.certificate.id;
+    job_id = bindTunnel(*store, "late", clock.nowMs()).record.certificate.id;
     issuer.during([&] {
       editTunnel(*store, "late", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
     });
@@ -469,9 +470,9 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
   };
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function());
+    auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
     // Each refusal is counted as ControldServer wires the metrics: through the on_attempt hook.
@@ -480,12 +481,12 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
     countAttemptsIn(config, acme_metrics);
     JobRunner runner(config, *store, issuer, publisher);
-    bindTunnel(*store, "victim", clock.now(), true, false);
+    bindTunnel(*store, "victim", clock.nowMs(), true, false);
 
     for (size_t i = 0; i < tampers.size(); ++i) {
       CAPTURE(tampers[i].what);
       const std::string id = "attacker" + std::to_string(i);
-      const std::string job_id = bindTunnel(*store, id, clock.now()).record.certificate.id;
+      const std::string job_id = bindTunnel(*store, id, clock.nowMs()).record.certificate.id;
       editTunnel(*store, id, tampers[i].change);
 
       CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRefused});
@@ -510,16 +511,16 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
 TEST_CASE("job runner: an outcome that reached the record but not the job is not issued again") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
     ScriptedIssuer issuer(nullptr);
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-b", &clock), *store, issuer, publisher);
-    const std::string ready = bindTunnel(*store, "wasready", clock.now()).record.certificate.id;
-    const std::string failed = bindTunnel(*store, "wasfailed", clock.now()).record.certificate.id;
+    const std::string ready = bindTunnel(*store, "wasready", clock.nowMs()).record.certificate.id;
+    const std::string failed = bindTunnel(*store, "wasfailed", clock.nowMs()).record.certificate.id;
     // Machine A claimed both, wrote the records, and stopped before finishing the jobs.
     for (int i = 0; i < 2; ++i) {
-      auto claimed = store->claimJob("machine-a", clock.now(), 2 * kMinute, true);
+      auto claimed = store->claimJob("machine-a", clock.nowMs(), 2 * kMinute, true);
       REQUIRE(claimed.ok());
       REQUIRE(claimed->has_value());
     }
@@ -546,17 +547,17 @@ TEST_CASE("job runner: an outcome that reached the record but not the job is not
 TEST_CASE("job runner: a renewal alarm fires once across two runners and renews") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store_a = db->openMigrated();
     auto store_b = db->open();
-    auto ca = loadCa(*store_a, clock.function(), 9 * kDay);
+    auto ca = loadCa(*store_a, clock.clock(), 9 * kDay);
     ScriptedIssuer issuer(ca.get());
     Publisher publisher_a;
     Publisher publisher_b;
     JobRunner a(runnerConfig("machine-a", &clock), *store_a, issuer, publisher_a);
     JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher_b);
     const std::string host = hostOf("renewme");
-    bindTunnel(*store_a, "renewme", clock.now(), true);
+    bindTunnel(*store_a, "renewme", clock.nowMs(), true);
     CHECK(outcomes(a.runDue()) == Outcomes{JobOutcome::kDone});
 
     const StoredTunnel first = loadTunnel(*store_a, "renewme");
@@ -615,16 +616,16 @@ TEST_CASE("job runner: a renewal alarm fires once across two runners and renews"
     REQUIRE(renewed.record.renew_at_ms.has_value());
     CHECK(*renewed.record.renew_at_ms > renew_at);
     CHECK(publisher_a.recordsOf("renewme").size() + publisher_b.recordsOf("renewme").size() == 2);
-    checkVerifies(*ca, now_held.chain_pem, host, clock.now());
-    checkVerifies(*ca, now_held.chain_pem, "api." + host, clock.now());
+    checkVerifies(*ca, now_held.chain_pem, host, clock.nowMs());
+    checkVerifies(*ca, now_held.chain_pem, "api." + host, clock.nowMs());
 
     // A renewal job for the generation just replaced (an alarm seen late) renews nothing.
     Job stale;
     stale.id = renewalJobId(issued, renew_at + 1);
     stale.kind = JobKind::kRenew;
     stale.tunnel_id = "renewme";
-    stale.queued_at_ms = clock.now();
-    stale.next_run_at_ms = clock.now();
+    stale.queued_at_ms = clock.nowMs();
+    stale.next_run_at_ms = clock.nowMs();
     REQUIRE(*store_a->addJob(stale));
     CHECK(outcomes(a.runDue()) == Outcomes{JobOutcome::kAbandoned});
     CHECK(issuer.calls(host) == 2);
@@ -634,13 +635,13 @@ TEST_CASE("job runner: a renewal alarm fires once across two runners and renews"
 TEST_CASE("job runner: a renewal that gives up keeps the certificate and tries again later") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function(), 9 * kDay);
+    auto ca = loadCa(*store, clock.clock(), 9 * kDay);
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
-    bindTunnel(*store, "stubborn", clock.now());
+    bindTunnel(*store, "stubborn", clock.nowMs());
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
     const StoredTunnel first = loadTunnel(*store, "stubborn");
     REQUIRE(first.record.renew_at_ms.has_value());
@@ -653,7 +654,7 @@ TEST_CASE("job runner: a renewal that gives up keeps the certificate and tries a
     CHECK(kept.record.certificate.state == CertificateState::kReady);
     CHECK(kept.record.certificate.chain_pem == first.record.certificate.chain_pem);
     CHECK(kept.record.certificate.error == "badCSR");
-    CHECK(kept.record.renew_at_ms == clock.now() + kDay);
+    CHECK(kept.record.renew_at_ms == clock.nowMs() + kDay);
     CHECK(
         loadJob(*store, renewalJobId(first.record.certificate, *first.record.renew_at_ms)).status ==
         JobStatus::kFailed);
@@ -676,7 +677,7 @@ TEST_CASE("job runner: stop() cancels a slow issue and releases its lease") {
     auto ca = loadCa(*store);
     GateIssuer gate(*ca);
     Publisher publisher;
-    const std::string job_id = bindTunnel(*store, "slow", systemClockMs()).record.certificate.id;
+    const std::string job_id = bindTunnel(*store, "slow", unixNowMs()).record.certificate.id;
     {
       JobRunner runner(runnerConfig("machine-a", nullptr), *store, gate, publisher);
       runner.start();
@@ -707,7 +708,7 @@ TEST_CASE("job runner: a lost lease cancels the running issue and drops its resu
     auto ca = loadCa(*store);
     GateIssuer gate(*ca);
     Publisher publisher;
-    const std::string job_id = bindTunnel(*store, "stolen", systemClockMs()).record.certificate.id;
+    const std::string job_id = bindTunnel(*store, "stolen", unixNowMs()).record.certificate.id;
     JobRunnerConfig config = runnerConfig("machine-a", nullptr);
     config.lease_extend_ms = 20;
     JobRunner runner(config, *store, gate, publisher);
@@ -734,7 +735,7 @@ TEST_CASE("job runner: first issuance never takes the last slot") {
     auto ca = loadCa(*store);
     GateIssuer gate(*ca);
     Publisher publisher;
-    const int64_t now = systemClockMs();
+    const int64_t now = unixNowMs();
     for (const char* id : {"first1", "first2", "first3"}) bindTunnel(*store, id, now);
     JobRunnerConfig config = runnerConfig("machine-a", nullptr);
     config.concurrency = 2;
@@ -786,18 +787,18 @@ TEST_CASE("job runner: first issuance never takes the last slot") {
 TEST_CASE("job runner: the reconcile adds a missing issuance job once") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store_a = db->openMigrated();
     auto store_b = db->open();
-    auto ca = loadCa(*store_a, clock.function());
+    auto ca = loadCa(*store_a, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
     JobRunner a(runnerConfig("machine-a", &clock), *store_a, issuer, publisher);
     JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher);
     const std::string missing =
-        bindTunnel(*store_a, "unqueued", clock.now(), false, false).record.certificate.id;
-    bindTunnel(*store_a, "queued", clock.now());
-    bindTunnel(*store_a, "deleted", clock.now(), false, false);
+        bindTunnel(*store_a, "unqueued", clock.nowMs(), false, false).record.certificate.id;
+    bindTunnel(*store_a, "queued", clock.nowMs());
+    bindTunnel(*store_a, "deleted", clock.nowMs(), false, false);
     editTunnel(*store_a, "deleted", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
     REQUIRE(store_a->insertTunnel(testing::sampleTunnel("plain")).ok());
 

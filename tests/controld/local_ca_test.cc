@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/clock.h"
 #include "controld/issuance/csr_check.h"
 #include "tests/controld/csr_builder.h"
 #include "tests/controld/test_database.h"
@@ -413,20 +414,20 @@ TEST_CASE("local ca: a row that does not hold a usable root is a clear error") {
 
 TEST_CASE("local ca: leaf validity is configurable and never outlives the root") {
   SqliteStore db;
-  std::atomic<int64_t> now{kNowMs};
-  const auto ca = loadCa(*db.store, 3'600'000, [&] { return now.load(); });
+  ManualClock clock(kNowMs);
+  const auto ca = loadCa(*db.store, 3'600'000, clock.clock());
   IssuedCertificate issued = issueFor(*ca, hostCsr(kHost), {kHost});
   CHECK(issued.not_before_ms == (kNowMs - 60'000) / 1000 * 1000);
   CHECK(issued.not_after_ms == (kNowMs + 3'600'000) / 1000 * 1000);
 
   const int64_t root_not_after_ms = (kNowMs / 1000 + 3653LL * 86400) * 1000;
-  now = root_not_after_ms - 1'800'000;  // half an hour before the root expires
+  clock.set(root_not_after_ms - 1'800'000);  // half an hour before the root expires
   issued = issueFor(*ca, hostCsr(kHost), {kHost});
   CHECK(issued.not_after_ms == root_not_after_ms);
   const X509Ptr leaf = parseCertificate(issued.chain_pem);
   CHECK(ASN1_TIME_cmp_time_t(X509_get0_notAfter(leaf.get()), root_not_after_ms / 1000) == 0);
 
-  now = root_not_after_ms;
+  clock.set(root_not_after_ms);
   const Result<IssuedCertificate> expired =
       ca->issue(IssueRequest{buildCsrPem(hostCsr(kHost)), {kHost}}, kNotCancelled);
   REQUIRE_FALSE(expired.ok());

@@ -28,7 +28,8 @@ using issuance_testing::kDay;
 using issuance_testing::kDomain;
 using issuance_testing::loadCa;
 using issuance_testing::loadJob;
-using issuance_testing::ManualClock;
+using ot::ManualClock;
+using issuance_testing::kStartMs;
 using issuance_testing::Notifier;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
@@ -63,7 +64,7 @@ ServerCertificatesConfig issuedConfig(const std::string& owner, ManualClock& clo
   ServerCertificatesConfig config;
   config.domain = kDomain;
   config.owner = owner;
-  config.now_ms = clock.function();
+  config.now_ms = clock.clock();
   return config;
 }
 
@@ -83,12 +84,12 @@ std::string metaValue(Store& store, const std::string& key) {
 TEST_CASE("server certificates: made once across two machines, issued, renewed near expiry") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto sql_a = db->openMigrated();
     auto sql_b = db->open();
     CountingStore store_a(*sql_a);
     CountingStore store_b(*sql_b);
-    auto ca = loadCa(*sql_a, clock.function());
+    auto ca = loadCa(*sql_a, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher_a;
     Publisher publisher_b;
@@ -149,7 +150,7 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     CHECK(certs_a.current()->chain_pem == issued.chain_pem);
     CHECK(publisher_a.api().size() == 1);
     CHECK(checkApiCertificate(issued.chain_pem, issued.key_pem).ok());
-    checkVerifies(*ca, issued.chain_pem, kDomain, clock.now());
+    checkVerifies(*ca, issued.chain_pem, kDomain, clock.nowMs());
 
     // Not due: checks change nothing.
     CHECK(certs_a.check().ok());
@@ -196,14 +197,14 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     CHECK(certs_b.current()->chain_pem == renewed.chain_pem);
     CHECK(store_a.keyWrites() + store_b.keyWrites() == 1);
     CHECK(store_a.certificateWrites() + store_b.certificateWrites() == 2);
-    checkVerifies(*ca, renewed.chain_pem, kDomain, clock.now());
+    checkVerifies(*ca, renewed.chain_pem, kDomain, clock.nowMs());
 
     // A job that is no longer the named one ends abandoned without an issuance.
     Job old;
     old.id = first_job + "0";
     old.kind = JobKind::kServer;
-    old.queued_at_ms = clock.now();
-    old.next_run_at_ms = clock.now();
+    old.queued_at_ms = clock.nowMs();
+    old.next_run_at_ms = clock.nowMs();
     REQUIRE(*sql_a->addJob(old));
     runs = runner_a.runDue();
     REQUIRE(runs.size() == 1);
@@ -215,9 +216,9 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
 TEST_CASE("server certificates: a failed server job is followed by a new one") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function());
+    auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     issuer.script({Error{ErrorKind::kInvalid, "malformed"}});
     Publisher publisher;
@@ -246,9 +247,9 @@ TEST_CASE("server certificates: a failed server job is followed by a new one") {
 TEST_CASE("server certificates: a server job for other names never reaches the issuer") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
-    auto ca = loadCa(*store, clock.function());
+    auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
     ServerCertificates certs(issuedConfig("machine-a", clock), *store, publisher, nullptr);
@@ -282,12 +283,12 @@ TEST_CASE("server certificates: a server job for other names never reaches the i
 TEST_CASE("server certificates: a key claim left by a dead machine is taken over") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock;
+    ManualClock clock(kStartMs);
     auto store = db->openMigrated();
     Publisher publisher;
     // Claimed by a machine that died before writing the key; its claim runs 5 minutes.
     REQUIRE(*store->insertMetaIfAbsent(serverKeyMetaKey(kDomain),
-                                       encodeMetaLease({"machine-dead", clock.now() + 300'000})));
+                                       encodeMetaLease({"machine-dead", clock.nowMs() + 300'000})));
     ServerCertificates certs(issuedConfig("machine-a", clock), *store, publisher, nullptr);
     CHECK(certs.check().ok());
     CHECK_FALSE(store->getServerCertificate(kDomain)->has_value());
@@ -301,11 +302,11 @@ TEST_CASE("server certificates: a key claim left by a dead machine is taken over
 }
 
 TEST_CASE("server certificates: files are checked, loaded, and reloaded when they change") {
-  ManualClock clock;
+  ManualClock clock(kStartMs);
   auto dbs = testDatabases();
   const auto& db = dbs.front();
   auto store = db->openMigrated();
-  auto ca = loadCa(*store, clock.function());
+  auto ca = loadCa(*store, clock.clock());
   const std::atomic<bool> not_cancelled{false};
   auto issue = [&](const std::string& name) {
     auto made = makeServerKeyAndCsr(name);
@@ -352,7 +353,7 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
   config.owner = "machine-a";
   config.cert_file = cert_file;
   config.key_file = key_file;
-  config.now_ms = clock.function();
+  config.now_ms = clock.clock();
   Publisher publisher;
   Notifier notifier;
   ServerCertificates certs(config, *store, publisher, &notifier);
@@ -399,7 +400,7 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
 }
 
 TEST_CASE("server certificates: start() checks on its own thread and stop() ends it") {
-  ManualClock clock;
+  ManualClock clock(kStartMs);
   auto dbs = testDatabases();
   auto store = dbs.front()->openMigrated();
   Publisher publisher;
