@@ -15,7 +15,6 @@
 #include "controld/server_metrics.h"
 #include "controld/store/database_url.h"
 #include "controld/store/database_wait.h"
-#include "controld/store/instrumented_store.h"
 
 namespace ot::controld {
 
@@ -97,13 +96,13 @@ std::optional<int> ControldServer::openStore() {
   options.url = config_.database_url;
   options.sqlite_path = config_.sqlite_path;
   options.pool_size = config_.database_pool_size;
-  auto opened = ot::controld::openStore(options);
+  // With metrics_, so every query is timed and counted.
+  auto opened = ot::controld::openStore(options, &metrics_);
   if (!opened.ok()) {
     log::error("cannot open the database", {{"error", opened.error().message}});
     return 2;
   }
-  // Everything below uses the instrumented store, so every query is timed and counted.
-  store_ = std::make_unique<InstrumentedStore>(std::move(opened).value(), metrics_);
+  store_ = std::move(opened).value();
   log::info("starting", {{"database", redactedDatabaseUrl(*url)}, {"domain", config_.domain}});
   return std::nullopt;
 }
@@ -176,7 +175,8 @@ void ControldServer::buildIssuance() {
   runnerConfig.on_failure = [this](JobKind kind, const FailureDetail& detail) {
     acmeMetrics_->failure(kind, detail);
   };
-  runner_.emplace(runnerConfig, *store_, issuer(), *hub_);
+  runner_.emplace(runnerConfig, JobRunnerStores{*store_, *store_, *store_, *store_}, issuer(),
+                  *hub_);
   runner_->setCaCooldown(cooldown_.get());
 
   // Leftover challenge records: one machine at a time sweeps them (a lease in meta). The names
@@ -203,7 +203,8 @@ void ControldServer::buildApi() {
   serviceConfig.issuance_rate_burst = config_.issuance_rate_burst;
   serviceConfig.issuance_backlog_limit = config_.issuance_backlog_limit;
   serviceConfig.on_limited = limitedCounter(metrics_);
-  service_.emplace(serviceConfig, *store_, *registry_, *hub_, *runner_, ot::unixNowMs);
+  service_.emplace(serviceConfig, TunnelServiceStores{*store_, *store_, *store_, *store_}, *registry_,
+                   *hub_, *runner_, ot::unixNowMs);
   router_ = std::make_shared<const ApiRouter>(buildApiRouter(*service_));
   SourceFailureLimits authFailureLimits;
   authFailureLimits.maxFailures = config_.auth_failure_limit;
@@ -220,7 +221,8 @@ void ControldServer::buildRelaySide() {
   certificatesConfig.owner = config_.machine_id;
   certificatesConfig.cert_file = config_.tls_cert_file;
   certificatesConfig.key_file = config_.tls_key_file;
-  certificates_.emplace(certificatesConfig, *store_, *hub_, &*runner_);
+  certificates_.emplace(certificatesConfig, ServerCertificatesStores{*store_, *store_, *store_},
+                        *hub_, &*runner_);
   runner_->setServerCertificateHandler(
       [this](const ServerCertificate& certificate) { certificates_->adopt(certificate); });
 

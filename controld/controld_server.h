@@ -87,7 +87,7 @@ class ControldServer {
   std::unique_ptr<DnsRecordMetrics> dnsMetrics_;  // ACME only
   std::unique_ptr<AcmeIssuer> acme_;              // ACME only
 
-  // 2. storage: every query timed and counted (instrumented_store.h)
+  // 2. storage: every query timed and counted (store_metrics.h)
   std::unique_ptr<Store> store_;
 
   // 3. issuance, the API, the domain certificate, the relays' side

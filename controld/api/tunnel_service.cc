@@ -93,11 +93,11 @@ std::string clientRateKey(std::string_view client_address) {
   return "unknown";
 }
 
-TunnelService::TunnelService(TunnelServiceConfig config, Store& store,
+TunnelService::TunnelService(TunnelServiceConfig config, TunnelServiceStores stores,
                              const BridgeRegistry& bridges, RecordPublisher& publisher,
                              JobNotifier& notifier, Clock now_ms)
     : config_(std::move(config)),
-      store_(store),
+      stores_(stores),
       bridges_(bridges),
       publisher_(publisher),
       notifier_(notifier),
@@ -126,7 +126,7 @@ std::optional<ServiceError> TunnelService::checkBacklog() {
     }
   }
   if (read) {
-    const Result<int64_t> pending = store_.countJobs(JobStatus::kPending, 0);
+    const Result<int64_t> pending = stores_.jobs.countJobs(JobStatus::kPending, 0);
     if (!pending) {
       kLog.warn("cannot read the issuance backlog; not limiting",
                 {{"error", pending.error().message}});
@@ -152,7 +152,7 @@ std::optional<ServiceError> TunnelService::charge(const std::string& key, int64_
   if (per_period <= 0) return std::nullopt;
   const int64_t interval_ms = std::max<int64_t>(1, period_ms / per_period);
   const Result<RateDecision> decision =
-      store_.acquireRate(key, now_ms_(), interval_ms, std::max<int64_t>(1, burst));
+      stores_.rateLimits.acquireRate(key, now_ms_(), interval_ms, std::max<int64_t>(1, burst));
   if (!decision) return storageFailure(decision.error(), "acquireRate", "");
   if (decision->allowed) return std::nullopt;
   const int64_t retry_after_s = std::max<int64_t>(1, ceilDiv(decision->retry_after_ms, 1000));
@@ -190,7 +190,7 @@ ServiceResult<CreatedTunnel> TunnelService::createTunnel(
   for (int attempt = 0; attempt < attempts; ++attempt) {
     record.id = wanted_id ? *wanted_id : newTunnelId();
     record.hostname = record.id + "." + config_.domain;
-    const Result<int64_t> revision = store_.insertTunnel(record);
+    const Result<int64_t> revision = stores_.tunnels.insertTunnel(record);
     if (!revision) {
       if (revision.error().kind != ErrorKind::kConflict) {
         return storageFailure(revision.error(), "insertTunnel", record.id);
@@ -213,7 +213,7 @@ ServiceResult<StoredTunnel> TunnelService::authorize(std::string_view id,
   // Not a DNS label: no such tunnel can exist, and the store is spared the lookup.
   if (!isValidTunnelId(id)) return failure(ServiceErrorKind::kNotFound, "no such tunnel");
   const std::string key(id);
-  Result<std::optional<StoredTunnel>> stored = store_.getTunnel(key);
+  Result<std::optional<StoredTunnel>> stored = stores_.tunnels.getTunnel(key);
   if (!stored) return storageFailure(stored.error(), "getTunnel", id);
   if (!stored->has_value() || (*stored)->record.deleted()) {
     return failure(ServiceErrorKind::kNotFound, "no such tunnel");
@@ -298,7 +298,7 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     // The renewal alarm belonged to the certificate this one replaces.
     record.renew_at_ms.reset();
 
-    const Result<int64_t> revision = store_.updateTunnel(record, stored.revision);
+    const Result<int64_t> revision = stores_.tunnels.updateTunnel(record, stored.revision);
     if (!revision) {
       if (revision.error().kind == ErrorKind::kConflict) continue;  // read it again
       return storageFailure(revision.error(), "updateTunnel", record.id);
@@ -313,7 +313,7 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
       // the reconcile queues finds the record changed, or issues once without a charge.
       record.certificate = previous;
       record.renew_at_ms = previous_renew_at;
-      if (const Result<int64_t> restored = store_.updateTunnel(record, stored.revision);
+      if (const Result<int64_t> restored = stores_.tunnels.updateTunnel(record, stored.revision);
           !restored) {
         kLog.warn("cannot restore the certificate after a refused request",
                   {{"tunnel", record.id}, {"error", restored.error().message}});
@@ -322,7 +322,7 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     }
 
     const Job job = pendingJob(JobKind::kIssue, record.certificate.id, record.id, now);
-    const Result<bool> added = store_.addJob(job);
+    const Result<bool> added = stores_.jobs.addJob(job);
     if (!added) {
       // The record says issuing; the job runner's reconcile adds the missing job for it.
       kLog.warn("issuance job not queued; the reconcile will add it",
@@ -347,7 +347,7 @@ ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,
   StoredTunnel stored = std::move(authorized).value();
   stored.record.deleted_at_ms = now_ms_();
   stored.record.renew_at_ms.reset();
-  const Result<int64_t> revision = store_.updateTunnel(stored.record, stored.revision);
+  const Result<int64_t> revision = stores_.tunnels.updateTunnel(stored.record, stored.revision);
   if (!revision) return storageFailure(revision.error(), "updateTunnel", stored.record.id);
   publisher_.publishDeleted(stored.record.id);
   kLog.info("tunnel deleted", {{"tunnel", stored.record.id}});
@@ -355,7 +355,7 @@ ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,
 }
 
 ServiceResult<std::monostate> TunnelService::health() {
-  const Status pinged = store_.ping();
+  const Status pinged = stores_.health.ping();
   if (!pinged) return storageFailure(pinged.error(), "ping", "");
   return std::monostate{};
 }

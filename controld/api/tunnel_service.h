@@ -99,10 +99,18 @@ struct CertificateBinding {
 // can get a fresh budget by varying the text.
 [[nodiscard]] std::string clientRateKey(std::string_view client_address);
 
+// The storage TunnelService touches, by role (controld passes its one Store for each).
+struct TunnelServiceStores {
+  TunnelStore& tunnels;
+  JobStore& jobs;  // the backlog count and issuance jobs
+  RateLimitStore& rateLimits;
+  HealthStore& health;
+};
+
 class TunnelService {
  public:
-
-  TunnelService(TunnelServiceConfig config, Store& store, const BridgeRegistry& bridges,
+  TunnelService(TunnelServiceConfig config, TunnelServiceStores stores,
+                const BridgeRegistry& bridges,
                 RecordPublisher& publisher, JobNotifier& notifier, Clock now_ms);
 
   // wanted_id: std::nullopt for a random ID.
@@ -134,7 +142,7 @@ class TunnelService {
   void limited(std::string_view limit) const;
 
   TunnelServiceConfig config_;
-  Store& store_;
+  TunnelServiceStores stores_;
   const BridgeRegistry& bridges_;
   RecordPublisher& publisher_;
   JobNotifier& notifier_;

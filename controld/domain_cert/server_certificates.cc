@@ -67,10 +67,11 @@ bool serverCertificateDue(const ServerCertificate& certificate, int64_t now_ms) 
   return now_ms >= renewAtMs(validity->not_before_ms, validity->not_after_ms);
 }
 
-ServerCertificates::ServerCertificates(ServerCertificatesConfig config, Store& store,
-                                       RecordPublisher& publisher, JobNotifier* notifier)
+ServerCertificates::ServerCertificates(ServerCertificatesConfig config,
+                                       ServerCertificatesStores stores, RecordPublisher& publisher,
+                                       JobNotifier* notifier)
     : config_(std::move(config)),
-      store_(store),
+      stores_(stores),
       publisher_(publisher),
       notifier_(notifier),
       task_([this] { return checkRound(); }) {
@@ -123,7 +124,7 @@ Status ServerCertificates::checkFiles() {
 
 Status ServerCertificates::checkIssued() {
   const int64_t now = config_.now_ms();
-  auto row = store_.getServerCertificate(config_.domain);
+  auto row = stores_.certificates.getServerCertificate(config_.domain);
   if (!row) {
     kLog.warn("cannot read the domain certificate", {{"error", row.error().message}});
     return row.error();
@@ -136,7 +137,7 @@ Status ServerCertificates::checkIssued() {
       waiting_ = true;
       return Ok{};
     }
-    row = store_.getServerCertificate(config_.domain);
+    row = stores_.certificates.getServerCertificate(config_.domain);
     if (!row) return row.error();
     if (!*row) return Error{ErrorKind::kInternal, "the domain key row vanished"};
   }
@@ -168,12 +169,12 @@ Result<bool> ServerCertificates::ensureKey() {
   // make a key and write the row. Another machine's live claim means waiting for its row; one
   // that ran out means that machine died first, and the claim is taken over.
   const int64_t now = config_.now_ms();
-  auto claimed = takeMetaLease(store_, serverKeyMetaKey(config_.domain), config_.owner, now,
+  auto claimed = takeMetaLease(stores_.meta, serverKeyMetaKey(config_.domain), config_.owner, now,
                                now + config_.key_claim_timeout_ms);
   if (!claimed) return claimed.error();
   if (!*claimed) return false;
   // The claim is ours. A machine that was only slow may have written the row meanwhile.
-  auto row = store_.getServerCertificate(config_.domain);
+  auto row = stores_.certificates.getServerCertificate(config_.domain);
   if (!row) return row.error();
   if (*row && !(*row)->key_pem.empty()) return true;
   auto made = makeServerKeyAndCsr(config_.domain);
@@ -182,7 +183,7 @@ Result<bool> ServerCertificates::ensureKey() {
   fresh.domain = config_.domain;
   fresh.key_pem = std::move(made->key_pem);
   fresh.csr_pem = std::move(made->csr_pem);
-  const Status put = store_.putServerCertificate(fresh);
+  const Status put = stores_.certificates.putServerCertificate(fresh);
   if (!put) return put.error();
   kLog.info("created the domain key", {{"domain", config_.domain}});
   return true;
@@ -192,24 +193,24 @@ Status ServerCertificates::requestJob(int64_t now) {
   const std::string key = serverJobMetaKey(config_.domain);
   // Each lost race means another machine just named a job; a few rounds see it.
   for (int round = 0; round < 4; ++round) {
-    auto named = store_.getMeta(key);
+    auto named = stores_.meta.getMeta(key);
     if (!named) return named.error();
     if (!*named) {
       const std::string first = serverJobId(config_.domain, 1);
-      auto inserted = store_.insertMetaIfAbsent(key, first);
+      auto inserted = stores_.meta.insertMetaIfAbsent(key, first);
       if (!inserted) return inserted.error();
       if (*inserted) return addServerJob(first, now);
       continue;
     }
     const std::string current = **named;
-    auto job = store_.getJob(current);
+    auto job = stores_.jobs.getJob(current);
     if (!job) return job.error();
     // Named but never added (the machine stopped in between): add it now.
     if (!*job) return addServerJob(current, now);
     if ((*job)->status == JobStatus::kPending) return Ok{};
     const std::optional<int64_t> number = serverJobNumber(current, config_.domain);
     const std::string next = serverJobId(config_.domain, number ? *number + 1 : now);
-    auto swapped = store_.compareAndSetMeta(key, current, next);
+    auto swapped = stores_.meta.compareAndSetMeta(key, current, next);
     if (!swapped) return swapped.error();
     if (*swapped) return addServerJob(next, now);
   }
@@ -217,7 +218,7 @@ Status ServerCertificates::requestJob(int64_t now) {
 }
 
 Status ServerCertificates::addServerJob(const std::string& id, int64_t now) {
-  auto added = store_.addJob(pendingJob(JobKind::kServer, id, {}, now));
+  auto added = stores_.jobs.addJob(pendingJob(JobKind::kServer, id, {}, now));
   if (!added) return added.error();
   if (*added) {
     kLog.info("domain certificate requested", {{"domain", config_.domain}, {"job", id}});

@@ -59,11 +59,18 @@ struct ServerCertificatesConfig {
   Clock now_ms;  // default: the system clock
 };
 
+// The storage ServerCertificates touches, by role (controld passes its one Store for each).
+struct ServerCertificatesStores {
+  CertificateStore& certificates;  // the key, CSR and certificate row
+  MetaStore& meta;                 // which job serves the domain
+  JobStore& jobs;                  // the server job
+};
+
 class ServerCertificates {
  public:
   // notifier (may be null) is told when a job was added, to wake the local JobRunner.
-  ServerCertificates(ServerCertificatesConfig config, Store& store, RecordPublisher& publisher,
-                     JobNotifier* notifier);
+  ServerCertificates(ServerCertificatesConfig config, ServerCertificatesStores stores,
+                     RecordPublisher& publisher, JobNotifier* notifier);
   ~ServerCertificates();
   ServerCertificates(const ServerCertificates&) = delete;
   ServerCertificates& operator=(const ServerCertificates&) = delete;
@@ -98,7 +105,7 @@ class ServerCertificates {
   std::chrono::milliseconds checkRound();
 
   ServerCertificatesConfig config_;
-  Store& store_;
+  ServerCertificatesStores stores_;
   RecordPublisher& publisher_;
   JobNotifier* notifier_;
 

@@ -57,7 +57,7 @@ JobOutcome JobRunner::runJob(Job job, const std::atomic<bool>& cancel) {
 }
 
 JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
-  auto loaded = store_.getTunnel(job.tunnel_id);
+  auto loaded = stores_.tunnels.getTunnel(job.tunnel_id);
   if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
   const Want want = *loaded ? wants(job, (*loaded)->record) : Want::kAbandon;
   switch (want) {
@@ -173,7 +173,7 @@ JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureD
              {"http_status", detail.http_status},
              {"error", error.message}});
   // A tunnel deleted or rebound meanwhile ends the job as abandoned, not failed.
-  auto loaded = store_.getTunnel(job.tunnel_id);
+  auto loaded = stores_.tunnels.getTunnel(job.tunnel_id);
   if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
   if (!*loaded || wants(job, (*loaded)->record) != Want::kRun) {
     return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
@@ -227,12 +227,12 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
     kLog.warn("a domain certificate job for another domain", {{"job", job.id}});
     return finish(job, JobStatus::kAbandoned, "not this server's domain", JobOutcome::kAbandoned);
   }
-  auto named = store_.getMeta(serverJobMetaKey(config_.domain));
+  auto named = stores_.meta.getMeta(serverJobMetaKey(config_.domain));
   if (!named) return deferForStorage(job, named.error(), "getMeta");
   if (!*named || **named != job.id) {
     return finish(job, JobStatus::kAbandoned, "superseded", JobOutcome::kAbandoned);
   }
-  auto row = store_.getServerCertificate(config_.domain);
+  auto row = stores_.certificates.getServerCertificate(config_.domain);
   if (!row) return deferForStorage(job, row.error(), "getServerCertificate");
   if (!*row || (*row)->key_pem.empty()) {
     return recordServerFailure(job, Error{ErrorKind::kInternal, "the domain key is missing"},
@@ -272,7 +272,7 @@ JobOutcome JobRunner::recordServerIssued(Job& job, ServerCertificate row,
   if (!stillLeased(job)) return JobOutcome::kDropped;
   row.chain_pem = issued.chain_pem;
   row.not_after_ms = issued.not_after_ms;
-  const Status put = store_.putServerCertificate(row);
+  const Status put = stores_.certificates.putServerCertificate(row);
   if (!put) return deferForStorage(job, put.error(), "putServerCertificate");
   const JobOutcome outcome = finish(job, JobStatus::kDone, "", JobOutcome::kDone);
   kLog.info("domain certificate issued",
@@ -310,14 +310,14 @@ JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error,
 Result<std::optional<StoredTunnel>> JobRunner::updateIfWanted(
     const Job& job, const std::function<void(TunnelRecord&)>& change) {
   for (int attempt = 0; attempt < config_.record_attempts; ++attempt) {
-    auto loaded = store_.getTunnel(job.tunnel_id);
+    auto loaded = stores_.tunnels.getTunnel(job.tunnel_id);
     if (!loaded) return loaded.error();
     if (!*loaded || wants(job, (*loaded)->record) != Want::kRun) {
       return std::optional<StoredTunnel>{};
     }
     StoredTunnel stored = std::move(**loaded);
     change(stored.record);
-    auto revision = store_.updateTunnel(stored.record, stored.revision);
+    auto revision = stores_.tunnels.updateTunnel(stored.record, stored.revision);
     if (revision) {
       stored.revision = *revision;
       return std::optional<StoredTunnel>{std::move(stored)};
@@ -330,7 +330,7 @@ Result<std::optional<StoredTunnel>> JobRunner::updateIfWanted(
 bool JobRunner::stillLeased(const Job& job) {
   // Extending doubles as the check: it matches only while this machine holds the lease, and it
   // leaves a full lease for the writes that follow.
-  auto extended = store_.extendLease(job.id, config_.owner, config_.now_ms() + config_.lease_ms);
+  auto extended = stores_.jobs.extendLease(job.id, config_.owner, config_.now_ms() + config_.lease_ms);
   if (!extended) {
     kLog.warn("cannot confirm a job lease; its result is dropped",
               {{"job", job.id}, {"error", extended.error().message}});
@@ -350,7 +350,7 @@ JobOutcome JobRunner::finish(Job& job, JobStatus status, const std::string& erro
   // A finished job never runs again: its next_run_at records when it ended (for the
   // certificate_jobs{status="failed"} gauge, which counts the last 24 h).
   if (status != JobStatus::kPending) job.next_run_at_ms = config_.now_ms();
-  auto finished = store_.finishJob(job, config_.owner);
+  auto finished = stores_.jobs.finishJob(job, config_.owner);
   if (!finished) {
     kLog.warn("cannot record a job's outcome; it runs again after its lease",
               {{"job", job.id}, {"error", finished.error().message}});

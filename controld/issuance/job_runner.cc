@@ -43,9 +43,9 @@ const char* jobOutcomeName(JobOutcome outcome) {
   return "dropped";
 }
 
-JobRunner::JobRunner(JobRunnerConfig config, Store& store, Issuer& issuer,
+JobRunner::JobRunner(JobRunnerConfig config, JobRunnerStores stores, Issuer& issuer,
                      RecordPublisher& publisher)
-    : config_(std::move(config)), store_(store), issuer_(issuer), publisher_(publisher) {
+    : config_(std::move(config)), stores_(stores), issuer_(issuer), publisher_(publisher) {
   if (!config_.now_ms) config_.now_ms = unixNowMs;
   config_.concurrency = std::max(1, config_.concurrency);
   config_.lease_ms = std::max<int64_t>(1, config_.lease_ms);
@@ -72,7 +72,7 @@ void JobRunner::start() {
     started_ = true;
   }
   // A restarted machine takes its own jobs back at once instead of waiting out its old leases.
-  const Status released = store_.releaseLeases(config_.owner);
+  const Status released = stores_.jobs.releaseLeases(config_.owner);
   if (!released) {
     kLog.warn("cannot release this machine's old job leases; they expire on their own",
               {{"error", released.error().message}});
@@ -89,7 +89,7 @@ void JobRunner::stop() {
   }
   wake_.notify_all();
   if (loop_thread_.joinable()) loop_thread_.join();
-  const Status released = store_.releaseLeases(config_.owner);
+  const Status released = stores_.jobs.releaseLeases(config_.owner);
   if (!released) {
     kLog.warn("cannot release job leases at shutdown; they expire on their own",
               {{"error", released.error().message}});
@@ -215,7 +215,7 @@ std::set<std::string> JobRunner::runningNames() {
 Result<std::set<std::string>> JobRunner::clusterRunningNames() {
   // Leased jobs are bounded by ISSUANCE_CONCURRENCY per machine; the limit only guards a runaway.
   constexpr int kMaxLeasedJobs = 10'000;
-  auto leased = store_.leasedJobs(config_.now_ms(), kMaxLeasedJobs);
+  auto leased = stores_.jobs.leasedJobs(config_.now_ms(), kMaxLeasedJobs);
   if (!leased) return leased.error();
   std::set<std::string> names = runningNames();
   for (const Job& job : *leased) {
@@ -228,20 +228,20 @@ Result<std::set<std::string>> JobRunner::clusterRunningNames() {
 Result<std::optional<Job>> JobRunner::claimProbe() {
   const int64_t now = config_.now_ms();
   // A read first: while another attempt runs (most of a cool-down) no token is written at all.
-  auto busy = store_.leasedJobs(now, 1);
+  auto busy = stores_.jobs.leasedJobs(now, 1);
   if (!busy) return busy.error();
   if (!busy->empty()) return std::optional<Job>{};
-  auto lease = takeMetaLease(store_, kCaProbeMetaKey, config_.owner, now, now + kCaProbeLeaseMs);
+  auto lease = takeMetaLease(stores_.meta, kCaProbeMetaKey, config_.owner, now, now + kCaProbeLeaseMs);
   if (!lease) return lease.error();
   if (!*lease) return std::optional<Job>{};  // another machine is deciding right now
   Result<std::optional<Job>> claimed = std::optional<Job>{};
-  auto running = store_.leasedJobs(now, 1);  // again, under the probe lease
+  auto running = stores_.jobs.leasedJobs(now, 1);  // again, under the probe lease
   if (!running) {
     claimed = running.error();
   } else if (running->empty()) {
-    claimed = store_.claimJob(config_.owner, now, config_.lease_ms, false);
+    claimed = stores_.jobs.claimJob(config_.owner, now, config_.lease_ms, false);
   }
-  releaseMetaLease(store_, kCaProbeMetaKey, config_.owner, config_.now_ms());
+  releaseMetaLease(stores_.meta, kCaProbeMetaKey, config_.owner, config_.now_ms());
   return claimed;
 }
 
@@ -263,7 +263,7 @@ void JobRunner::fillSlots() {
     }
     auto claimed =
         paused ? claimProbe()
-               : store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, include_issue);
+               : stores_.jobs.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, include_issue);
     if (!claimed) {
       kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       return;
@@ -302,7 +302,7 @@ void JobRunner::extendLeases() {
   }
   for (Running* running : active) {
     const auto extended =
-        store_.extendLease(running->job.id, config_.owner, config_.now_ms() + config_.lease_ms);
+        stores_.jobs.extendLease(running->job.id, config_.owner, config_.now_ms() + config_.lease_ms);
     if (!extended) {
       // The database may be back before the lease runs out; the result is checked again
       // before anything is recorded.
@@ -321,7 +321,7 @@ std::vector<JobRun> JobRunner::runDue(int max_jobs) {
     const bool paused = issuancePausedUntil().has_value();
     auto claimed = paused
                        ? claimProbe()
-                       : store_.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, true);
+                       : stores_.jobs.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, true);
     if (!claimed) {
       kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       break;
@@ -339,7 +339,7 @@ Result<int> JobRunner::runAlarms() {
   const int64_t now = config_.now_ms();
   int added = 0;
   for (int round = 0; round < kAlarmRounds; ++round) {
-    auto due = store_.dueAlarms(now, config_.alarm_batch);
+    auto due = stores_.tunnels.dueAlarms(now, config_.alarm_batch);
     if (!due) {
       kLog.warn("cannot read renewal alarms", {{"error", due.error().message}});
       return due.error();
@@ -349,7 +349,7 @@ Result<int> JobRunner::runAlarms() {
       const TunnelRecord& record = tunnel.record;
       if (!record.renew_at_ms) continue;
       const int64_t alarm_at = *record.renew_at_ms;
-      auto cleared = store_.clearAlarm(record.id, alarm_at);
+      auto cleared = stores_.tunnels.clearAlarm(record.id, alarm_at);
       if (!cleared) {
         kLog.warn("cannot clear a renewal alarm",
                   {{"tunnel", record.id}, {"error", cleared.error().message}});
@@ -363,7 +363,7 @@ Result<int> JobRunner::runAlarms() {
         continue;
       }
       const Job job = pendingJob(JobKind::kRenew, renewalJobId(certificate, alarm_at), record.id, now);
-      auto inserted = store_.addJob(job);
+      auto inserted = stores_.jobs.addJob(job);
       if (!inserted) {
         // The alarm is spent; the next write of the record or the renewal on attach re-arms it.
         kLog.warn("cannot queue a renewal",
@@ -387,7 +387,7 @@ Result<int> JobRunner::reconcile() {
   int added = 0;
   std::string after;
   while (true) {
-    auto page = store_.listTunnels(after, kReconcilePage);
+    auto page = stores_.tunnels.listTunnels(after, kReconcilePage);
     if (!page) {
       kLog.warn("cannot read tunnels for the issuance reconcile",
                 {{"error", page.error().message}});
@@ -397,11 +397,11 @@ Result<int> JobRunner::reconcile() {
       const TunnelRecord& record = tunnel.record;
       after = record.id;
       if (record.deleted() || !record.issuing() || record.certificate.id.empty()) continue;
-      auto existing = store_.getJob(record.certificate.id);
+      auto existing = stores_.jobs.getJob(record.certificate.id);
       if (!existing) return existing.error();
       if (*existing) continue;
       const Job job = pendingJob(JobKind::kIssue, record.certificate.id, record.id, now);
-      auto inserted = store_.addJob(job);
+      auto inserted = stores_.jobs.addJob(job);
       if (!inserted) return inserted.error();
       if (*inserted) {
         ++added;

@@ -108,9 +108,18 @@ struct JobRun {
   JobOutcome outcome = JobOutcome::kDone;
 };
 
+// The storage JobRunner touches, by role (controld passes its one Store for each).
+struct JobRunnerStores {
+  TunnelStore& tunnels;            // records, renewal alarms, the reconcile scan
+  JobStore& jobs;                  // claims, leases, outcomes
+  MetaStore& meta;                 // the CA probe's lease, the API domain's job
+  CertificateStore& certificates;  // the API domain's certificate row
+};
+
 class JobRunner final : public JobNotifier {
  public:
-  JobRunner(JobRunnerConfig config, Store& store, Issuer& issuer, RecordPublisher& publisher);
+  JobRunner(JobRunnerConfig config, JobRunnerStores stores, Issuer& issuer,
+            RecordPublisher& publisher);
   ~JobRunner() override;  // stop()
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
@@ -197,7 +206,7 @@ class JobRunner final : public JobNotifier {
   JobOutcome deferForStorage(Job& job, const Error& error, const char* operation);
 
   JobRunnerConfig config_;
-  Store& store_;
+  JobRunnerStores stores_;
   Issuer& issuer_;
   RecordPublisher& publisher_;
   std::function<void(const ServerCertificate&)> server_handler_;

@@ -41,7 +41,8 @@ DatabaseTimeouts timeoutsFor(const StoreOptions& options) {
 
 }  // namespace
 
-Result<std::unique_ptr<SqlStore>> SqlStore::open(const StoreOptions& options) {
+Result<std::unique_ptr<SqlStore>> SqlStore::open(const StoreOptions& options,
+                                                 metrics::Metrics* metrics) {
   auto url = parseDatabaseUrl(options.url, options.sqlite_path);
   if (!url) return url.error();
   if (options.pool_size < 1) return Error{ErrorKind::kInvalid, "database pool size must be >= 1"};
@@ -57,16 +58,17 @@ Result<std::unique_ptr<SqlStore>> SqlStore::open(const StoreOptions& options) {
                  "this binary cannot verify the database server's certificate name (the "
                  "mysql_ssl_set override is not in effect); refusing to connect over TLS"};
   }
-  return std::make_unique<SqlStore>(*url, options);
+  return std::make_unique<SqlStore>(*url, options, metrics);
 }
 
-SqlStore::SqlStore(const DatabaseUrl& url, const StoreOptions& options)
+SqlStore::SqlStore(const DatabaseUrl& url, const StoreOptions& options, metrics::Metrics* metrics)
     : url_(url),
       dialect_(url.backend == DatabaseBackend::kMysql ? SqlDialect::kMysql : SqlDialect::kSqlite),
       connect_string_(sociConnectString(url, timeoutsFor(options))),
       redacted_url_(redactedDatabaseUrl(url)),
       options_(options),
-      pool_(static_cast<std::size_t>(options.pool_size)) {}
+      pool_(static_cast<std::size_t>(options.pool_size)),
+      metrics_(metrics != nullptr ? std::make_unique<StoreMetrics>(*metrics) : nullptr) {}
 
 Status SqlStore::connect(soci::session& sql) {
   try {
@@ -202,8 +204,8 @@ Status SqlStore::putServerCertificate(const ServerCertificate& certificate) {
   });
 }
 
-Result<std::unique_ptr<Store>> openStore(const StoreOptions& options) {
-  auto store = SqlStore::open(options);
+Result<std::unique_ptr<Store>> openStore(const StoreOptions& options, metrics::Metrics* metrics) {
+  auto store = SqlStore::open(options, metrics);
   if (!store) return store.error();
   return std::unique_ptr<Store>(std::move(store).value());
 }

@@ -5,7 +5,7 @@
 // conditional statement, which is what makes several controlds on one database safe.
 //
 // Thread-safe: each call leases a session for its duration. Calls block (database I/O): worker
-// threads only.
+// threads only. Given a Metrics, every call is timed and its failures counted (store_metrics.h).
 #pragma once
 
 #include <soci/connection-pool.h>
@@ -13,24 +13,30 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "controld/store/database_url.h"
 #include "controld/store/sql_errors.h"
 #include "controld/store/sql_schema.h"
 #include "controld/store/sql_session_liveness.h"
 #include "controld/store/store.h"
+#include "controld/store/store_metrics.h"
 
 namespace ot::controld {
 
 class SqlStore final : public Store {
  public:
-  // Validates the options and URL; connects to nothing yet.
-  [[nodiscard]] static Result<std::unique_ptr<SqlStore>> open(const StoreOptions& options);
+  // Validates the options and URL; connects to nothing yet. `metrics` (may be null: no metrics)
+  // must outlive the store.
+  [[nodiscard]] static Result<std::unique_ptr<SqlStore>> open(const StoreOptions& options,
+                                                              metrics::Metrics* metrics = nullptr);
 
-  SqlStore(const DatabaseUrl& url, const StoreOptions& options);
+  SqlStore(const DatabaseUrl& url, const StoreOptions& options,
+           metrics::Metrics* metrics = nullptr);
 
   [[nodiscard]] SqlDialect dialect() const { return dialect_; }
   [[nodiscard]] const std::string& redactedUrl() const { return redacted_url_; }
@@ -75,11 +81,16 @@ class SqlStore final : public Store {
                   int64_t bytes_out, int64_t connections) override;
 
  private:
+  // The one path every Store method takes to the database: runs leased(operation, fn), timing
+  // it and counting its failure under `operation` (the method's name) when metrics are on.
+  template <typename T, typename Fn>
+  Result<T> run(const char* operation, Fn&& fn);
+
   // Leases a session (bounded by acquire_timeout_ms), opens it if needed, runs fn(session) and
   // turns what it throws into an Error; a broken connection is closed for the next lease to
   // reopen. fn returns Result<T>.
   template <typename T, typename Fn>
-  Result<T> run(const char* operation, Fn&& fn);
+  Result<T> leased(const char* operation, Fn&& fn);
 
   // Opens the session and applies per-connection settings (timeouts, TLS checks, WAL). Leaves
   // the session closed when anything fails (and throws what SOCI threw).
@@ -93,10 +104,20 @@ class SqlStore final : public Store {
   soci::connection_pool pool_;
   std::atomic<int64_t> open_{0};    // sessions connected (connect() succeeded, not yet closed)
   std::atomic<int64_t> in_use_{0};  // sessions leased to a call right now
+  std::unique_ptr<StoreMetrics> metrics_;  // null: calls are not measured
 };
 
 template <typename T, typename Fn>
 Result<T> SqlStore::run(const char* operation, Fn&& fn) {
+  if (metrics_ == nullptr) return leased<T>(operation, std::forward<Fn>(fn));
+  const auto started = std::chrono::steady_clock::now();
+  Result<T> result = leased<T>(operation, std::forward<Fn>(fn));
+  metrics_->observe(operation, std::chrono::steady_clock::now() - started, !result.ok());
+  return result;
+}
+
+template <typename T, typename Fn>
+Result<T> SqlStore::leased(const char* operation, Fn&& fn) {
   std::size_t slot = 0;
   const int64_t wait_ms = std::clamp<int64_t>(options_.acquire_timeout_ms, 0, 3'600'000);
   if (!pool_.try_lease(slot, static_cast<int>(wait_ms))) {

@@ -14,6 +14,10 @@
 #include "common/result.h"
 #include "controld/store/tunnel_record.h"
 
+namespace ot::metrics {
+class Metrics;
+}
+
 namespace ot::controld {
 
 struct StoredTunnel {
@@ -70,9 +74,10 @@ struct PoolStats {
   int64_t in_use = 0;
 };
 
-// The store's roles. Each consumer names the role it uses (LocalCa and the cool-down gate take a
-// MetaStore, the usage recorder a UsageStore, ...), so a test fake implements that role alone;
-// Store is their union, which SqlStore and InstrumentedStore implement.
+// The store's roles. Each consumer names the roles it uses (LocalCa and the cool-down gate take a
+// MetaStore, the usage recorder a UsageStore, TunnelService its TunnelServiceStores, ...), so a
+// test fake implements those roles alone;
+// Store is their union, which SqlStore implements.
 
 // Tunnels. insertTunnel answers kConflict when the ID exists.
 class TunnelStore {
@@ -149,12 +154,21 @@ class UsageStore {
                           int64_t bytes_out, int64_t connections) = 0;
 };
 
+// Readiness: whether the database answers at all.
+class HealthStore {
+ public:
+  virtual ~HealthStore() = default;
+  // Cheap round trip for readiness checks.
+  virtual Status ping() = 0;
+};
+
 class Store : public TunnelStore,
               public JobStore,
               public MetaStore,
               public CertificateStore,
               public RateLimitStore,
-              public UsageStore {
+              public UsageStore,
+              public HealthStore {
  public:
   ~Store() override = default;
 
@@ -164,8 +178,6 @@ class Store : public TunnelStore,
   // Creates missing tables and records the schema version; refuses a newer schema; runs no DDL
   // once the database is current.
   virtual Status migrate() = 0;
-  // Cheap round trip for readiness checks.
-  virtual Status ping() = 0;
 };
 
 struct StoreOptions {
@@ -178,7 +190,9 @@ struct StoreOptions {
 };
 
 // Opens the backend named by the URL. Does not wait for the database: the caller retries
-// migrate() with backoff until STARTUP_DB_TIMEOUT_MS.
-[[nodiscard]] Result<std::unique_ptr<Store>> openStore(const StoreOptions& options);
+// migrate() with backoff until STARTUP_DB_TIMEOUT_MS. With `metrics` (which must outlive the
+// store), every call is timed and its failures counted (store_metrics.h).
+[[nodiscard]] Result<std::unique_ptr<Store>> openStore(const StoreOptions& options,
+                                                       metrics::Metrics* metrics = nullptr);
 
 }  // namespace ot::controld

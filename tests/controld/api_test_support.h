@@ -97,7 +97,9 @@ class TestApi {
   explicit TestApi(Store& store, TunnelServiceConfig config = testConfig(),
                    Store* inspect = nullptr)
       : store_(inspect != nullptr ? *inspect : store),
-        service_(std::make_unique<TunnelService>(std::move(config), store, registry, publisher,
+        service_(std::make_unique<TunnelService>(std::move(config),
+                                                 TunnelServiceStores{store, store, store, store},
+                                                 registry, publisher,
                                                  notifier, clock.clock())),
         router_(std::make_shared<ApiRouter>(buildApiRouter(*service_))),
         handler_(makeApiHandler(router_)) {}

@@ -26,7 +26,7 @@ constexpr const char* kDirect = "203.0.113.7";      // a client connecting strai
 class ProxiedApi {
  public:
   ProxiedApi(Store& store, const std::string& trusted)
-      : service_(makeConfig(), store, registry_, publisher_, notifier_,
+      : service_(makeConfig(), {store, store, store, store}, registry_, publisher_, notifier_,
                  [] { return testing::kStartMs; }),
         router_(std::make_shared<ApiRouter>(buildApiRouter(service_))) {
     auto ranges = parseTrustedProxyRanges(trusted);

@@ -32,6 +32,7 @@ using ot::ManualClock;
 using issuance_testing::kStartMs;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
+using issuance_testing::runnerStores;
 using issuance_testing::waitUntil;
 using testing::testDatabases;
 
@@ -214,7 +215,7 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
     Publisher publisher;
     int started = 0;
     CaCooldownGate gate(*store, {clock.clock(), 15'000, 5, [&] { ++started; }});
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     runner.setCaCooldown(&gate);
 
     std::vector<std::string> jobs;
@@ -279,7 +280,7 @@ TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
     for (const char* id : {"renew1", "renew2", "renew3"}) queueRenewal(*store, id, now);
     JobRunnerConfig config = runnerConfig("machine-a", nullptr);
     config.concurrency = 4;
-    JobRunner runner(config, *store, gate_issuer, publisher);
+    JobRunner runner(config, runnerStores(*store), gate_issuer, publisher);
     runner.setCaCooldown(&gate);
     runner.start();
     REQUIRE(gate_issuer.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
@@ -322,8 +323,8 @@ TEST_CASE("job runner: during a CA cool-down two machines run one probe between 
     JobRunnerConfig config_b = runnerConfig("machine-b", nullptr);
     config_a.concurrency = 4;
     config_b.concurrency = 4;
-    JobRunner a(config_a, *store_a, gate_issuer, publisher);
-    JobRunner b(config_b, *store_b, gate_issuer, publisher);
+    JobRunner a(config_a, runnerStores(*store_a), gate_issuer, publisher);
+    JobRunner b(config_b, runnerStores(*store_b), gate_issuer, publisher);
     a.setCaCooldown(&gate_a);
     b.setCaCooldown(&gate_b);
     a.start();

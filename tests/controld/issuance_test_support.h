@@ -203,6 +203,9 @@ inline std::string hostOf(const std::string& tunnel_id) {
   return tunnel_id + "." + kDomain;
 }
 
+// One store in every role the runner takes, as controld wires it.
+inline JobRunnerStores runnerStores(Store& store) { return {store, store, store, store}; }
+
 // A tunnel bound to a CSR for its own names, as TunnelService::bindCertificate leaves it, with
 // its first-issuance job queued at `now`.
 inline StoredTunnel bindTunnel(Store& store, const std::string& id, int64_t now,

@@ -39,6 +39,7 @@ using ot::ManualClock;
 using issuance_testing::kStartMs;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
+using issuance_testing::runnerStores;
 using issuance_testing::ScriptedIssuer;
 using issuance_testing::waitUntil;
 using testing::testDatabases;
@@ -146,8 +147,8 @@ TEST_CASE("job runner: 30 jobs on two runners are each issued exactly once") {
       ids.push_back("many" + std::to_string(i));
       bindTunnel(*store_a, ids.back(), now, i % 2 == 0);
     }
-    JobRunner a(runnerConfig("machine-a", nullptr), *store_a, issuer_a, publisher_a);
-    JobRunner b(runnerConfig("machine-b", nullptr), *store_b, issuer_b, publisher_b);
+    JobRunner a(runnerConfig("machine-a", nullptr), runnerStores(*store_a), issuer_a, publisher_a);
+    JobRunner b(runnerConfig("machine-b", nullptr), runnerStores(*store_b), issuer_b, publisher_b);
     a.start();
     b.start();
     const bool all_done = waitUntil([&] {
@@ -198,7 +199,7 @@ TEST_CASE("job runner: an expired lease is taken over by the other runner") {
     REQUIRE(claimed->has_value());
     CHECK((*claimed)->attempts == 1);
 
-    JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher);
+    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*store_b), issuer, publisher);
     CHECK(b.runDue().empty());  // the lease still holds
     // B runs nothing itself, yet the DNS sweep on B must keep A's challenge name.
     CHECK(b.runningNames().empty());
@@ -240,7 +241,7 @@ TEST_CASE("job runner: transient failures are retried with backoff, then succeed
     issuer.script({Error{ErrorKind::kUnavailable, "CA unreachable"},
                    Error{ErrorKind::kTimeout, "CA too slow"}});
     Publisher publisher;
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     const int64_t start = clock.nowMs();
     const StoredTunnel bound = bindTunnel(*store, "flaky", start, true);
     const std::string job_id = bound.record.certificate.id;
@@ -297,7 +298,7 @@ TEST_CASE("job runner: transient failures give up a day after the job was queued
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
     config.jitter = [] { return 1.0; };
     config.retry.base_delay_ms = kHour;  // every wait is the cap: an hour
-    JobRunner runner(config, *store, issuer, publisher);
+    JobRunner runner(config, runnerStores(*store), issuer, publisher);
     const int64_t start = clock.nowMs();
     const std::string job_id = bindTunnel(*store, "down", start).record.certificate.id;
 
@@ -330,7 +331,7 @@ TEST_CASE("job runner: other failures get three attempts") {
     ScriptedIssuer issuer(nullptr);
     issuer.failAlways(Error{ErrorKind::kInternal, "unreadable answer"});
     Publisher publisher;
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     const std::string job_id = bindTunnel(*store, "odd", clock.nowMs()).record.certificate.id;
 
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
@@ -353,7 +354,7 @@ TEST_CASE("job runner: a permanent failure fails at once and marks the certifica
     ScriptedIssuer issuer(ca.get());
     issuer.script({Error{ErrorKind::kInvalid, "rejectedIdentifier: no"}});
     Publisher publisher;
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     const std::string job_id = bindTunnel(*store, "nope", clock.nowMs()).record.certificate.id;
 
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
@@ -384,7 +385,7 @@ TEST_CASE("job runner: a deleted or rebound tunnel's job ends abandoned") {
     auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
 
     // Deleted before the attempt: the issuer is never asked.
     std::string job_id = bindTunnel(*store, "gone", clock.nowMs()).record.certificate.id;
@@ -480,7 +481,7 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
     AcmeMetrics acme_metrics(metrics);
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
     countAttemptsIn(config, acme_metrics);
-    JobRunner runner(config, *store, issuer, publisher);
+    JobRunner runner(config, runnerStores(*store), issuer, publisher);
     bindTunnel(*store, "victim", clock.nowMs(), true, false);
 
     for (size_t i = 0; i < tampers.size(); ++i) {
@@ -515,7 +516,7 @@ TEST_CASE("job runner: an outcome that reached the record but not the job is not
     auto store = db->openMigrated();
     ScriptedIssuer issuer(nullptr);
     Publisher publisher;
-    JobRunner runner(runnerConfig("machine-b", &clock), *store, issuer, publisher);
+    JobRunner runner(runnerConfig("machine-b", &clock), runnerStores(*store), issuer, publisher);
     const std::string ready = bindTunnel(*store, "wasready", clock.nowMs()).record.certificate.id;
     const std::string failed = bindTunnel(*store, "wasfailed", clock.nowMs()).record.certificate.id;
     // Machine A claimed both, wrote the records, and stopped before finishing the jobs.
@@ -554,8 +555,8 @@ TEST_CASE("job runner: a renewal alarm fires once across two runners and renews"
     ScriptedIssuer issuer(ca.get());
     Publisher publisher_a;
     Publisher publisher_b;
-    JobRunner a(runnerConfig("machine-a", &clock), *store_a, issuer, publisher_a);
-    JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher_b);
+    JobRunner a(runnerConfig("machine-a", &clock), runnerStores(*store_a), issuer, publisher_a);
+    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*store_b), issuer, publisher_b);
     const std::string host = hostOf("renewme");
     bindTunnel(*store_a, "renewme", clock.nowMs(), true);
     CHECK(outcomes(a.runDue()) == Outcomes{JobOutcome::kDone});
@@ -640,7 +641,7 @@ TEST_CASE("job runner: a renewal that gives up keeps the certificate and tries a
     auto ca = loadCa(*store, clock.clock(), 9 * kDay);
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     bindTunnel(*store, "stubborn", clock.nowMs());
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
     const StoredTunnel first = loadTunnel(*store, "stubborn");
@@ -679,7 +680,7 @@ TEST_CASE("job runner: stop() cancels a slow issue and releases its lease") {
     Publisher publisher;
     const std::string job_id = bindTunnel(*store, "slow", unixNowMs()).record.certificate.id;
     {
-      JobRunner runner(runnerConfig("machine-a", nullptr), *store, gate, publisher);
+      JobRunner runner(runnerConfig("machine-a", nullptr), runnerStores(*store), gate, publisher);
       runner.start();
       REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
       CHECK(loadJob(*store, job_id).lease_owner == "machine-a");
@@ -695,7 +696,7 @@ TEST_CASE("job runner: stop() cancels a slow issue and releases its lease") {
 
     // Another machine resumes it at once.
     ScriptedIssuer plain(ca.get());
-    JobRunner other(runnerConfig("machine-b", nullptr), *store, plain, publisher);
+    JobRunner other(runnerConfig("machine-b", nullptr), runnerStores(*store), plain, publisher);
     CHECK(outcomes(other.runDue()) == Outcomes{JobOutcome::kDone});
     CHECK(loadJob(*store, job_id).attempts == 2);
   }
@@ -711,7 +712,7 @@ TEST_CASE("job runner: a lost lease cancels the running issue and drops its resu
     const std::string job_id = bindTunnel(*store, "stolen", unixNowMs()).record.certificate.id;
     JobRunnerConfig config = runnerConfig("machine-a", nullptr);
     config.lease_extend_ms = 20;
-    JobRunner runner(config, *store, gate, publisher);
+    JobRunner runner(config, runnerStores(*store), gate, publisher);
     runner.start();
     REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
     {
@@ -739,7 +740,7 @@ TEST_CASE("job runner: first issuance never takes the last slot") {
     for (const char* id : {"first1", "first2", "first3"}) bindTunnel(*store, id, now);
     JobRunnerConfig config = runnerConfig("machine-a", nullptr);
     config.concurrency = 2;
-    JobRunner runner(config, *store, gate, publisher);
+    JobRunner runner(config, runnerStores(*store), gate, publisher);
     runner.start();
     REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
     // Wake the runner a few times: a second first issuance must still not start.
@@ -793,8 +794,8 @@ TEST_CASE("job runner: the reconcile adds a missing issuance job once") {
     auto ca = loadCa(*store_a, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    JobRunner a(runnerConfig("machine-a", &clock), *store_a, issuer, publisher);
-    JobRunner b(runnerConfig("machine-b", &clock), *store_b, issuer, publisher);
+    JobRunner a(runnerConfig("machine-a", &clock), runnerStores(*store_a), issuer, publisher);
+    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*store_b), issuer, publisher);
     const std::string missing =
         bindTunnel(*store_a, "unqueued", clock.nowMs(), false, false).record.certificate.id;
     bindTunnel(*store_a, "queued", clock.nowMs());

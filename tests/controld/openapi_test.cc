@@ -69,7 +69,8 @@ struct Fixture {
   Fixture()
       : db(testing::TestDatabase::sqlite()),
         store(db->open()),
-        service(testing::testConfig(), *store, registry, publisher, notifier, [] { return 0; }),
+        service(testing::testConfig(), {*store, *store, *store, *store}, registry, publisher,
+                notifier, [] { return 0; }),
         router(buildApiRouter(service)),
         document(buildOpenApi(router, testInfo())) {}
 

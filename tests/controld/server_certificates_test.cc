@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,7 +16,6 @@
 #include "controld/issuance/job_policy.h"
 #include "controld/issuance/job_runner.h"
 #include "controld/store/meta_lease.h"
-#include "tests/controld/forwarding_store.h"
 #include "tests/controld/issuance_test_support.h"
 
 namespace ot::controld {
@@ -33,16 +33,21 @@ using issuance_testing::kStartMs;
 using issuance_testing::Notifier;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
+using issuance_testing::runnerStores;
 using issuance_testing::ScriptedIssuer;
 using issuance_testing::TempDir;
 using issuance_testing::writeFile;
 using testing::testDatabases;
 
-// Passes every call on and counts the writes of the server_certificates row.
-class CountingStore final : public testing::ForwardingStore {
+// The certificate role of a real store, counting the writes of the server_certificates row.
+class CountingStore final : public CertificateStore {
  public:
-  using ForwardingStore::ForwardingStore;
+  explicit CountingStore(CertificateStore& inner) : inner_(inner) {}
 
+  Result<std::optional<ServerCertificate>> getServerCertificate(
+      const std::string& domain) override {
+    return inner_.getServerCertificate(domain);
+  }
   Status putServerCertificate(const ServerCertificate& certificate) override {
     if (certificate.chain_pem.empty()) {
       ++key_writes_;
@@ -56,9 +61,13 @@ class CountingStore final : public testing::ForwardingStore {
   [[nodiscard]] int certificateWrites() const { return certificate_writes_.load(); }
 
  private:
+  CertificateStore& inner_;
   std::atomic<int> key_writes_{0};
   std::atomic<int> certificate_writes_{0};
 };
+
+// One store in every role, as controld wires it.
+ServerCertificatesStores certificatesStores(Store& store) { return {store, store, store}; }
 
 ServerCertificatesConfig issuedConfig(const std::string& owner, ManualClock& clock) {
   ServerCertificatesConfig config;
@@ -95,8 +104,10 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     Publisher publisher_b;
     Notifier notifier_a;
     Notifier notifier_b;
-    ServerCertificates certs_a(issuedConfig("machine-a", clock), store_a, publisher_a, &notifier_a);
-    ServerCertificates certs_b(issuedConfig("machine-b", clock), store_b, publisher_b, &notifier_b);
+    ServerCertificates certs_a(issuedConfig("machine-a", clock), {store_a, *sql_a, *sql_a},
+                               publisher_a, &notifier_a);
+    ServerCertificates certs_b(issuedConfig("machine-b", clock), {store_b, *sql_b, *sql_b},
+                               publisher_b, &notifier_b);
     CHECK_FALSE(certs_a.usesFiles());
 
     // Both start at once.
@@ -121,8 +132,10 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
     CHECK(certs_a.waiting());
 
     // Machine B's runner issues it; B installs it at once, A at its next check.
-    JobRunner runner_a(runnerConfig("machine-a", &clock), store_a, issuer, publisher_a);
-    JobRunner runner_b(runnerConfig("machine-b", &clock), store_b, issuer, publisher_b);
+    JobRunner runner_a(runnerConfig("machine-a", &clock), {*sql_a, *sql_a, *sql_a, store_a}, issuer,
+                       publisher_a);
+    JobRunner runner_b(runnerConfig("machine-b", &clock), {*sql_b, *sql_b, *sql_b, store_b}, issuer,
+                       publisher_b);
     runner_a.setServerCertificateHandler(
         [&](const ServerCertificate& certificate) { certs_a.adopt(certificate); });
     runner_b.setServerCertificateHandler(
@@ -222,8 +235,9 @@ TEST_CASE("server certificates: a failed server job is followed by a new one") {
     ScriptedIssuer issuer(ca.get());
     issuer.script({Error{ErrorKind::kInvalid, "malformed"}});
     Publisher publisher;
-    ServerCertificates certs(issuedConfig("machine-a", clock), *store, publisher, nullptr);
-    JobRunner runner(runnerConfig("machine-a", &clock), *store, issuer, publisher);
+    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store), publisher,
+                             nullptr);
+    JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     CHECK(certs.check().ok());
     auto runs = runner.runDue();
     REQUIRE(runs.size() == 1);
@@ -252,7 +266,8 @@ TEST_CASE("server certificates: a server job for other names never reaches the i
     auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    ServerCertificates certs(issuedConfig("machine-a", clock), *store, publisher, nullptr);
+    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store), publisher,
+                             nullptr);
     CHECK(certs.check().ok());
     // Someone rewrote the row with a CSR for another name.
     ServerCertificate row = storedRow(*store);
@@ -266,7 +281,7 @@ TEST_CASE("server certificates: a server job for other names never reaches the i
     AcmeMetrics acme_metrics(metrics);
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
     countAttemptsIn(config, acme_metrics);
-    JobRunner runner(config, *store, issuer, publisher);
+    JobRunner runner(config, runnerStores(*store), issuer, publisher);
     auto runs = runner.runDue();
     REQUIRE(runs.size() == 1);
     CHECK(runs[0].outcome == JobOutcome::kRefused);
@@ -289,7 +304,8 @@ TEST_CASE("server certificates: a key claim left by a dead machine is taken over
     // Claimed by a machine that died before writing the key; its claim runs 5 minutes.
     REQUIRE(*store->insertMetaIfAbsent(serverKeyMetaKey(kDomain),
                                        encodeMetaLease({"machine-dead", clock.nowMs() + 300'000})));
-    ServerCertificates certs(issuedConfig("machine-a", clock), *store, publisher, nullptr);
+    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store), publisher,
+                             nullptr);
     CHECK(certs.check().ok());
     CHECK_FALSE(store->getServerCertificate(kDomain)->has_value());
     CHECK(*store->countJobs(JobStatus::kPending, 0) == 0);
@@ -356,7 +372,7 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
   config.now_ms = clock.clock();
   Publisher publisher;
   Notifier notifier;
-  ServerCertificates certs(config, *store, publisher, &notifier);
+  ServerCertificates certs(config, certificatesStores(*store), publisher, &notifier);
   CHECK(certs.usesFiles());
 
   // Missing files: an error, nothing installed.
@@ -407,7 +423,7 @@ TEST_CASE("server certificates: start() checks on its own thread and stop() ends
   Notifier notifier;
   ServerCertificatesConfig config = issuedConfig("machine-a", clock);
   config.pending_check_interval_ms = 10;
-  ServerCertificates certs(config, *store, publisher, &notifier);
+  ServerCertificates certs(config, certificatesStores(*store), publisher, &notifier);
   certs.start();
   CHECK(issuance_testing::waitUntil([&] { return notifier.count() == 1; }));
   certs.stop();

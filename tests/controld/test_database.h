@@ -153,16 +153,17 @@ class TestDatabase {
     return options;
   }
 
-  std::unique_ptr<SqlStore> open(const StoreOptions& options) const {
-    auto store = SqlStore::open(options);
+  std::unique_ptr<SqlStore> open(const StoreOptions& options,
+                                 metrics::Metrics* metrics = nullptr) const {
+    auto store = SqlStore::open(options, metrics);
     REQUIRE_MESSAGE(store.ok(), (store.ok() ? "" : store.error().message));
     return std::move(store).value();
   }
   std::unique_ptr<SqlStore> open() const { return open(options()); }
 
-  // A store on this database with the schema in place.
-  std::unique_ptr<SqlStore> openMigrated() const {
-    auto store = open();
+  // A store on this database with the schema in place; with `metrics`, its calls are measured.
+  std::unique_ptr<SqlStore> openMigrated(metrics::Metrics* metrics = nullptr) const {
+    auto store = open(options(), metrics);
     const Status migrated = store->migrate();
     REQUIRE_MESSAGE(migrated.ok(), (migrated.ok() ? "" : migrated.error().message));
     return store;

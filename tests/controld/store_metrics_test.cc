@@ -1,5 +1,8 @@
-// InstrumentedStore and JobGauges on a real SQLite store: what the scrape shows after real calls.
-#include "controld/store/instrumented_store.h"
+// StoreMetrics (through SqlStore::run) and JobGauges on a real SQLite store: what the scrape shows
+// after real calls.
+#include "controld/store/store_metrics.h"
+
+#include "controld/store/sql_store.h"
 
 #include <string>
 
@@ -18,10 +21,11 @@ bool contains(const std::string& text, const std::string& line) {
   return text.find(line + "\n") != std::string::npos;
 }
 
-TEST_CASE("instrumented store: pool stats count open and leased connections") {
+TEST_CASE("store metrics: pool stats count open and leased connections") {
   const auto db = TestDatabase::sqlite();
   metrics::Metrics metrics;
-  InstrumentedStore store(db->openMigrated(), metrics);
+  const auto owned = db->openMigrated(&metrics);
+  SqlStore& store = *owned;
   REQUIRE(store.ping().ok());
   // Calls one after another reuse one connection; none is lent out between calls.
   REQUIRE(store.getTunnel("nobody").ok());
@@ -30,10 +34,11 @@ TEST_CASE("instrumented store: pool stats count open and leased connections") {
   CHECK(stats.in_use == 0);
 }
 
-TEST_CASE("instrumented store: times each call and counts failures by operation") {
+TEST_CASE("store metrics: times each call and counts failures by operation") {
   const auto db = TestDatabase::sqlite();
   metrics::Metrics metrics;
-  InstrumentedStore store(db->openMigrated(), metrics);
+  const auto owned = db->openMigrated(&metrics);
+  SqlStore& store = *owned;
 
   // Every operation is scraped before its first call.
   std::string text = metrics.render();
@@ -62,10 +67,11 @@ TEST_CASE("instrumented store: times each call and counts failures by operation"
   CHECK(text.find("metrics-one") == std::string::npos);
 }
 
-TEST_CASE("instrumented store: job gauges count pending and failed jobs, keep them on errors") {
+TEST_CASE("store metrics: job gauges count pending and failed jobs, keep them on errors") {
   const auto db = TestDatabase::sqlite();
   metrics::Metrics metrics;
-  InstrumentedStore store(db->openMigrated(), metrics);
+  const auto owned = db->openMigrated(&metrics);
+  SqlStore& store = *owned;
   JobGauges gauges(store, metrics);
 
   CHECK(contains(metrics.render(), R"(opentunnel_certificate_jobs{status="pending"} 0)"));
