@@ -9,7 +9,7 @@
 
 #include "common/listen_socket.h"
 #include "common/log.h"
-#include "relayd/peer_endpoint.h"
+#include "common/peer_endpoint.h"
 #include "relayd/relay_metrics.h"
 
 namespace ot::relayd {

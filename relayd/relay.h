@@ -23,7 +23,6 @@
 namespace ot::relayd {
 
 class BridgeSession;
-class TcpStream;
 
 class Relay {
  public:

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/bridge_frame.h"
+#include "common/tcp_stream.h"
 #include "relayd/relay_context.h"
 #include "relayd/source_counts.h"
-#include "relayd/tcp_stream.h"
 
 namespace ot::relayd {
 

@@ -1,12 +1,18 @@
-#include "client/address_resolver.h"
+#include "common/address_resolver.h"
 
 #include <cstring>
 #include <string>
 #include <utility>
 
-#include "client/server_url.h"
+namespace ot {
 
-namespace ot::client {
+bool isLocalhostName(std::string_view host) {
+  std::string name(host);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!name.empty() && name.back() == '.') name.pop_back();  // a fully qualified spelling
+  constexpr std::string_view kSuffix = ".localhost";
+  return name == "localhost" || (name.size() > kSuffix.size() && name.ends_with(kSuffix));
+}
 
 std::optional<sockaddr_storage> resolveWithoutDns(std::string_view host, uint16_t port) {
   sockaddr_storage out{};
@@ -103,4 +109,4 @@ std::string formatAddress(const sockaddr_storage& address) {
   return "?";
 }
 
-}  // namespace ot::client
+}  // namespace ot
