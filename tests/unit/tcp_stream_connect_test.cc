@@ -106,6 +106,16 @@ struct Rig {
   Rig(const Rig&) = delete;
   Rig& operator=(const Rig&) = delete;
 
+  // Connects the stream to `listener` and answers the accepted peer's descriptor.
+  int connectToLoopback(const Listener& listener) {
+    stream->connect("127.0.0.1", listener.port);
+    runUntil([&] { return handler.connected || handler.failed; });
+    REQUIRE(handler.connected);
+    const int peer = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
+    REQUIRE(peer >= 0);
+    return peer;
+  }
+
   // Runs the loop until `done` or about 5 s passed.
   template <typename Done>
   void runUntil(Done done) {
@@ -165,11 +175,7 @@ TEST_CASE_FIXTURE(Rig, "tcp stream connect: a refused connect is reported with i
 
 TEST_CASE_FIXTURE(Rig, "tcp stream connect: a peer reset is a stream error") {
   Listener listener;
-  stream->connect("127.0.0.1", listener.port);
-  runUntil([&] { return handler.connected || handler.failed; });
-  REQUIRE(handler.connected);
-  const int peer = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
-  REQUIRE(peer >= 0);
+  const int peer = connectToLoopback(listener);
   CHECK(stream->startReading() == 0);
   const linger abortive{1, 0};
   ::setsockopt(peer, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
@@ -182,11 +188,7 @@ TEST_CASE_FIXTURE(Rig, "tcp stream connect: a peer reset is a stream error") {
 
 TEST_CASE_FIXTURE(Rig, "tcp stream connect: reads are cut to the handler's size limit") {
   Listener listener;
-  stream->connect("127.0.0.1", listener.port);
-  runUntil([&] { return handler.connected || handler.failed; });
-  REQUIRE(handler.connected);
-  const int peer = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
-  REQUIRE(peer >= 0);
+  const int peer = connectToLoopback(listener);
   const std::string text(100, 'z');
   REQUIRE(::send(peer, text.data(), text.size(), 0) == 100);
   handler.limit = 30;
