@@ -8,17 +8,18 @@
 #include <cstring>
 #include <utility>
 
-#include "client/address_resolver.h"
 #include "client/local_unreachable.h"
 
 namespace ot::client {
 namespace {
 
 constexpr size_t kPlaintextBufferSize = 16 * 1024;
+constexpr size_t kReadBufferSize = 64 * 1024;
 
 // Used only within one callback at a time on the loop thread. Separate from the transport's,
 // which is still in use while a stream handles a frame.
 thread_local std::array<uint8_t, kPlaintextBufferSize> tPlaintext;
+thread_local std::array<uint8_t, kReadBufferSize> tReadBuffer;  // the local sockets' reads
 
 }  // namespace
 
@@ -30,6 +31,7 @@ LocalStream::LocalStream(uv_loop_t* loop, StreamHost& host, StreamOptions option
     : loop_(loop),
       host_(host),
       options_(std::move(options)),
+      tcpContext_(loop, tReadBuffer),
       receive_(options_.receiveWindow),
       sendCredit_(options_.sendWindow) {
   if (options_.maxPayload == 0) options_.maxPayload = 1;
@@ -45,13 +47,15 @@ LocalStream* LocalStream::create(uv_loop_t* loop, StreamHost& host, StreamOption
                                                   static_cast<tls::TlsStream::Owner&>(*self),
                                                   tPlaintext);
   }
-  if ((self->tls_ && !self->tls_->valid()) || uv_tcp_init(loop, &self->socket_) != 0) {
+  if (self->tls_ && !self->tls_->valid()) {
     delete self;
     return nullptr;
   }
-  self->socket_.data = self;
-  self->connectReq_.data = self;
-  self->shutdownReq_.data = self;
+  self->tcp_ = TcpStream::open(self->tcpContext_, self);
+  if (self->tcp_ == nullptr) {
+    delete self;
+    return nullptr;
+  }
   return self;
 }
 
@@ -59,46 +63,28 @@ LocalStream* LocalStream::create(uv_loop_t* loop, StreamHost& host, StreamOption
 
 void LocalStream::start() {
   if (local_ != Local::kIdle) return;
-  local_ = Local::kResolving;
+  local_ = Local::kConnecting;
   deadlineMs_ = uv_now(loop_) + options_.connectTimeoutMs;
   if (terminating()) handshakeDeadlineMs_ = uv_now(loop_) + options_.handshakeTimeoutMs;
   host_.onStreamDeadlineChanged();
-  const LocalTarget& target = options_.target;
-  dns_ = DnsQuery::resolve(loop_, target.host, target.port,
-                           [this](int status, const sockaddr_storage& address) {
-                             dns_ = nullptr;
-                             if (status != 0) {
-                               localConnectFailed(
-                                   describeUv("resolving " + options_.target.host, status));
-                               return;
-                             }
-                             connectTo(address);
-                           });
+  tcp_->connect(options_.target.host, options_.target.port);
 }
 
-void LocalStream::connectTo(const sockaddr_storage& address) {
-  if (local_ != Local::kResolving) return;
-  local_ = Local::kConnecting;
-  const int rc = uv_tcp_connect(&connectReq_, &socket_,
-                                reinterpret_cast<const sockaddr*>(&address), &onConnect);
-  if (rc != 0) localConnectFailed(uv_strerror(rc));
-}
-
-void LocalStream::onConnect(uv_connect_t* req, int status) {
-  auto* self = static_cast<LocalStream*>(req->data);
-  // Also ignored once the connect deadline gave up on it (kUnreachable).
-  if (status == UV_ECANCELED || self->local_ != Local::kConnecting) return;
-  if (status != 0) {
-    self->localConnectFailed(uv_strerror(status));
+void LocalStream::onConnectFailed(const ConnectFailure& failure) {
+  if (local_ != Local::kConnecting) return;
+  if (failure.stage == ConnectFailure::Stage::kResolve) {
+    localConnectFailed(describeUv("resolving " + options_.target.host, failure.status));
     return;
   }
-  self->onConnected();
+  localConnectFailed(uv_strerror(failure.status));
 }
 
 void LocalStream::onConnected() {
+  // Also ignored once the connect deadline gave up on it (kUnreachable).
+  if (local_ != Local::kConnecting) return;
   local_ = Local::kConnected;
   deadlineMs_ = 0;
-  (void)uv_tcp_nodelay(&socket_, 1);
+  tcp_->setNoDelay(true);
   if (!pendingLocal_.empty()) writeLocal(std::exchange(pendingLocal_, {}));
   if (closing()) return;
   maybeShutdown();
@@ -129,11 +115,8 @@ void LocalStream::onTimer(uint64_t nowMs) {
     }
   }
   if (deadlineMs_ == 0 || nowMs < deadlineMs_) return;
-  if (local_ == Local::kResolving || local_ == Local::kConnecting) {
-    if (dns_ != nullptr) {
-      dns_->cancel();
-      dns_ = nullptr;
-    }
+  if (local_ == Local::kConnecting) {
+    tcp_->abandonConnect();
     localConnectFailed("connecting to " + options_.target.host + ":" +
                        std::to_string(options_.target.port) + " timed out");
   } else if (local_ == Local::kUnreachable) {
@@ -281,27 +264,17 @@ void LocalStream::closeLocal(bool abortive) {
   local_ = Local::kClosing;
   deadlineMs_ = 0;
   handshakeDeadlineMs_ = 0;
-  reading_ = false;
   pendingLocal_ = {};
   pendingRelay_ = {};
-  if (dns_ != nullptr) {
-    dns_->cancel();
-    dns_ = nullptr;
-  }
-  auto* handle = reinterpret_cast<uv_handle_t*>(&socket_);
-  // An RST tells the local service the visitor aborted; it is refused while a shutdown is in
-  // flight, and then a plain close has to do.
-  if (abortive && previous == Local::kConnected && uv_tcp_close_reset(&socket_, &onClosed) == 0) {
-    return;
-  }
-  uv_close(handle, &onClosed);
+  // An RST tells the local service the visitor aborted (TcpStream falls back to a plain close
+  // after a shutdown). Closing also cancels a lookup in flight.
+  tcp_->close(abortive && previous == Local::kConnected);
 }
 
-void LocalStream::onClosed(uv_handle_t* handle) {
-  auto* self = static_cast<LocalStream*>(handle->data);
-  StreamHost& host = self->host_;
-  const uint32_t id = self->options_.connId;
-  delete self;
+void LocalStream::onClosed() {
+  StreamHost& host = host_;
+  const uint32_t id = options_.connId;
+  delete this;
   host.onStreamFreed(id);
 }
 

@@ -5,6 +5,9 @@
 // ways. The protocol state (open / ended / peer-ended / closed) is kept here too, so the bridge
 // can apply the receive table of section 6.
 //
+// The local socket is a TcpStream (common/tcp_stream.h: resolve, connect, reads sized by the send
+// credit, queued writes, the half-close); the visitor's TLS a TlsStream over bridge frames.
+//
 // Ownership: created by a BridgeClient on `open`, a heap object that frees itself in its socket's
 // close callback, then calls host.onStreamFreed() as its last act; the host outlives it. The
 // host never deletes it. Loop thread only; nothing here blocks or throws.
@@ -23,13 +26,13 @@
 
 #include "client/bridge_pool.h"
 #include "client/receive_window.h"
+#include "client/stream_context.h"
 #include "common/bridge_frame.h"
+#include "common/tcp_stream.h"
 #include "common/tls_engine.h"
 #include "common/tls_stream.h"
 
 namespace ot::client {
-
-class DnsQuery;
 
 // What a stream needs from the bridge that carries it.
 class StreamHost {
@@ -68,7 +71,7 @@ struct StreamOptions {
 // with 1002.
 enum class FrameVerdict : uint8_t { kOk, kProtocolError, kFlowControlViolation };
 
-class LocalStream final : private tls::TlsStream::Owner {
+class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Handler {
  public:
   // nullptr when no socket could be created (the caller resets the connection).
   [[nodiscard]] static LocalStream* create(uv_loop_t* loop, StreamHost& host,
@@ -105,8 +108,8 @@ class LocalStream final : private tls::TlsStream::Owner {
  private:
   // kUnreachable: the local service could not be reached; a terminated visitor is answered 502
   // (local_unreachable.h) before the stream ends.
-  enum class Local : uint8_t { kIdle, kResolving, kConnecting, kConnected, kUnreachable, kClosing };
-  struct WriteRequest;
+  // kConnecting: resolving the target's name, then connecting.
+  enum class Local : uint8_t { kIdle, kConnecting, kConnected, kUnreachable, kClosing };
 
   LocalStream(uv_loop_t* loop, StreamHost& host, StreamOptions options);
   ~LocalStream();
@@ -119,17 +122,20 @@ class LocalStream final : private tls::TlsStream::Owner {
   void onTlsFailed() override;
   [[nodiscard]] bool wantsTlsPlaintext() const override { return !closing(); }
 
-  static void onConnect(uv_connect_t* req, int status);
-  static void onAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
-  static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
-  static void onWrite(uv_write_t* req, int status);
-  static void onShutdown(uv_shutdown_t* req, int status);
-  static void onClosed(uv_handle_t* handle);
+  // TcpStream::Handler: the local socket.
+  void onConnected() override;
+  void onConnectFailed(const ConnectFailure& failure) override;
+  void onRead(std::span<const uint8_t> bytes) override;
+  void onEof() override;
+  void onStreamError(int status) override;
+  void onWriteError(int status) override;
+  void onWritten(size_t bytes) override;
+  void onShutdownDone(int status) override;
+  void onClosed() override;
+  [[nodiscard]] size_t readSizeLimit() const override;
 
   static std::string describeUv(std::string_view what, int status);
   [[nodiscard]] bool terminating() const { return tls_ != nullptr; }
-  void connectTo(const sockaddr_storage& address);
-  void onConnected();
   void localConnectFailed(std::string error);
   void answerUnreachable();
   void onLocalBytes(std::span<const uint8_t> bytes);
@@ -161,7 +167,6 @@ class LocalStream final : private tls::TlsStream::Owner {
 
   bool localEof_ = false;          // the local service closed its side
   bool visitorTlsClosed_ = false;  // terminating: the visitor sent close_notify
-  bool reading_ = false;
   bool shutdownStarted_ = false;
   bool shutdownDone_ = false;
   bool answered_ = false;  // kUnreachable: the 502 went out
@@ -172,17 +177,14 @@ class LocalStream final : private tls::TlsStream::Owner {
   // last set: what we sent the visitor may still be waiting in our queue.
   bool handshakeHeldByBridge_ = false;
 
-  uv_tcp_t socket_{};
-  uv_connect_t connectReq_{};
-  uv_shutdown_t shutdownReq_{};
-  DnsQuery* dns_ = nullptr;
+  StreamContext tcpContext_;
+  TcpStream* tcp_ = nullptr;  // freed by itself after onClosed
   std::unique_ptr<tls::TlsStream> tls_;
 
   ReceiveWindow receive_;
   bridge::StreamCredit sendCredit_;
-  // Toward the local service: held until it is connected, then in flight in uv_write.
+  // Toward the local service: held until it is connected, then queued in tcp_ (queuedBytes()).
   std::vector<uint8_t> pendingLocal_;
-  size_t localInFlight_ = 0;
   // Toward the relay: what the send credit does not cover yet.
   std::vector<uint8_t> pendingRelay_;
 };

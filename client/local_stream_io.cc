@@ -1,6 +1,6 @@
-// LocalStream's bytes through the local socket (local_stream.h): toward the local service
-// (writes, the half-close, credit grants) and from it toward the relay (reads sized by the send
-// credit, data frames, end).
+// LocalStream's bytes through the local socket (local_stream.h, a TcpStream): toward the local
+// service (writes, the half-close, credit grants) and from it toward the relay (reads sized by the
+// send credit, data frames, end).
 #include "client/local_stream.h"
 
 #include <algorithm>
@@ -10,20 +10,9 @@
 namespace ot::client {
 namespace {
 
-constexpr size_t kReadBufferSize = 64 * 1024;
 constexpr size_t kMinReadSize = 16 * 1024;
 
-// Used only within one callback at a time on the loop thread. Separate from the transport's,
-// which is still in use while a stream handles a frame.
-thread_local std::array<uint8_t, kReadBufferSize> tReadBuffer;
-
 }  // namespace
-
-struct LocalStream::WriteRequest {
-  uv_write_t req{};
-  std::vector<uint8_t> data;
-  LocalStream* owner = nullptr;
-};
 
 // --- Toward the local service -----------------------------------------------------------------
 
@@ -43,37 +32,17 @@ void LocalStream::toLocal(std::span<const uint8_t> bytes) {
 }
 
 void LocalStream::writeLocal(std::vector<uint8_t> bytes) {
-  auto* request = new WriteRequest;
-  request->data = std::move(bytes);
-  request->owner = this;
-  request->req.data = request;
-  const uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(request->data.data()),
-                                   static_cast<unsigned>(request->data.size()));
-  const size_t size = request->data.size();
-  const int rc =
-      uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&socket_), &buf, 1, &onWrite);
-  if (rc != 0) {
-    delete request;
-    resetStream(bridge::ResetReason::kClientIoError,
-                describeUv("writing to the local service", rc));
-    return;
-  }
-  localInFlight_ += size;
+  tcp_->write(std::move(bytes));  // a failure is reported inside (onWriteError)
 }
 
-void LocalStream::onWrite(uv_write_t* req, int status) {
-  auto* request = static_cast<WriteRequest*>(req->data);
-  LocalStream* self = request->owner;
-  const size_t size = request->data.size();
-  delete request;
-  self->localInFlight_ -= size;
-  if (status == UV_ECANCELED || self->closing()) return;
-  if (status != 0) {
-    self->resetStream(bridge::ResetReason::kClientIoError,
-                      describeUv("writing to the local service", status));
-    return;
-  }
-  self->onLocalWritten(size);
+void LocalStream::onWriteError(int status) {
+  if (closing()) return;
+  resetStream(bridge::ResetReason::kClientIoError, describeUv("writing to the local service", status));
+}
+
+void LocalStream::onWritten(size_t bytes) {
+  if (closing()) return;
+  onLocalWritten(bytes);
 }
 
 void LocalStream::onLocalWritten(size_t bytes) {
@@ -86,7 +55,7 @@ void LocalStream::onLocalWritten(size_t bytes) {
 
 void LocalStream::maybeGrant() {
   if (protocolClosed() || gotEnd_ || closing()) return;  // grants for an ended direction are moot
-  const size_t held = terminating() ? pendingLocal_.size() + localInFlight_ : 0;
+  const size_t held = terminating() ? pendingLocal_.size() + tcp_->queuedBytes() : 0;
   const uint32_t increment = receive_.grantNow(held);
   if (increment == 0) return;
   const std::vector<uint8_t> frame = bridge::encodeCredit(options_.connId, increment);
@@ -96,25 +65,21 @@ void LocalStream::maybeGrant() {
 void LocalStream::maybeShutdown() {
   if (local_ != Local::kConnected || shutdownStarted_) return;
   if (!gotEnd_ && !visitorTlsClosed_) return;
-  if (!pendingLocal_.empty() || localInFlight_ > 0) return;  // the last bytes first
+  if (!pendingLocal_.empty() || tcp_->queuedBytes() > 0) return;  // the last bytes first
   shutdownStarted_ = true;
-  const int rc =
-      uv_shutdown(&shutdownReq_, reinterpret_cast<uv_stream_t*>(&socket_), &onShutdown);
-  if (rc != 0) {
+  if (const int rc = tcp_->shutdownWrite(); rc != 0) {
     resetStream(bridge::ResetReason::kClientIoError, describeUv("closing the local socket", rc));
   }
 }
 
-void LocalStream::onShutdown(uv_shutdown_t* req, int status) {
-  auto* self = static_cast<LocalStream*>(req->data);
-  if (status == UV_ECANCELED || self->closing()) return;
+void LocalStream::onShutdownDone(int status) {
+  if (closing()) return;
   if (status != 0) {
-    self->resetStream(bridge::ResetReason::kClientIoError,
-                      describeUv("closing the local socket", status));
+    resetStream(bridge::ResetReason::kClientIoError, describeUv("closing the local socket", status));
     return;
   }
-  self->shutdownDone_ = true;
-  self->maybeFinish();
+  shutdownDone_ = true;
+  maybeFinish();
 }
 
 void LocalStream::maybeFinish() {
@@ -126,29 +91,26 @@ void LocalStream::maybeFinish() {
 
 // --- From the local service toward the relay --------------------------------------------------
 
-void LocalStream::onAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
-  auto* self = static_cast<LocalStream*>(handle->data);
+size_t LocalStream::readSizeLimit() const {
   // Read about as much as the credit covers and leave the rest in the kernel (backpressure).
   // A small credit still gets a 16 KiB read, so TLS records stay full-sized; what does not fit
-  // waits in pendingRelay_, and reading stops until credit arrives.
-  const size_t credit = std::max<size_t>(self->sendCredit_.available(), kMinReadSize);
-  buf->base = reinterpret_cast<char*>(tReadBuffer.data());
-  buf->len = std::min(tReadBuffer.size(), credit);
+  // waits in pendingRelay_, and reading stops until credit arrives. (At most the 64 KiB buffer.)
+  return std::max<size_t>(sendCredit_.available(), kMinReadSize);
 }
 
-void LocalStream::onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  auto* self = static_cast<LocalStream*>(stream->data);
-  if (self->closing() || nread == 0) return;
-  if (nread == UV_EOF) {
-    self->onLocalEof();
-    return;
-  }
-  if (nread < 0) {
-    self->resetStream(bridge::ResetReason::kClientIoError,
-                      describeUv("reading from the local service", static_cast<int>(nread)));
-    return;
-  }
-  self->onLocalBytes({reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)});
+void LocalStream::onRead(std::span<const uint8_t> bytes) {
+  if (closing()) return;
+  onLocalBytes(bytes);
+}
+
+void LocalStream::onEof() {
+  if (closing()) return;
+  onLocalEof();
+}
+
+void LocalStream::onStreamError(int status) {
+  if (closing()) return;
+  resetStream(bridge::ResetReason::kClientIoError, describeUv("reading from the local service", status));
 }
 
 void LocalStream::onLocalBytes(std::span<const uint8_t> bytes) {
@@ -214,18 +176,13 @@ void LocalStream::updateReading() {
   const bool want = local_ == Local::kConnected && !localEof_ && !sentEnd_ && !protocolClosed() &&
                     pendingRelay_.empty() && sendCredit_.available() > 0 &&
                     (!terminating() || tls_->handshakeDone()) && !host_.bridgeCongested();
-  auto* stream = reinterpret_cast<uv_stream_t*>(&socket_);
-  if (want && !reading_) {
-    const int rc = uv_read_start(stream, &onAlloc, &onRead);
-    if (rc != 0) {
+  if (want && !tcp_->reading()) {
+    if (const int rc = tcp_->startReading(); rc != 0) {
       resetStream(bridge::ResetReason::kClientIoError,
                   describeUv("reading from the local service", rc));
-      return;
     }
-    reading_ = true;
-  } else if (!want && reading_) {
-    (void)uv_read_stop(stream);
-    reading_ = false;
+  } else if (!want && tcp_->reading()) {
+    tcp_->stopReading();
   }
 }
 

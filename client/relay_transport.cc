@@ -6,8 +6,8 @@
 #include <array>
 #include <utility>
 
-#include "client/address_resolver.h"
 #include "client/backoff.h"
+#include "common/address_resolver.h"
 #include "common/bridge_frame.h"
 
 namespace ot::client {
@@ -42,17 +42,12 @@ std::string describeUv(std::string_view what, int status) {
 
 }  // namespace
 
-struct RelayTransport::WriteRequest {
-  uv_write_t req{};
-  std::vector<uint8_t> data;
-  RelayTransport* owner = nullptr;
-};
-
 RelayTransport::RelayTransport(uv_loop_t* loop, RelayEndpoint endpoint,
                                RelayTransportListener& listener)
     : loop_(loop),
       endpoint_(std::move(endpoint)),
       listener_(listener),
+      tcpContext_(loop, tReadBuffer),
       reader_(ws::Role::kClient, bridge::kMaxMessageBeforeAttach, ws::Delivery::kWhole) {}
 
 RelayTransport::~RelayTransport() = default;
@@ -60,53 +55,40 @@ RelayTransport::~RelayTransport() = default;
 RelayTransport* RelayTransport::create(uv_loop_t* loop, RelayEndpoint endpoint,
                                        RelayTransportListener& listener) {
   auto* self = new RelayTransport(loop, std::move(endpoint), listener);
-  if (uv_tcp_init(loop, &self->socket_) != 0) {
+  self->tcp_ = TcpStream::open(self->tcpContext_, self);
+  if (self->tcp_ == nullptr) {
     delete self;
     return nullptr;
   }
-  self->socket_.data = self;
-  self->connectReq_.data = self;
   self->lastReceiveMs_ = uv_now(loop);
   return self;
 }
 
 void RelayTransport::start() {
   if (state_ != State::kIdle) return;
-  state_ = State::kResolving;
-  dns_ = DnsQuery::resolve(loop_, endpoint_.host, endpoint_.port,
-                           [this](int status, const sockaddr_storage& address) {
-                             dns_ = nullptr;
-                             if (status != 0) {
-                               fail(describeUv("resolving " + endpoint_.host, status));
-                               return;
-                             }
-                             connectTo(address);
-                           });
-}
-
-void RelayTransport::connectTo(const sockaddr_storage& address) {
-  if (state_ != State::kResolving) return;
   state_ = State::kConnecting;
-  const int rc = uv_tcp_connect(&connectReq_, &socket_,
-                                reinterpret_cast<const sockaddr*>(&address), &onConnect);
-  if (rc != 0) fail(describeUv("connecting to " + formatAddress(address), rc));
+  tcp_->connect(endpoint_.host, endpoint_.port);
 }
 
-void RelayTransport::onConnect(uv_connect_t* req, int status) {
-  auto* self = static_cast<RelayTransport*>(req->data);
-  if (status == UV_ECANCELED || self->closing()) return;
-  if (status != 0) {
-    self->fail(describeUv("connecting to " + self->endpoint_.host + ":" +
-                              std::to_string(self->endpoint_.port),
-                          status));
-    return;
+void RelayTransport::onConnectFailed(const ConnectFailure& failure) {
+  switch (failure.stage) {
+    case ConnectFailure::Stage::kResolve:
+      fail(describeUv("resolving " + endpoint_.host, failure.status));
+      return;
+    case ConnectFailure::Stage::kStartConnect:
+      fail(describeUv("connecting to " + formatAddress(failure.address), failure.status));
+      return;
+    case ConnectFailure::Stage::kConnect:
+      fail(describeUv("connecting to " + endpoint_.host + ":" + std::to_string(endpoint_.port),
+                      failure.status));
+      return;
   }
-  self->onConnected();
 }
 
 void RelayTransport::onConnected() {
-  (void)uv_tcp_nodelay(&socket_, 1);
-  (void)uv_tcp_keepalive(&socket_, 1, kKeepAliveSeconds);
+  if (closing()) return;
+  tcp_->setNoDelay(true);
+  tcp_->setKeepAlive(kKeepAliveSeconds);
   lastReceiveMs_ = uv_now(loop_);
   tls_ = std::make_unique<tls::TlsStream>(
       tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true),
@@ -115,7 +97,7 @@ void RelayTransport::onConnected() {
     fail("tls: cannot create a client session");
     return;
   }
-  const int rc = uv_read_start(reinterpret_cast<uv_stream_t*>(&socket_), &onAlloc, &onRead);
+  const int rc = tcp_->startReading();
   if (rc != 0) {
     fail(describeUv("reading from the relay", rc));
     return;
@@ -124,20 +106,10 @@ void RelayTransport::onConnected() {
   if (!tls_->startHandshake()) fail("tls: " + tls_->errorText());  // else the ClientHello is out
 }
 
-void RelayTransport::onAlloc(uv_handle_t*, size_t, uv_buf_t* buf) {
-  buf->base = reinterpret_cast<char*>(tReadBuffer.data());
-  buf->len = tReadBuffer.size();
-}
-
-void RelayTransport::onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  auto* self = static_cast<RelayTransport*>(stream->data);
-  if (self->closing() || nread == 0) return;
-  if (nread < 0) {
-    self->onEndOfStream(static_cast<int>(nread));
-    return;
-  }
-  self->lastReceiveMs_ = uv_now(self->loop_);
-  self->tls_->receive({reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)});
+void RelayTransport::onRead(std::span<const uint8_t> bytes) {
+  if (closing()) return;
+  lastReceiveMs_ = uv_now(loop_);
+  tls_->receive(bytes);
 }
 
 bool RelayTransport::sendCiphertext(std::vector<uint8_t> bytes) {
@@ -264,7 +236,7 @@ void RelayTransport::onPeerClose(uint16_t code, std::string_view reason) {
   (void)sendFrame(ws::Opcode::kClose, {}, body);
   if (closing()) return;
   state_ = State::kFlushing;
-  if (pendingWrites_ == 0) closeSocket();
+  if (tcp_->queuedBytes() == 0) closeSocket();
   if (!reported_) {
     reported_ = true;
     listener_.onDisconnected(code, reason);
@@ -335,43 +307,24 @@ void RelayTransport::abort() {
 }
 
 void RelayTransport::writeRaw(std::vector<uint8_t> bytes) {
-  auto* request = new WriteRequest;
-  request->data = std::move(bytes);
-  request->owner = this;
-  request->req.data = request;
-  const uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(request->data.data()),
-                                   static_cast<unsigned>(request->data.size()));
-  const size_t size = request->data.size();
-  const int rc = uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&socket_), &buf, 1,
-                          &onWrite);
-  if (rc != 0) {
-    delete request;
-    fail(describeUv("writing to the relay", rc));
-    return;
-  }
-  ++pendingWrites_;
-  queuedBytes_ += size;
-  if (queuedBytes_ >= kHighWatermark) congested_ = true;
+  tcp_->write(std::move(bytes));  // a failure is reported inside (onWriteError)
+  if (!closing() && tcp_->queuedBytes() >= kHighWatermark) congested_ = true;
 }
 
-void RelayTransport::onWrite(uv_write_t* req, int status) {
-  auto* request = static_cast<WriteRequest*>(req->data);
-  RelayTransport* self = request->owner;
-  --self->pendingWrites_;
-  self->queuedBytes_ -= request->data.size();
-  delete request;
-  if (status == UV_ECANCELED || self->closing()) return;
-  if (status != 0) {
-    self->fail(describeUv("writing to the relay", status));
+void RelayTransport::onWriteError(int status) {
+  if (closing()) return;
+  fail(describeUv("writing to the relay", status));
+}
+
+void RelayTransport::onWritten(size_t) {
+  if (closing()) return;
+  if (state_ == State::kFlushing && tcp_->queuedBytes() == 0) {
+    closeSocket();
     return;
   }
-  if (self->state_ == State::kFlushing && self->pendingWrites_ == 0) {
-    self->closeSocket();
-    return;
-  }
-  if (self->congested_ && self->queuedBytes_ <= kLowWatermark) {
-    self->congested_ = false;
-    if (self->state_ == State::kOpen) self->listener_.onWritable();
+  if (congested_ && tcp_->queuedBytes() <= kLowWatermark) {
+    congested_ = false;
+    if (state_ == State::kOpen) listener_.onWritable();
   }
 }
 
@@ -403,17 +356,12 @@ void RelayTransport::closeSocket() {
   if (closing()) return;
   state_ = State::kClosing;
   closeDeadlineMs_ = 0;
-  if (dns_ != nullptr) {
-    dns_->cancel();
-    dns_ = nullptr;
-  }
-  uv_close(reinterpret_cast<uv_handle_t*>(&socket_), &onClosed);
+  tcp_->close(false);  // also cancels a lookup in flight
 }
 
-void RelayTransport::onClosed(uv_handle_t* handle) {
-  auto* self = static_cast<RelayTransport*>(handle->data);
-  RelayTransportListener& listener = self->listener_;
-  delete self;
+void RelayTransport::onClosed() {
+  RelayTransportListener& listener = listener_;
+  delete this;
   listener.onTransportClosed();
 }
 

@@ -4,6 +4,9 @@
 // answered here at once; the closing handshake is RFC 6455's. What the messages mean (attach,
 // stream frames) is the listener's business (BridgeClient).
 //
+// The socket is a TcpStream (common/tcp_stream.h: resolve, connect, reads and queued writes) and
+// the TLS a TlsStream over it, as in relayd's API connection.
+//
 // Ownership: a heap object created by its listener, freed by itself once its socket is closed;
 // onTransportClosed() is the last thing it does, so the listener must outlive it until then.
 // Loop thread only; nothing here blocks or throws.
@@ -21,14 +24,14 @@
 #include <vector>
 
 #include "client/relay_upgrade.h"
+#include "client/stream_context.h"
+#include "common/tcp_stream.h"
 #include "common/tls_engine.h"
 #include "common/tls_stream.h"
 #include "common/websocket_frame.h"
 #include "common/websocket_message.h"
 
 namespace ot::client {
-
-class DnsQuery;
 
 struct RelayEndpoint {
   std::string host;    // TCP address (names under .localhost are 127.0.0.1)
@@ -59,7 +62,7 @@ class RelayTransportListener {
   virtual void onWritable() = 0;
 };
 
-class RelayTransport final : private tls::TlsStream::Owner {
+class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::Handler {
  public:
   // nullptr when the socket could not be created (nothing to close then).
   [[nodiscard]] static RelayTransport* create(uv_loop_t* loop, RelayEndpoint endpoint,
@@ -90,7 +93,7 @@ class RelayTransport final : private tls::TlsStream::Owner {
   // When our close has gone unanswered for 5 s (0: no close pending).
   [[nodiscard]] uint64_t closeDeadlineMs() const { return closeDeadlineMs_; }
   // Ciphertext handed to the socket and not yet written.
-  [[nodiscard]] size_t queuedBytes() const { return queuedBytes_; }
+  [[nodiscard]] size_t queuedBytes() const { return tcp_->queuedBytes(); }
   // Above the high watermark (1 MiB) until the queue drains below the low one (256 KiB): the
   // producers (visitor streams) stop reading their local sockets meanwhile.
   [[nodiscard]] bool congested() const { return congested_; }
@@ -98,16 +101,14 @@ class RelayTransport final : private tls::TlsStream::Owner {
  private:
   enum class State : uint8_t {
     kIdle,
-    kResolving,
-    kConnecting,
+    kConnecting,  // resolving the relay's name, then connecting
     kTlsHandshake,
     kUpgrading,
     kOpen,       // messages both ways
     kCloseSent,  // our close is out; waiting for the relay's
     kFlushing,   // the closing handshake is done; the last writes drain, then the socket closes
-    kClosing,    // uv_close called
+    kClosing,    // the socket is closing
   };
-  struct WriteRequest;
 
   RelayTransport(uv_loop_t* loop, RelayEndpoint endpoint, RelayTransportListener& listener);
   ~RelayTransport();
@@ -120,14 +121,16 @@ class RelayTransport final : private tls::TlsStream::Owner {
   void onTlsFailed() override;
   [[nodiscard]] bool wantsTlsPlaintext() const override;
 
-  static void onConnect(uv_connect_t* req, int status);
-  static void onAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
-  static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
-  static void onWrite(uv_write_t* req, int status);
-  static void onClosed(uv_handle_t* handle);
+  // TcpStream::Handler
+  void onConnected() override;
+  void onConnectFailed(const ConnectFailure& failure) override;
+  void onRead(std::span<const uint8_t> bytes) override;
+  void onEof() override { onEndOfStream(UV_EOF); }
+  void onStreamError(int status) override { onEndOfStream(status); }
+  void onWriteError(int status) override;
+  void onWritten(size_t bytes) override;
+  void onClosed() override;
 
-  void connectTo(const sockaddr_storage& address);
-  void onConnected();
   void onEndOfStream(int status);
   void consumePlaintext(std::span<uint8_t> data);
   void consumeWebSocket(std::span<uint8_t> data);
@@ -150,17 +153,14 @@ class RelayTransport final : private tls::TlsStream::Owner {
   State state_ = State::kIdle;
   bool upgraded_ = false;
   bool reported_ = false;  // the listener heard how it ended (or the owner ended it)
-  uv_tcp_t socket_{};
-  uv_connect_t connectReq_{};
-  DnsQuery* dns_ = nullptr;
+  StreamContext tcpContext_;
+  TcpStream* tcp_ = nullptr;  // freed by itself after onClosed
   std::unique_ptr<tls::TlsStream> tls_;
   std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
   ws::MessageReader reader_;
   std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)
   uint64_t lastReceiveMs_ = 0;
   uint64_t closeDeadlineMs_ = 0;
-  size_t pendingWrites_ = 0;
-  size_t queuedBytes_ = 0;
   bool congested_ = false;
 };
 

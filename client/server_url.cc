@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "common/address_resolver.h"
 #include "common/config.h"
 #include "common/text.h"
 
@@ -30,13 +31,6 @@ std::string ServerUrl::hostPort() const {
 
 bool ServerUrl::isLoopbackName() const {
   return isLocalhostName(host);
-}
-
-bool isLocalhostName(std::string_view host) {
-  std::string name = toLower(host);
-  if (!name.empty() && name.back() == '.') name.pop_back();  // a fully qualified spelling
-  constexpr std::string_view kSuffix = ".localhost";
-  return name == "localhost" || (name.size() > kSuffix.size() && name.ends_with(kSuffix));
 }
 
 std::optional<ServerUrl> parseServerUrl(std::string_view text, std::string* error) {

@@ -22,13 +22,9 @@ struct ServerUrl {
   [[nodiscard]] std::string base() const;
   // "host:port" as curl's CURLOPT_RESOLVE and people write it.
   [[nodiscard]] std::string hostPort() const;
-  // isLocalhostName(host).
+  // isLocalhostName(host) (common/address_resolver.h).
   [[nodiscard]] bool isLoopbackName() const;
 };
-
-// "localhost" and names under ".localhost", in any case, with or without the trailing dot of a
-// fully qualified spelling: always the loopback address (RFC 6761), without asking DNS.
-[[nodiscard]] bool isLocalhostName(std::string_view host);
 
 // std::nullopt with `error` set when the text is not such a URL (no path other than "/", no
 // query, no user info).

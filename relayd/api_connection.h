@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "common/http_parser.h"
+#include "common/tcp_stream.h"
 #include "common/tls_stream.h"
 #include "relayd/bridge_session.h"
 #include "relayd/relay_context.h"
 #include "relayd/source_counts.h"
-#include "relayd/tcp_stream.h"
 
 namespace ot::relayd {
 

@@ -14,8 +14,8 @@
 
 #include "common/client_hello.h"
 #include "common/proxy_protocol.h"
+#include "common/tcp_stream.h"
 #include "relayd/relay_context.h"
-#include "relayd/tcp_stream.h"
 
 namespace ot::relayd {
 

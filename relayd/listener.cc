@@ -11,7 +11,7 @@
 #include "common/listen_socket.h"
 #include "common/log.h"
 #include "common/log_throttle.h"
-#include "relayd/peer_endpoint.h"
+#include "common/peer_endpoint.h"
 #include "relayd/relay_metrics.h"
 
 namespace ot::relayd {

@@ -6,8 +6,8 @@
 
 #include "common/http_parser.h"
 #include "common/http_serializer.h"
+#include "common/write_backlog.h"
 #include "relayd/listener.h"
-#include "relayd/write_backlog.h"
 
 namespace ot::relayd {
 namespace {

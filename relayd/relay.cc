@@ -10,7 +10,7 @@
 #include "common/websocket_frame.h"
 #include "relayd/bridge_session.h"
 #include "common/log_throttle.h"
-#include "relayd/tcp_stream.h"
+#include "common/tcp_stream.h"
 #include "relayd/visitor_stream.h"
 
 namespace ot::relayd {

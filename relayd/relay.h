@@ -26,7 +26,6 @@
 namespace ot::relayd {
 
 class BridgeSession;
-class TcpStream;
 
 class Relay final : public RelayForBridge {
  public:

@@ -1,10 +1,20 @@
 #include "relayd/relay_context.h"
 
+#include <string>
 #include <utility>
 
-#include "relayd/tcp_stream.h"
+#include "common/log.h"
+#include "common/log_throttle.h"
 
 namespace ot::relayd {
+namespace {
+
+const log::Logger kStreamLog("relayd.stream");
+
+// A reset for an unread backlog is logged at most once per this interval (the counter has all).
+constexpr uint64_t kOverflowLogIntervalMs = 10'000;
+
+}  // namespace
 
 RelayContext::RelayContext(uv_loop_t* loopIn, const RelaydConfig& configIn, RelayMetrics& metricsIn)
     : loop(loopIn), config(configIn), metrics(metricsIn), wheel(uv_now(loopIn)) {
@@ -48,6 +58,18 @@ void RelayContext::addBuffered(int64_t delta) {
     bufferedBytes = 0;
   } else {
     bufferedBytes = static_cast<uint64_t>(static_cast<int64_t>(bufferedBytes) + delta);
+  }
+}
+
+void RelayContext::onWriteBacklogOverflow(const TcpStream& stream, size_t refused) {
+  metrics.peerBacklogReset.Increment();
+  static LogThrottle throttle(kOverflowLogIntervalMs);
+  if (uint64_t suppressed = 0; throttle.allow(nowMs(), suppressed)) {
+    kStreamLog.warn("peer reset: it left its answers unread past the write backlog limit",
+                    {{"peer", stream.peer().toString()},
+                     {"queued", std::to_string(stream.queuedBytes())},
+                     {"refused", std::to_string(refused)},
+                     {"suppressed", std::to_string(suppressed)}});
   }
 }
 

@@ -9,10 +9,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <unordered_set>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/tcp_stream.h"
+#include "common/write_backlog.h"
 #include "relayd/relay_metrics.h"
 #include "relayd/relayd_config.h"
 #include "relayd/source_counts.h"
@@ -20,7 +23,12 @@
 
 namespace ot::relayd {
 
-class TcpStream;
+// The write backlog of relayd's connections. The high mark is above a bridge's own visitor mark
+// (1 MiB, bridge_session), so a bridge whose client reads slowly pauses its visitors first and keeps
+// reading the client. The hard limit leaves room above the high mark for the largest single answer
+// queued at once (an API response, at most 16 MiB from api_proxy) and the frames produced without
+// reading.
+inline constexpr WriteBacklogMarks kPeerWriteBacklog{2u << 20, 1u << 20, 20u << 20};
 
 // Something that stopped reading because the process held BUFFERED_BYTES_LIMIT; told (on a later
 // loop iteration, never inside addBuffered) once the total is back under it.
@@ -38,7 +46,9 @@ class Deferrable {
   virtual ~Deferrable() = default;
 };
 
-struct RelayContext {
+// Also every TcpStream's context: the loop, the shared read buffer, buffered-bytes accounting
+// against BUFFERED_BYTES_LIMIT, kPeerWriteBacklog with its counters, and the open stream set.
+struct RelayContext final : TcpStreamContext {
   RelayContext(uv_loop_t* loopIn, const RelaydConfig& configIn, RelayMetrics& metricsIn);
   ~RelayContext();
   RelayContext(const RelayContext&) = delete;
@@ -55,10 +65,19 @@ struct RelayContext {
   void runDeferred();
 
   // Bytes of connection data held in user space (both directions), against BUFFERED_BYTES_LIMIT.
-  void addBuffered(int64_t delta);
+  void addBuffered(int64_t delta) override;
   [[nodiscard]] bool overBufferedLimit() const { return bufferedBytes >= config.buffered_bytes_limit; }
   void waitForBufferRoom(BufferWaiter* waiter) { bufferWaiters_.insert(waiter); }
   void stopWaitingForBufferRoom(BufferWaiter* waiter) { bufferWaiters_.erase(waiter); }
+
+  // TcpStreamContext
+  [[nodiscard]] uv_loop_t* streamLoop() const override { return loop; }
+  [[nodiscard]] std::span<uint8_t> streamReadBuffer() override { return readBuffer; }
+  [[nodiscard]] WriteBacklogMarks writeBacklogMarks() const override { return kPeerWriteBacklog; }
+  void onStreamOpened(TcpStream& stream) override { streams.insert(&stream); }
+  void onStreamClosed(TcpStream& stream) override { streams.erase(&stream); }
+  void onWriteBacklogPaused() override { metrics.peerBacklogPaused.Increment(); }
+  void onWriteBacklogOverflow(const TcpStream& stream, size_t refused) override;
 
   // Aborts every public socket still open (the last step of shutdown).
   void resetAllStreams();

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "common/bridge_frame.h"
+#include "common/tcp_stream.h"
 #include "relayd/relay_context.h"
 #include "relayd/source_counts.h"
 #include "relayd/stream_bridge.h"
-#include "relayd/tcp_stream.h"
 
 namespace ot::relayd {
 

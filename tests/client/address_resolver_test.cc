@@ -1,5 +1,5 @@
 // Turning relay and local target names into addresses.
-#include "client/address_resolver.h"
+#include "common/address_resolver.h"
 
 #include <doctest/doctest.h>
 
@@ -9,8 +9,8 @@
 #include "tests/client/test_support.h"
 
 TEST_CASE("client address: localhost names never go to DNS; literals parse") {
-  using ot::client::formatAddress;
-  using ot::client::resolveWithoutDns;
+  using ot::formatAddress;
+  using ot::resolveWithoutDns;
   CHECK(formatAddress(*resolveWithoutDns("localhost", 443)) == "127.0.0.1:443");
   CHECK(formatAddress(*resolveWithoutDns("opentunnel.localhost", 8443)) == "127.0.0.1:8443");
   CHECK(formatAddress(*resolveWithoutDns("A.B.LOCALHOST.", 1)) == "127.0.0.1:1");
@@ -22,11 +22,11 @@ TEST_CASE("client address: localhost names never go to DNS; literals parse") {
   CHECK_FALSE(resolveWithoutDns("localhost.example", 443).has_value());
   // One rule for the API's URL and for every connection: case and a trailing dot do not matter.
   CHECK(formatAddress(*resolveWithoutDns("Relay.LocalHost.", 443)) == "127.0.0.1:443");
-  CHECK(ot::client::isLocalhostName("LOCALHOST"));
-  CHECK(ot::client::isLocalhostName("a.b.localhost."));
-  CHECK_FALSE(ot::client::isLocalhostName(".localhost"));
-  CHECK_FALSE(ot::client::isLocalhostName("xlocalhost"));
-  CHECK_FALSE(ot::client::isLocalhostName("localhost.example"));
+  CHECK(ot::isLocalhostName("LOCALHOST"));
+  CHECK(ot::isLocalhostName("a.b.localhost."));
+  CHECK_FALSE(ot::isLocalhostName(".localhost"));
+  CHECK_FALSE(ot::isLocalhostName("xlocalhost"));
+  CHECK_FALSE(ot::isLocalhostName("localhost.example"));
   auto fqdn = ot::client::parseServerUrl("https://opentunnel.localhost.:8443", nullptr);
   REQUIRE(fqdn.has_value());
   CHECK(fqdn->isLoopbackName());
@@ -38,12 +38,12 @@ TEST_CASE("client address: a DNS query answers on the loop; a cancelled one neve
   int status = -1;
   std::string address;
   int error = 0;
-  auto* query = ot::client::DnsQuery::start(
+  auto* query = ot::DnsQuery::start(
       loop.get(), "localhost", 8080,
       [&](int s, const sockaddr_storage& a) {
         ++calls;
         status = s;
-        address = ot::client::formatAddress(a);
+        address = ot::formatAddress(a);
       },
       &error);
   REQUIRE(query != nullptr);
@@ -52,7 +52,7 @@ TEST_CASE("client address: a DNS query answers on the loop; a cancelled one neve
   CHECK((address == "127.0.0.1:8080" || address == "[::1]:8080"));
 
   bool cancelledCalled = false;
-  auto* cancelled = ot::client::DnsQuery::start(
+  auto* cancelled = ot::DnsQuery::start(
       loop.get(), "localhost", 1, [&](int, const sockaddr_storage&) { cancelledCalled = true; },
       &error);
   REQUIRE(cancelled != nullptr);
@@ -67,19 +67,19 @@ TEST_CASE("client address: resolve answers a .localhost name at once and looks a
   int calls = 0;
   int status = -1;
   std::string address;
-  const ot::client::DnsQuery::Callback record = [&](int s, const sockaddr_storage& a) {
+  const ot::DnsQuery::Callback record = [&](int s, const sockaddr_storage& a) {
     ++calls;
     status = s;
-    address = ot::client::formatAddress(a);
+    address = ot::formatAddress(a);
   };
-  CHECK(ot::client::DnsQuery::resolve(loop.get(), "tunnel.localhost", 8443, record) == nullptr);
+  CHECK(ot::DnsQuery::resolve(loop.get(), "tunnel.localhost", 8443, record) == nullptr);
   CHECK(calls == 1);  // inside the call: no lookup was needed
   CHECK(status == 0);
   CHECK(address == "127.0.0.1:8443");
 
   // A name that needs DNS is looked up on the loop: no answer inside the call. (Cancelled: the
   // test needs no network.)
-  auto* query = ot::client::DnsQuery::resolve(loop.get(), "relay.example.invalid", 443, record);
+  auto* query = ot::DnsQuery::resolve(loop.get(), "relay.example.invalid", 443, record);
   REQUIRE(query != nullptr);
   CHECK(calls == 1);
   query->cancel();

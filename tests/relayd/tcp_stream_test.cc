@@ -2,7 +2,7 @@
 // stream stops reading that peer above the high mark, reads again once the peer took the queue
 // down to the low mark, resets it past the hard limit, and every queued byte is counted in the
 // process's buffered bytes until its write ended.
-#include "relayd/tcp_stream.h"
+#include "common/tcp_stream.h"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -18,7 +18,7 @@
 #include "relayd/relay_context.h"
 
 using ot::relayd::RelayContext;
-using ot::relayd::TcpStream;
+using ot::TcpStream;
 
 namespace {
 
@@ -110,7 +110,7 @@ TEST_CASE_FIXTURE(StreamRig, "tcp stream: an unread peer is paused above the hig
 
     // Up to the high mark the peer is read; past it, not, though the owner still wants it.
     size_t queued = 0;
-    while (queued + chunk + ot::relayd::kWriteOverheadBytes <= marks.high) {
+    while (queued + chunk + ot::kWriteOverheadBytes <= marks.high) {
       stream->write(std::vector<uint8_t>(chunk, 'x'));
       queued += chunk;
       CHECK(stream->reading());
@@ -122,7 +122,7 @@ TEST_CASE_FIXTURE(StreamRig, "tcp stream: an unread peer is paused above the hig
     CHECK(metrics.peerBacklogPaused.Value() == 1);
     // Counted in the process's buffered bytes, with the per-write charge.
     const size_t writes = queued / chunk;
-    CHECK(context->bufferedBytes == queued + writes * ot::relayd::kWriteOverheadBytes);
+    CHECK(context->bufferedBytes == queued + writes * ot::kWriteOverheadBytes);
 
     // The peer sends a request: it is not read while its answers wait.
     REQUIRE(::send(peer, "ping", 4, 0) == 4);
@@ -164,7 +164,7 @@ TEST_CASE_FIXTURE(StreamRig, "tcp stream: a write past the hard limit resets the
       if (!stream->closing()) queued += chunk;
       REQUIRE(queued <= marks.hardLimit);
     }
-    CHECK(queued + ot::relayd::kWriteOverheadBytes * (queued / chunk + 1) + chunk > marks.hardLimit);
+    CHECK(queued + ot::kWriteOverheadBytes * (queued / chunk + 1) + chunk > marks.hardLimit);
     CHECK(metrics.peerBacklogReset.Value() == 1);
     while (!handler.closed) uv_run(&loop, UV_RUN_ONCE);
     // The cancelled writes were given back.

@@ -21,7 +21,7 @@
 #include "common/metrics.h"
 #include "relayd/relay_context.h"
 #include "relayd/stream_bridge.h"
-#include "relayd/tcp_stream.h"
+#include "common/tcp_stream.h"
 
 using ot::relayd::BridgeForStream;
 using ot::relayd::RelayContext;

@@ -1,9 +1,11 @@
-#include "relayd/write_backlog.h"
+#include "common/write_backlog.h"
 
 #include <doctest/doctest.h>
 
-using ot::relayd::WriteBacklogGate;
-using ot::relayd::WriteBacklogMarks;
+#include "relayd/relay_context.h"
+
+using ot::WriteBacklogGate;
+using ot::WriteBacklogMarks;
 
 TEST_CASE("write backlog: reading pauses above the high mark and resumes at the low mark") {
   WriteBacklogGate gate(WriteBacklogMarks{100, 40, 1000});
@@ -31,11 +33,18 @@ TEST_CASE("write backlog: a write that would pass the hard limit is refused") {
   CHECK_FALSE(gate.admits(10, static_cast<size_t>(-1)));  // no overflow in the sum
 }
 
+TEST_CASE("write backlog: otunnel's marks never pause reading nor refuse a write") {
+  WriteBacklogGate gate(ot::kNoWriteBacklog);
+  CHECK(gate.admits(1u << 30, 1u << 30));
+  CHECK_FALSE(gate.update(static_cast<size_t>(1) << 40));
+  CHECK_FALSE(gate.paused());
+}
+
 TEST_CASE("write backlog: relayd's marks leave room for its largest single answer") {
   constexpr auto marks = ot::relayd::kPeerWriteBacklog;
   static_assert(marks.low < marks.high && marks.high < marks.hardLimit);
   // A bridge pauses its visitors at 1 MiB queued: the peer's own pause comes later.
   CHECK(marks.high > 1024 * 1024 + 64 * 1024);
   // An API answer is at most 16 MiB (api_proxy): it fits above a full high mark.
-  CHECK(marks.hardLimit >= marks.high + 16 * 1024 * 1024 + ot::relayd::kWriteOverheadBytes);
+  CHECK(marks.hardLimit >= marks.high + 16 * 1024 * 1024 + ot::kWriteOverheadBytes);
 }

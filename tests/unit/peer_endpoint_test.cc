@@ -1,6 +1,6 @@
-// PeerEndpoint (relayd/peer_endpoint.h): the address and the port kept apart, so per-source limits
+// PeerEndpoint (common/peer_endpoint.h): the address and the port kept apart, so per-source limits
 // and controld get an address while the bridge `open` frame keeps the endpoint.
-#include "relayd/peer_endpoint.h"
+#include "common/peer_endpoint.h"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 
 #include "common/ip_address.h"
 
-namespace ot::relayd {
+namespace ot {
 namespace {
 
 sockaddr_storage v4(const char* text, uint16_t port) {
@@ -69,4 +69,4 @@ TEST_CASE("peer endpoint: from a PROXY header, the same split; IPv4-mapped writt
   CHECK(b.toString() == "198.51.100.21:7");
 }
 
-}  // namespace ot::relayd
+}  // namespace ot

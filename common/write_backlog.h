@@ -1,13 +1,14 @@
 // The rule for bytes queued toward a peer that does not read them fast enough: above the high mark
 // stop reading that peer (it produces our answers: its requests, its pings, its stream data), read
 // again at or below the low mark, and never queue past the hard limit (the peer is reset instead).
-// Pure logic: TcpStream (every relayd connection kind) and the plain-HTTP listener apply it to
-// their sockets. Loop thread only.
+// Pure logic: TcpStream applies its context's marks (relayd: kPeerWriteBacklog in relay_context.h;
+// otunnel: kNoWriteBacklog) and relayd's plain-HTTP listener its own. Loop thread only.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
-namespace ot::relayd {
+namespace ot {
 
 struct WriteBacklogMarks {
   size_t high = 0;       // stop reading the peer above this many queued bytes
@@ -15,11 +16,9 @@ struct WriteBacklogMarks {
   size_t hardLimit = 0;  // a write that would pass this is refused: the peer is closed
 };
 
-// relayd's connections. The high mark is above a bridge's own visitor mark (1 MiB, bridge_session),
-// so a bridge whose client reads slowly pauses its visitors first and keeps reading the client.
-// The hard limit leaves room above the high mark for the largest single answer queued at once
-// (an API response, at most 16 MiB from api_proxy) and the frames produced without reading.
-inline constexpr WriteBacklogMarks kPeerWriteBacklog{2u << 20, 1u << 20, 20u << 20};
+// No rule: the peer is always read and nothing is refused (otunnel, whose relay connection applies
+// its own congestion marks to the producers instead: relay_transport.h).
+inline constexpr WriteBacklogMarks kNoWriteBacklog{SIZE_MAX, SIZE_MAX, SIZE_MAX};
 
 // What one queued write costs besides its bytes (request, buffer header): a peer that makes us
 // queue many tiny writes is charged for them.
@@ -27,7 +26,7 @@ inline constexpr size_t kWriteOverheadBytes = 64;
 
 class WriteBacklogGate {
  public:
-  explicit constexpr WriteBacklogGate(WriteBacklogMarks marks = kPeerWriteBacklog) : marks_(marks) {}
+  explicit constexpr WriteBacklogGate(WriteBacklogMarks marks) : marks_(marks) {}
 
   // Whether `bytes` more may be queued on top of `queued`.
   [[nodiscard]] constexpr bool admits(size_t queued, size_t bytes) const {
@@ -53,4 +52,4 @@ class WriteBacklogGate {
   bool paused_ = false;
 };
 
-}  // namespace ot::relayd
+}  // namespace ot

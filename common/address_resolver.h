@@ -1,5 +1,5 @@
-// Turning a host and port into a socket address for uv_tcp_connect, for the relay and for local
-// targets. Names equal to "localhost" or ending in ".localhost" are 127.0.0.1 without asking DNS
+// Turning a host and port into a socket address for uv_tcp_connect (TcpStream::connect: otunnel's
+// relay connection and its local targets). Names equal to "localhost" or ending in ".localhost" are 127.0.0.1 without asking DNS
 // (RFC 6761); IP literals are parsed; anything else goes through uv_getaddrinfo. Loop thread only.
 #pragma once
 
@@ -11,7 +11,11 @@
 #include <string>
 #include <string_view>
 
-namespace ot::client {
+namespace ot {
+
+// "localhost" and names under ".localhost", in any case, with or without the trailing dot of a
+// fully qualified spelling: always the loopback address (RFC 6761), without asking DNS.
+[[nodiscard]] bool isLocalhostName(std::string_view host);
 
 // The address when no DNS lookup is needed (*.localhost, IPv4 or IPv6 literal, "[v6]" too);
 // nullopt means the name must be looked up.
@@ -50,4 +54,4 @@ class DnsQuery {
 // "127.0.0.1:8080" / "[::1]:443", for log lines and error texts.
 [[nodiscard]] std::string formatAddress(const sockaddr_storage& address);
 
-}  // namespace ot::client
+}  // namespace ot

@@ -1,4 +1,4 @@
-#include "relayd/tcp_stream.h"
+#include "common/tcp_stream.h"
 
 #include <netinet/in.h>
 #include <linux/sockios.h>
@@ -7,21 +7,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
 #include <utility>
 
-#include "common/log.h"
-#include "common/log_throttle.h"
-#include "relayd/relay_context.h"
+#include "common/address_resolver.h"
 
-namespace ot::relayd {
+namespace ot {
 
 namespace {
-
-const log::Logger kLog("relayd.stream");
-
-// A reset for an unread backlog is logged at most once per this interval (the counter has all).
-constexpr uint64_t kOverflowLogIntervalMs = 10'000;
 
 struct WriteRequest {
   uv_write_t req{};
@@ -30,17 +24,30 @@ struct WriteRequest {
 
 }  // namespace
 
-TcpStream::TcpStream(RelayContext& context, Handler* handler) : context_(context), handler_(handler) {
+TcpStream::TcpStream(TcpStreamContext& context, Handler* handler)
+    : context_(context), handler_(handler), backlog_(context.writeBacklogMarks()) {
   tcp_.data = this;
+  connectReq_.data = this;
 }
 
-TcpStream* TcpStream::adopt(RelayContext& context, int fd, Handler* handler) {
+TcpStream* TcpStream::open(TcpStreamContext& context, Handler* handler) {
+  auto* stream = new (std::nothrow) TcpStream(context, handler);
+  if (stream == nullptr) return nullptr;
+  if (uv_tcp_init(context.streamLoop(), &stream->tcp_) != 0) {
+    delete stream;
+    return nullptr;
+  }
+  context.onStreamOpened(*stream);
+  return stream;
+}
+
+TcpStream* TcpStream::adopt(TcpStreamContext& context, int fd, Handler* handler) {
   auto* stream = new (std::nothrow) TcpStream(context, handler);
   if (stream == nullptr) {
     ::close(fd);
     return nullptr;
   }
-  if (uv_tcp_init(context.loop, &stream->tcp_) != 0) {
+  if (uv_tcp_init(context.streamLoop(), &stream->tcp_) != 0) {
     ::close(fd);
     delete stream;
     return nullptr;
@@ -53,13 +60,61 @@ TcpStream* TcpStream::adopt(RelayContext& context, int fd, Handler* handler) {
     uv_close(reinterpret_cast<uv_handle_t*>(&stream->tcp_), onCloseCb);
     return nullptr;
   }
-  context.streams.insert(stream);
+  context.onStreamOpened(*stream);
   return stream;
 }
 
-void TcpStream::startReading() {
+// --- Connecting -------------------------------------------------------------------------------
+
+void TcpStream::connect(const std::string& host, uint16_t port) {
+  if (closing_ || connectStarted_) return;
+  connectStarted_ = true;
+  dns_ = DnsQuery::resolve(context_.streamLoop(), host, port,
+                           [this](int status, const sockaddr_storage& address) {
+                             dns_ = nullptr;
+                             if (status != 0) {
+                               connectFailed(ConnectFailure::Stage::kResolve, status, address);
+                               return;
+                             }
+                             connectTo(address);
+                           });
+}
+
+void TcpStream::connectTo(const sockaddr_storage& address) {
+  if (closing_ || connectAbandoned_) return;
+  const int rc = uv_tcp_connect(&connectReq_, &tcp_, reinterpret_cast<const sockaddr*>(&address),
+                                onConnectCb);
+  if (rc != 0) connectFailed(ConnectFailure::Stage::kStartConnect, rc, address);
+}
+
+void TcpStream::onConnectCb(uv_connect_t* req, int status) {
+  auto* self = static_cast<TcpStream*>(req->data);
+  if (status == UV_ECANCELED || self->closing_ || self->connectAbandoned_) return;
+  if (status != 0) {
+    self->connectFailed(ConnectFailure::Stage::kConnect, status, sockaddr_storage{});
+    return;
+  }
+  if (self->handler_ != nullptr) self->handler_->onConnected();
+}
+
+void TcpStream::connectFailed(ConnectFailure::Stage stage, int status,
+                              const sockaddr_storage& address) {
+  if (handler_ != nullptr) handler_->onConnectFailed({stage, status, address});
+}
+
+void TcpStream::abandonConnect() {
+  connectAbandoned_ = true;
+  if (dns_ != nullptr) {
+    dns_->cancel();
+    dns_ = nullptr;
+  }
+}
+
+// --- Reading ----------------------------------------------------------------------------------
+
+int TcpStream::startReading() {
   wantReading_ = true;
-  applyReading();
+  return applyReading();
 }
 
 void TcpStream::stopReading() {
@@ -67,21 +122,26 @@ void TcpStream::stopReading() {
   applyReading();
 }
 
-void TcpStream::applyReading() {
-  if (closing_) return;
+int TcpStream::applyReading() {
+  if (closing_) return 0;
   const bool should = wantReading_ && !backlog_.paused();
   if (should && !reading_) {
-    if (uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAlloc, onReadCb) == 0) reading_ = true;
+    const int rc = uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAlloc, onReadCb);
+    if (rc != 0) return rc;
+    reading_ = true;
   } else if (!should && reading_) {
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
     reading_ = false;
   }
+  return 0;
 }
 
 void TcpStream::onAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   auto* self = static_cast<TcpStream*>(handle->data);
-  *buf = uv_buf_init(reinterpret_cast<char*>(self->context_.readBuffer.data()),
-                     static_cast<unsigned>(self->context_.readBuffer.size()));
+  const std::span<uint8_t> buffer = self->context_.streamReadBuffer();
+  size_t size = buffer.size();
+  if (self->handler_ != nullptr) size = std::min(size, std::max<size_t>(self->handler_->readSizeLimit(), 1));
+  *buf = uv_buf_init(reinterpret_cast<char*>(buffer.data()), static_cast<unsigned>(size));
 }
 
 void TcpStream::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
@@ -101,6 +161,8 @@ void TcpStream::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   }
 }
 
+// --- Writing ----------------------------------------------------------------------------------
+
 void TcpStream::write(std::vector<uint8_t> bytes) {
   if (closing_ || bytes.empty()) return;
   if (!backlog_.admits(chargedBytes_, bytes.size() + kWriteOverheadBytes)) {
@@ -109,7 +171,7 @@ void TcpStream::write(std::vector<uint8_t> bytes) {
   }
   auto* request = new (std::nothrow) WriteRequest{};
   if (request == nullptr) {
-    if (handler_ != nullptr) handler_->onStreamError(UV_ENOMEM);
+    if (handler_ != nullptr) handler_->onWriteError(UV_ENOMEM);
     return;
   }
   request->bytes = std::move(bytes);
@@ -119,28 +181,20 @@ void TcpStream::write(std::vector<uint8_t> bytes) {
   const int rc = uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1, onWriteCb);
   if (rc != 0) {
     delete request;
-    if (handler_ != nullptr) handler_->onStreamError(rc);
+    if (handler_ != nullptr) handler_->onWriteError(rc);
     return;
   }
   queuedBytes_ += size;
   chargedBytes_ += size + kWriteOverheadBytes;
   context_.addBuffered(static_cast<int64_t>(size + kWriteOverheadBytes));
   if (backlog_.update(chargedBytes_)) {
-    context_.metrics.peerBacklogPaused.Increment();
+    context_.onWriteBacklogPaused();
     applyReading();
   }
 }
 
 void TcpStream::overflow(size_t bytes) {
-  context_.metrics.peerBacklogReset.Increment();
-  static LogThrottle throttle(kOverflowLogIntervalMs);
-  if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
-    kLog.warn("peer reset: it left its answers unread past the write backlog limit",
-              {{"peer", peer_.toString()},
-               {"queued", std::to_string(queuedBytes_)},
-               {"refused", std::to_string(bytes)},
-               {"suppressed", std::to_string(suppressed)}});
-  }
+  context_.onWriteBacklogOverflow(*this, bytes);
   close(true);
 }
 
@@ -156,30 +210,43 @@ void TcpStream::onWriteCb(uv_write_t* req, int status) {
   if (self->backlog_.update(self->chargedBytes_)) self->applyReading();
   if (self->closing_ || self->handler_ == nullptr) return;
   if (status != 0) {
-    if (status != UV_ECANCELED) self->handler_->onStreamError(status);
+    if (status != UV_ECANCELED) self->handler_->onWriteError(status);
     return;
   }
   self->handler_->onWritten(size);
 }
 
-void TcpStream::shutdownWrite() {
-  if (closing_ || shutdownSent_) return;
+int TcpStream::shutdownWrite() {
+  if (closing_ || shutdownSent_) return 0;
   auto* req = new (std::nothrow) uv_shutdown_t{};
-  if (req == nullptr) return;
+  if (req == nullptr) return UV_ENOMEM;
   req->data = this;
-  if (uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&tcp_), onShutdownCb) != 0) {
+  if (const int rc = uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&tcp_), onShutdownCb); rc != 0) {
     delete req;
-    return;
+    return rc;
   }
   shutdownSent_ = true;
+  return 0;
 }
 
-void TcpStream::onShutdownCb(uv_shutdown_t* req, int) { delete req; }
+// libuv completes a pending shutdown (UV_ECANCELED) before the close callback frees the stream.
+void TcpStream::onShutdownCb(uv_shutdown_t* req, int status) {
+  auto* self = static_cast<TcpStream*>(req->data);
+  delete req;
+  if (status == UV_ECANCELED || self->closing_ || self->handler_ == nullptr) return;
+  self->handler_->onShutdownDone(status);
+}
+
+// --- Closing ----------------------------------------------------------------------------------
 
 void TcpStream::close(bool reset) {
   if (closing_) return;
   closing_ = true;
   reading_ = false;
+  if (dns_ != nullptr) {
+    dns_->cancel();
+    dns_ = nullptr;
+  }
   if (reset) {
     // uv_tcp_close_reset refuses while a shutdown is pending; fall back to a plain close then.
     if (!shutdownSent_ && uv_tcp_close_reset(&tcp_, onCloseCb) == 0) return;
@@ -190,10 +257,14 @@ void TcpStream::close(bool reset) {
 void TcpStream::onCloseCb(uv_handle_t* handle) {
   auto* self = static_cast<TcpStream*>(handle->data);
   Handler* handler = self->handler_;
-  self->context_.streams.erase(self);
+  self->context_.onStreamClosed(*self);
   delete self;
   if (handler != nullptr) handler->onClosed();
 }
+
+void TcpStream::setNoDelay(bool on) { (void)uv_tcp_nodelay(&tcp_, on ? 1 : 0); }
+
+void TcpStream::setKeepAlive(unsigned delaySeconds) { (void)uv_tcp_keepalive(&tcp_, 1, delaySeconds); }
 
 void TcpStream::setNotSentLowat(int bytes) {
   uv_os_fd_t fd = -1;
@@ -211,4 +282,4 @@ uint64_t TcpStream::bytesAcked() const {
   return bytesWritten_ > held ? bytesWritten_ - held : 0;
 }
 
-}  // namespace ot::relayd
+}  // namespace ot

@@ -1,4 +1,4 @@
-#include "relayd/peer_endpoint.h"
+#include "common/peer_endpoint.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,7 +8,7 @@
 
 #include "common/ip_address.h"
 
-namespace ot::relayd {
+namespace ot {
 
 std::string PeerEndpoint::toString() const {
   if (address.empty()) return "";
@@ -48,4 +48,4 @@ PeerEndpoint PeerEndpoint::fromProxy(const ProxyAddress& address) {
   return PeerEndpoint{normal->toString(), address.port};
 }
 
-}  // namespace ot::relayd
+}  // namespace ot

@@ -11,7 +11,7 @@
 
 #include "common/proxy_protocol.h"
 
-namespace ot::relayd {
+namespace ot {
 
 struct PeerEndpoint {
   std::string address;  // "192.0.2.7", "2001:db8::1" (IPv4-mapped written as IPv4); "" if unknown
@@ -24,4 +24,4 @@ struct PeerEndpoint {
   [[nodiscard]] static PeerEndpoint fromProxy(const ProxyAddress& address);
 };
 
-}  // namespace ot::relayd
+}  // namespace ot

@@ -1,12 +1,19 @@
-#include "client/address_resolver.h"
+#include "common/address_resolver.h"
 
 #include <cstring>
 #include <string>
 #include <utility>
 
-#include "client/server_url.h"
+#include "common/text.h"
 
-namespace ot::client {
+namespace ot {
+
+bool isLocalhostName(std::string_view host) {
+  std::string name = toLower(host);
+  if (!name.empty() && name.back() == '.') name.pop_back();  // a fully qualified spelling
+  constexpr std::string_view kSuffix = ".localhost";
+  return name == "localhost" || (name.size() > kSuffix.size() && name.ends_with(kSuffix));
+}
 
 std::optional<sockaddr_storage> resolveWithoutDns(std::string_view host, uint16_t port) {
   sockaddr_storage out{};
@@ -103,4 +110,4 @@ std::string formatAddress(const sockaddr_storage& address) {
   return "?";
 }
 
-}  // namespace ot::client
+}  // namespace ot
