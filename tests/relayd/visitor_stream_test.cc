@@ -26,7 +26,7 @@
 using ot::relayd::BridgeForStream;
 using ot::relayd::RelayContext;
 using ot::relayd::StreamForBridge;
-using ot::relayd::TcpStream;
+using ot::TcpStream;
 using ot::relayd::VisitorStream;
 namespace bridge = ot::bridge;
 
