@@ -110,15 +110,15 @@ ApiResult<ApiClient::Response> ApiClient::sendOnce(const char* method, const std
   request.headers.emplace_back("Accept: application/json");
   if (!body.empty()) request.headers.emplace_back("Content-Type: application/json");
   if (!token.empty()) request.headers.push_back("Authorization: Bearer " + std::string(token));
-  request.user_agent = kUserAgent;
+  request.userAgent = kUserAgent;
   // Names under .localhost are loopback (RFC 6761) even where the resolver does not know it.
   if (options_.server.isLoopbackName()) {
     request.resolve.push_back(options_.server.hostPort() + ":127.0.0.1");
   }
-  request.ca_file = options_.caFile;
-  request.connect_timeout_ms = options_.connectTimeout.count();
-  request.total_timeout_ms = options_.totalTimeout.count();
-  request.max_body_bytes = kMaxBodySize;
+  request.caFile = options_.caFile;
+  request.connectTimeoutMs = options_.connectTimeout.count();
+  request.totalTimeoutMs = options_.totalTimeout.count();
+  request.maxBodyBytes = kMaxBodySize;
   request.cancel = options_.cancel;
   auto reply = http::performCurl(request);
   if (!reply)

@@ -23,7 +23,7 @@ bool fatalUpgradeStatus(int status) {
 }  // namespace
 
 BridgeClient::BridgeClient(uv_loop_t* loop, const BridgeSettings& settings, SessionHost& host,
-                             int link)
+                           int link)
     : loop_(loop), settings_(settings), host_(host), link_(link) {}
 
 BridgeClient::~BridgeClient() = default;
@@ -201,8 +201,8 @@ void BridgeClient::onOpen(const bridge::Frame& frame) {
   }
   highestOpened_ = frame.connId;
   const BridgeConfig& config = settings_.config;
-  const size_t open = static_cast<size_t>(std::count_if(
-      streams_.begin(), streams_.end(), [](const auto& entry) {
+  const size_t open =
+      static_cast<size_t>(std::count_if(streams_.begin(), streams_.end(), [](const auto& entry) {
         return !entry.second->protocolClosed();
       }));
   if (open >= attached_.limits.maxConns) {
@@ -240,8 +240,7 @@ void BridgeClient::onOpen(const bridge::Frame& frame) {
   stream->start();
 }
 
-void BridgeClient::sendReset(uint32_t connId, bridge::ResetReason reason,
-                              std::string_view text) {
+void BridgeClient::sendReset(uint32_t connId, bridge::ResetReason reason, std::string_view text) {
   const std::vector<uint8_t> frame = bridge::encodeReset(connId, reason, text);
   sendStreamFrame(frame, {});
 }
@@ -277,11 +276,13 @@ bool BridgeClient::bridgeCongested() const {
 }
 
 void BridgeClient::sendStreamFrame(std::span<const uint8_t> head,
-                                    std::span<const uint8_t> payload) {
+                                   std::span<const uint8_t> payload) {
   if (transport_ != nullptr && !ended_) (void)transport_->sendBinary(head, payload);
 }
 
-void BridgeClient::onStreamDeadlineChanged() { host_.rescheduleTimer(); }
+void BridgeClient::onStreamDeadlineChanged() {
+  host_.rescheduleTimer();
+}
 
 void BridgeClient::onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {
   // A visitor per failed connect: a page with many assets would otherwise print dozens of lines.
@@ -339,8 +340,8 @@ void BridgeClient::onTimer(uint64_t nowMs) {
     const uint64_t beat = attached_.heartbeatMs;
     if (nowMs >= last + kSilentBeats * beat) {
       transport_->close(ws::kCloseGoingAway, "relay silent");
-      endSession({true, false, "nothing from the relay for " +
-                                   std::to_string(nowMs - last) + " ms"});
+      endSession(
+          {true, false, "nothing from the relay for " + std::to_string(nowMs - last) + " ms"});
     } else if (nowMs >= std::max(last, lastPingMs_) + beat) {
       (void)transport_->sendPing({});
       lastPingMs_ = nowMs;

@@ -19,8 +19,8 @@
 #include <unordered_map>
 
 #include "client/bridge_settings.h"
-#include "client/relay_transport.h"
 #include "client/local_stream.h"
+#include "client/relay_transport.h"
 #include "common/bridge_control.h"
 #include "common/log.h"
 
@@ -112,7 +112,7 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   bool ended_ = false;
   bool finished_ = false;
   bool draining_ = false;
-  RelayTransport* transport_ = nullptr;  // owns itself; null once closed
+  RelayTransport* transport_ = nullptr;                 // owns itself; null once closed
   std::unordered_map<uint32_t, LocalStream*> streams_;  // each owns itself until freed
   bridge::Attached attached_;
   uint32_t highestOpened_ = 0;

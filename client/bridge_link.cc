@@ -24,8 +24,8 @@ void BridgeLink::attempt() {
   state_ = State::kActive;
   retryAtMs_ = 0;
   ++attempts_;
-  auto session = std::make_unique<BridgeClient>(loop_, settings_,
-                                                  static_cast<SessionHost&>(*this), index_);
+  auto session =
+      std::make_unique<BridgeClient>(loop_, settings_, static_cast<SessionHost&>(*this), index_);
   current_ = session.get();
   sessions_.push_back(std::move(session));
   current_->start();  // may end (and finish) the attempt right here
@@ -76,7 +76,9 @@ void BridgeLink::onSessionFinished(BridgeClient& session) {
   rescheduleTimer();  // deletes it from the timer callback, off this stack
 }
 
-void BridgeLink::onSessionChanged() { host_.onLinkChanged(); }
+void BridgeLink::onSessionChanged() {
+  host_.onLinkChanged();
+}
 
 void BridgeLink::scheduleRetry() {
   const uint64_t delay = backoff_.nextDelayMs();
@@ -108,7 +110,9 @@ void BridgeLink::rescheduleTimer() {
   (void)uv_timer_start(&timer_, &onTimerFired, next > now ? next - now : 0, 0);
 }
 
-void BridgeLink::onTimerFired(uv_timer_t* timer) { static_cast<BridgeLink*>(timer->data)->onTimer(); }
+void BridgeLink::onTimerFired(uv_timer_t* timer) {
+  static_cast<BridgeLink*>(timer->data)->onTimer();
+}
 
 void BridgeLink::onTimer() {
   if (state_ == State::kStopped) return;
@@ -156,7 +160,8 @@ LinkStatus BridgeLink::status() const {
   LinkStatus status;
   status.attached = current_ != nullptr && current_->attached();
   status.fatal = state_ == State::kFatal;
-  for (const auto& session : sessions_) status.connections += static_cast<int>(session->connections());
+  for (const auto& session : sessions_)
+    status.connections += static_cast<int>(session->connections());
   status.lastError = lastError_;
   status.lastErrorAtMs = lastErrorAtMs_;
   status.retryAtMs = state_ == State::kWaiting ? retryAtMs_ : 0;

@@ -85,9 +85,9 @@ class BridgeLink final : private SessionHost {
   State state_ = State::kIdle;
   uv_timer_t timer_{};
   Backoff backoff_{uniformRandom};
-  std::vector<std::unique_ptr<BridgeClient>> sessions_;   // current, draining, closing
-  std::vector<std::unique_ptr<BridgeClient>> finished_;   // deleted on the next timer visit
-  BridgeClient* current_ = nullptr;                       // the attempt or attached bridge
+  std::vector<std::unique_ptr<BridgeClient>> sessions_;  // current, draining, closing
+  std::vector<std::unique_ptr<BridgeClient>> finished_;  // deleted on the next timer visit
+  BridgeClient* current_ = nullptr;                      // the attempt or attached bridge
   uint64_t retryAtMs_ = 0;
   std::string lastError_;
   uint64_t lastErrorAtMs_ = 0;

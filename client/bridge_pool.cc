@@ -102,8 +102,8 @@ struct BridgePool::Impl final : LinkHost {
     settings.visitorContextError.clear();
     settings.config.certificateChainPem = std::move(chain);
     settings.config.privateKeyPem = std::move(key);
-    log.info("tunnel certificate updated", {{"fingerprint", tls::leafFingerprint(
-                                                                settings.config.certificateChainPem)}});
+    log.info("tunnel certificate updated",
+             {{"fingerprint", tls::leafFingerprint(settings.config.certificateChainPem)}});
   }
 
   [[nodiscard]] PoolStatus status() const {
@@ -156,14 +156,20 @@ BridgePool::~BridgePool() {
   impl->stop(nullptr);
 }
 
-void BridgePool::start() { impl_->start(); }
+void BridgePool::start() {
+  impl_->start();
+}
 
-void BridgePool::stop(std::function<void()> done) { impl_->stop(std::move(done)); }
+void BridgePool::stop(std::function<void()> done) {
+  impl_->stop(std::move(done));
+}
 
 void BridgePool::updateCertificate(std::string certificateChainPem, std::string privateKeyPem) {
   impl_->updateCertificate(std::move(certificateChainPem), std::move(privateKeyPem));
 }
 
-PoolStatus BridgePool::status() const { return impl_->status(); }
+PoolStatus BridgePool::status() const {
+  return impl_->status();
+}
 
 }  // namespace ot::client

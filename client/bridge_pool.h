@@ -34,15 +34,15 @@ struct LocalTarget {
 inline constexpr uint64_t kVisitorHandshakeTimeoutMs = 10'000;
 
 struct BridgeConfig {
-  std::string relayHost;       // TCP address of the relay (names under .localhost -> 127.0.0.1)
+  std::string relayHost;  // TCP address of the relay (names under .localhost -> 127.0.0.1)
   uint16_t relayPort = 443;
-  std::string domain;          // the API domain: SNI, certificate name and Host of the upgrade
-  std::string caFile;          // "" -> system roots
+  std::string domain;  // the API domain: SNI, certificate name and Host of the upgrade
+  std::string caFile;  // "" -> system roots
   std::string tunnelId;
   std::string token;
   std::map<std::string, LocalTarget> routes;  // "" is the tunnel's own hostname
-  bool terminateTls = true;    // false: `otunnel tls` passthrough
-  bool http2 = false;          // terminating: also offer h2 (the local service speaks h2c)
+  bool terminateTls = true;                   // false: `otunnel tls` passthrough
+  bool http2 = false;               // terminating: also offer h2 (the local service speaks h2c)
   std::string certificateChainPem;  // the tunnel's certificate (terminating mode)
   std::string privateKeyPem;
   int links = 2;
@@ -56,11 +56,11 @@ struct BridgeConfig {
 
 // What the pool reports whenever a link changes state (on the loop thread).
 struct PoolStatus {
-  int links = 0;           // bridges wanted
-  int attached = 0;        // bridges attached now
-  int openConnections = 0; // visitor connections in flight over all bridges
-  bool fatal = false;      // a link stopped for good (bad token, 404, ...): the client should exit
-  std::string lastError;   // the last failure, for people ("connection refused", "bad_token: ...")
+  int links = 0;            // bridges wanted
+  int attached = 0;         // bridges attached now
+  int openConnections = 0;  // visitor connections in flight over all bridges
+  bool fatal = false;       // a link stopped for good (bad token, 404, ...): the client should exit
+  std::string lastError;    // the last failure, for people ("connection refused", "bad_token: ...")
   uint64_t nextRetryMs = 0;  // when not all attached: the soonest wait before a retry
 };
 

@@ -20,7 +20,8 @@ BridgeSettings makeBridgeSettings(BridgeConfig config) {
     settings.relayContextError = "tls client context: " + relay.error().message;
   }
   if (config.terminateTls) {
-    auto visitor = makeVisitorContext(config.certificateChainPem, config.privateKeyPem, config.http2);
+    auto visitor =
+        makeVisitorContext(config.certificateChainPem, config.privateKeyPem, config.http2);
     if (visitor.ok()) {
       settings.visitorContext = visitor.value();
     } else {
@@ -37,7 +38,7 @@ Result<tls::SslCtxPtr> makeVisitorContext(const std::string& certificateChainPem
     return Error{ErrorKind::kInvalid, "no certificate for the tunnel yet"};
   }
   auto context = tls::makeServerContext(certificateChainPem, privateKeyPem,
-                                         http2 ? kVisitorAlpnHttp2 : kVisitorAlpnHttp1);
+                                        http2 ? kVisitorAlpnHttp2 : kVisitorAlpnHttp1);
   if (!context.ok()) {
     return Error{context.error().kind, "tunnel certificate: " + context.error().message};
   }

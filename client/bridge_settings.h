@@ -32,7 +32,8 @@ struct BridgeSettings {
 
 // A server context for visitors from a certificate chain and key (PEM); `http2` also offers h2.
 [[nodiscard]] Result<tls::SslCtxPtr> makeVisitorContext(const std::string& certificateChainPem,
-                                                        const std::string& privateKeyPem, bool http2);
+                                                        const std::string& privateKeyPem,
+                                                        bool http2);
 
 // The routes named in `attach`: the configured ones, or the bare hostname when none are.
 [[nodiscard]] std::vector<std::string> attachRoutes(const BridgeConfig& config);

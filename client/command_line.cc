@@ -19,7 +19,6 @@ int refuse(const std::string& message) {
 
 }  // namespace
 
-
 Result<std::map<std::string, uint16_t>> parseRoutes(const std::vector<std::string>& specs) {
   if (specs.size() > kMaxNamedRoutes) {
     return invalid("at most " + std::to_string(kMaxNamedRoutes) + " --route entries; got " +
@@ -32,15 +31,15 @@ Result<std::map<std::string, uint16_t>> parseRoutes(const std::vector<std::strin
       return invalid("--route \"" + spec + "\" must be name=port");
     }
     const std::string name = spec.substr(0, equals);
-    const std::string_view port_text = std::string_view(spec).substr(equals + 1);
+    const std::string_view portText = std::string_view(spec).substr(equals + 1);
     if (!bridge::isDnsLabel(name)) {
       return invalid("--route name \"" + name +
                      "\" must be one lowercase DNS label: 1-63 of a-z 0-9 -, no hyphen first "
                      "or last");
     }
-    const std::optional<uint64_t> port = config::parseUnsigned(port_text);
+    const std::optional<uint64_t> port = config::parseUnsigned(portText);
     if (!port || *port < 1 || *port > 65535) {
-      return invalid("--route " + name + ": port \"" + std::string(port_text) +
+      return invalid("--route " + name + ": port \"" + std::string(portText) +
                      "\" must be a number from 1 to 65535");
     }
     if (!routes.emplace(name, static_cast<uint16_t>(*port)).second) {
@@ -53,10 +52,10 @@ Result<std::map<std::string, uint16_t>> parseRoutes(const std::vector<std::strin
 std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   CommandLine line;
   std::string server = "https://opentunnel.localhost:8443";
-  std::string wanted_id;
-  std::vector<std::string> route_specs;
-  int issue_timeout_s = 120;
-  std::string log_level = "warn";
+  std::string wantedId;
+  std::vector<std::string> routeSpecs;
+  int issueTimeoutS = 120;
+  std::string logLevel = "warn";
 
   CLI::App app{"otunnel: expose a local port at https://<id>.<domain>"};
   app.fallthrough();  // global flags may also follow the subcommand
@@ -71,12 +70,12 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   app.add_option("--state-dir", line.stateDir,
                  "where the tunnel, its token and key are kept (default $OTUNNEL_STATE_DIR, "
                  "$XDG_CONFIG_HOME/otunnel or ~/.config/otunnel)");
-  app.add_option("--id", wanted_id, "ask for this tunnel ID (a DNS label) for a new tunnel");
-  app.add_option("--issue-timeout", issue_timeout_s,
+  app.add_option("--id", wantedId, "ask for this tunnel ID (a DNS label) for a new tunnel");
+  app.add_option("--issue-timeout", issueTimeoutS,
                  "seconds to wait for the certificate to be issued")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
-  app.add_option("--log-level", log_level,
+  app.add_option("--log-level", logLevel,
                  "detail logged about the bridges: trace, debug, info, warn, error")
       ->envname("OTUNNEL_LOG_LEVEL")
       ->capture_default_str();
@@ -85,34 +84,33 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   app.require_subcommand(1);
   auto* http = app.add_subcommand("http", "terminate visitors' TLS here and forward plain HTTP");
   http->add_option("port", line.port, "local port")->required()->check(CLI::Range(1, 65535));
-  http->add_option("--route", route_specs,
+  http->add_option("--route", routeSpecs,
                    "name=port: serve <name>.<id>.<domain> from another port");
   http->add_flag("--http2", line.http2,
                  "the local service speaks HTTP/2 without TLS (h2c): offer h2 to visitors too");
   auto* tls = app.add_subcommand("tls", "pass visitors' TLS through to a local TLS server");
   tls->add_option("port", line.port, "local port")->required()->check(CLI::Range(1, 65535));
-  tls->add_option("--route", route_specs,
-                  "name=port: serve <name>.<id>.<domain> from another port");
+  tls->add_option("--route", routeSpecs, "name=port: serve <name>.<id>.<domain> from another port");
   if (auto code = config::parseCommandLine(app, argc, argv)) return *code;
 
   line.terminateTls = http->parsed();
-  line.issueTimeout = std::chrono::seconds(issue_timeout_s);
+  line.issueTimeout = std::chrono::seconds(issueTimeoutS);
   std::string error;
   const std::optional<ServerUrl> url = parseServerUrl(server, &error);
   if (!url) return refuse(error);
   line.server = *url;
-  if (!wanted_id.empty()) {
-    if (!bridge::isDnsLabel(wanted_id)) {
-      return refuse("--id \"" + wanted_id +
+  if (!wantedId.empty()) {
+    if (!bridge::isDnsLabel(wantedId)) {
+      return refuse("--id \"" + wantedId +
                     "\" must be one lowercase DNS label: 1-63 of a-z 0-9 -, no hyphen first or "
                     "last");
     }
-    line.wantedId = wanted_id;
+    line.wantedId = wantedId;
   }
-  const std::optional<log::Level> level = log::parseLevel(log_level);
-  if (!level) return refuse("--log-level \"" + log_level + "\" is not a log level");
+  const std::optional<log::Level> level = log::parseLevel(logLevel);
+  if (!level) return refuse("--log-level \"" + logLevel + "\" is not a log level");
   line.logLevel = *level;
-  auto routes = parseRoutes(route_specs);
+  auto routes = parseRoutes(routeSpecs);
   if (!routes) return refuse(routes.error().message);
   line.routes = std::move(routes).value();
   return line;

@@ -185,8 +185,8 @@ bool csrMatchesKey(std::string_view csrPem, std::string_view keyPem) {
   const X509ReqPtr request = loadCsr(csrPem);
   const EvpPkeyPtr key = loadKey(keyPem);
   if (request == nullptr || key == nullptr) return false;
-  EVP_PKEY* public_key = X509_REQ_get0_pubkey(request.get());
-  const bool same = public_key != nullptr && EVP_PKEY_eq(public_key, key.get()) == 1;
+  EVP_PKEY* publicKey = X509_REQ_get0_pubkey(request.get());
+  const bool same = publicKey != nullptr && EVP_PKEY_eq(publicKey, key.get()) == 1;
   ERR_clear_error();
   return same;
 }

@@ -1,9 +1,9 @@
 // The tunnel's private key and certificate signing request, made on the user's machine so the key
 // never leaves it. Pure OpenSSL, no I/O: any thread may call.
 //
-// The CSR is what controld accepts for a tunnel (controld/issuance/csr_check.h): ECDSA P-256, SHA-256,
-// subject exactly CN=<hostname>, subjectAltName with the hostname and, when the tunnel has named
-// routes (<route>.<hostname>), its wildcard *.<hostname>; nothing else.
+// The CSR is what controld accepts for a tunnel (controld/issuance/csr_check.h): ECDSA P-256,
+// SHA-256, subject exactly CN=<hostname>, subjectAltName with the hostname and, when the tunnel has
+// named routes (<route>.<hostname>), its wildcard *.<hostname>; nothing else.
 #pragma once
 
 #include <string>

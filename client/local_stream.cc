@@ -43,9 +43,9 @@ LocalStream* LocalStream::create(uv_loop_t* loop, StreamHost& host, StreamOption
   tls::SslCtxPtr context = options.tlsContext;
   auto* self = new LocalStream(loop, host, std::move(options));
   if (context) {
-    self->tls_ = std::make_unique<tls::TlsStream>(tls::TlsEngine::server(std::move(context)),
-                                                  static_cast<tls::TlsStream::Owner&>(*self),
-                                                  tPlaintext);
+    self->tls_ =
+        std::make_unique<tls::TlsStream>(tls::TlsEngine::server(std::move(context)),
+                                         static_cast<tls::TlsStream::Owner&>(*self), tPlaintext);
   }
   if (self->tls_ && !self->tls_->valid()) {
     delete self;
@@ -233,7 +233,9 @@ void LocalStream::onTlsHandshakeDone() {
   updateReading();  // the local service's bytes can be encrypted from now on
 }
 
-void LocalStream::onTlsPlaintext(std::span<uint8_t> bytes) { toLocal(bytes); }
+void LocalStream::onTlsPlaintext(std::span<uint8_t> bytes) {
+  toLocal(bytes);
+}
 
 void LocalStream::onTlsCloseNotify() {
   visitorTlsClosed_ = true;  // like a FIN: no more data toward the local service

@@ -60,8 +60,8 @@ struct StreamOptions {
   uint32_t connId = 0;
   LocalTarget target;
   tls::SslCtxPtr tlsContext;  // terminate the visitor's TLS with it; null: passthrough
-  uint32_t receiveWindow = bridge::kDefaultWindow;  // our attach window
-  uint32_t sendWindow = bridge::kRelayWindow;       // attached.limits.window
+  uint32_t receiveWindow = bridge::kDefaultWindow;                       // our attach window
+  uint32_t sendWindow = bridge::kRelayWindow;                            // attached.limits.window
   uint32_t maxPayload = static_cast<uint32_t>(bridge::kMaxDataPayload);  // limits.max_payload
   uint64_t connectTimeoutMs = 10'000;
   uint64_t handshakeTimeoutMs = kVisitorHandshakeTimeoutMs;
@@ -75,7 +75,7 @@ class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Hand
  public:
   // nullptr when no socket could be created (the caller resets the connection).
   [[nodiscard]] static LocalStream* create(uv_loop_t* loop, StreamHost& host,
-                                             StreamOptions options);
+                                           StreamOptions options);
   LocalStream(const LocalStream&) = delete;
   LocalStream& operator=(const LocalStream&) = delete;
 

@@ -1,11 +1,11 @@
 // LocalStream's bytes through the local socket (local_stream.h, a TcpStream): toward the local
 // service (writes, the half-close, credit grants) and from it toward the relay (reads sized by the
 // send credit, data frames, end).
-#include "client/local_stream.h"
-
 #include <algorithm>
 #include <array>
 #include <utility>
+
+#include "client/local_stream.h"
 
 namespace ot::client {
 namespace {
@@ -37,7 +37,8 @@ void LocalStream::writeLocal(std::vector<uint8_t> bytes) {
 
 void LocalStream::onWriteError(int status) {
   if (closing()) return;
-  resetStream(bridge::ResetReason::kClientIoError, describeUv("writing to the local service", status));
+  resetStream(bridge::ResetReason::kClientIoError,
+              describeUv("writing to the local service", status));
 }
 
 void LocalStream::onWritten(size_t bytes) {
@@ -75,7 +76,8 @@ void LocalStream::maybeShutdown() {
 void LocalStream::onShutdownDone(int status) {
   if (closing()) return;
   if (status != 0) {
-    resetStream(bridge::ResetReason::kClientIoError, describeUv("closing the local socket", status));
+    resetStream(bridge::ResetReason::kClientIoError,
+                describeUv("closing the local socket", status));
     return;
   }
   shutdownDone_ = true;
@@ -110,7 +112,8 @@ void LocalStream::onEof() {
 
 void LocalStream::onStreamError(int status) {
   if (closing()) return;
-  resetStream(bridge::ResetReason::kClientIoError, describeUv("reading from the local service", status));
+  resetStream(bridge::ResetReason::kClientIoError,
+              describeUv("reading from the local service", status));
 }
 
 void LocalStream::onLocalBytes(std::span<const uint8_t> bytes) {

@@ -155,10 +155,10 @@ Result<Provisioned> Provisioner::run() {
   path_ = stateFilePath(options_.stateDir, api_.options().server);
   auto saved = loadTunnelState(path_);
   if (!saved) return saved.error();
-  const bool had_saved = saved->has_value();
-  const std::string saved_id = had_saved ? (*saved)->id : std::string();
+  const bool hadSaved = saved->has_value();
+  const std::string savedId = hadSaved ? (*saved)->id : std::string();
   if (Status tunnel = ensureTunnel(std::move(saved).value()); !tunnel.ok()) return tunnel.error();
-  const bool reused = had_saved && saved_id == state_.id;
+  const bool reused = hadSaved && savedId == state_.id;
 
   // A failure left over from an earlier run is retried once with a new key and CSR (binding the
   // same CSR again would only repeat the old answer).
@@ -173,12 +173,13 @@ Result<Provisioned> Provisioner::run() {
         // token): asking again now is refused the same way, so stop and say so.
         return failed("another certificate request for tunnel " + state_.id +
                       " is in progress (another otunnel with this tunnel's token?); run otunnel "
-                      "again once it has finished: " + bound.error().describe());
+                      "again once it has finished: " +
+                      bound.error().describe());
       }
       return failed("the server refused the certificate request: " + bound.error().describe());
     }
-    const bool old_failure = bound->state == "failed" && reused && attempt == 0;
-    if (old_failure) {
+    const bool oldFailure = bound->state == "failed" && reused && attempt == 0;
+    if (oldFailure) {
       say("otunnel: the last certificate request failed (" + bound->error +
           "); trying again with a new key");
       fresh = true;
@@ -200,7 +201,7 @@ Result<Provisioned> Provisioner::run() {
     return failed("the server's certificate is not for this client's key");
   }
   state_.chainPem = status.chain;
-  if (Status saved_now = save(); !saved_now.ok()) return saved_now.error();
+  if (Status savedNow = save(); !savedNow.ok()) return savedNow.error();
 
   Provisioned provisioned{state_, path_, "", ""};
   if (options_.passthrough) {

@@ -117,17 +117,25 @@ bool RelayTransport::sendCiphertext(std::vector<uint8_t> bytes) {
   return !closing();
 }
 
-void RelayTransport::onTlsHandshakeDone() { sendUpgradeRequest(); }
+void RelayTransport::onTlsHandshakeDone() {
+  sendUpgradeRequest();
+}
 
 bool RelayTransport::wantsTlsPlaintext() const {
   return state_ >= State::kUpgrading && state_ <= State::kCloseSent;
 }
 
-void RelayTransport::onTlsPlaintext(std::span<uint8_t> bytes) { consumePlaintext(bytes); }
+void RelayTransport::onTlsPlaintext(std::span<uint8_t> bytes) {
+  consumePlaintext(bytes);
+}
 
-void RelayTransport::onTlsCloseNotify() { onEndOfStream(UV_EOF); }
+void RelayTransport::onTlsCloseNotify() {
+  onEndOfStream(UV_EOF);
+}
 
-void RelayTransport::onTlsFailed() { fail("tls: " + tls_->errorText()); }
+void RelayTransport::onTlsFailed() {
+  fail("tls: " + tls_->errorText());
+}
 
 void RelayTransport::onEndOfStream(int status) {
   const std::string why = status == UV_EOF ? "the relay closed the connection"
@@ -162,8 +170,7 @@ void RelayTransport::sendUpgradeRequest() {
   }
   upgrade_ = RelayUpgrade::create(endpoint_.domain, endpoint_.path, endpoint_.userAgent, nonce);
   if (!upgrade_) {
-    fail("cannot build the upgrade request for " + endpoint_.domain + endpoint_.path, 0, {},
-         true);
+    fail("cannot build the upgrade request for " + endpoint_.domain + endpoint_.path, 0, {}, true);
     return;
   }
   state_ = State::kUpgrading;
@@ -253,8 +260,8 @@ bool RelayTransport::sendBinary(std::span<const uint8_t> head, std::span<const u
 }
 
 bool RelayTransport::sendPing(std::span<const uint8_t> payload) {
-  return sendFrame(ws::Opcode::kPing, {}, payload.first(std::min(payload.size(),
-                                                                 ws::kMaxControlPayload)));
+  return sendFrame(ws::Opcode::kPing, {},
+                   payload.first(std::min(payload.size(), ws::kMaxControlPayload)));
 }
 
 bool RelayTransport::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,

@@ -34,7 +34,7 @@
 namespace ot::client {
 
 struct RelayEndpoint {
-  std::string host;    // TCP address (names under .localhost are 127.0.0.1)
+  std::string host;  // TCP address (names under .localhost are 127.0.0.1)
   uint16_t port = 443;
   std::string domain;  // SNI, certificate name and Host header
   std::string path;    // "/api/tunnel/<id>/bridge"

@@ -1,7 +1,6 @@
 #include "client/relay_upgrade.h"
 
 #include <nlohmann/json.hpp>
-
 #include <utility>
 #include <vector>
 

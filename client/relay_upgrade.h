@@ -17,9 +17,9 @@ namespace ot::client {
 
 // Why an attempt failed before the upgrade succeeded.
 struct TransportFailure {
-  int httpStatus = 0;  // the relay's answer to the upgrade when it was not 101, else 0
-  std::string tag;     // `_tag` of its JSON body, when it had one
-  std::string text;    // for people
+  int httpStatus = 0;      // the relay's answer to the upgrade when it was not 101, else 0
+  std::string tag;         // `_tag` of its JSON body, when it had one
+  std::string text;        // for people
   bool permanent = false;  // our own configuration cannot work (e.g. a tunnel id unfit for a path)
 };
 
@@ -37,7 +37,7 @@ class RelayUpgrade {
   enum class Outcome : uint8_t { kNeedMore, kUpgraded, kFailed };
   struct Step {
     Outcome outcome = Outcome::kNeedMore;
-    size_t consumed = 0;  // kUpgraded: bytes after this offset are the WebSocket stream
+    size_t consumed = 0;       // kUpgraded: bytes after this offset are the WebSocket stream
     TransportFailure failure;  // kFailed
   };
 

@@ -17,7 +17,9 @@ namespace {
 
 constexpr std::chrono::hours kRenewalCheckInterval{1};
 
-void say(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+void say(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 BridgeConfig bridgeConfig(const CommandLine& line, const Provisioned& provisioned) {
   BridgeConfig config;
@@ -39,7 +41,9 @@ BridgeConfig bridgeConfig(const CommandLine& line, const Provisioned& provisione
 
 }  // namespace
 
-TunnelClient::Loop::Loop() { initError_ = uv_loop_init(&loop_); }
+TunnelClient::Loop::Loop() {
+  initError_ = uv_loop_init(&loop_);
+}
 
 TunnelClient::Loop::~Loop() {
   if (initError_ != 0) return;

@@ -1,6 +1,7 @@
 // Turning a host and port into a socket address for uv_tcp_connect (TcpStream::connect: otunnel's
-// relay connection and its local targets). Names equal to "localhost" or ending in ".localhost" are 127.0.0.1 without asking DNS
-// (RFC 6761); IP literals are parsed; anything else goes through uv_getaddrinfo. Loop thread only.
+// relay connection and its local targets). Names equal to "localhost" or ending in ".localhost" are
+// 127.0.0.1 without asking DNS (RFC 6761); IP literals are parsed; anything else goes through
+// uv_getaddrinfo. Loop thread only.
 #pragma once
 
 #include <uv.h>

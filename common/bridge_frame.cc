@@ -236,7 +236,8 @@ std::vector<uint8_t> encodeCredit(uint32_t connId, uint32_t increment) {
 }
 
 bool isDnsLabel(std::string_view label) {
-  if (label.empty() || label.size() > kMaxRouteLength || label.front() == '-' || label.back() == '-') {
+  if (label.empty() || label.size() > kMaxRouteLength || label.front() == '-' ||
+      label.back() == '-') {
     return false;
   }
   return std::all_of(label.begin(), label.end(), [](char c) {
@@ -244,7 +245,9 @@ bool isDnsLabel(std::string_view label) {
   });
 }
 
-bool isValidRoute(std::string_view route) { return route.empty() || isDnsLabel(route); }
+bool isValidRoute(std::string_view route) {
+  return route.empty() || isDnsLabel(route);
+}
 
 bool isValidVisitorAddress(std::string_view address) {
   if (address.empty()) return true;

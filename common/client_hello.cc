@@ -87,10 +87,10 @@ bool parseServerName(std::span<const uint8_t> data, ClientHelloInfo& info) {
   for (const uint8_t b : *name) raw.push_back(static_cast<char>(b));
   if (auto normalized = normalizeHostName(raw)) {
     info.sni = SniStatus::kValid;
-    info.server_name = std::move(*normalized);
+    info.serverName = std::move(*normalized);
   } else {
     info.sni = SniStatus::kInvalid;
-    info.server_name.clear();
+    info.serverName.clear();
   }
   return true;
 }
@@ -123,7 +123,7 @@ bool parseSupportedVersions(std::span<const uint8_t> data, ClientHelloInfo& info
   std::vector<uint16_t> out;
   out.reserve(list->size() / 2);
   while (const auto version = versions.u16()) out.push_back(*version);
-  info.supported_versions = std::move(out);
+  info.supportedVersions = std::move(out);
   return true;
 }
 
@@ -136,15 +136,15 @@ ClientHelloResult parseClientHello(std::span<const uint8_t> body) {
   Cursor in(body);
   const auto version = in.u16();
   const auto random = in.bytes(kRandomSize);
-  const auto session_id = in.vector8();
-  const auto cipher_suites = in.vector16();
+  const auto sessionId = in.vector8();
+  const auto cipherSuites = in.vector16();
   const auto compression = in.vector8();
-  if (!version || !random || !session_id || session_id->size() > kMaxSessionId || !cipher_suites ||
-      cipher_suites->size() < 2 || cipher_suites->size() % 2 != 0 || !compression ||
+  if (!version || !random || !sessionId || sessionId->size() > kMaxSessionId || !cipherSuites ||
+      cipherSuites->size() < 2 || cipherSuites->size() % 2 != 0 || !compression ||
       compression->empty()) {
     return malformed;
   }
-  info.legacy_version = *version;
+  info.legacyVersion = *version;
   if (in.empty()) return done;  // a hello from before extensions: no SNI, nothing else to read
 
   const auto extensions = in.vector16();
@@ -206,28 +206,28 @@ std::optional<std::string> normalizeHostName(std::string_view name) {
   if (name.empty() || name.size() > kMaxHostName) return std::nullopt;
   std::string out;
   out.reserve(name.size());
-  size_t label_start = 0;
-  bool label_all_digits = true;
+  size_t labelStart = 0;
+  bool labelAllDigits = true;
   for (size_t i = 0; i <= name.size(); ++i) {
     if (i == name.size() || name[i] == '.') {
-      const size_t label_size = i - label_start;
-      if (label_size == 0 || label_size > kMaxLabel) return std::nullopt;  // "a..b", "a.", ".a"
-      if (i == name.size() && label_all_digits) return std::nullopt;       // "10.0.0.1"
+      const size_t labelSize = i - labelStart;
+      if (labelSize == 0 || labelSize > kMaxLabel) return std::nullopt;  // "a..b", "a.", ".a"
+      if (i == name.size() && labelAllDigits) return std::nullopt;       // "10.0.0.1"
       if (i < name.size()) out.push_back('.');
-      label_start = i + 1;
-      label_all_digits = true;
+      labelStart = i + 1;
+      labelAllDigits = true;
       continue;
     }
     char c = name[i];
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     if (!isLabelByte(c)) return std::nullopt;
-    if (c < '0' || c > '9') label_all_digits = false;
+    if (c < '0' || c > '9') labelAllDigits = false;
     out.push_back(c);
   }
   return out;
 }
 
-ClientHelloReader::ClientHelloReader(size_t maxBytes) : max_bytes_(maxBytes) {}
+ClientHelloReader::ClientHelloReader(size_t maxBytes) : maxBytes_(maxBytes) {}
 
 ClientHelloResult& ClientHelloReader::fail(ClientHelloError error) {
   result_ = {ClientHelloStatus::kError, error, {}};
@@ -245,11 +245,11 @@ ClientHelloResult ClientHelloReader::feed(std::span<const uint8_t> bytes) {
   // Only records completed since the last call are parsed; a partial record waits, and its
   // header is checked once (record_length_ remembers it).
   while (true) {
-    const size_t available = buffer_.size() - record_start_;
-    if (record_length_ == 0) {
+    const size_t available = buffer_.size() - recordStart_;
+    if (recordLength_ == 0) {
       if (available < kTlsRecordHeaderSize) break;
       const auto header =
-          std::span<const uint8_t>(buffer_).subspan(record_start_, kTlsRecordHeaderSize);
+          std::span<const uint8_t>(buffer_).subspan(recordStart_, kTlsRecordHeaderSize);
       examined_ += kTlsRecordHeaderSize;
       const size_t length = (static_cast<size_t>(header[3]) << 8) | header[4];
       // RFC 8446 5.1 says to ignore the record version; we accept major 3 with minor 0..3 (the
@@ -259,19 +259,19 @@ ClientHelloResult ClientHelloReader::feed(std::span<const uint8_t> bytes) {
           length > kTlsMaxRecordPayload) {
         return fail(ClientHelloError::kBadRecord);
       }
-      if (record_start_ + kTlsRecordHeaderSize + length > max_bytes_) {
+      if (recordStart_ + kTlsRecordHeaderSize + length > maxBytes_) {
         return fail(ClientHelloError::kTooLarge);
       }
-      record_length_ = length;
+      recordLength_ = length;
     }
-    if (available < kTlsRecordHeaderSize + record_length_) {
+    if (available < kTlsRecordHeaderSize + recordLength_) {
       checkAnnouncedLength();
       return result_;
     }
     const auto payload = std::span<const uint8_t>(buffer_).subspan(
-        record_start_ + kTlsRecordHeaderSize, record_length_);
-    record_start_ += kTlsRecordHeaderSize + record_length_;
-    record_length_ = 0;
+        recordStart_ + kTlsRecordHeaderSize, recordLength_);
+    recordStart_ += kTlsRecordHeaderSize + recordLength_;
+    recordLength_ = 0;
     if (onRecord(payload).status != ClientHelloStatus::kNeedMore) return result_;
   }
   return result_;
@@ -282,25 +282,24 @@ void ClientHelloReader::checkAnnouncedLength() {
   // and length now, so a hello announcing more than the budget is refused as soon as its header
   // arrives instead of when (if ever) the record completes. Earlier complete records sit in
   // handshake_; the current record's payload so far follows them.
-  if (announced_checked_ || result_.status != ClientHelloStatus::kNeedMore) return;
+  if (announcedChecked_ || result_.status != ClientHelloStatus::kNeedMore) return;
   std::array<uint8_t, kHandshakeHeaderSize> head{};
   size_t have = 0;
   for (size_t i = 0; i < handshake_.size() && have < head.size(); ++i) head[have++] = handshake_[i];
-  const size_t partialStart = record_start_ + kTlsRecordHeaderSize;
+  const size_t partialStart = recordStart_ + kTlsRecordHeaderSize;
   for (size_t i = partialStart; i < buffer_.size() && have < head.size(); ++i) {
     head[have++] = buffer_[i];
   }
   if (have < head.size()) return;
-  announced_checked_ = true;
+  announcedChecked_ = true;
   if (head[0] != kHandshakeClientHello) {
     fail(ClientHelloError::kNotClientHello);
     return;
   }
   // The message starts after the first record header; whatever the fragmentation, it needs at
   // least this many bytes on the wire.
-  const size_t total =
-      kHandshakeHeaderSize + readU24(std::span<const uint8_t>(head).subspan(1));
-  if (kTlsRecordHeaderSize + total > max_bytes_) fail(ClientHelloError::kTooLarge);
+  const size_t total = kHandshakeHeaderSize + readU24(std::span<const uint8_t>(head).subspan(1));
+  if (kTlsRecordHeaderSize + total > maxBytes_) fail(ClientHelloError::kTooLarge);
 }
 
 ClientHelloResult& ClientHelloReader::onRecord(std::span<const uint8_t> payload) {
@@ -317,13 +316,13 @@ ClientHelloResult& ClientHelloReader::onRecord(std::span<const uint8_t> payload)
   if (message[0] != kHandshakeClientHello) return fail(ClientHelloError::kNotClientHello);
 
   if (message.size() >= kHandshakeHeaderSize) {
-    const size_t body_size = readU24(message.subspan(1));
-    const size_t total = kHandshakeHeaderSize + body_size;
+    const size_t bodySize = readU24(message.subspan(1));
+    const size_t total = kHandshakeHeaderSize + bodySize;
     if (message.size() >= total) {
       // Bytes after the hello inside this record are not ours to judge: the terminator will.
-      examined_ += body_size;
-      result_ = parseClientHello(message.subspan(kHandshakeHeaderSize, body_size));
-      if (result_.status == ClientHelloStatus::kDone) result_.info.hello_end = record_start_;
+      examined_ += bodySize;
+      result_ = parseClientHello(message.subspan(kHandshakeHeaderSize, bodySize));
+      if (result_.status == ClientHelloStatus::kDone) result_.info.helloEnd = recordStart_;
       handshake_ = {};
       return result_;
     }
@@ -331,12 +330,12 @@ ClientHelloResult& ClientHelloReader::onRecord(std::span<const uint8_t> payload)
     // to the limit first.
     const size_t missing = total - message.size();
     const size_t records = (missing + kTlsMaxRecordPayload - 1) / kTlsMaxRecordPayload;
-    if (record_start_ + missing + records * kTlsRecordHeaderSize > max_bytes_) {
+    if (recordStart_ + missing + records * kTlsRecordHeaderSize > maxBytes_) {
       return fail(ClientHelloError::kTooLarge);
     }
   }
   // At least one more record (a header and one byte) must fit.
-  if (record_start_ + kTlsRecordHeaderSize + 1 > max_bytes_) {
+  if (recordStart_ + kTlsRecordHeaderSize + 1 > maxBytes_) {
     return fail(ClientHelloError::kTooLarge);
   }
   return result_;

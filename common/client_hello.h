@@ -44,13 +44,13 @@ enum class SniStatus : uint8_t { kAbsent, kValid, kInvalid };
 
 struct ClientHelloInfo {
   SniStatus sni = SniStatus::kAbsent;
-  std::string server_name;                   // lowercased; empty unless sni == kValid
-  std::vector<std::string> alpn;             // in the client's order; empty without the extension
-  uint16_t legacy_version = 0;               // ClientHello.legacy_version (0x0303 for TLS 1.2+)
-  std::vector<uint16_t> supported_versions;  // empty without the extension (TLS 1.2 clients)
+  std::string serverName;                   // lowercased; empty unless sni == kValid
+  std::vector<std::string> alpn;            // in the client's order; empty without the extension
+  uint16_t legacyVersion = 0;               // ClientHello.legacy_version (0x0303 for TLS 1.2+)
+  std::vector<uint16_t> supportedVersions;  // empty without the extension (TLS 1.2 clients)
   // Bytes of buffered() up to the end of the record that completed the hello; whatever follows
   // arrived in the same reads but was neither parsed nor needed.
-  size_t hello_end = 0;
+  size_t helloEnd = 0;
   bool operator==(const ClientHelloInfo&) const = default;
 };
 
@@ -95,13 +95,13 @@ class ClientHelloReader {
   ClientHelloResult& onRecord(std::span<const uint8_t> payload);
   void checkAnnouncedLength();
 
-  size_t max_bytes_;
+  size_t maxBytes_;
   std::vector<uint8_t> buffer_;
-  size_t record_start_ = 0;         // offset in buffer_ of the first record not yet parsed
-  size_t record_length_ = 0;        // its payload length once its header passed; 0 before
+  size_t recordStart_ = 0;          // offset in buffer_ of the first record not yet parsed
+  size_t recordLength_ = 0;         // its payload length once its header passed; 0 before
   std::vector<uint8_t> handshake_;  // message bytes gathered when it spans records
   size_t examined_ = 0;
-  bool announced_checked_ = false;  // the handshake header was judged before its record completed
+  bool announcedChecked_ = false;  // the handshake header was judged before its record completed
   ClientHelloResult result_;
 };
 

@@ -56,7 +56,7 @@ std::optional<ListenAddress> parseListenAddress(std::string_view text) {
     return out;
   }
   out.kind = ListenAddress::Kind::kTcp;
-  std::string_view port_text;
+  std::string_view portText;
   if (text.starts_with("[")) {
     const auto close = text.find(']');
     if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
@@ -64,15 +64,15 @@ std::optional<ListenAddress> parseListenAddress(std::string_view text) {
     }
     out.host = std::string(text.substr(1, close - 1));
     if (!isIpv6Literal(out.host)) return std::nullopt;
-    port_text = text.substr(close + 2);
+    portText = text.substr(close + 2);
   } else {
     const auto colon = text.rfind(':');
     if (colon == std::string_view::npos) return std::nullopt;
     out.host = std::string(text.substr(0, colon));
     if (!isPlainHost(out.host)) return std::nullopt;
-    port_text = text.substr(colon + 1);
+    portText = text.substr(colon + 1);
   }
-  const auto port = parsePort(port_text);
+  const auto port = parsePort(portText);
   if (!port) return std::nullopt;
   out.port = *port;
   return out;
@@ -101,8 +101,8 @@ CLI::Option* addListenOption(CLI::App& app, const std::string& flag, const std::
       [&target, flag](const std::string& value) {
         auto parsed = parseListenAddress(value);
         if (!parsed) {
-          throw CLI::ValidationError(flag, "expected off, host:port, [v6]:port or unix:/path, got '" +
-                                               value + "'");
+          throw CLI::ValidationError(
+              flag, "expected off, host:port, [v6]:port or unix:/path, got '" + value + "'");
         }
         target = *parsed;
       },
@@ -132,7 +132,8 @@ CLI::Option* addBoolOption(CLI::App& app, const std::string& flag, const std::st
       flag,
       [&target, flag](const std::string& value) {
         auto parsed = parseBool(value);
-        if (!parsed) throw CLI::ValidationError(flag, "expected true or false, got '" + value + "'");
+        if (!parsed)
+          throw CLI::ValidationError(flag, "expected true or false, got '" + value + "'");
         target = *parsed;
       },
       help);

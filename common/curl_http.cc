@@ -27,16 +27,16 @@ void initCurlOnce() {
 
 struct Exchange {
   CurlReply reply;
-  std::size_t max_body_bytes = 0;
-  bool too_large = false;
+  std::size_t maxBodyBytes = 0;
+  bool tooLarge = false;
   const std::atomic<bool>* cancel = nullptr;
 };
 
 size_t onBody(char* data, size_t size, size_t count, void* user) {
   auto* exchange = static_cast<Exchange*>(user);
   const size_t bytes = size * count;
-  if (exchange->reply.body.size() + bytes > exchange->max_body_bytes) {
-    exchange->too_large = true;
+  if (exchange->reply.body.size() + bytes > exchange->maxBodyBytes) {
+    exchange->tooLarge = true;
     return 0;  // curl fails the transfer with CURLE_WRITE_ERROR
   }
   exchange->reply.body.append(data, bytes);
@@ -67,9 +67,9 @@ int onProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 
 }  // namespace
 
-std::string CurlReply::header(std::string_view lower_case_name) const {
+std::string CurlReply::header(std::string_view lowerCaseName) const {
   for (const auto& [name, value] : headers) {
-    if (name == lower_case_name) return value;
+    if (name == lowerCaseName) return value;
   }
   return {};
 }
@@ -99,26 +99,26 @@ Result<CurlReply> performCurl(const CurlRequest& request) {
   }
 
   Exchange exchange;
-  exchange.max_body_bytes = request.max_body_bytes;
+  exchange.maxBodyBytes = request.maxBodyBytes;
   exchange.cancel = request.cancel;
-  char error_buffer[CURL_ERROR_SIZE] = {};
+  char errorBuffer[CURL_ERROR_SIZE] = {};
   // curl's varargs read a long.
-  const long connect_ms = static_cast<long>(request.connect_timeout_ms);
-  const long total_ms = static_cast<long>(request.total_timeout_ms);
+  const long connectMs = static_cast<long>(request.connectTimeoutMs);
+  const long totalMs = static_cast<long>(request.totalTimeoutMs);
   curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // worker threads: no SIGALRM for timeouts
-  curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, total_ms);
-  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);
-  if (!request.user_agent.empty()) {
-    curl_easy_setopt(handle, CURLOPT_USERAGENT, request.user_agent.c_str());
+  curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, connectMs);
+  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, totalMs);
+  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, errorBuffer);
+  if (!request.userAgent.empty()) {
+    curl_easy_setopt(handle, CURLOPT_USERAGENT, request.userAgent.c_str());
   }
   if (resolve != nullptr) curl_easy_setopt(handle, CURLOPT_RESOLVE, resolve.get());
-  if (!request.ca_file.empty()) {
-    curl_easy_setopt(handle, CURLOPT_CAINFO, request.ca_file.c_str());
+  if (!request.caFile.empty()) {
+    curl_easy_setopt(handle, CURLOPT_CAINFO, request.caFile.c_str());
     // CAINFO alone replaces the system roots; the system directory brings them back.
-    if (request.keep_system_roots) curl_easy_setopt(handle, CURLOPT_CAPATH, "/etc/ssl/certs");
+    if (request.keepSystemRoots) curl_easy_setopt(handle, CURLOPT_CAPATH, "/etc/ssl/certs");
   }
   if (request.method == "HEAD") {
     curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
@@ -147,15 +147,15 @@ Result<CurlReply> performCurl(const CurlRequest& request) {
   if (code != CURLE_OK) {
     if (code == CURLE_OPERATION_TIMEDOUT) {
       return Error{ErrorKind::kTimeout,
-                   error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(code)};
+                   errorBuffer[0] != '\0' ? errorBuffer : curl_easy_strerror(code)};
     }
     if (code == CURLE_ABORTED_BY_CALLBACK) return Error{ErrorKind::kUnavailable, "cancelled"};
-    if (exchange.too_large) {
-      return Error{ErrorKind::kUnavailable, "the answer is larger than " +
-                                                std::to_string(request.max_body_bytes) + " bytes"};
+    if (exchange.tooLarge) {
+      return Error{ErrorKind::kUnavailable,
+                   "the answer is larger than " + std::to_string(request.maxBodyBytes) + " bytes"};
     }
     return Error{ErrorKind::kUnavailable,
-                 error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(code)};
+                 errorBuffer[0] != '\0' ? errorBuffer : curl_easy_strerror(code)};
   }
   long status = 0;
   curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
@@ -163,7 +163,7 @@ Result<CurlReply> performCurl(const CurlRequest& request) {
   return std::move(exchange.reply);
 }
 
-std::optional<int64_t> parseRetryAfterMs(std::string_view value, int64_t now_unix_ms) {
+std::optional<int64_t> parseRetryAfterMs(std::string_view value, int64_t nowUnixMs) {
   const std::string text(trim(value));
   if (text.empty()) return std::nullopt;
   if (std::all_of(text.begin(), text.end(),
@@ -174,8 +174,8 @@ std::optional<int64_t> parseRetryAfterMs(std::string_view value, int64_t now_uni
   std::tm tm{};
   const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
   if (end == nullptr || *end != '\0') return std::nullopt;
-  const int64_t at_ms = int64_t{timegm(&tm)} * 1000;
-  return std::max<int64_t>(0, at_ms - now_unix_ms);
+  const int64_t atMs = int64_t{timegm(&tm)} * 1000;
+  return std::max<int64_t>(0, atMs - nowUnixMs);
 }
 
 std::string percentEncode(std::string_view text) {

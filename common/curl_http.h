@@ -22,15 +22,15 @@ struct CurlRequest {
   std::string url;
   std::string body;                  // sent for POST, and for any method when not empty
   std::vector<std::string> headers;  // "Name: value"; "Expect:" is always added
-  std::string user_agent;
+  std::string userAgent;
   // Extra roots (a PEM file). With keep_system_roots they are added to the system's; without,
   // they replace them (a private CA's clients trust only it).
-  std::string ca_file;
-  bool keep_system_roots = false;
+  std::string caFile;
+  bool keepSystemRoots = false;
   std::vector<std::string> resolve;  // CURLOPT_RESOLVE entries, "host:port:address"
-  int64_t connect_timeout_ms = 10'000;
-  int64_t total_timeout_ms = 30'000;
-  std::size_t max_body_bytes = 1024 * 1024;   // a longer answer fails the exchange
+  int64_t connectTimeoutMs = 10'000;
+  int64_t totalTimeoutMs = 30'000;
+  std::size_t maxBodyBytes = 1024 * 1024;     // a longer answer fails the exchange
   const std::atomic<bool>* cancel = nullptr;  // checked while the transfer runs
 };
 
@@ -42,7 +42,7 @@ struct CurlReply {
   std::vector<std::pair<std::string, std::string>> headers;
 
   // The first value of the header `lower_case_name`, "" when absent.
-  [[nodiscard]] std::string header(std::string_view lower_case_name) const;
+  [[nodiscard]] std::string header(std::string_view lowerCaseName) const;
 };
 
 // Transport failures are errors: kTimeout for curl's timeouts, kUnavailable for everything else
@@ -53,7 +53,7 @@ struct CurlReply {
 // Retry-After's value (RFC 9110 10.2.3): delta-seconds or an IMF-fixdate, as milliseconds from
 // now_unix_ms (a date in the past is 0); nullopt when it is neither. Huge delays are clamped to
 // 999,999,999 s rather than overflowing.
-[[nodiscard]] std::optional<int64_t> parseRetryAfterMs(std::string_view value, int64_t now_unix_ms);
+[[nodiscard]] std::optional<int64_t> parseRetryAfterMs(std::string_view value, int64_t nowUnixMs);
 
 // Percent-encodes one URL component (a path segment or a query value): everything but RFC 3986's
 // unreserved characters.

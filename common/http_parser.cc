@@ -1,7 +1,7 @@
 // One concern over ~450 lines: the HTTP/1.1 head parser. The llhttp callbacks (the strictness
-// checks listed in http_parser.h) and the feed/scan loop that drives them share HttpParser's private
-// state and must agree on where each check runs (a *_complete callback at a fixed byte); split
-// across files they would need that state exposed for no other reader.
+// checks listed in http_parser.h) and the feed/scan loop that drives them share HttpParser's
+// private state and must agree on where each check runs (a *_complete callback at a fixed byte);
+// split across files they would need that state exposed for no other reader.
 #include "common/http_parser.h"
 
 #include <algorithm>

@@ -33,7 +33,9 @@ class LogThrottle {
   }
 
   // Whether the interval since the last line is over (true when nothing was logged yet).
-  [[nodiscard]] bool quietSince(uint64_t nowMs) const { return !logged_ || nowMs - lastMs_ >= everyMs_; }
+  [[nodiscard]] bool quietSince(uint64_t nowMs) const {
+    return !logged_ || nowMs - lastMs_ >= everyMs_;
+  }
 
  private:
   uint64_t everyMs_;

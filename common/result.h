@@ -16,7 +16,7 @@ enum class ErrorKind {
   kTimeout,      // the operation took longer than its bound
   kConflict,     // a lost race (a revision changed underneath): reload and retry
   kNotFound,
-  kInvalid,      // the input is wrong; retrying the same input will fail again
+  kInvalid,  // the input is wrong; retrying the same input will fail again
   kInternal,
 };
 

@@ -18,7 +18,8 @@ bool SourceFailures::windowOver(const Entry& entry, uint64_t nowMs) const {
 }
 
 bool SourceFailures::refusing(const Entry& entry, uint64_t nowMs) const {
-  return limits_.maxFailures > 0 && entry.failures >= limits_.maxFailures && !windowOver(entry, nowMs);
+  return limits_.maxFailures > 0 && entry.failures >= limits_.maxFailures &&
+         !windowOver(entry, nowMs);
 }
 
 std::optional<uint64_t> SourceFailures::logTurn(Entry& entry, uint64_t nowMs) {
@@ -26,7 +27,9 @@ std::optional<uint64_t> SourceFailures::logTurn(Entry& entry, uint64_t nowMs) {
   return std::nullopt;
 }
 
-void SourceFailures::touch(Order::iterator it) { order_.splice(order_.end(), order_, it); }
+void SourceFailures::touch(Order::iterator it) {
+  order_.splice(order_.end(), order_, it);
+}
 
 void SourceFailures::dropExpired(uint64_t nowMs) {
   // The front was touched longest ago; once its window and log interval are over it holds
@@ -39,7 +42,8 @@ void SourceFailures::dropExpired(uint64_t nowMs) {
   }
 }
 
-std::optional<SourceFailures::Refusal> SourceFailures::refuse(const std::string& source, uint64_t nowMs) {
+std::optional<SourceFailures::Refusal> SourceFailures::refuse(const std::string& source,
+                                                              uint64_t nowMs) {
   auto found = entries_.find(source);
   if (found == entries_.end()) return std::nullopt;
   Entry& entry = *found->second;

@@ -22,10 +22,10 @@
 namespace ot {
 
 struct SourceFailureLimits {
-  uint32_t maxFailures = 20;    // failures one source may have in a window; 0 disables refusing
-  uint64_t windowMs = 60'000;   // the window starts at a source's first failure
-  size_t maxSources = 10'000;   // sources remembered at once
-  uint64_t logEveryMs = 60'000; // at most one log line per source per this long
+  uint32_t maxFailures = 20;     // failures one source may have in a window; 0 disables refusing
+  uint64_t windowMs = 60'000;    // the window starts at a source's first failure
+  size_t maxSources = 10'000;    // sources remembered at once
+  uint64_t logEveryMs = 60'000;  // at most one log line per source per this long
 };
 
 class SourceFailures {
@@ -33,8 +33,8 @@ class SourceFailures {
   explicit SourceFailures(SourceFailureLimits limits);
 
   struct Refusal {
-    uint64_t retryAfterMs = 0;                 // until the source's window ends
-    std::optional<uint64_t> logWithSuppressed; // set: log now, with this many unlogged before
+    uint64_t retryAfterMs = 0;                  // until the source's window ends
+    std::optional<uint64_t> logWithSuppressed;  // set: log now, with this many unlogged before
   };
   // Whether an attempt from `source` is refused now (it failed too often in its window).
   // A refused attempt counts toward the source's log rate, not toward its failures.

@@ -1,7 +1,7 @@
 #include "common/tcp_stream.h"
 
-#include <netinet/in.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -82,8 +82,8 @@ void TcpStream::connect(const std::string& host, uint16_t port) {
 
 void TcpStream::connectTo(const sockaddr_storage& address) {
   if (closing_ || connectAbandoned_) return;
-  const int rc = uv_tcp_connect(&connectReq_, &tcp_, reinterpret_cast<const sockaddr*>(&address),
-                                onConnectCb);
+  const int rc =
+      uv_tcp_connect(&connectReq_, &tcp_, reinterpret_cast<const sockaddr*>(&address), onConnectCb);
   if (rc != 0) connectFailed(ConnectFailure::Stage::kStartConnect, rc, address);
 }
 
@@ -140,7 +140,8 @@ void TcpStream::onAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   auto* self = static_cast<TcpStream*>(handle->data);
   const std::span<uint8_t> buffer = self->context_.streamReadBuffer();
   size_t size = buffer.size();
-  if (self->handler_ != nullptr) size = std::min(size, std::max<size_t>(self->handler_->readSizeLimit(), 1));
+  if (self->handler_ != nullptr)
+    size = std::min(size, std::max<size_t>(self->handler_->readSizeLimit(), 1));
   *buf = uv_buf_init(reinterpret_cast<char*>(buffer.data()), static_cast<unsigned>(size));
 }
 
@@ -148,8 +149,8 @@ void TcpStream::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   auto* self = static_cast<TcpStream*>(stream->data);
   if (self->closing_ || self->handler_ == nullptr) return;
   if (nread > 0) {
-    self->handler_->onRead(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)));
+    self->handler_->onRead(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base),
+                                                    static_cast<size_t>(nread)));
     return;
   }
   if (nread == 0) return;
@@ -177,7 +178,8 @@ void TcpStream::write(std::vector<uint8_t> bytes) {
   request->bytes = std::move(bytes);
   request->req.data = this;
   const size_t size = request->bytes.size();
-  uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(request->bytes.data()), static_cast<unsigned>(size));
+  uv_buf_t buf =
+      uv_buf_init(reinterpret_cast<char*>(request->bytes.data()), static_cast<unsigned>(size));
   const int rc = uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1, onWriteCb);
   if (rc != 0) {
     delete request;
@@ -221,7 +223,8 @@ int TcpStream::shutdownWrite() {
   auto* req = new (std::nothrow) uv_shutdown_t{};
   if (req == nullptr) return UV_ENOMEM;
   req->data = this;
-  if (const int rc = uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&tcp_), onShutdownCb); rc != 0) {
+  if (const int rc = uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&tcp_), onShutdownCb);
+      rc != 0) {
     delete req;
     return rc;
   }
@@ -262,9 +265,13 @@ void TcpStream::onCloseCb(uv_handle_t* handle) {
   if (handler != nullptr) handler->onClosed();
 }
 
-void TcpStream::setNoDelay(bool on) { (void)uv_tcp_nodelay(&tcp_, on ? 1 : 0); }
+void TcpStream::setNoDelay(bool on) {
+  (void)uv_tcp_nodelay(&tcp_, on ? 1 : 0);
+}
 
-void TcpStream::setKeepAlive(unsigned delaySeconds) { (void)uv_tcp_keepalive(&tcp_, 1, delaySeconds); }
+void TcpStream::setKeepAlive(unsigned delaySeconds) {
+  (void)uv_tcp_keepalive(&tcp_, 1, delaySeconds);
+}
 
 void TcpStream::setNotSentLowat(int bytes) {
   uv_os_fd_t fd = -1;

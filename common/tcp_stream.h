@@ -71,7 +71,7 @@ class TcpStream {
    public:
     // Bytes read; valid only during the call. The handler may stop reading, write or close.
     virtual void onRead(std::span<const uint8_t> bytes) = 0;
-    virtual void onEof() = 0;                 // the peer half-closed
+    virtual void onEof() = 0;                    // the peer half-closed
     virtual void onStreamError(int status) = 0;  // read or write failed (ECONNRESET, ...)
     virtual void onWritten(size_t bytes) = 0;    // a queued write completed
     virtual void onClosed() = 0;                 // last call: the stream is freed right after

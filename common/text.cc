@@ -7,7 +7,9 @@ constexpr bool isAsciiSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-constexpr bool isOws(char c) { return c == ' ' || c == '\t'; }
+constexpr bool isOws(char c) {
+  return c == ' ' || c == '\t';
+}
 
 template <typename Predicate>
 std::string_view trimWhere(std::string_view text, Predicate strip) {
@@ -36,8 +38,12 @@ std::string toLower(std::string_view text) {
   return out;
 }
 
-std::string_view trim(std::string_view text) { return trimWhere(text, isAsciiSpace); }
+std::string_view trim(std::string_view text) {
+  return trimWhere(text, isAsciiSpace);
+}
 
-std::string_view trimOws(std::string_view text) { return trimWhere(text, isOws); }
+std::string_view trimOws(std::string_view text) {
+  return trimWhere(text, isOws);
+}
 
 }  // namespace ot

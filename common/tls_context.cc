@@ -1,8 +1,6 @@
 // The TLS contexts of tls_engine.h: a server context on one certificate chain and key with the
 // server's ALPN preference, a client context on a trust store, both with our protocol versions and
 // cipher suites; and a chain's leaf fingerprint.
-#include "common/tls_engine.h"
-
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -14,6 +12,7 @@
 #include "common/crypto.h"
 #include "common/openssl_errors.h"
 #include "common/openssl_ptr.h"
+#include "common/tls_engine.h"
 
 namespace ot::tls {
 namespace {

@@ -148,7 +148,8 @@ std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& s
       ok = SSL_set1_host(ssl, serverName.c_str()) == 1;
     }
   }
-  if (!ok && engine->error_.empty()) engine->error_ = "cannot set server name: " + opensslErrorText();
+  if (!ok && engine->error_.empty())
+    engine->error_ = "cannot set server name: " + opensslErrorText();
   SSL_set_connect_state(ssl);
   return engine;
 }

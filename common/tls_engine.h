@@ -60,7 +60,8 @@ class TlsEngine {
   [[nodiscard]] static std::unique_ptr<TlsEngine> server(SslCtxPtr ctx);
   // A client-side engine: sends `serverName` as SNI and, when `verifyName`, checks the peer's
   // certificate against that name (in addition to the context's chain verification).
-  [[nodiscard]] static std::unique_ptr<TlsEngine> client(SslCtxPtr ctx, const std::string& serverName,
+  [[nodiscard]] static std::unique_ptr<TlsEngine> client(SslCtxPtr ctx,
+                                                         const std::string& serverName,
                                                          bool verifyName = true);
   ~TlsEngine();
   TlsEngine(const TlsEngine&) = delete;

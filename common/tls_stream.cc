@@ -4,7 +4,8 @@
 
 namespace ot::tls {
 
-TlsStream::TlsStream(std::unique_ptr<TlsEngine> engine, Owner& owner, std::span<uint8_t> plainBuffer)
+TlsStream::TlsStream(std::unique_ptr<TlsEngine> engine, Owner& owner,
+                     std::span<uint8_t> plainBuffer)
     : engine_(std::move(engine)), owner_(owner), plainBuffer_(plainBuffer) {}
 
 bool TlsStream::startHandshake() {

@@ -70,7 +70,7 @@ enum class Error : uint8_t {
   // 1007
   kInvalidUtf8,  // text message or close reason is not UTF-8
   // 1009
-  kMessageTooBig,      // the announced length would take the message past the limit
+  kMessageTooBig,     // the announced length would take the message past the limit
   kTooManyFragments,  // a message in more frames than kMaxMessageFragments (websocket_message.h)
 };
 

@@ -77,7 +77,7 @@ class MessageReader {
 
   FrameDecoder decoder_;
   uint64_t maxMessageSize_;
-  uint64_t messageSize_ = 0;  // payload announced so far for the message in progress
+  uint64_t messageSize_ = 0;    // payload announced so far for the message in progress
   uint32_t messageFrames_ = 0;  // frames of the message in progress, up to kMaxMessageFragments
   // kWhole: the message in progress. It grows with the bytes received and is never reserved
   // from an announced length, so a peer cannot pin memory it has not sent.

@@ -6,47 +6,48 @@ namespace {
 
 // Secrets never get capture_default_str, so --help cannot show them.
 void addAcmeFlags(CLI::App& app, ControldConfig& c) {
-  app.add_option("--acme-url", c.acme_url, "ACME directory URL")
+  app.add_option("--acme-url", c.acmeUrl, "ACME directory URL")
       ->envname("ACME_URL")
       ->capture_default_str();
-  app.add_option("--acme-email", c.acme_email, "ACME account contact")
+  app.add_option("--acme-email", c.acmeEmail, "ACME account contact")
       ->envname("ACME_EMAIL")
       ->capture_default_str();
-  app.add_option("--acme-eab-kid", c.acme_eab_kid, "external account binding key ID")
+  app.add_option("--acme-eab-kid", c.acmeEabKid, "external account binding key ID")
       ->envname("ACME_EAB_KID");
-  app.add_option("--acme-eab-hmac-key", c.acme_eab_hmac_key,
+  app.add_option("--acme-eab-hmac-key", c.acmeEabHmacKey,
                  "secret: external account binding MAC key (base64url)")
       ->envname("ACME_EAB_HMAC_KEY");
-  app.add_option("--acme-account-key-jwk", c.acme_account_key_jwk,
+  app.add_option("--acme-account-key-jwk", c.acmeAccountKeyJwk,
                  "secret: the account's P-256 private JWK (controld account-key makes one)")
       ->envname("ACME_ACCOUNT_KEY_JWK");
-  app.add_option("--acme-ca-bundle", c.acme_ca_bundle, "extra roots for the ACME server (PEM)")
+  app.add_option("--acme-ca-bundle", c.acmeCaBundle, "extra roots for the ACME server (PEM)")
       ->envname("ACME_CA_BUNDLE");
-  app.add_option("--acme-dns-propagation-timeout-ms", c.acme_dns_propagation_timeout_ms,
+  app.add_option("--acme-dns-propagation-timeout-ms", c.acmeDnsPropagationTimeoutMs,
                  "wait this long for the resolver to see the TXT records; 0 skips the check")
       ->envname("ACME_DNS_PROPAGATION_TIMEOUT_MS")
       ->check(CLI::Range(int64_t{0}, int64_t{600'000}))
       ->capture_default_str();
-  app.add_option("--acme-dns-resolver", c.acme_dns_resolver,
-                 "IPv4 host:port asked for the TXT records (challtestsrv's DNS); empty: the system's")
+  app.add_option(
+         "--acme-dns-resolver", c.acmeDnsResolver,
+         "IPv4 host:port asked for the TXT records (challtestsrv's DNS); empty: the system's")
       ->envname("ACME_DNS_RESOLVER");
-  app.add_option("--acme-poll-interval-ms", c.acme_poll_interval_ms,
+  app.add_option("--acme-poll-interval-ms", c.acmePollIntervalMs,
                  "between polls of authorizations and orders (60 at most each)")
       ->envname("ACME_POLL_INTERVAL_MS")
       ->check(CLI::Range(int64_t{1}, int64_t{600'000}))
       ->capture_default_str();
-  app.add_option("--dns-provider", c.dns_provider, "DNS-01 records: cloudflare or challtestsrv")
+  app.add_option("--dns-provider", c.dnsProvider, "DNS-01 records: cloudflare or challtestsrv")
       ->envname("DNS_PROVIDER")
       ->check(CLI::IsMember({"", "cloudflare", "challtestsrv"}));
-  app.add_option("--challtestsrv-url", c.challtestsrv_url, "pebble-challtestsrv management API")
+  app.add_option("--challtestsrv-url", c.challtestsrvUrl, "pebble-challtestsrv management API")
       ->envname("CHALLTESTSRV_URL")
       ->capture_default_str();
-  app.add_option("--cloudflare-zone-id", c.cloudflare_zone_id, "the domain's Cloudflare zone")
+  app.add_option("--cloudflare-zone-id", c.cloudflareZoneId, "the domain's Cloudflare zone")
       ->envname("CLOUDFLARE_ZONE_ID");
-  app.add_option("--cloudflare-api-token", c.cloudflare_api_token,
+  app.add_option("--cloudflare-api-token", c.cloudflareApiToken,
                  "secret: Cloudflare token with DNS edit on the zone")
       ->envname("CLOUDFLARE_API_TOKEN");
-  app.add_option("--cloudflare-api-url", c.cloudflare_api_url, "Cloudflare API base URL")
+  app.add_option("--cloudflare-api-url", c.cloudflareApiUrl, "Cloudflare API base URL")
       ->envname("CLOUDFLARE_API_URL")
       ->capture_default_str();
 }
@@ -57,100 +58,101 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
   app.add_option("--domain", c.domain, "API domain; tunnels are <id>.<domain>")
       ->envname("OPENTUNNEL_DOMAIN")
       ->capture_default_str();
-  app.add_option("--database-url", c.database_url,
+  app.add_option("--database-url", c.databaseUrl,
                  "mysql://user:password@host:port/db or sqlite:/path; empty uses --sqlite-path")
       ->envname("DATABASE_URL");
-  app.add_option("--sqlite-path", c.sqlite_path, "embedded SQLite database file")
+  app.add_option("--sqlite-path", c.sqlitePath, "embedded SQLite database file")
       ->envname("SQLITE_PATH")
       ->capture_default_str();
-  app.add_option("--startup-db-timeout-ms", c.startup_db_timeout_ms,
+  app.add_option("--startup-db-timeout-ms", c.startupDbTimeoutMs,
                  "exit with status 1 if the database is unreachable this long at startup; 0 waits")
       ->envname("STARTUP_DB_TIMEOUT_MS")
       ->capture_default_str();
-  app.add_option("--http-mode", c.http_mode,
+  app.add_option("--http-mode", c.httpMode,
                  "socket: API on the unix socket only; serve: also plain HTTP on --http-listen")
       ->envname("HTTP_MODE")
       ->check(CLI::IsMember({"socket", "serve"}))
       ->capture_default_str();
-  app.add_option("--api-socket", c.api_socket, "unix socket the HTTP API listens on (for relayd)")
+  app.add_option("--api-socket", c.apiSocket, "unix socket the HTTP API listens on (for relayd)")
       ->envname("API_SOCKET")
       ->capture_default_str();
-  config::addListenOption(app, "--http-listen", "HTTP_LISTEN", c.http_listen,
+  config::addListenOption(app, "--http-listen", "HTTP_LISTEN", c.httpListen,
                           "plain HTTP API listener with --http-mode serve (development)");
-  app.add_option("--control-socket", c.control_socket, "unix socket of the gRPC services")
+  app.add_option("--control-socket", c.controlSocket, "unix socket of the gRPC services")
       ->envname("CONTROL_SOCKET")
       ->capture_default_str();
-  config::addListenOption(app, "--metrics-listen", "METRICS_LISTEN", c.metrics_listen,
+  config::addListenOption(app, "--metrics-listen", "METRICS_LISTEN", c.metricsListen,
                           "Prometheus /metrics; off disables");
   app.add_option("--issuer", c.issuer, "certificate issuer: acme, or local (insecure built-in CA)")
       ->envname("ISSUER")
       ->check(CLI::IsMember({"local", "acme"}))
       ->capture_default_str();
   addAcmeFlags(app, c);
-  app.add_option("--local-ca-file", c.local_ca_file,
+  app.add_option("--local-ca-file", c.localCaFile,
                  "with --issuer local, write the CA certificate here for clients to trust")
       ->envname("LOCAL_CA_FILE");
-  app.add_option("--tls-cert-file", c.tls_cert_file, "serve this certificate for the API domain")
+  app.add_option("--tls-cert-file", c.tlsCertFile, "serve this certificate for the API domain")
       ->envname("TLS_CERT_FILE");
-  app.add_option("--tls-key-file", c.tls_key_file, "the key of --tls-cert-file")
+  app.add_option("--tls-key-file", c.tlsKeyFile, "the key of --tls-cert-file")
       ->envname("TLS_KEY_FILE");
-  app.add_option("--machine-id", c.machine_id, "this machine's ID, also the job lease owner")
+  app.add_option("--machine-id", c.machineId, "this machine's ID, also the job lease owner")
       ->envname("MACHINE_ID");
-  app.add_option("--create-rate-per-hour", c.create_rate_per_hour,
+  app.add_option("--create-rate-per-hour", c.createRatePerHour,
                  "tunnels one client address may create per hour on average; 0 disables")
       ->envname("CREATE_RATE_PER_HOUR")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--create-rate-burst", c.create_rate_burst, "tunnels one address may create at once")
+  app.add_option("--create-rate-burst", c.createRateBurst, "tunnels one address may create at once")
       ->envname("CREATE_RATE_BURST")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--trusted-proxy-ranges", c.trusted_proxy_ranges,
+  app.add_option("--trusted-proxy-ranges", c.trustedProxyRanges,
                  "comma-separated CIDRs whose CF-Connecting-IP header names the client "
                  "(cloudflare: Cloudflare's published ranges; off trusts none)")
       ->envname("TRUSTED_PROXY_RANGES")
       ->capture_default_str();
-  config::addAuthFailureOptions(app, c.auth_failure_limit, c.auth_failure_window_ms,
+  config::addAuthFailureOptions(app, c.authFailureLimit, c.authFailureWindowMs,
                                 "failed authentications", "its credentials get 429");
-  app.add_option("--issuance-rate-per-day", c.issuance_rate_per_day,
+  app.add_option("--issuance-rate-per-day", c.issuanceRatePerDay,
                  "new certificates one tunnel may request per day on average; 0 disables")
       ->envname("ISSUANCE_RATE_PER_DAY")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--issuance-rate-burst", c.issuance_rate_burst,
+  app.add_option("--issuance-rate-burst", c.issuanceRateBurst,
                  "new certificates one tunnel may request at once")
       ->envname("ISSUANCE_RATE_BURST")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--issuance-backlog-limit", c.issuance_backlog_limit,
-                 "while more certificate jobs are pending, creates and new CSRs answer 503; 0 disables")
+  app.add_option(
+         "--issuance-backlog-limit", c.issuanceBacklogLimit,
+         "while more certificate jobs are pending, creates and new CSRs answer 503; 0 disables")
       ->envname("ISSUANCE_BACKLOG_LIMIT")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--issuance-concurrency", c.issuance_concurrency,
+  app.add_option("--issuance-concurrency", c.issuanceConcurrency,
                  "certificate jobs run at once on this machine (one kept for renewals)")
       ->envname("ISSUANCE_CONCURRENCY")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
-  app.add_option("--issuance-retry-delay-ms", c.issuance_retry_delay_ms,
+  app.add_option("--issuance-retry-delay-ms", c.issuanceRetryDelayMs,
                  "first retry delay of a failed certificate attempt (doubles, at most an hour)")
       ->envname("ISSUANCE_RETRY_DELAY_MS")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
-  app.add_option("--local-cert-validity-ms", c.local_cert_validity_ms,
+  app.add_option("--local-cert-validity-ms", c.localCertValidityMs,
                  "with --issuer local, how long issued certificates are valid")
       ->envname("LOCAL_CERT_VALIDITY_MS")
       ->check(CLI::Range(int64_t{60'000}, int64_t{397} * 24 * 3600 * 1000))
       ->capture_default_str();
-  app.add_option("--database-pool-size", c.database_pool_size, "database connections at most")
+  app.add_option("--database-pool-size", c.databasePoolSize, "database connections at most")
       ->envname("DATABASE_POOL_SIZE")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
-  app.add_option("--log-format", c.log_format, "text or json")
+  app.add_option("--log-format", c.logFormat, "text or json")
       ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
+  app.add_option("--log-level", c.logLevel, "trace, debug, info, warn, error")
       ->envname("LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();

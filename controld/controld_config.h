@@ -11,53 +11,53 @@ namespace ot::controld {
 
 struct ControldConfig {
   std::string domain = "opentunnel.localhost";
-  std::string database_url;  // empty: embedded SQLite at sqlite_path
-  std::string sqlite_path = "opentunnel.db";
-  uint64_t startup_db_timeout_ms = 120'000;
-  std::string http_mode = "socket";  // socket: unix socket for relayd; serve: also plain TCP
-  std::string api_socket = "/run/opentunnel/api.sock";
-  config::ListenAddress http_listen{config::ListenAddress::Kind::kTcp, "127.0.0.1", 8080, {}};
-  std::string control_socket = "/run/opentunnel/control.sock";
-  config::ListenAddress metrics_listen{};  // off
-  std::string issuer = "local";  // local or acme
+  std::string databaseUrl;  // empty: embedded SQLite at sqlite_path
+  std::string sqlitePath = "opentunnel.db";
+  uint64_t startupDbTimeoutMs = 120'000;
+  std::string httpMode = "socket";  // socket: unix socket for relayd; serve: also plain TCP
+  std::string apiSocket = "/run/opentunnel/api.sock";
+  config::ListenAddress httpListen{config::ListenAddress::Kind::kTcp, "127.0.0.1", 8080, {}};
+  std::string controlSocket = "/run/opentunnel/control.sock";
+  config::ListenAddress metricsListen{};  // off
+  std::string issuer = "local";           // local or acme
   // ISSUER=acme (acme_issuer.h). Secrets: eab_hmac_key, account_key_jwk, cloudflare_api_token.
-  std::string acme_url = "https://acme.zerossl.com/v2/DV90";
-  std::string acme_email = "acme@opentunnel.xyz";
-  std::string acme_eab_kid;
-  std::string acme_eab_hmac_key;
-  std::string acme_account_key_jwk;
-  std::string acme_ca_bundle;
-  int64_t acme_dns_propagation_timeout_ms = 10'000;
-  std::string acme_dns_resolver;  // host:port asked for the TXT records; "" the system's
-  int64_t acme_poll_interval_ms = 2'000;
+  std::string acmeUrl = "https://acme.zerossl.com/v2/DV90";
+  std::string acmeEmail = "acme@opentunnel.xyz";
+  std::string acmeEabKid;
+  std::string acmeEabHmacKey;
+  std::string acmeAccountKeyJwk;
+  std::string acmeCaBundle;
+  int64_t acmeDnsPropagationTimeoutMs = 10'000;
+  std::string acmeDnsResolver;  // host:port asked for the TXT records; "" the system's
+  int64_t acmePollIntervalMs = 2'000;
   // DNS-01 providers (dns_factory.h): challtestsrv or cloudflare.
-  std::string dns_provider;
-  std::string challtestsrv_url = "http://127.0.0.1:8055";
-  std::string cloudflare_zone_id;
-  std::string cloudflare_api_token;
-  std::string cloudflare_api_url = "https://api.cloudflare.com/client/v4";
-  std::string local_ca_file;
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string machine_id;  // random when empty
-  int64_t create_rate_per_hour = 30;
-  int64_t create_rate_burst = 10;
+  std::string dnsProvider;
+  std::string challtestsrvUrl = "http://127.0.0.1:8055";
+  std::string cloudflareZoneId;
+  std::string cloudflareApiToken;
+  std::string cloudflareApiUrl = "https://api.cloudflare.com/client/v4";
+  std::string localCaFile;
+  std::string tlsCertFile;
+  std::string tlsKeyFile;
+  std::string machineId;  // random when empty
+  int64_t createRatePerHour = 30;
+  int64_t createRateBurst = 10;
   // Proxies whose CF-Connecting-IP names the client (ip_ranges.h): CIDRs, "cloudflare" for
   // Cloudflare's published ranges, or off.
-  std::string trusted_proxy_ranges = "cloudflare";
+  std::string trustedProxyRanges = "cloudflare";
   // Failed authentications (401s) one source (IPv4 address, IPv6 /64) may have per window before
   // its credentials are refused with 429 for the rest of the window; 0 disables refusing.
-  uint32_t auth_failure_limit = 20;
-  uint64_t auth_failure_window_ms = 60'000;
-  int64_t issuance_rate_per_day = 5;
-  int64_t issuance_rate_burst = 5;
-  int64_t issuance_backlog_limit = 200;
-  int issuance_concurrency = 4;
-  int64_t issuance_retry_delay_ms = 30'000;
-  int64_t local_cert_validity_ms = 90LL * 24 * 60 * 60 * 1000;
-  int database_pool_size = 16;
-  std::string log_format = "text";
-  std::string log_level = "info";
+  uint32_t authFailureLimit = 20;
+  uint64_t authFailureWindowMs = 60'000;
+  int64_t issuanceRatePerDay = 5;
+  int64_t issuanceRateBurst = 5;
+  int64_t issuanceBacklogLimit = 200;
+  int issuanceConcurrency = 4;
+  int64_t issuanceRetryDelayMs = 30'000;
+  int64_t localCertValidityMs = 90LL * 24 * 60 * 60 * 1000;
+  int databasePoolSize = 16;
+  std::string logFormat = "text";
+  std::string logLevel = "info";
 };
 
 void addControldFlags(CLI::App& app, ControldConfig& config);

@@ -48,10 +48,10 @@ int ControldServer::run() {
   buildRelaySide();
   if (auto code = listen()) return *code;
   startBackground();
-  log::info("serving", {{"api_socket", config_.api_socket},
-                        {"control_socket", config_.control_socket},
-                        {"http", config_.http_mode == "serve" ? config_.http_listen.toString()
-                                                              : std::string("off")}});
+  log::info("serving", {{"api_socket", config_.apiSocket},
+                        {"control_socket", config_.controlSocket},
+                        {"http", config_.httpMode == "serve" ? config_.httpListen.toString()
+                                                             : std::string("off")}});
 
   while (!signals_.wait(60'000)) {
   }
@@ -64,7 +64,7 @@ int ControldServer::run() {
 
 // Checked before the database, so a bad configuration fails at once.
 std::optional<int> ControldServer::checkConfiguration() {
-  auto trustedProxies = parseTrustedProxyRanges(config_.trusted_proxy_ranges);
+  auto trustedProxies = parseTrustedProxyRanges(config_.trustedProxyRanges);
   if (!trustedProxies) {
     log::error("TRUSTED_PROXY_RANGES is not usable", {{"error", trustedProxies.error().message}});
     return 2;
@@ -79,23 +79,23 @@ std::optional<int> ControldServer::checkConfiguration() {
 }
 
 std::optional<int> ControldServer::openStore() {
-  auto url = parseDatabaseUrl(config_.database_url, config_.sqlite_path);
+  auto url = parseDatabaseUrl(config_.databaseUrl, config_.sqlitePath);
   if (!url.ok()) {
     log::error("DATABASE_URL is not usable", {{"error", url.error().message}});
     return 2;
   }
   // The SQLite file's directory, when missing, is controld's alone (the file holds private keys).
   if (url->backend == DatabaseBackend::kSqlite) {
-    const auto directory = std::filesystem::path(url->sqlite_path).parent_path();
+    const auto directory = std::filesystem::path(url->sqlitePath).parent_path();
     if (const Status made = makeDirectories(directory, kStateDirectoryMode); !made.ok()) {
       log::error("cannot make the database directory", {{"error", made.error().message}});
       return 2;
     }
   }
   StoreOptions options;
-  options.url = config_.database_url;
-  options.sqlite_path = config_.sqlite_path;
-  options.pool_size = config_.database_pool_size;
+  options.url = config_.databaseUrl;
+  options.sqlitePath = config_.sqlitePath;
+  options.poolSize = config_.databasePoolSize;
   // With metrics_, so every query is timed and counted.
   auto opened = ot::controld::openStore(options, &metrics_);
   if (!opened.ok()) {
@@ -111,15 +111,15 @@ std::optional<int> ControldServer::openStore() {
 // database never became usable.
 std::optional<int> ControldServer::waitForDatabase() {
   DatabaseWaitOptions options;
-  options.timeout_ms = static_cast<int64_t>(config_.startup_db_timeout_ms);
+  options.timeoutMs = static_cast<int64_t>(config_.startupDbTimeoutMs);
   DatabaseWaitHooks hooks;
   hooks.attempt = [this] { return store_->migrate(); };
-  hooks.now_ms = [] {
+  hooks.nowMs = [] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   };
-  hooks.sleep_or_stop = [this](int64_t ms) { return signals_.wait(ms); };
+  hooks.sleepOrStop = [this](int64_t ms) { return signals_.wait(ms); };
   switch (ot::controld::waitForDatabase(options, hooks)) {
     case DatabaseWaitOutcome::kReady:
       return std::nullopt;
@@ -134,14 +134,14 @@ std::optional<int> ControldServer::waitForDatabase() {
 
 std::optional<int> ControldServer::loadIssuer() {
   if (acme_) return std::nullopt;
-  auto ca = LocalCa::load(*store_, config_.local_cert_validity_ms);
+  auto ca = LocalCa::load(*store_, config_.localCertValidityMs);
   if (!ca.ok()) {
     log::error("cannot load the local CA", {{"error", ca.error().message}});
     return 1;
   }
   localCa_ = std::move(ca).value();
-  if (!config_.local_ca_file.empty()) {
-    if (auto written = localCa_->writeCaFile(config_.local_ca_file); !written.ok()) {
+  if (!config_.localCaFile.empty()) {
+    if (auto written = localCa_->writeCaFile(config_.localCaFile); !written.ok()) {
       log::error("cannot write LOCAL_CA_FILE", {{"error", written.error().message}});
       return 1;
     }
@@ -158,21 +158,21 @@ void ControldServer::buildIssuance() {
   // With ACME, the CA cool-down shared through meta (the local CA cannot be overloaded).
   if (acme_) {
     CaCooldownGateOptions cooldownOptions;
-    cooldownOptions.on_started = [this] { acmeMetrics_->cooldown(); };
+    cooldownOptions.onStarted = [this] { acmeMetrics_->cooldown(); };
     cooldown_ = std::make_unique<CaCooldownGate>(*store_, std::move(cooldownOptions));
   }
 
   registry_.emplace();
   hub_.emplace(*registry_);
   JobRunnerConfig runnerConfig;
-  runnerConfig.owner = config_.machine_id;
+  runnerConfig.owner = config_.machineId;
   runnerConfig.domain = config_.domain;
-  runnerConfig.concurrency = config_.issuance_concurrency;
-  runnerConfig.retry.base_delay_ms = config_.issuance_retry_delay_ms;
-  runnerConfig.on_attempt = [this](JobKind kind, JobOutcome outcome, double seconds) {
+  runnerConfig.concurrency = config_.issuanceConcurrency;
+  runnerConfig.retry.baseDelayMs = config_.issuanceRetryDelayMs;
+  runnerConfig.onAttempt = [this](JobKind kind, JobOutcome outcome, double seconds) {
     acmeMetrics_->attempt(kind, outcome, seconds);
   };
-  runnerConfig.on_failure = [this](JobKind kind, const FailureDetail& detail) {
+  runnerConfig.onFailure = [this](JobKind kind, const FailureDetail& detail) {
     acmeMetrics_->failure(kind, detail);
   };
   runner_.emplace(runnerConfig, JobRunnerStores{*store_, *store_, *store_, *store_}, issuer(),
@@ -185,30 +185,30 @@ void ControldServer::buildIssuance() {
   if (acme_) {
     DnsSweeperOptions sweep;
     sweep.domain = config_.domain;
-    sweep.owner = config_.machine_id;
-    sweep.active_names = [this]() -> Result<std::set<std::string>> {
+    sweep.owner = config_.machineId;
+    sweep.activeNames = [this]() -> Result<std::set<std::string>> {
       return runner_->clusterRunningNames();
     };
-    sweeper_ = std::make_unique<DnsSweeper>(*store_, acme_->dns(), std::move(sweep),
-                                            dnsMetrics_.get());
+    sweeper_ =
+        std::make_unique<DnsSweeper>(*store_, acme_->dns(), std::move(sweep), dnsMetrics_.get());
   }
 }
 
 void ControldServer::buildApi() {
   TunnelServiceConfig serviceConfig;
   serviceConfig.domain = config_.domain;
-  serviceConfig.create_rate_per_hour = config_.create_rate_per_hour;
-  serviceConfig.create_rate_burst = config_.create_rate_burst;
-  serviceConfig.issuance_rate_per_day = config_.issuance_rate_per_day;
-  serviceConfig.issuance_rate_burst = config_.issuance_rate_burst;
-  serviceConfig.issuance_backlog_limit = config_.issuance_backlog_limit;
-  serviceConfig.on_limited = limitedCounter(metrics_);
-  service_.emplace(serviceConfig, TunnelServiceStores{*store_, *store_, *store_, *store_}, *registry_,
-                   *hub_, *runner_, ot::unixNowMs);
+  serviceConfig.createRatePerHour = config_.createRatePerHour;
+  serviceConfig.createRateBurst = config_.createRateBurst;
+  serviceConfig.issuanceRatePerDay = config_.issuanceRatePerDay;
+  serviceConfig.issuanceRateBurst = config_.issuanceRateBurst;
+  serviceConfig.issuanceBacklogLimit = config_.issuanceBacklogLimit;
+  serviceConfig.onLimited = limitedCounter(metrics_);
+  service_.emplace(serviceConfig, TunnelServiceStores{*store_, *store_, *store_, *store_},
+                   *registry_, *hub_, *runner_, ot::unixNowMs);
   router_ = std::make_shared<const ApiRouter>(buildApiRouter(*service_));
   SourceFailureLimits authFailureLimits;
-  authFailureLimits.maxFailures = config_.auth_failure_limit;
-  authFailureLimits.windowMs = config_.auth_failure_window_ms;
+  authFailureLimits.maxFailures = config_.authFailureLimit;
+  authFailureLimits.windowMs = config_.authFailureWindowMs;
   // The guard inside the proxy mapping: it counts a request under the address the create limit
   // uses (the visitor's, when a trusted proxy named it).
   apiHandler_ = withTrustedProxies(
@@ -218,9 +218,9 @@ void ControldServer::buildApi() {
 void ControldServer::buildRelaySide() {
   ServerCertificatesConfig certificatesConfig;
   certificatesConfig.domain = config_.domain;
-  certificatesConfig.owner = config_.machine_id;
-  certificatesConfig.cert_file = config_.tls_cert_file;
-  certificatesConfig.key_file = config_.tls_key_file;
+  certificatesConfig.owner = config_.machineId;
+  certificatesConfig.certFile = config_.tlsCertFile;
+  certificatesConfig.keyFile = config_.tlsKeyFile;
   certificates_.emplace(certificatesConfig, ServerCertificatesStores{*store_, *store_, *store_},
                         *hub_, &*runner_);
   runner_->setServerCertificateHandler(
@@ -236,22 +236,22 @@ void ControldServer::buildRelaySide() {
 }
 
 std::optional<int> ControldServer::listen() {
-  if (!makeSocketDirectory(config_.control_socket)) return 1;
-  grpc_.emplace(GrpcServerOptions{.socket_path = config_.control_socket}, *control_, *hub_);
+  if (!makeSocketDirectory(config_.controlSocket)) return 1;
+  grpc_.emplace(GrpcServerOptions{.socketPath = config_.controlSocket}, *control_, *hub_);
   if (auto started = grpc_->start(); !started.ok()) {
     log::error("cannot serve gRPC",
-               {{"socket", config_.control_socket}, {"error", started.error().message}});
+               {{"socket", config_.controlSocket}, {"error", started.error().message}});
     return 1;
   }
 
   pool_.emplace();
   api_.emplace(*pool_, std::move(apiHandler_));
   std::vector<HttpListenerConfig> listeners;
-  if (!makeSocketDirectory(config_.api_socket)) return 1;
-  listeners.push_back(HttpListenerConfig::forApi(
-      {config::ListenAddress::Kind::kUnix, {}, 0, config_.api_socket}));
-  if (config_.http_mode == "serve" && config_.http_listen.enabled()) {
-    listeners.push_back(HttpListenerConfig::forApi(config_.http_listen));
+  if (!makeSocketDirectory(config_.apiSocket)) return 1;
+  listeners.push_back(
+      HttpListenerConfig::forApi({config::ListenAddress::Kind::kUnix, {}, 0, config_.apiSocket}));
+  if (config_.httpMode == "serve" && config_.httpListen.enabled()) {
+    listeners.push_back(HttpListenerConfig::forApi(config_.httpListen));
   }
   if (auto started = api_->start(listeners); !started.ok()) {
     log::error("cannot serve the API", {{"error", started.error().message}});
@@ -262,9 +262,9 @@ std::optional<int> ControldServer::listen() {
   HttpServerOptions metricsOptions;
   metricsOptions.name = "metrics";
   metricsServer_.emplace(*metricsPool_, metricsHandler(metrics_, *store_), metricsOptions);
-  if (config_.metrics_listen.enabled()) {
+  if (config_.metricsListen.enabled()) {
     std::vector<HttpListenerConfig> metricsListeners{
-        HttpListenerConfig{config_.metrics_listen, false}};
+        HttpListenerConfig{config_.metricsListen, false}};
     if (auto started = metricsServer_->start(metricsListeners); !started.ok()) {
       log::error("cannot serve metrics", {{"error", started.error().message}});
       return 1;

@@ -41,11 +41,11 @@ int main(int argc, char** argv) {
   }
 
   const ShutdownSignals signals = ShutdownSignals::block();
-  if (config.machine_id.empty()) config.machine_id = randomMachineId();
-  ot::log::init({.format = *ot::log::parseFormat(config.log_format),
-                 .level = *ot::log::parseLevel(config.log_level),
+  if (config.machineId.empty()) config.machineId = randomMachineId();
+  ot::log::init({.format = *ot::log::parseFormat(config.logFormat),
+                 .level = *ot::log::parseLevel(config.logLevel),
                  .target = "controld",
-                 .trailingFields = {{"machine", config.machine_id}}});
+                 .trailingFields = {{"machine", config.machineId}}});
   ControldServer server(std::move(config), signals);
   return server.run();
 }

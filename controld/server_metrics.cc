@@ -19,8 +19,8 @@ ApiHandler metricsHandler(metrics::Metrics& metrics, const Store& store) {
       return ApiResponse::error(405, "MethodNotAllowedError", "use GET");
     }
     const PoolStats pool = store.poolStats();
-    inUse.Set(static_cast<double>(pool.in_use));
-    idle.Set(static_cast<double>(std::max<int64_t>(pool.open - pool.in_use, 0)));
+    inUse.Set(static_cast<double>(pool.inUse));
+    idle.Set(static_cast<double>(std::max<int64_t>(pool.open - pool.inUse, 0)));
     ApiResponse response;
     response.headers.emplace_back("Content-Type", "text/plain; version=0.0.4");
     response.body = metrics.render();

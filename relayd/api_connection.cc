@@ -46,8 +46,8 @@ void closeUnserved(RelayContext& context, TcpStream* stream, bool reset) {
 
 }  // namespace
 
-void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream, std::vector<uint8_t> hello,
-                          uint64_t startedAtMs) {
+void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream,
+                          std::vector<uint8_t> hello, uint64_t startedAtMs) {
   if (!relay.apiContext()) {
     // No certificate for the API domain yet: TLS to the domain fails while tunnels work.
     context.metrics.apiHandshakeFailed.Increment();
@@ -62,15 +62,15 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
   const std::string source = peerSourceKey(stream->peerAddress());
   SourceSlot sourceSlot;
   if (!source.empty()) {
-    sourceSlot = SourceSlot::acquire(context.apiHandshakesBySource, source, kMaxHandshakesPerSource);
+    sourceSlot =
+        SourceSlot::acquire(context.apiHandshakesBySource, source, kMaxHandshakesPerSource);
     if (!sourceSlot.held()) {
       context.metrics.shedSourceHandshakes.Increment();
       static LogThrottle throttle(kShedLogEveryMs);
       if (uint64_t suppressed = 0; throttle.allow(context.nowMs(), suppressed)) {
-        kLog.warn("API handshake refused: the source holds its share of handshake slots",
-                  {{"source", source},
-                   {"limit", kMaxHandshakesPerSource},
-                   {"suppressed", suppressed}});
+        kLog.warn(
+            "API handshake refused: the source holds its share of handshake slots",
+            {{"source", source}, {"limit", kMaxHandshakesPerSource}, {"suppressed", suppressed}});
       }
       closeUnserved(context, stream, false);
       return;
@@ -89,7 +89,8 @@ void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream
   connection->handshakeSource_ = std::move(sourceSlot);
   connection->sourceKey_ = source;
   const uint64_t now = context.nowMs();
-  const uint64_t deadline = std::min(startedAtMs + kHandshakeTimeoutMs, now + kHandshakeAfterHelloMs);
+  const uint64_t deadline =
+      std::min(startedAtMs + kHandshakeTimeoutMs, now + kHandshakeAfterHelloMs);
   connection->armTimer(deadline > now ? deadline - now : 0);
   connection->feedCiphertext(hello);
   if (connection->phase_ != Phase::kClosing) stream->startReading();
@@ -115,7 +116,9 @@ ApiConnection::~ApiConnection() {
 // ---------------------------------------------------------------------------------------------
 // TLS
 
-void ApiConnection::onRead(std::span<const uint8_t> bytes) { feedCiphertext(bytes); }
+void ApiConnection::onRead(std::span<const uint8_t> bytes) {
+  feedCiphertext(bytes);
+}
 
 void ApiConnection::endHandshake() {
   if (handshakeCounted_) return;
@@ -151,12 +154,15 @@ void ApiConnection::onTlsFailed() {
   if (phase_ == Phase::kHandshake) {
     endHandshake();
     context_.metrics.apiHandshakeFailed.Increment();
-    kLog.debug("API TLS handshake failed", {{"peer", stream_->peer().toString()}, {"error", tls_.errorText()}});
+    kLog.debug("API TLS handshake failed",
+               {{"peer", stream_->peer().toString()}, {"error", tls_.errorText()}});
   }
   fail();
 }
 
-bool ApiConnection::wantsTlsPlaintext() const { return phase_ != Phase::kClosing && phase_ != Phase::kHandshake; }
+bool ApiConnection::wantsTlsPlaintext() const {
+  return phase_ != Phase::kClosing && phase_ != Phase::kHandshake;
+}
 
 void ApiConnection::onTlsPlaintext(std::span<uint8_t> plain) {
   if (phase_ == Phase::kBridge && bridge_) {
@@ -174,7 +180,7 @@ void ApiConnection::onTlsCloseNotify() {
 
 bool ApiConnection::takeSourceConnectionSlot() {
   if (sourceKey_.empty()) return true;  // no IP address: everyone behind the one proxy in front
-  const uint64_t limit = context_.config.max_api_connections_per_source;
+  const uint64_t limit = context_.config.maxApiConnectionsPerSource;
   connectionSource_ = SourceSlot::acquire(context_.apiConnectionsBySource, sourceKey_, limit);
   if (connectionSource_.held()) return true;
   context_.metrics.shedSourceApiConnections.Increment();
@@ -190,7 +196,8 @@ bool ApiConnection::takeSourceConnectionSlot() {
 }
 
 bool ApiConnection::answersUnread() const {
-  return stream_ == nullptr || stream_->writeBacklogged() || stream_->queuedBytes() > kHttpAnswersUnreadMark;
+  return stream_ == nullptr || stream_->writeBacklogged() ||
+         stream_->queuedBytes() > kHttpAnswersUnreadMark;
 }
 
 void ApiConnection::sendPlain(std::span<const uint8_t> bytes) {
@@ -198,9 +205,13 @@ void ApiConnection::sendPlain(std::span<const uint8_t> bytes) {
   if (!tls_.write(bytes)) fail();
 }
 
-size_t ApiConnection::queuedBytes() const { return stream_ == nullptr ? 0 : stream_->queuedBytes(); }
+size_t ApiConnection::queuedBytes() const {
+  return stream_ == nullptr ? 0 : stream_->queuedBytes();
+}
 
-uint64_t ApiConnection::bytesWritten() const { return stream_ == nullptr ? 0 : stream_->bytesWritten(); }
+uint64_t ApiConnection::bytesWritten() const {
+  return stream_ == nullptr ? 0 : stream_->bytesWritten();
+}
 
 void ApiConnection::pauseReading() {
   readPausedByBridge_ = true;
@@ -275,7 +286,9 @@ void ApiConnection::onStreamError(int) {
   if (stream_ != nullptr) stream_->close(true);
 }
 
-void ApiConnection::armTimer(uint64_t delayMs) { context_.wheel.schedule(timer_, context_.nowMs(), delayMs); }
+void ApiConnection::armTimer(uint64_t delayMs) {
+  context_.wheel.schedule(timer_, context_.nowMs(), delayMs);
+}
 
 void ApiConnection::onTimer(TimerEntry*, void* owner) {
   auto* self = static_cast<ApiConnection*>(owner);

@@ -26,13 +26,15 @@ namespace ot::relayd {
 
 class Relay;
 
-class ApiConnection final : public TcpStream::Handler, public BridgeTransport, public tls::TlsStream::Owner {
+class ApiConnection final : public TcpStream::Handler,
+                            public BridgeTransport,
+                            public tls::TlsStream::Owner {
  public:
   // Takes over `stream` (whose ClientHello, `hello`, was read but not yet given to TLS).
   // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it, and
   // 5 s after the hello at most.
-  static void start(RelayContext& context, Relay& relay, TcpStream* stream, std::vector<uint8_t> hello,
-                    uint64_t startedAtMs);
+  static void start(RelayContext& context, Relay& relay, TcpStream* stream,
+                    std::vector<uint8_t> hello, uint64_t startedAtMs);
 
   // TcpStream::Handler
   void onRead(std::span<const uint8_t> bytes) override;
@@ -94,7 +96,7 @@ class ApiConnection final : public TcpStream::Handler, public BridgeTransport, p
   uint64_t proxyCall_ = 0;
   Phase phase_ = Phase::kHandshake;
   bool handshakeCounted_ = false;
-  SourceSlot handshakeSource_;  // this source's share of the handshake slots, while handshaking
+  SourceSlot handshakeSource_;   // this source's share of the handshake slots, while handshaking
   SourceSlot connectionSource_;  // its share of API connections, from the handshake to a bridge
   std::string sourceKey_;        // peerSourceKey of the peer; empty: not limited per source
   bool readPausedForAnswers_ = false;

@@ -1,8 +1,6 @@
 // ApiConnection's HTTP phase (api_connection.h): requests parsed one at a time, the bridge
 // upgrade checked with the relay, every other request proxied to controld and its answer
 // re-framed for this connection. The TLS and closing side is in api_connection.cc.
-#include "relayd/api_connection.h"
-
 #include <algorithm>
 #include <array>
 #include <string_view>
@@ -10,6 +8,7 @@
 
 #include "common/http_serializer.h"
 #include "common/websocket_handshake.h"
+#include "relayd/api_connection.h"
 #include "relayd/api_proxy.h"
 #include "relayd/relay.h"
 #include "relayd/sni_route.h"
@@ -28,7 +27,9 @@ bool isHopHeader(std::string_view name) {
                      [name](std::string_view hop) { return httpNameEquals(hop, name); });
 }
 
-std::vector<uint8_t> toBytes(const std::string& text) { return {text.begin(), text.end()}; }
+std::vector<uint8_t> toBytes(const std::string& text) {
+  return {text.begin(), text.end()};
+}
 
 }  // namespace
 
@@ -52,16 +53,19 @@ void ApiConnection::processHttp() {
         return;
       case HttpParseStatus::kDone:
       case HttpParseStatus::kUpgrade: {
-        httpInput_.erase(httpInput_.begin(), httpInput_.begin() + static_cast<std::ptrdiff_t>(result.consumed));
+        httpInput_.erase(httpInput_.begin(),
+                         httpInput_.begin() + static_cast<std::ptrdiff_t>(result.consumed));
         HttpMessage request = parser_->takeMessage();
         parser_->reset();
-        handleRequest(request);  // an upgrade to any path but the bridge is proxied like any request
+        handleRequest(
+            request);  // an upgrade to any path but the bridge is proxied like any request
         break;
       }
       case HttpParseStatus::kError: {
         const HttpError error = parser_->error();
         httpInput_.clear();
-        respondError(httpErrorStatus(error), "BadRequestError", std::string(parser_->errorDetail()), true);
+        respondError(httpErrorStatus(error), "BadRequestError", std::string(parser_->errorDetail()),
+                     true);
         return;
       }
       case HttpParseStatus::kHeaders:
@@ -79,7 +83,8 @@ void ApiConnection::handleRequest(const HttpMessage& request) {
     return;
   }
   if (request.method != "GET") {
-    respondError(405, "MethodNotAllowedError", "the bridge is opened with GET", false, {{"Allow", "GET"}});
+    respondError(405, "MethodNotAllowedError", "the bridge is opened with GET", false,
+                 {{"Allow", "GET"}});
     return;
   }
   if (!bridgePath.validId) {
@@ -98,10 +103,11 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
   if (check.error != ws::UpgradeError::kNone) {
     const int status = ws::httpStatusFor(check.error);
     if (status == 426) {
-      respondError(426, "UpgradeRequiredError", std::string(ws::upgradeErrorMessage(check.error)), false,
-                   {{"Sec-WebSocket-Version", "13"}});
+      respondError(426, "UpgradeRequiredError", std::string(ws::upgradeErrorMessage(check.error)),
+                   false, {{"Sec-WebSocket-Version", "13"}});
     } else {
-      respondError(status, "BadRequestError", std::string(ws::upgradeErrorMessage(check.error)), false);
+      respondError(status, "BadRequestError", std::string(ws::upgradeErrorMessage(check.error)),
+                   false);
     }
     return;
   }
@@ -119,14 +125,15 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
         return;
       case Relay::UpgradeDecision::kUnavailable:
         phase_ = Phase::kHttp;
-        respondError(503, "ServiceUnavailableError", "the control plane is unavailable; retry", false,
-                     {{"Retry-After", "5"}});
+        respondError(503, "ServiceUnavailableError", "the control plane is unavailable; retry",
+                     false, {{"Retry-After", "5"}});
         return;
       case Relay::UpgradeDecision::kAllowed:
         break;
     }
     phase_ = Phase::kBridge;
-    connectionSource_.release();  // bridges have their own bounds (MAX_BRIDGES_PER_TUNNEL, failures)
+    connectionSource_
+        .release();  // bridges have their own bounds (MAX_BRIDGES_PER_TUNNEL, failures)
     timer_.cancel();
     sendPlain(toBytes(ws::buildUpgradeResponse(key)));
     bridge_ = std::make_unique<BridgeSession>(context_, relay_, *this, tunnelId);
@@ -197,7 +204,8 @@ void ApiConnection::proxy(const HttpMessage& request) {
       });
 }
 
-void ApiConnection::respondError(int status, const std::string& tag, const std::string& message, bool close,
+void ApiConnection::respondError(int status, const std::string& tag, const std::string& message,
+                                 bool close,
                                  const std::vector<std::pair<std::string, std::string>>& extra) {
   const bool closeNow = close || context_.draining;
   respond(jsonErrorResponse(status, tag, message, closeNow, extra), closeNow);

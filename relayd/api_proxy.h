@@ -5,8 +5,8 @@
 // 16 MiB, and checked to be one complete HTTP/1.1 response (common/http_parser).
 //
 // Failures (no socket, refused, reset, timeout of 30 s, oversized or malformed answer, the control
-// session going down while the call waits: failAll) give an Error; the caller answers 503 with a JSON ServiceUnavailableError body (see unavailableResponse).
-// Loop thread only.
+// session going down while the call waits: failAll) give an Error; the caller answers 503 with a
+// JSON ServiceUnavailableError body (see unavailableResponse). Loop thread only.
 #pragma once
 
 #include <uv.h>
@@ -62,9 +62,8 @@ class ApiProxy {
 [[nodiscard]] std::vector<uint8_t> unavailableResponse(const std::string& message, bool close);
 
 // Any JSON error answer in the API's shape: {"_tag":tag,"message":message}.
-[[nodiscard]] std::vector<uint8_t> jsonErrorResponse(int status, const std::string& tag,
-                                                     const std::string& message, bool close,
-                                                     const std::vector<std::pair<std::string, std::string>>&
-                                                         extraHeaders = {});
+[[nodiscard]] std::vector<uint8_t> jsonErrorResponse(
+    int status, const std::string& tag, const std::string& message, bool close,
+    const std::vector<std::pair<std::string, std::string>>& extraHeaders = {});
 
 }  // namespace ot::relayd

@@ -16,20 +16,24 @@ std::optional<uint64_t> AttachGuard::refuse(const std::string& peerAddress, uint
   if (!refusal) return std::nullopt;
   if (refusal->logWithSuppressed) {
     kLog.warn("refusing attaches from a source that failed too often",
-              {{"source", *source}, {"retry_after_ms", refusal->retryAfterMs},
+              {{"source", *source},
+               {"retry_after_ms", refusal->retryAfterMs},
                {"suppressed", *refusal->logWithSuppressed}});
   }
   return refusal->retryAfterMs;
 }
 
-void AttachGuard::failed(const std::string& peerAddress, const std::string& tunnelId, uint64_t nowMs) {
+void AttachGuard::failed(const std::string& peerAddress, const std::string& tunnelId,
+                         uint64_t nowMs) {
   const std::optional<std::string> source = sourceKey(peerAddress);
   if (!source) return;  // no address (a PROXY header without one): nothing to count it under
   const SourceFailures::Recorded recorded = failures_.recordFailure(*source, nowMs);
   if (!recorded.logWithSuppressed) return;
   kLog.warn(recorded.nowRefused ? "attach failures: source refused for the rest of its window"
                                 : "attach failed: bad token",
-            {{"source", *source}, {"tunnel", tunnelId}, {"failures_in_window", recorded.failuresInWindow},
+            {{"source", *source},
+             {"tunnel", tunnelId},
+             {"failures_in_window", recorded.failuresInWindow},
              {"suppressed", *recorded.logWithSuppressed}});
 }
 

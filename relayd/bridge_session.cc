@@ -3,11 +3,11 @@
 // bridge_session_close.cc.
 #include "relayd/bridge_session.h"
 
-#include "common/clock.h"
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace ot::relayd {
@@ -21,8 +21,8 @@ constexpr uint32_t kLastConnId = 0xFFFFFFF0u;
 
 }  // namespace
 
-BridgeSession::BridgeSession(RelayContext& context, RelayForBridge& relay, BridgeTransport& transport,
-                             std::string tunnelId)
+BridgeSession::BridgeSession(RelayContext& context, RelayForBridge& relay,
+                             BridgeTransport& transport, std::string tunnelId)
     : context_(context),
       relay_(relay),
       transport_(transport),
@@ -66,9 +66,12 @@ void BridgeSession::onPlaintext(std::span<uint8_t> bytes) {
     bytes = bytes.subspan(step.consumed);
     if (step.event == ws::ReadEvent::kNeedMore) break;
     if (step.event == ws::ReadEvent::kError) {
-      kLog.debug("bridge protocol error", {{"bridge", bridgeId_}, {"error", ws::errorName(step.error)}});
-      if (step.error == ws::Error::kTooManyFragments) context_.metrics.bridgeFragmentLimit.Increment();
-      close(ws::closeCodeFor(step.error), DetachOutcome::kServerClose, std::string(ws::errorName(step.error)));
+      kLog.debug("bridge protocol error",
+                 {{"bridge", bridgeId_}, {"error", ws::errorName(step.error)}});
+      if (step.error == ws::Error::kTooManyFragments)
+        context_.metrics.bridgeFragmentLimit.Increment();
+      close(ws::closeCodeFor(step.error), DetachOutcome::kServerClose,
+            std::string(ws::errorName(step.error)));
       return;
     }
     handleMessage(step);
@@ -91,7 +94,8 @@ void BridgeSession::handleMessage(ws::ReadStep& step) {
         finishClose();  // the answer to our close
       } else {
         // The client closes: echo its code and go.
-        const uint16_t code = step.closeCode == ws::kCloseNoStatus ? ws::kCloseNormal : step.closeCode;
+        const uint16_t code =
+            step.closeCode == ws::kCloseNoStatus ? ws::kCloseNormal : step.closeCode;
         close(code, DetachOutcome::kClientClose);
         finishClose();
       }
@@ -101,7 +105,8 @@ void BridgeSession::handleMessage(ws::ReadStep& step) {
   if (step.event != ws::ReadEvent::kMessage || phase_ == Phase::kClosing) return;
   if (step.opcode == ws::Opcode::kText) {
     if (phase_ == Phase::kAwaitAttach) {
-      handleAttach(std::string_view(reinterpret_cast<const char*>(step.payload.data()), step.payload.size()));
+      handleAttach(std::string_view(reinterpret_cast<const char*>(step.payload.data()),
+                                    step.payload.size()));
     }
     // Text after attach is ignored (protocol.md 4.5).
     return;
@@ -118,12 +123,15 @@ void BridgeSession::handleAttach(std::string_view text) {
   if (!parsed.ok()) {
     const auto& error = parsed.error();
     AttachOutcome outcome = AttachOutcome::kError;
-    if (error.code == bridge::AttachErrorCode::kTooManyRoutes) outcome = AttachOutcome::kTooManyRoutes;
-    if (error.code == bridge::AttachErrorCode::kInvalidRoute) outcome = AttachOutcome::kInvalidRoute;
+    if (error.code == bridge::AttachErrorCode::kTooManyRoutes)
+      outcome = AttachOutcome::kTooManyRoutes;
+    if (error.code == bridge::AttachErrorCode::kInvalidRoute)
+      outcome = AttachOutcome::kInvalidRoute;
     if (error.code == bridge::AttachErrorCode::kBadToken) outcome = AttachOutcome::kBadToken;
     context_.metrics.attach(outcome);
     attachRefused(error.code,
-                  error.message.empty() ? std::string(bridge::attachErrorCodeName(error.code)) : error.message,
+                  error.message.empty() ? std::string(bridge::attachErrorCodeName(error.code))
+                                        : error.message,
                   error.closeCode);
     return;
   }
@@ -148,7 +156,7 @@ void BridgeSession::attachAllowed(uint32_t maxConns) {
   bridge::Attached attached;
   attached.bridgeId = bridgeId_;
   attached.limits.maxConns = maxConns;
-  attached.heartbeatMs = static_cast<uint32_t>(context_.config.bridge_heartbeat_ms);
+  attached.heartbeatMs = static_cast<uint32_t>(context_.config.bridgeHeartbeatMs);
   sendText(bridge::serializeAttached(attached));
   reader_.setMaxMessageSize(bridge::kMaxMessageAfterAttach);
   context_.metrics.attach(AttachOutcome::kOk);
@@ -162,7 +170,8 @@ void BridgeSession::attachAllowed(uint32_t maxConns) {
   }
 }
 
-void BridgeSession::attachRefused(bridge::AttachErrorCode code, const std::string& message, uint16_t closeCode) {
+void BridgeSession::attachRefused(bridge::AttachErrorCode code, const std::string& message,
+                                  uint16_t closeCode) {
   if (phase_ != Phase::kAuthorizing && phase_ != Phase::kAwaitAttach) return;
   phase_ = Phase::kAwaitAttach;  // not attached: nothing to report as a detach
   if (code == bridge::AttachErrorCode::kBadToken) relay_.attachFailed(*this);
@@ -254,7 +263,9 @@ void BridgeSession::sendText(const std::string& text) {
             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
-void BridgeSession::sendStreamFrame(std::vector<uint8_t> frame) { sendFrame(ws::Opcode::kBinary, {}, frame); }
+void BridgeSession::sendStreamFrame(std::vector<uint8_t> frame) {
+  sendFrame(ws::Opcode::kBinary, {}, frame);
+}
 
 void BridgeSession::sendData(uint32_t connId, std::span<const uint8_t> payload) {
   if (closed()) return;
@@ -322,10 +333,13 @@ void BridgeSession::streamFinished(StreamForBridge* visitor, uint64_t bytesIn, u
   stallAcked_.erase(visitor->connId());
   relay_.streamClosed(tunnelId_, key_, bytesIn, bytesOut);
   checkBudgets();
-  if (phase_ == Phase::kDraining && streams_.empty()) close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
+  if (phase_ == Phase::kDraining && streams_.empty())
+    close(ws::kCloseServiceRestart, DetachOutcome::kDrain);
 }
 
-void BridgeSession::visitorBuffered(int64_t delta) { pendingToVisitors_ += delta; }
+void BridgeSession::visitorBuffered(int64_t delta) {
+  pendingToVisitors_ += delta;
+}
 
 void BridgeSession::abortStreams(bridge::ResetReason reason, bool notifyClient) {
   std::vector<StreamForBridge*> visitors;

@@ -57,7 +57,8 @@ class BridgeTransport {
 class BridgeSession final : public BridgeForStream, public BufferWaiter {
  public:
   // Registers itself with the relay (which gives it its key).
-  BridgeSession(RelayContext& context, RelayForBridge& relay, BridgeTransport& transport, std::string tunnelId);
+  BridgeSession(RelayContext& context, RelayForBridge& relay, BridgeTransport& transport,
+                std::string tunnelId);
   ~BridgeSession();
   BridgeSession(const BridgeSession&) = delete;
   BridgeSession& operator=(const BridgeSession&) = delete;
@@ -72,12 +73,13 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   // From the relay: the attach was decided.
   void attachAllowed(uint32_t maxConns);
   // `closeCode` 0: the code the protocol gives `code` (a malformed attach passes 1002).
-  void attachRefused(bridge::AttachErrorCode code, const std::string& message, uint16_t closeCode = 0);
+  void attachRefused(bridge::AttachErrorCode code, const std::string& message,
+                     uint16_t closeCode = 0);
 
   // Opens a stream for a visitor (the relay picked this bridge). False if the bridge cannot
   // take it now (closing, out of ids).
-  bool openStream(StreamForBridge* visitor, const std::string& route, const std::string& visitorAddress,
-                  std::vector<uint8_t> hello);
+  bool openStream(StreamForBridge* visitor, const std::string& route,
+                  const std::string& visitorAddress, std::vector<uint8_t> hello);
 
   // Sends drain; the bridge closes with 1012 when its streams have ended (or at the deadline).
   void drain();
@@ -98,8 +100,12 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   [[nodiscard]] uint64_t key() const { return key_; }
   [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
   [[nodiscard]] const std::string& bridgeId() const { return bridgeId_; }
-  [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached || phase_ == Phase::kDraining; }
-  [[nodiscard]] bool closed() const { return phase_ == Phase::kClosing || phase_ == Phase::kClosed; }
+  [[nodiscard]] bool attached() const {
+    return phase_ == Phase::kAttached || phase_ == Phase::kDraining;
+  }
+  [[nodiscard]] bool closed() const {
+    return phase_ == Phase::kClosing || phase_ == Phase::kClosed;
+  }
   [[nodiscard]] const bridge::AttachRequest& attachRequest() const { return attach_; }
   [[nodiscard]] const std::string& peerAddress() const { return transport_.peerAddress(); }
   [[nodiscard]] uint64_t attachedAtUnixMs() const { return attachedAtUnixMs_; }
@@ -107,7 +113,14 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   [[nodiscard]] size_t streamCount() const { return streams_.size(); }
 
  private:
-  enum class Phase : uint8_t { kAwaitAttach, kAuthorizing, kAttached, kDraining, kClosing, kClosed };
+  enum class Phase : uint8_t {
+    kAwaitAttach,
+    kAuthorizing,
+    kAttached,
+    kDraining,
+    kClosing,
+    kClosed
+  };
   struct StreamEntry {
     StreamForBridge* visitor = nullptr;
     bridge::StreamCredit receiveCredit{bridge::kRelayWindow};  // what the client may still send
@@ -118,7 +131,8 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   void handleAttach(std::string_view text);
   void handleFrame(std::span<const uint8_t> message);
   void sendText(const std::string& text);
-  void sendFrame(ws::Opcode opcode, std::span<const uint8_t> head, std::span<const uint8_t> payload);
+  void sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
+                 std::span<const uint8_t> payload);
   void sendStreamFrame(std::vector<uint8_t> frame);
   void sendPendingPong();
   void protocolError(const char* what);
@@ -150,7 +164,7 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   // ping waits for an answer, so a client that pings without reading holds one pong here.
   std::vector<uint8_t> pongPayload_;
   bool pongWanted_ = false;
-  uint64_t pongQueuedEnd_ = 0;  // the transport's bytesWritten() once our last pong is out
+  uint64_t pongQueuedEnd_ = 0;     // the transport's bytesWritten() once our last pong is out
   int64_t pendingToVisitors_ = 0;  // client data written to visitors' sockets, not yet taken
   bool readPaused_ = false;        // stopped reading the client because a budget is spent
   bool visitorsPaused_ = false;    // visitors stopped reading: our socket is over its high mark

@@ -9,7 +9,7 @@ namespace ot::relayd {
 
 void BridgeSession::scheduleHeartbeat() {
   const uint64_t now = context_.nowMs();
-  const uint64_t due = lastHeardMs_ + context_.config.bridge_heartbeat_ms;
+  const uint64_t due = lastHeardMs_ + context_.config.bridgeHeartbeatMs;
   context_.wheel.schedule(heartbeat_, now, due > now ? due - now : 0);
 }
 
@@ -20,15 +20,16 @@ void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
     if (self->phase_ == Phase::kAwaitAttach) {
       self->close(ws::kClosePolicyViolation, DetachOutcome::kServerClose, "no attach within 10 s");
     } else {
-      self->context_.wheel.schedule(self->heartbeat_, self->context_.nowMs(), kBridgeAttachTimeoutMs);
+      self->context_.wheel.schedule(self->heartbeat_, self->context_.nowMs(),
+                                    kBridgeAttachTimeoutMs);
     }
     return;
   }
   const uint64_t now = self->context_.nowMs();
   const uint64_t silent = now - self->lastHeardMs_;
   // Retired after the idle timeout plus one heartbeat of silence: 45 s by default.
-  const uint64_t heartbeat = self->context_.config.bridge_heartbeat_ms;
-  const uint64_t retireAfter = self->context_.config.bridge_idle_timeout_ms + heartbeat;
+  const uint64_t heartbeat = self->context_.config.bridgeHeartbeatMs;
+  const uint64_t retireAfter = self->context_.config.bridgeIdleTimeoutMs + heartbeat;
   if (silent >= retireAfter) {
     self->close(ws::kCloseGoingAway, DetachOutcome::kIdleRetire, "silent");
     self->finishClose();  // no answer is waited for
@@ -38,7 +39,8 @@ void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
     self->pingOutstanding_ = true;
     self->sendFrame(ws::Opcode::kPing, {}, {});
   }
-  const uint64_t next = silent >= heartbeat ? self->lastHeardMs_ + retireAfter : self->lastHeardMs_ + heartbeat;
+  const uint64_t next =
+      silent >= heartbeat ? self->lastHeardMs_ + retireAfter : self->lastHeardMs_ + heartbeat;
   self->context_.wheel.schedule(self->heartbeat_, now, next > now ? next - now : 0);
 }
 
@@ -75,7 +77,9 @@ void BridgeSession::close(uint16_t code, DetachOutcome reason, const std::string
   context_.wheel.schedule(closeWait_, context_.nowMs(), kBridgeCloseWaitMs);
 }
 
-void BridgeSession::onCloseWait(TimerEntry*, void* owner) { static_cast<BridgeSession*>(owner)->finishClose(); }
+void BridgeSession::onCloseWait(TimerEntry*, void* owner) {
+  static_cast<BridgeSession*>(owner)->finishClose();
+}
 
 void BridgeSession::finishClose() {
   if (phase_ == Phase::kClosed) return;

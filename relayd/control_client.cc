@@ -3,13 +3,12 @@
 #include "common/clock.h"
 // learn to the loop thread. The unary calls are in control_calls.cc, the session thread in
 // control_session.cc.
-#include "relayd/control_client.h"
-
 #include <chrono>
 #include <exception>
 #include <system_error>
 #include <utility>
 
+#include "relayd/control_client.h"
 #include "relayd/control_client_impl.h"
 
 namespace ot::relayd {

@@ -47,9 +47,9 @@ struct ControlEvents {
 };
 
 struct ControlClientOptions {
-  std::string socketPath;       // controld's gRPC socket (CONTROL_SOCKET)
+  std::string socketPath;  // controld's gRPC socket (CONTROL_SOCKET)
   std::string machineId;
-  uint64_t epoch = 0;           // random per relayd process
+  uint64_t epoch = 0;  // random per relayd process
   int64_t startedAtUnixMs = 0;
   std::string version;
   uint64_t reconnectInitialMs = 100;  // backoff between session attempts: doubles with jitter
@@ -85,7 +85,8 @@ class ControlClient {
 
   using AuthorizeDone = std::function<void(Result<v1::AuthorizeAttachResponse>)>;
   using FetchDone = std::function<void(Result<v1::FetchTunnelResponse>)>;
-  // An Error of kind kUnavailable when controld cannot be reached, kTimeout when the deadline passed.
+  // An Error of kind kUnavailable when controld cannot be reached, kTimeout when the deadline
+  // passed.
   void authorizeAttach(v1::AuthorizeAttachRequest request, AuthorizeDone done);
   void fetchTunnel(const std::string& tunnelId, FetchDone done);
 

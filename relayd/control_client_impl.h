@@ -24,9 +24,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
-#include "common/clock.h"
 #include "relayd/control_client.h"
 #include "relayd/control_mirror.h"
 

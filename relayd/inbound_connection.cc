@@ -40,7 +40,7 @@ void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, Peer
 
 InboundConnection::InboundConnection(RelayContext& context, Relay& relay)
     : context_(context), relay_(relay), timer_(&InboundConnection::onTimer, this) {
-  if (context_.config.proxy_protocol) proxy_.emplace();
+  if (context_.config.proxyProtocol) proxy_.emplace();
 }
 
 void InboundConnection::onRead(std::span<const uint8_t> bytes) {
@@ -53,7 +53,8 @@ void InboundConnection::onRead(std::span<const uint8_t> bytes) {
       reject(VisitorOutcome::kRejectedBadHello);
       return;
     }
-    if (result.header.addresses) stream_->setPeer(PeerEndpoint::fromProxy(result.header.addresses->source));
+    if (result.header.addresses)
+      stream_->setPeer(PeerEndpoint::fromProxy(result.header.addresses->source));
     proxy_.reset();
     bytes = bytes.subspan(result.consumed);
     if (bytes.empty()) return;
@@ -74,7 +75,7 @@ void InboundConnection::feedHello(std::span<const uint8_t> bytes) {
 void InboundConnection::route() {
   const ClientHelloInfo& info = hello_.result().info;
   SniTarget target;
-  if (info.sni == SniStatus::kValid) target = classifySni(info.server_name, context_.config.domain);
+  if (info.sni == SniStatus::kValid) target = classifySni(info.serverName, context_.config.domain);
   std::vector<uint8_t> buffered(hello_.buffered().begin(), hello_.buffered().end());
   switch (target.kind) {
     case SniTarget::Kind::kApi: {
@@ -118,7 +119,9 @@ void InboundConnection::onTimer(TimerEntry*, void* owner) {
   self->reject(VisitorOutcome::kRejectedTimeout);
 }
 
-void InboundConnection::onEof() { reject(VisitorOutcome::kRejectedBadHello); }
+void InboundConnection::onEof() {
+  reject(VisitorOutcome::kRejectedBadHello);
+}
 
 void InboundConnection::onStreamError(int) {
   if (done_) return;

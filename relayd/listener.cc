@@ -66,7 +66,9 @@ Result<std::unique_ptr<Listener>> Listener::open(uv_loop_t* loop,
   Impl* state = impl.get();
   auto accept = net::AcceptLoop::start(
       loop, std::move(socket).value(), kPauseMs,
-      [onAccept = std::move(onAccept)](int fd, const sockaddr_storage& peer) { onAccept(fd, peer); },
+      [onAccept = std::move(onAccept)](int fd, const sockaddr_storage& peer) {
+        onAccept(fd, peer);
+      },
       [state](const net::AcceptFailure& failure) { state->onFailure(failure); });
   if (!accept.ok()) return accept.error();
   impl->accept = std::move(accept).value();

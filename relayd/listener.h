@@ -32,9 +32,9 @@ class Listener {
   // stale file is removed only when nothing answers on it). `name` is for logs ("tls", "http",
   // "metrics"). Port 0 picks a free port: see port().
   [[nodiscard]] static Result<std::unique_ptr<Listener>> open(uv_loop_t* loop,
-                                                             const config::ListenAddress& address,
-                                                             std::string name, OnAccept onAccept,
-                                                             RelayMetrics* metrics);
+                                                              const config::ListenAddress& address,
+                                                              std::string name, OnAccept onAccept,
+                                                              RelayMetrics* metrics);
   ~Listener();  // closes the socket (the poll handle is closed through the loop)
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;

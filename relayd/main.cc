@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <csignal>
-
 #include <string>
 
 #include "common/allocator_tuning.h"
@@ -33,8 +32,8 @@ int main(int argc, char** argv) {
   ot::relayd::addRelaydFlags(app, config);
   if (auto code = ot::config::parseCommandLine(app, argc, argv)) return *code;
 
-  ot::log::init({.format = *ot::log::parseFormat(config.log_format),
-                 .level = *ot::log::parseLevel(config.log_level),
+  ot::log::init({.format = *ot::log::parseFormat(config.logFormat),
+                 .level = *ot::log::parseLevel(config.logLevel),
                  .target = "relayd",
                  .trailingFields = {}});
   // A visitor that resets while we write to it must cost an EPIPE, not the process.

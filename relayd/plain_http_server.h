@@ -1,8 +1,8 @@
 // A small plain-HTTP/1.1 server on the relay's loop for HTTP_LISTEN (/health, otherwise a 301 to
-// https://<domain><path>) and METRICS_LISTEN (/metrics). Requests are parsed with common/http_parser
-// (limits: 8 KiB of headers, no bodies accepted beyond 64 KiB), answered by a synchronous handler,
-// keep-alive honoured, idle connections closed after 30 s, at most 1024 connections at once (more
-// are closed at accept). Loop thread only.
+// https://<domain><path>) and METRICS_LISTEN (/metrics). Requests are parsed with
+// common/http_parser (limits: 8 KiB of headers, no bodies accepted beyond 64 KiB), answered by a
+// synchronous handler, keep-alive honoured, idle connections closed after 30 s, at most 1024
+// connections at once (more are closed at accept). Loop thread only.
 #pragma once
 
 #include <uv.h>

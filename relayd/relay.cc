@@ -1,16 +1,16 @@
 #include "relayd/relay.h"
 
-#include "common/clock.h"
 #include <algorithm>
 #include <chrono>
 #include <random>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
-#include "common/websocket_frame.h"
-#include "relayd/bridge_session.h"
 #include "common/log_throttle.h"
 #include "common/tcp_stream.h"
+#include "common/websocket_frame.h"
+#include "relayd/bridge_session.h"
 #include "relayd/visitor_stream.h"
 
 namespace ot::relayd {
@@ -30,8 +30,8 @@ constexpr uint64_t kAttachFailureLogEveryMs = 60'000;
 
 SourceFailureLimits attachFailureLimits(const RelaydConfig& config) {
   SourceFailureLimits limits;
-  limits.maxFailures = config.auth_failure_limit;
-  limits.windowMs = config.auth_failure_window_ms;
+  limits.maxFailures = config.authFailureLimit;
+  limits.windowMs = config.authFailureWindowMs;
   limits.maxSources = kAttachFailureSources;
   limits.logEveryMs = kAttachFailureLogEveryMs;
   return limits;
@@ -60,9 +60,9 @@ VisitorOutcome outcomeFor(PickResult result) {
 
 Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     : context_(context),
-      table_(MachineLimits{static_cast<uint32_t>(context.config.max_conns_per_bridge),
-                           static_cast<uint32_t>(context.config.max_conns_per_tunnel), 256}),
-      apiProxy_(context.loop, context.config.api_socket),
+      table_(MachineLimits{static_cast<uint32_t>(context.config.maxConnsPerBridge),
+                           static_cast<uint32_t>(context.config.maxConnsPerTunnel), 256}),
+      apiProxy_(context.loop, context.config.apiSocket),
       attachGuard_(attachFailureLimits(context.config)) {
   std::random_device random;
   bridgeIdPrefix_ = (static_cast<uint64_t>(random()) << 32) ^ random();
@@ -75,10 +75,15 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     if (!connected) apiProxy_.failAll("the control session is down");
   };
   events.onTunnel = [this](const v1::TunnelRecord& record) { onTunnel(record); };
-  events.onTunnelDeleted = [this](const v1::TunnelDeleted& deleted) { onTunnelDeleted(deleted.tunnel_id()); };
-  events.onApiCertificate = [this](const v1::ApiCertificate& certificate) { onApiCertificate(certificate); };
+  events.onTunnelDeleted = [this](const v1::TunnelDeleted& deleted) {
+    onTunnelDeleted(deleted.tunnel_id());
+  };
+  events.onApiCertificate = [this](const v1::ApiCertificate& certificate) {
+    onApiCertificate(certificate);
+  };
   events.onCommand = [this](const v1::Command& command) { onCommand(command); };
-  control_ = std::make_unique<ControlClient>(context.loop, std::move(controlOptions), std::move(events));
+  control_ =
+      std::make_unique<ControlClient>(context.loop, std::move(controlOptions), std::move(events));
   uv_timer_init(context.loop, &drainTimer_);
   drainTimer_.data = this;
   drainTimerOpen_ = true;
@@ -86,7 +91,9 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
 
 Relay::~Relay() = default;
 
-void Relay::start() { control_->start(); }
+void Relay::start() {
+  control_->start();
+}
 
 void Relay::stop() {
   control_->stop();
@@ -112,20 +119,22 @@ void Relay::checkUpgrade(const std::string& tunnelId, std::function<void(Upgrade
     done(UpgradeDecision::kUnavailable);
     return;
   }
-  control_->fetchTunnel(tunnelId, [this, tunnelId, done = std::move(done)](Result<v1::FetchTunnelResponse> result) {
-    if (!result.ok()) {
-      done(UpgradeDecision::kUnavailable);
-      return;
-    }
-    if (!result->found()) {
-      table_.markMissing(tunnelId, context_.nowMs());
-      done(UpgradeDecision::kNotFound);
-      return;
-    }
-    table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
-    const CachedRecord* record = table_.record(tunnelId);
-    done(record == nullptr || record->deleted ? UpgradeDecision::kNotFound : UpgradeDecision::kAllowed);
-  });
+  control_->fetchTunnel(
+      tunnelId, [this, tunnelId, done = std::move(done)](Result<v1::FetchTunnelResponse> result) {
+        if (!result.ok()) {
+          done(UpgradeDecision::kUnavailable);
+          return;
+        }
+        if (!result->found()) {
+          table_.markMissing(tunnelId, context_.nowMs());
+          done(UpgradeDecision::kNotFound);
+          return;
+        }
+        table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
+        const CachedRecord* record = table_.record(tunnelId);
+        done(record == nullptr || record->deleted ? UpgradeDecision::kNotFound
+                                                  : UpgradeDecision::kAllowed);
+      });
 }
 
 uint64_t Relay::registerBridge(BridgeSession* bridge) {
@@ -134,12 +143,15 @@ uint64_t Relay::registerBridge(BridgeSession* bridge) {
   return key;
 }
 
-void Relay::unregisterBridge(uint64_t key) { bridges_.erase(key); }
+void Relay::unregisterBridge(uint64_t key) {
+  bridges_.erase(key);
+}
 
 std::string Relay::newBridgeId(uint64_t key) const {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id = "br_";
-  for (int shift = 60; shift >= 32; shift -= 4) id.push_back(kHex[(bridgeIdPrefix_ >> shift) & 0xF]);
+  for (int shift = 60; shift >= 32; shift -= 4)
+    id.push_back(kHex[(bridgeIdPrefix_ >> shift) & 0xF]);
   id.push_back('_');
   id += std::to_string(key);
   return id;
@@ -148,7 +160,8 @@ std::string Relay::newBridgeId(uint64_t key) const {
 void Relay::authorizeAttach(BridgeSession* bridge) {
   const uint64_t key = bridge->key();
   // Before any token is looked at: a source past its failures waits out its window.
-  if (const std::optional<uint64_t> waitMs = attachGuard_.refuse(bridge->peerAddress(), context_.nowMs())) {
+  if (const std::optional<uint64_t> waitMs =
+          attachGuard_.refuse(bridge->peerAddress(), context_.nowMs())) {
     context_.metrics.attach(AttachOutcome::kTooManyFailures);
     bridge->attachRefused(bridge::AttachErrorCode::kTooManyFailures,
                           "too many failed attaches from this address; retry in " +
@@ -168,14 +181,16 @@ void Relay::authorizeAttach(BridgeSession* bridge) {
   request.set_profile(attach.profile);
   request.set_bridge_id(bridge->bridgeId());
   request.set_max_conns(attach.maxConns);
-  control_->authorizeAttach(std::move(request), [this, key](Result<v1::AuthorizeAttachResponse> result) {
-    if (!result.ok()) {
-      // controld went away meanwhile: the cached record decides, as while it is down.
-      authorizeFromCache(key);
-      return;
-    }
-    finishAttach(key, &result.value());
-  });
+  control_->authorizeAttach(std::move(request),
+                            [this, key](Result<v1::AuthorizeAttachResponse> result) {
+                              if (!result.ok()) {
+                                // controld went away meanwhile: the cached record decides, as while
+                                // it is down.
+                                authorizeFromCache(key);
+                                return;
+                              }
+                              finishAttach(key, &result.value());
+                            });
 }
 
 void Relay::attachFailed(const BridgeSession& bridge) {
@@ -189,7 +204,8 @@ void Relay::authorizeFromCache(uint64_t key) {
   const CachedRecord* record = table_.record(bridge->tunnelId());
   if (record == nullptr || record->deleted) {
     context_.metrics.attach(AttachOutcome::kError);
-    bridge->attachRefused(bridge::AttachErrorCode::kError, "the control plane is unavailable; retry");
+    bridge->attachRefused(bridge::AttachErrorCode::kError,
+                          "the control plane is unavailable; retry");
     return;
   }
   const bridge::AttachRequest& attach = bridge->attachRequest();
@@ -200,7 +216,8 @@ void Relay::authorizeFromCache(uint64_t key) {
   }
   if (!record->certReady) {
     context_.metrics.attach(AttachOutcome::kCertNotReady);
-    bridge->attachRefused(bridge::AttachErrorCode::kCertNotReady, "the certificate is not issued yet");
+    bridge->attachRefused(bridge::AttachErrorCode::kCertNotReady,
+                          "the certificate is not issued yet");
     return;
   }
   finishAttach(key, nullptr);
@@ -218,7 +235,8 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
     };
     switch (response->result()) {
       case v1::ATTACH_RESULT_OK:
-        if (response->has_record()) table_.upsertRecord(bridge->tunnelId(), toCachedRecord(response->record()));
+        if (response->has_record())
+          table_.upsertRecord(bridge->tunnelId(), toCachedRecord(response->record()));
         break;
       case v1::ATTACH_RESULT_BAD_TOKEN:
         return refuse(bridge::AttachErrorCode::kBadToken, AttachOutcome::kBadToken, "bad token");
@@ -226,11 +244,14 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
         return refuse(bridge::AttachErrorCode::kCertNotReady, AttachOutcome::kCertNotReady,
                       "the certificate is not issued yet");
       case v1::ATTACH_RESULT_INVALID_ROUTE:
-        return refuse(bridge::AttachErrorCode::kInvalidRoute, AttachOutcome::kInvalidRoute, "invalid route");
+        return refuse(bridge::AttachErrorCode::kInvalidRoute, AttachOutcome::kInvalidRoute,
+                      "invalid route");
       case v1::ATTACH_RESULT_TOO_MANY_ROUTES:
-        return refuse(bridge::AttachErrorCode::kTooManyRoutes, AttachOutcome::kTooManyRoutes, "too many routes");
+        return refuse(bridge::AttachErrorCode::kTooManyRoutes, AttachOutcome::kTooManyRoutes,
+                      "too many routes");
       case v1::ATTACH_RESULT_ROUTE_CONFLICT:
-        return refuse(bridge::AttachErrorCode::kRouteConflict, AttachOutcome::kRouteConflict, "route conflict");
+        return refuse(bridge::AttachErrorCode::kRouteConflict, AttachOutcome::kRouteConflict,
+                      "route conflict");
       default:
         // controld could not decide (its storage is down, say): the cached record decides, as
         // while controld itself is away; without one the attach fails with `error`.
@@ -238,12 +259,12 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
         return;
     }
   }
-  if (table_.bridgeCountOf(bridge->tunnelId()) >= context_.config.max_bridges_per_tunnel) {
+  if (table_.bridgeCountOf(bridge->tunnelId()) >= context_.config.maxBridgesPerTunnel) {
     // One token holder must not take the relay's whole connection budget with bridges.
     context_.metrics.attach(AttachOutcome::kTooManyBridges);
     bridge->attachRefused(bridge::AttachErrorCode::kTooManyBridges,
                           "the tunnel has reached its limit of " +
-                              std::to_string(context_.config.max_bridges_per_tunnel) +
+                              std::to_string(context_.config.maxBridgesPerTunnel) +
                               " bridges on this relay");
     return;
   }
@@ -277,11 +298,14 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
   table_.removeBridge(bridge->tunnelId(), bridge->key());
   context_.metrics.bridgesAttached.Decrement();
   context_.metrics.detach(reason);
-  control_->bridgeDetached(bridge->bridgeId(), bridge->tunnelId(), detachReasonToProto(reason), unixNowMs());
-  kLog.debug("bridge detached", {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
+  control_->bridgeDetached(bridge->bridgeId(), bridge->tunnelId(), detachReasonToProto(reason),
+                           unixNowMs());
+  kLog.debug("bridge detached",
+             {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
 }
 
-void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn, uint64_t bytesOut) {
+void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn,
+                         uint64_t bytesOut) {
   table_.connectionClosed(tunnelId, bridgeKey);
   control_->addUsage(tunnelId, bytesIn, bytesOut, 1, 0);
 }
@@ -295,14 +319,14 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
   SourceSlot sourceSlot;
   if (const std::string source = peerSourceKey(stream->peerAddress()); !source.empty()) {
     sourceSlot = SourceSlot::acquire(context_.tunnelSlotsBySource, target.tunnelId + ' ' + source,
-                                     context_.config.max_conns_per_tunnel_per_source);
+                                     context_.config.maxConnsPerTunnelPerSource);
     if (!sourceSlot.held()) {
       static LogThrottle throttle(kRefusedLogEveryMs);
       if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
         kLog.warn("visitor refused: its address holds its share of the tunnel's connections",
                   {{"tunnel", target.tunnelId},
                    {"source", source},
-                   {"limit", context_.config.max_conns_per_tunnel_per_source},
+                   {"limit", context_.config.maxConnsPerTunnelPerSource},
                    {"suppressed", suppressed}});
       }
       rejectVisitor(stream, VisitorOutcome::kRejectedSourceLimit, target.tunnelId);
@@ -322,7 +346,8 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
   }
   BridgeSession* bridge = it->second;
   stream->setNotSentLowat(kVisitorNotSentLowat);
-  auto* visitor = new VisitorStream(context_, stream, target.tunnelId, bridge->attachRequest().window);
+  auto* visitor =
+      new VisitorStream(context_, stream, target.tunnelId, bridge->attachRequest().window);
   visitor->holdSourceSlot(std::move(sourceSlot));
   if (!bridge->openStream(visitor, target.route, stream->peer().toString(), std::move(hello))) {
     table_.connectionClosed(target.tunnelId, pick.bridgeKey);
@@ -347,7 +372,7 @@ void Relay::rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::
 void Relay::startDrain() {
   if (context_.draining) return;
   context_.draining = true;
-  control_->draining(unixNowMs() + static_cast<int64_t>(context_.config.shutdown_drain_ms));
+  control_->draining(unixNowMs() + static_cast<int64_t>(context_.config.shutdownDrainMs));
   drainQueue_.clear();
   for (const auto& [key, bridge] : bridges_) drainQueue_.push_back(key);
   kLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())}});
@@ -369,10 +394,13 @@ void Relay::drainStep() {
     it->second->drain();
     ++done;
   }
-  if (!drainQueue_.empty() && drainTimerOpen_) uv_timer_start(&drainTimer_, onDrainTimer, kDrainStepMs, 0);
+  if (!drainQueue_.empty() && drainTimerOpen_)
+    uv_timer_start(&drainTimer_, onDrainTimer, kDrainStepMs, 0);
 }
 
-void Relay::onDrainTimer(uv_timer_t* handle) { static_cast<Relay*>(handle->data)->drainStep(); }
+void Relay::onDrainTimer(uv_timer_t* handle) {
+  static_cast<Relay*>(handle->data)->drainStep();
+}
 
 void Relay::closeAllBridges() {
   std::vector<BridgeSession*> all;

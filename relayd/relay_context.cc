@@ -43,7 +43,9 @@ void RelayContext::closeHandles() {
   uv_close(reinterpret_cast<uv_handle_t*>(&tick_), nullptr);
 }
 
-void RelayContext::deferDelete(Deferrable* object) { deferred_.push_back(object); }
+void RelayContext::deferDelete(Deferrable* object) {
+  deferred_.push_back(object);
+}
 
 void RelayContext::runDeferred() {
   while (!deferred_.empty()) {
@@ -87,7 +89,8 @@ void RelayContext::onCheck(uv_check_t* handle) {
       waiters[i]->onBufferRoom();
       if (self->overBufferedLimit()) {
         // Full again: the ones not yet told keep waiting.
-        self->bufferWaiters_.insert(waiters.begin() + static_cast<std::ptrdiff_t>(i) + 1, waiters.end());
+        self->bufferWaiters_.insert(waiters.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                                    waiters.end());
         break;
       }
     }

@@ -24,10 +24,10 @@
 namespace ot::relayd {
 
 // The write backlog of relayd's connections. The high mark is above a bridge's own visitor mark
-// (1 MiB, bridge_session), so a bridge whose client reads slowly pauses its visitors first and keeps
-// reading the client. The hard limit leaves room above the high mark for the largest single answer
-// queued at once (an API response, at most 16 MiB from api_proxy) and the frames produced without
-// reading.
+// (1 MiB, bridge_session), so a bridge whose client reads slowly pauses its visitors first and
+// keeps reading the client. The hard limit leaves room above the high mark for the largest single
+// answer queued at once (an API response, at most 16 MiB from api_proxy) and the frames produced
+// without reading.
 inline constexpr WriteBacklogMarks kPeerWriteBacklog{2u << 20, 1u << 20, 20u << 20};
 
 // Something that stopped reading because the process held BUFFERED_BYTES_LIMIT; told (on a later
@@ -56,7 +56,9 @@ struct RelayContext final : TcpStreamContext {
 
   // The loop's steady milliseconds (uv_now), unless a test set `clock`: then its time, which the
   // tick also advances the wheel with.
-  [[nodiscard]] uint64_t nowMs() const { return clock ? static_cast<uint64_t>(clock()) : uv_now(loop); }
+  [[nodiscard]] uint64_t nowMs() const {
+    return clock ? static_cast<uint64_t>(clock()) : uv_now(loop);
+  }
   // Deletes `object` on the next loop iteration, never on the current call stack.
   void deferDelete(Deferrable* object);
   // Closes the context's own handles (the tick timer and the check handle); before the loop ends.
@@ -66,7 +68,9 @@ struct RelayContext final : TcpStreamContext {
 
   // Bytes of connection data held in user space (both directions), against BUFFERED_BYTES_LIMIT.
   void addBuffered(int64_t delta) override;
-  [[nodiscard]] bool overBufferedLimit() const { return bufferedBytes >= config.buffered_bytes_limit; }
+  [[nodiscard]] bool overBufferedLimit() const {
+    return bufferedBytes >= config.bufferedBytesLimit;
+  }
   void waitForBufferRoom(BufferWaiter* waiter) { bufferWaiters_.insert(waiter); }
   void stopWaitingForBufferRoom(BufferWaiter* waiter) { bufferWaiters_.erase(waiter); }
 
@@ -93,7 +97,7 @@ struct RelayContext final : TcpStreamContext {
   // frame); a user moves it out and back, so a nested send finds it empty.
   std::vector<uint8_t> frameScratch;
   uint64_t bufferedBytes = 0;
-  uint64_t openConnections = 0;              // accepted public sockets still open
+  uint64_t openConnections = 0;  // accepted public sockets still open
   uint64_t maxConnections = 60'000;
   uint32_t apiHandshakesInProgress = 0;
   // Per source address (IPv6: /64): API handshakes in progress, API connections past their

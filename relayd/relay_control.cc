@@ -76,7 +76,6 @@ DetachOutcome detachOutcomeFromProto(v1::DetachReason reason) {
   }
 }
 
-
 void Relay::onTunnel(const v1::TunnelRecord& record) {
   if (record.deleted()) {
     onTunnelDeleted(record.tunnel_id());
@@ -99,8 +98,11 @@ void Relay::closeTunnelBridges(const std::string& tunnelId, uint16_t code, Detac
 }
 
 void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
-  if (!certificate.fingerprint_sha256().empty() && certificate.fingerprint_sha256() == apiFingerprint_) return;
-  auto ctx = tls::makeServerContext(certificate.certificate_chain_pem(), certificate.private_key_pem(), {"http/1.1"});
+  if (!certificate.fingerprint_sha256().empty() &&
+      certificate.fingerprint_sha256() == apiFingerprint_)
+    return;
+  auto ctx = tls::makeServerContext(certificate.certificate_chain_pem(),
+                                    certificate.private_key_pem(), {"http/1.1"});
   if (!ctx.ok()) {
     kLog.error("the API certificate from controld is unusable", {{"error", ctx.error().message}});
     return;
@@ -134,7 +136,8 @@ void Relay::onCommand(const v1::Command& command) {
     case v1::Command::kCloseBridge: {
       ack.set_status(v1::ACK_STATUS_NOT_FOUND);
       for (auto& [key, bridge] : bridges_) {
-        if (bridge->bridgeId() != command.close_bridge().bridge_id() || !bridge->attached()) continue;
+        if (bridge->bridgeId() != command.close_bridge().bridge_id() || !bridge->attached())
+          continue;
         bridge->close(ws::kCloseNormal, detachOutcomeFromProto(command.close_bridge().reason()));
         ack.set_status(v1::ACK_STATUS_OK);
         affected = 1;

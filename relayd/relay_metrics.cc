@@ -20,7 +20,8 @@ constexpr const char* kBytesHelp = "Bytes relayed for visitors (in: from visitor
 constexpr const char* kHandshakesName = "opentunnel_api_tls_handshakes_total";
 constexpr const char* kHandshakesHelp = "TLS handshakes terminated for the API domain, by result.";
 constexpr const char* kShedName = "opentunnel_connections_shed_total";
-constexpr const char* kShedHelp = "Connections refused because a relay-wide or per-source limit was reached.";
+constexpr const char* kShedHelp =
+    "Connections refused because a relay-wide or per-source limit was reached.";
 constexpr const char* kAcceptName = "opentunnel_accept_errors_total";
 constexpr const char* kAcceptHelp = "accept() failures (emfile: out of descriptors or memory).";
 

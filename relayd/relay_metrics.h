@@ -24,7 +24,8 @@ enum class VisitorOutcome : uint8_t {
   kRejectedTooManyConnections,
   kRejectedBadHello,
   kRejectedTimeout,
-  kRejectedSourceLimit,  // the visitor's address holds MAX_CONNS_PER_TUNNEL_PER_SOURCE of the tunnel
+  kRejectedSourceLimit,  // the visitor's address holds MAX_CONNS_PER_TUNNEL_PER_SOURCE of the
+                         // tunnel
   kError,
   kCount,
 };
@@ -63,31 +64,32 @@ class RelayMetrics {
 
   metrics::Metrics& registry;
 
-  prometheus::Gauge& bridgesAttached;                 // opentunnel_bridges_attached
+  prometheus::Gauge& bridgesAttached;  // opentunnel_bridges_attached
   prometheus::Counter* attaches[static_cast<size_t>(AttachOutcome::kCount)];
   prometheus::Counter* detaches[static_cast<size_t>(DetachOutcome::kCount)];
-  prometheus::Counter& backpressureStall;             // opentunnel_bridge_backpressure_total{event="stall"}
-  prometheus::Counter& backpressureReset;             // {event="reset"}
-  prometheus::Gauge& visitorConnectionsOpen;          // opentunnel_visitor_connections_open
+  prometheus::Counter& backpressureStall;     // opentunnel_bridge_backpressure_total{event="stall"}
+  prometheus::Counter& backpressureReset;     // {event="reset"}
+  prometheus::Gauge& visitorConnectionsOpen;  // opentunnel_visitor_connections_open
   prometheus::Counter* visitors[static_cast<size_t>(VisitorOutcome::kCount)];
-  prometheus::Counter& visitorBytesIn;                // opentunnel_visitor_bytes_total{direction="in"}
-  prometheus::Counter& visitorBytesOut;               // {direction="out"}
-  prometheus::Histogram& visitorDuration;             // opentunnel_visitor_connection_duration_seconds
-  prometheus::Counter& apiHandshakeOk;                // opentunnel_api_tls_handshakes_total{result="ok"}
-  prometheus::Counter& apiHandshakeFailed;            // {result="failed"}
-  prometheus::Counter& apiHandshakeTimeout;           // {result="timeout"}
-  prometheus::Counter& shedHandshakes;                // opentunnel_connections_shed_total{reason="handshakes"}
-  prometheus::Counter& shedConnections;               // {reason="connections"}
-  prometheus::Counter& shedSourceHandshakes;          // {reason="source_handshakes"} (ours)
-  prometheus::Counter& shedSourceApiConnections;      // {reason="source_api_connections"} (ours)
-  prometheus::Counter& acceptEmfile;                  // opentunnel_accept_errors_total{error="emfile"}
-  prometheus::Counter& acceptOther;                   // {error="other"}
-  prometheus::Gauge& bufferedBytes;                   // opentunnel_relay_buffered_bytes (ours)
-  prometheus::Counter& controlSessionsTotal;          // opentunnel_control_sessions_total (ours)
-  prometheus::Gauge& controlConnected;                // opentunnel_control_connected (ours, 0/1)
-  prometheus::Counter& apiProxyFailures;              // opentunnel_api_proxy_failures_total (ours)
+  prometheus::Counter& visitorBytesIn;       // opentunnel_visitor_bytes_total{direction="in"}
+  prometheus::Counter& visitorBytesOut;      // {direction="out"}
+  prometheus::Histogram& visitorDuration;    // opentunnel_visitor_connection_duration_seconds
+  prometheus::Counter& apiHandshakeOk;       // opentunnel_api_tls_handshakes_total{result="ok"}
+  prometheus::Counter& apiHandshakeFailed;   // {result="failed"}
+  prometheus::Counter& apiHandshakeTimeout;  // {result="timeout"}
+  prometheus::Counter& shedHandshakes;   // opentunnel_connections_shed_total{reason="handshakes"}
+  prometheus::Counter& shedConnections;  // {reason="connections"}
+  prometheus::Counter& shedSourceHandshakes;      // {reason="source_handshakes"} (ours)
+  prometheus::Counter& shedSourceApiConnections;  // {reason="source_api_connections"} (ours)
+  prometheus::Counter& acceptEmfile;              // opentunnel_accept_errors_total{error="emfile"}
+  prometheus::Counter& acceptOther;               // {error="other"}
+  prometheus::Gauge& bufferedBytes;               // opentunnel_relay_buffered_bytes (ours)
+  prometheus::Counter& controlSessionsTotal;      // opentunnel_control_sessions_total (ours)
+  prometheus::Gauge& controlConnected;            // opentunnel_control_connected (ours, 0/1)
+  prometheus::Counter& apiProxyFailures;          // opentunnel_api_proxy_failures_total (ours)
   // opentunnel_relay_peer_backlog_total{event}: peers whose reading was paused because they left
-  // our answers unread past the high mark ("paused"), and peers reset past the hard limit ("reset").
+  // our answers unread past the high mark ("paused"), and peers reset past the hard limit
+  // ("reset").
   prometheus::Counter& peerBacklogPaused;
   prometheus::Counter& peerBacklogReset;
   // opentunnel_bridge_fragment_limit_total: bridges closed (1009) for a message in too many frames.

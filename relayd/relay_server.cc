@@ -1,6 +1,5 @@
 #include "relayd/relay_server.h"
 
-#include "common/clock.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "relayd/inbound_connection.h"
@@ -65,13 +65,15 @@ RelayServer::~RelayServer() = default;
 int RelayServer::run() {
   Impl& s = *impl_;
   uv_loop_init(&s.loop);
-  if (s.config.machine_id.empty()) s.config.machine_id = "m_" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
+  if (s.config.machineId.empty())
+    s.config.machineId =
+        "m_" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
   s.context = std::make_unique<RelayContext>(&s.loop, s.config, s.relayMetrics);
   s.context->maxConnections = connectionLimit();
 
   ControlClientOptions control;
-  control.socketPath = s.config.control_socket;
-  control.machineId = s.config.machine_id;
+  control.socketPath = s.config.controlSocket;
+  control.machineId = s.config.machineId;
   std::random_device random;
   control.epoch = (static_cast<uint64_t>(random()) << 32) ^ random();
   control.startedAtUnixMs = unixNowMs();
@@ -79,7 +81,7 @@ int RelayServer::run() {
   s.relay = std::make_unique<Relay>(*s.context, std::move(control));
 
   auto tls = Listener::open(
-      &s.loop, s.config.tls_listen, "tls",
+      &s.loop, s.config.tlsListen, "tls",
       [&s](int fd, const sockaddr_storage& peer) {
         if (s.phase >= 2) {
           ::close(fd);
@@ -89,24 +91,26 @@ int RelayServer::run() {
       },
       &s.relayMetrics);
   if (!tls.ok()) {
-    kLog.error("cannot listen for TLS", {{"address", s.config.tls_listen.toString()}, {"error", tls.error().message}});
+    kLog.error("cannot listen for TLS",
+               {{"address", s.config.tlsListen.toString()}, {"error", tls.error().message}});
     return s.failStartup();
   }
   s.tlsListener = std::move(tls).value();
 
-  if (s.config.http_listen.kind != config::ListenAddress::Kind::kOff) {
-    auto http = PlainHttpServer::open(&s.loop, s.config.http_listen, "http",
-                                      redirectHandler(s.config.domain, s.tlsListener->port(), [] { return true; }),
-                                      &s.relayMetrics);
+  if (s.config.httpListen.kind != config::ListenAddress::Kind::kOff) {
+    auto http = PlainHttpServer::open(
+        &s.loop, s.config.httpListen, "http",
+        redirectHandler(s.config.domain, s.tlsListener->port(), [] { return true; }),
+        &s.relayMetrics);
     if (!http.ok()) {
       kLog.error("cannot listen for HTTP", {{"error", http.error().message}});
       return s.failStartup();
     }
     s.httpServer = std::move(http).value();
   }
-  if (s.config.metrics_listen.kind != config::ListenAddress::Kind::kOff) {
+  if (s.config.metricsListen.kind != config::ListenAddress::Kind::kOff) {
     auto metricsServer = PlainHttpServer::open(
-        &s.loop, s.config.metrics_listen, "metrics",
+        &s.loop, s.config.metricsListen, "metrics",
         [&s](const PlainRequest& request) {
           PlainResponse response;
           if (request.target != "/metrics") {
@@ -130,7 +134,9 @@ int RelayServer::run() {
   uv_signal_init(&s.loop, &s.sigint);
   s.sigterm.data = &s;
   s.sigint.data = &s;
-  auto onSignal = [](uv_signal_t* handle, int) { static_cast<Impl*>(handle->data)->beginShutdown(); };
+  auto onSignal = [](uv_signal_t* handle, int) {
+    static_cast<Impl*>(handle->data)->beginShutdown();
+  };
   uv_signal_start(&s.sigterm, onSignal, SIGTERM);
   uv_signal_start(&s.sigint, onSignal, SIGINT);
   uv_timer_init(&s.loop, &s.shutdownTimer);
@@ -138,8 +144,10 @@ int RelayServer::run() {
 
   s.relay->start();
   kLog.info("serving", {{"tls_port", std::to_string(s.tlsListener->port())},
-                        {"http_port", s.httpServer ? std::to_string(s.httpServer->port()) : std::string("off")},
-                        {"metrics_port", s.metricsServer ? std::to_string(s.metricsServer->port()) : std::string("off")},
+                        {"http_port",
+                         s.httpServer ? std::to_string(s.httpServer->port()) : std::string("off")},
+                        {"metrics_port", s.metricsServer ? std::to_string(s.metricsServer->port())
+                                                         : std::string("off")},
                         {"domain", s.config.domain},
                         {"max_connections", std::to_string(s.context->maxConnections)}});
 
@@ -175,10 +183,11 @@ int RelayServer::Impl::failStartup() {
 void RelayServer::Impl::beginShutdown() {
   if (phase == 0) {
     phase = 1;
-    kLog.info("SIGTERM: draining", {{"drain_ms", std::to_string(config.shutdown_drain_ms)}});
+    kLog.info("SIGTERM: draining", {{"drain_ms", std::to_string(config.shutdownDrainMs)}});
     relay->startDrain();
-    uv_timer_start(&shutdownTimer, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->finishDrain(); },
-                   config.shutdown_drain_ms, 0);
+    uv_timer_start(
+        &shutdownTimer, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->finishDrain(); },
+        config.shutdownDrainMs, 0);
   } else if (phase == 1) {
     kLog.info("second signal: stopping now");
     finishDrain();
@@ -193,8 +202,9 @@ void RelayServer::Impl::finishDrain() {
   if (httpServer) httpServer->close();
   relay->closeAllBridges();
   // Give close handshakes and open API requests a moment, then stop.
-  uv_timer_start(&shutdownTimer, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->stopEverything(); },
-                 1'000, 0);
+  uv_timer_start(
+      &shutdownTimer,
+      [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->stopEverything(); }, 1'000, 0);
 }
 
 void RelayServer::Impl::stopEverything() {

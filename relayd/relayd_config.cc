@@ -6,82 +6,82 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
   app.add_option("--domain", c.domain, "API domain; tunnels are <id>.<domain>")
       ->envname("OPENTUNNEL_DOMAIN")
       ->capture_default_str();
-  config::addListenOption(app, "--tls-listen", "TLS_LISTEN", c.tls_listen,
+  config::addListenOption(app, "--tls-listen", "TLS_LISTEN", c.tlsListen,
                           "visitors and clients (TLS, routed by SNI)");
-  config::addListenOption(app, "--http-listen", "HTTP_LISTEN", c.http_listen,
+  config::addListenOption(app, "--http-listen", "HTTP_LISTEN", c.httpListen,
                           "/health, everything else redirected to https; off disables");
-  config::addListenOption(app, "--metrics-listen", "METRICS_LISTEN", c.metrics_listen,
+  config::addListenOption(app, "--metrics-listen", "METRICS_LISTEN", c.metricsListen,
                           "Prometheus /metrics; off disables");
-  config::addBoolOption(app, "--proxy-protocol", "PROXY_PROTOCOL", c.proxy_protocol,
+  config::addBoolOption(app, "--proxy-protocol", "PROXY_PROTOCOL", c.proxyProtocol,
                         "require a PROXY v1/v2 header on the TLS listener");
-  app.add_option("--control-socket", c.control_socket, "controld's gRPC unix socket")
+  app.add_option("--control-socket", c.controlSocket, "controld's gRPC unix socket")
       ->envname("CONTROL_SOCKET")
       ->capture_default_str();
-  app.add_option("--api-socket", c.api_socket, "controld's HTTP API unix socket")
+  app.add_option("--api-socket", c.apiSocket, "controld's HTTP API unix socket")
       ->envname("API_SOCKET")
       ->capture_default_str();
-  app.add_option("--machine-id", c.machine_id, "this machine's ID (random when empty)")
+  app.add_option("--machine-id", c.machineId, "this machine's ID (random when empty)")
       ->envname("MACHINE_ID");
-  app.add_option("--connection-idle-timeout-ms", c.connection_idle_timeout_ms,
+  app.add_option("--connection-idle-timeout-ms", c.connectionIdleTimeoutMs,
                  "reset a tunnel connection with no traffic either way for this long")
       ->envname("CONNECTION_IDLE_TIMEOUT_MS")
       ->capture_default_str();
-  app.add_option("--half-close-timeout-ms", c.half_close_timeout_ms,
+  app.add_option("--half-close-timeout-ms", c.halfCloseTimeoutMs,
                  "reset a half-closed tunnel connection after this long without traffic")
       ->envname("HALF_CLOSE_TIMEOUT_MS")
       ->capture_default_str();
-  app.add_option("--max-conns-per-bridge", c.max_conns_per_bridge,
+  app.add_option("--max-conns-per-bridge", c.maxConnsPerBridge,
                  "public connections one bridge carries at once")
       ->envname("MAX_CONNS_PER_BRIDGE")
       ->check(CLI::Range(uint64_t{1}, uint64_t{65535}))
       ->capture_default_str();
-  app.add_option("--max-conns-per-tunnel", c.max_conns_per_tunnel,
+  app.add_option("--max-conns-per-tunnel", c.maxConnsPerTunnel,
                  "public connections one tunnel carries at once on this machine")
       ->envname("MAX_CONNS_PER_TUNNEL")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--max-bridges-per-tunnel", c.max_bridges_per_tunnel,
+  app.add_option("--max-bridges-per-tunnel", c.maxBridgesPerTunnel,
                  "bridges one tunnel may have attached at once on this machine")
       ->envname("MAX_BRIDGES_PER_TUNNEL")
       ->check(CLI::Range(uint64_t{1}, uint64_t{4096}))
       ->capture_default_str();
-  config::addAuthFailureOptions(app, c.auth_failure_limit, c.auth_failure_window_ms,
+  config::addAuthFailureOptions(app, c.authFailureLimit, c.authFailureWindowMs,
                                 "bad_token attaches", "its attaches get too_many_failures");
-  app.add_option("--max-conns-per-tunnel-per-source", c.max_conns_per_tunnel_per_source,
+  app.add_option("--max-conns-per-tunnel-per-source", c.maxConnsPerTunnelPerSource,
                  "public connections of one tunnel one source address (IPv6: /64) holds at once")
       ->envname("MAX_CONNS_PER_TUNNEL_PER_SOURCE")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--max-api-connections-per-source", c.max_api_connections_per_source,
+  app.add_option("--max-api-connections-per-source", c.maxApiConnectionsPerSource,
                  "API connections (past the TLS handshake, not bridges) one source address "
                  "(IPv6: /64) holds at once")
       ->envname("MAX_API_CONNECTIONS_PER_SOURCE")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--buffered-bytes-limit", c.buffered_bytes_limit,
+  app.add_option("--buffered-bytes-limit", c.bufferedBytesLimit,
                  "connection data held in memory at once, both directions")
       ->envname("BUFFERED_BYTES_LIMIT")
       ->check(CLI::Range(uint64_t{1} << 20, uint64_t{1} << 40))
       ->capture_default_str();
-  app.add_option("--shutdown-drain-ms", c.shutdown_drain_ms,
+  app.add_option("--shutdown-drain-ms", c.shutdownDrainMs,
                  "after SIGTERM, keep serving this long while bridges move elsewhere")
       ->envname("SHUTDOWN_DRAIN_MS")
       ->capture_default_str();
-  app.add_option("--bridge-heartbeat-ms", c.bridge_heartbeat_ms,
+  app.add_option("--bridge-heartbeat-ms", c.bridgeHeartbeatMs,
                  "a bridge silent this long is pinged (sent to clients as heartbeat_ms)")
       ->envname("BRIDGE_HEARTBEAT_MS")
       ->check(CLI::Range(uint64_t{1000}, uint64_t{300000}))
       ->capture_default_str();
-  app.add_option("--bridge-idle-timeout-ms", c.bridge_idle_timeout_ms,
+  app.add_option("--bridge-idle-timeout-ms", c.bridgeIdleTimeoutMs,
                  "a bridge silent this long plus one heartbeat is retired")
       ->envname("BRIDGE_IDLE_TIMEOUT_MS")
       ->check(CLI::Range(uint64_t{1000}, uint64_t{3600000}))
       ->capture_default_str();
-  app.add_option("--log-format", c.log_format, "text or json")
+  app.add_option("--log-format", c.logFormat, "text or json")
       ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
+  app.add_option("--log-level", c.logLevel, "trace, debug, info, warn, error")
       ->envname("LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();

@@ -13,7 +13,8 @@ SniTarget classifySni(std::string_view serverName, std::string_view domain) {
   }
   if (serverName.size() <= domain.size() + 1) return target;
   const size_t prefixLength = serverName.size() - domain.size() - 1;
-  if (serverName.substr(prefixLength + 1) != domain || serverName[prefixLength] != '.') return target;
+  if (serverName.substr(prefixLength + 1) != domain || serverName[prefixLength] != '.')
+    return target;
   const std::string_view prefix = serverName.substr(0, prefixLength);
   const size_t dot = prefix.find('.');
   std::string_view route;

@@ -27,6 +27,8 @@ uint64_t SourceCounts::count(const std::string& key) const {
   return it == counts_.end() ? 0 : it->second;
 }
 
-std::string peerSourceKey(std::string_view peer) { return sourceKey(peer).value_or(std::string()); }
+std::string peerSourceKey(std::string_view peer) {
+  return sourceKey(peer).value_or(std::string());
+}
 
 }  // namespace ot::relayd

@@ -66,8 +66,9 @@ class SourceSlot {
 };
 
 // The source key of a peer's address (TcpStream::peerAddress: "192.0.2.1", "2001:db8::1"), as
-// common/ip_address.h sourceKey makes it. Empty when the peer has no IP address (a unix-socket listener without a PROXY header): such peers all
-// come from the one proxy in front, and are not limited per source.
+// common/ip_address.h sourceKey makes it. Empty when the peer has no IP address (a unix-socket
+// listener without a PROXY header): such peers all come from the one proxy in front, and are not
+// limited per source.
 [[nodiscard]] std::string peerSourceKey(std::string_view peer);
 
 }  // namespace ot::relayd

@@ -66,7 +66,7 @@ class TimerWheel {
 
   uint32_t tickMs_;
   std::vector<TimerEntry*> slots_;  // heads of intrusive doubly linked lists
-  uint64_t currentTick_;           // the next tick advance() will process
+  uint64_t currentTick_;            // the next tick advance() will process
   size_t size_ = 0;
 };
 

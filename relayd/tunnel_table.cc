@@ -21,7 +21,8 @@ bool TunnelTable::upsertRecord(const std::string& tunnelId, CachedRecord record)
   Tunnel& tunnel = tunnels_[tunnelId];
   missing_.erase(tunnelId);
   if (tunnel.haveRecord && tunnel.record.deleted) return false;  // deletion is final
-  if (tunnel.haveRecord && !record.deleted && record.revision < tunnel.record.revision) return false;
+  if (tunnel.haveRecord && !record.deleted && record.revision < tunnel.record.revision)
+    return false;
   tunnel.haveRecord = true;
   tunnel.record = std::move(record);
   return true;
@@ -71,7 +72,8 @@ bool TunnelTable::credentialMatches(const CachedRecord& record, std::string_view
   return false;
 }
 
-bool TunnelTable::routesFit(std::string_view tunnelId, const std::vector<std::string>& routes) const {
+bool TunnelTable::routesFit(std::string_view tunnelId,
+                            const std::vector<std::string>& routes) const {
   auto it = tunnels_.find(std::string(tunnelId));
   uint32_t limit = limits_.maxRoutesPerTunnel;
   size_t distinct = 0;
@@ -91,7 +93,8 @@ bool TunnelTable::routesFit(std::string_view tunnelId, const std::vector<std::st
 
 uint32_t TunnelTable::bridgeConnLimit(std::string_view tunnelId, uint32_t clientMaxConns) const {
   uint32_t limit = std::min(clientMaxConns, limits_.maxConnsPerBridge);
-  if (const CachedRecord* cached = record(tunnelId); cached != nullptr && cached->maxConnsPerBridge != 0) {
+  if (const CachedRecord* cached = record(tunnelId);
+      cached != nullptr && cached->maxConnsPerBridge != 0) {
     limit = std::min(limit, cached->maxConnsPerBridge);
   }
   return std::max<uint32_t>(limit, 1);
@@ -117,8 +120,9 @@ void TunnelTable::removeBridge(const std::string& tunnelId, uint64_t bridgeKey) 
   auto it = tunnels_.find(tunnelId);
   if (it == tunnels_.end()) return;
   Tunnel& tunnel = it->second;
-  auto bridge = std::find_if(tunnel.bridges.begin(), tunnel.bridges.end(),
-                             [bridgeKey](const BridgeEntry& entry) { return entry.key == bridgeKey; });
+  auto bridge =
+      std::find_if(tunnel.bridges.begin(), tunnel.bridges.end(),
+                   [bridgeKey](const BridgeEntry& entry) { return entry.key == bridgeKey; });
   if (bridge == tunnel.bridges.end()) return;
   for (const auto& route : bridge->routes) {
     auto claim = tunnel.routeClaims.find(route);
@@ -165,7 +169,8 @@ TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string
   bool anyServing = false;
   for (auto& bridge : tunnel.bridges) {
     if (bridge.draining) continue;
-    if (std::find(bridge.routes.begin(), bridge.routes.end(), route) == bridge.routes.end()) continue;
+    if (std::find(bridge.routes.begin(), bridge.routes.end(), route) == bridge.routes.end())
+      continue;
     anyServing = true;
     if (bridge.open >= bridge.maxConns) continue;
     if (best == nullptr || bridge.open <= best->open) best = &bridge;

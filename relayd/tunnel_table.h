@@ -40,8 +40,8 @@ enum class PickResult : uint8_t {
   kOk,
   kUnknownTunnel,  // no record, or deleted
   kCertNotReady,
-  kNoBridge,       // the tunnel has no bridge here
-  kUnknownRoute,   // it has bridges, none claims the route
+  kNoBridge,      // the tunnel has no bridge here
+  kUnknownRoute,  // it has bridges, none claims the route
   kTooManyConnections,
 };
 
@@ -68,7 +68,8 @@ class TunnelTable {
                                               std::string_view origin);
 
   // Distinct routes the tunnel would hold here after adding `routes`; compared with its limit.
-  [[nodiscard]] bool routesFit(std::string_view tunnelId, const std::vector<std::string>& routes) const;
+  [[nodiscard]] bool routesFit(std::string_view tunnelId,
+                               const std::vector<std::string>& routes) const;
   // The cap on a new bridge's connections: min(client's max_conns, record, machine).
   [[nodiscard]] uint32_t bridgeConnLimit(std::string_view tunnelId, uint32_t clientMaxConns) const;
 
@@ -103,7 +104,7 @@ class TunnelTable {
   struct Tunnel {
     bool haveRecord = false;
     CachedRecord record;
-    std::vector<BridgeEntry> bridges;  // in attach order
+    std::vector<BridgeEntry> bridges;                          // in attach order
     std::map<std::string, uint32_t, std::less<>> routeClaims;  // route -> bridges claiming it
     uint32_t open = 0;
   };

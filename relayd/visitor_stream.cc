@@ -38,8 +38,8 @@ void VisitorStream::start(BridgeForStream* bridge, uint32_t connId, std::vector<
 void VisitorStream::sendToBridge(std::span<const uint8_t> bytes) {
   if (bridge_ == nullptr) return;
   while (!bytes.empty() && sendCredit_.available() > 0) {
-    const size_t chunk = std::min({bytes.size(), bridge::kMaxDataPayload,
-                                   static_cast<size_t>(sendCredit_.available())});
+    const size_t chunk = std::min(
+        {bytes.size(), bridge::kMaxDataPayload, static_cast<size_t>(sendCredit_.available())});
     (void)sendCredit_.consume(chunk);
     bridge_->sendData(connId_, bytes.first(chunk));
     bytesIn_ += chunk;
@@ -94,7 +94,9 @@ void VisitorStream::onEof() {
   finishIfDone();
 }
 
-void VisitorStream::onStreamError(int) { abort(bridge::ResetReason::kVisitorIoError, true); }
+void VisitorStream::onStreamError(int) {
+  abort(bridge::ResetReason::kVisitorIoError, true);
+}
 
 void VisitorStream::deliver(std::span<const uint8_t> payload) {
   if (socketClosed_ || stream_ == nullptr) return;
@@ -174,13 +176,15 @@ uint64_t VisitorStream::ackedByVisitor() const {
   return (stream_ != nullptr && !socketClosed_) ? stream_->bytesAcked() : 0;
 }
 
-void VisitorStream::touch() { lastActivityMs_ = context_.nowMs(); }
+void VisitorStream::touch() {
+  lastActivityMs_ = context_.nowMs();
+}
 
 void VisitorStream::armTimer() {
   if (finished_) return;
   const bool halfClosed = visitorEnded_ || clientEnded_;
   const uint64_t limit =
-      halfClosed ? context_.config.half_close_timeout_ms : context_.config.connection_idle_timeout_ms;
+      halfClosed ? context_.config.halfCloseTimeoutMs : context_.config.connectionIdleTimeoutMs;
   const uint64_t now = context_.nowMs();
   const uint64_t due = lastActivityMs_ + limit;
   context_.wheel.schedule(timer_, now, due > now ? due - now : 0);
@@ -189,14 +193,15 @@ void VisitorStream::armTimer() {
 void VisitorStream::onTimer(TimerEntry*, void* owner) {
   auto* self = static_cast<VisitorStream*>(owner);
   const bool halfClosed = self->visitorEnded_ || self->clientEnded_;
-  const uint64_t limit = halfClosed ? self->context_.config.half_close_timeout_ms
-                                    : self->context_.config.connection_idle_timeout_ms;
+  const uint64_t limit = halfClosed ? self->context_.config.halfCloseTimeoutMs
+                                    : self->context_.config.connectionIdleTimeoutMs;
   if (self->context_.nowMs() < self->lastActivityMs_ + limit) {
     self->armTimer();  // traffic since it was armed: check again later
     return;
   }
-  self->abort(halfClosed ? bridge::ResetReason::kHalfCloseTimeout : bridge::ResetReason::kIdleTimeout,
-              true);
+  self->abort(
+      halfClosed ? bridge::ResetReason::kHalfCloseTimeout : bridge::ResetReason::kIdleTimeout,
+      true);
 }
 
 void VisitorStream::finishIfDone() {
@@ -230,7 +235,8 @@ void VisitorStream::detachFromBridge() {
   }
   context_.metrics.visitorBytesIn.Increment(static_cast<double>(bytesIn_));
   context_.metrics.visitorBytesOut.Increment(static_cast<double>(bytesOut_));
-  context_.metrics.visitorDuration.Observe(static_cast<double>(context_.nowMs() - openedAtMs_) / 1000.0);
+  context_.metrics.visitorDuration.Observe(static_cast<double>(context_.nowMs() - openedAtMs_) /
+                                           1000.0);
 }
 
 void VisitorStream::onClosed() {

@@ -28,7 +28,8 @@ class VisitorStream final : public StreamForBridge,
                             public Deferrable,
                             public BufferWaiter {
  public:
-  VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId, uint32_t clientWindow);
+  VisitorStream(RelayContext& context, TcpStream* stream, std::string tunnelId,
+                uint32_t clientWindow);
 
   // The visitor's address's share of its tunnel's slots; given back when the stream is done.
   void holdSourceSlot(SourceSlot slot) { sourceSlot_ = std::move(slot); }
@@ -73,24 +74,24 @@ class VisitorStream final : public StreamForBridge,
   std::string tunnelId_;
   BridgeForStream* bridge_ = nullptr;
   uint32_t connId_ = 0;
-  bridge::StreamCredit sendCredit_;   // what the client lets us send it
-  std::vector<uint8_t> held_;         // read from the visitor, waiting for credit
-  size_t pendingToVisitor_ = 0;       // written to the visitor socket, not yet completed (the
-                                      // socket counts it in the process's buffered bytes)
-  uint32_t ungranted_ = 0;            // completed writes not yet credited back to the client
-  uint64_t bytesIn_ = 0;              // visitor -> client
-  uint64_t bytesOut_ = 0;             // client -> visitor
+  bridge::StreamCredit sendCredit_;  // what the client lets us send it
+  std::vector<uint8_t> held_;        // read from the visitor, waiting for credit
+  size_t pendingToVisitor_ = 0;      // written to the visitor socket, not yet completed (the
+                                     // socket counts it in the process's buffered bytes)
+  uint32_t ungranted_ = 0;           // completed writes not yet credited back to the client
+  uint64_t bytesIn_ = 0;             // visitor -> client
+  uint64_t bytesOut_ = 0;            // client -> visitor
   uint64_t openedAtMs_ = 0;
   uint64_t lastActivityMs_ = 0;
   SourceSlot sourceSlot_;
   TimerEntry timer_;
   TimerEntry stall_;            // armed while the visitor lags behind half its window
   uint64_t stallBaseline_ = 0;  // bytes the visitor had acknowledged when the stall began
-  bool visitorEnded_ = false;  // the visitor sent FIN (we sent `end`)
-  bool clientEnded_ = false;   // the client sent `end` (we shut down the visitor's write side)
+  bool visitorEnded_ = false;   // the visitor sent FIN (we sent `end`)
+  bool clientEnded_ = false;    // the client sent `end` (we shut down the visitor's write side)
   bool bridgePaused_ = false;
   bool socketClosed_ = false;
-  bool finished_ = false;      // the stream is done with the bridge
+  bool finished_ = false;  // the stream is done with the bridge
 };
 
 }  // namespace ot::relayd

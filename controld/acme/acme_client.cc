@@ -14,7 +14,7 @@ constexpr int kNonceFetchAttempts = 3;
 constexpr size_t kBodyExcerpt = 300;
 
 bool looksLikeJson(const AcmeHttpResponse& response) {
-  if (response.content_type.find("json") != std::string::npos) return true;
+  if (response.contentType.find("json") != std::string::npos) return true;
   const auto first = response.body.find_first_not_of(" \t\r\n");
   return first != std::string::npos && response.body[first] == '{';
 }
@@ -37,15 +37,15 @@ bool waitFor(int64_t ms, const std::atomic<bool>& cancel) {
 }
 
 AcmeResult<std::unique_ptr<AcmeClient>> AcmeClient::create(AcmeClientConfig config) {
-  if (config.directory_url.empty()) return acmeError(AcmeReason::kConfig, "ACME_URL is not set");
-  if (config.account_key_jwk.empty()) {
+  if (config.directoryUrl.empty()) return acmeError(AcmeReason::kConfig, "ACME_URL is not set");
+  if (config.accountKeyJwk.empty()) {
     return acmeError(AcmeReason::kConfig, "ACME_ACCOUNT_KEY_JWK is not set");
   }
-  if (config.eab_kid.empty() != config.eab_hmac_key.empty()) {
+  if (config.eabKid.empty() != config.eabHmacKey.empty()) {
     return acmeError(AcmeReason::kConfig,
                      "ACME_EAB_KID and ACME_EAB_HMAC_KEY must be set together");
   }
-  auto key = jws::parsePrivateJwk(config.account_key_jwk);
+  auto key = jws::parsePrivateJwk(config.accountKeyJwk);
   if (!key) return acmeError(AcmeReason::kConfig, "ACME_ACCOUNT_KEY_JWK: " + key.error().message);
   auto jwk = jws::publicJwk(key->get());
   if (!jwk) return acmeError(AcmeReason::kConfig, "ACME_ACCOUNT_KEY_JWK: " + jwk.error().message);
@@ -58,24 +58,25 @@ AcmeResult<std::unique_ptr<AcmeClient>> AcmeClient::create(AcmeClientConfig conf
 
 std::string AcmeClient::newOrderUrl() {
   const std::lock_guard lock(mutex_);
-  return new_order_url_;
+  return newOrderUrl_;
 }
 
 std::string AcmeClient::accountUrl() {
   const std::lock_guard lock(mutex_);
-  return account_url_;
+  return accountUrl_;
 }
 
 AcmeStatus AcmeClient::loadDirectory(const std::atomic<bool>& cancel) {
   {
     const std::lock_guard lock(mutex_);
-    if (have_directory_) return Ok{};
+    if (haveDirectory_) return Ok{};
   }
-  auto reply = exchange(config_.directory_url, "", "application/json", cancel);
+  auto reply = exchange(config_.directoryUrl, "", "application/json", cancel);
   if (!reply) return reply.error();
   const nlohmann::json& directory = reply->json;
   if (!directory.is_object()) {
-    return acmeError(AcmeReason::kBadBody, "the ACME directory is not JSON: " + excerpt(reply->body));
+    return acmeError(AcmeReason::kBadBody,
+                     "the ACME directory is not JSON: " + excerpt(reply->body));
   }
   auto text = [&directory](const char* name) {
     const auto found = directory.find(name);
@@ -83,50 +84,50 @@ AcmeStatus AcmeClient::loadDirectory(const std::atomic<bool>& cancel) {
                                                           : std::string();
   };
   const std::lock_guard lock(mutex_);
-  new_nonce_url_ = text("newNonce");
-  new_account_url_ = text("newAccount");
-  new_order_url_ = text("newOrder");
-  if (new_nonce_url_.empty() || new_account_url_.empty() || new_order_url_.empty()) {
+  newNonceUrl_ = text("newNonce");
+  newAccountUrl_ = text("newAccount");
+  newOrderUrl_ = text("newOrder");
+  if (newNonceUrl_.empty() || newAccountUrl_.empty() || newOrderUrl_.empty()) {
     return acmeError(AcmeReason::kBadBody, "the ACME directory lacks newNonce/newAccount/newOrder");
   }
   const auto meta = directory.find("meta");
-  eab_required_ = meta != directory.end() && meta->is_object() &&
-                  meta->value("externalAccountRequired", false);
-  have_directory_ = true;
+  eabRequired_ =
+      meta != directory.end() && meta->is_object() && meta->value("externalAccountRequired", false);
+  haveDirectory_ = true;
   return Ok{};
 }
 
 AcmeStatus AcmeClient::ensureAccount(const std::atomic<bool>& cancel) {
   {
     const std::lock_guard lock(mutex_);
-    if (!account_url_.empty()) return Ok{};
+    if (!accountUrl_.empty()) return Ok{};
   }
   if (auto loaded = loadDirectory(cancel); !loaded) return loaded.error();
-  std::string new_account_url;
+  std::string newAccountUrl;
   {
     const std::lock_guard lock(mutex_);
-    if (eab_required_ && config_.eab_kid.empty()) {
+    if (eabRequired_ && config_.eabKid.empty()) {
       return acmeError(AcmeReason::kConfig,
                        "the CA requires external account binding: set ACME_EAB_KID and "
                        "ACME_EAB_HMAC_KEY");
     }
-    new_account_url = new_account_url_;
+    newAccountUrl = newAccountUrl_;
   }
   nlohmann::json payload{{"termsOfServiceAgreed", true}};
   if (!config_.email.empty()) payload["contact"] = {"mailto:" + config_.email};
-  if (!config_.eab_kid.empty()) {
+  if (!config_.eabKid.empty()) {
     auto binding =
-        jws::externalAccountBinding(config_.eab_kid, config_.eab_hmac_key, jwk_, new_account_url);
+        jws::externalAccountBinding(config_.eabKid, config_.eabHmacKey, jwk_, newAccountUrl);
     if (!binding) return acmeError(AcmeReason::kConfig, binding.error().message);
     payload["externalAccountBinding"] = std::move(binding).value();
   }
-  auto reply = signedPost(new_account_url, payload.dump(), false, "", cancel);
+  auto reply = signedPost(newAccountUrl, payload.dump(), false, "", cancel);
   if (!reply) return reply.error();
   if (reply->location.empty()) {
     return acmeError(AcmeReason::kBadBody, "newAccount answered without a Location");
   }
   const std::lock_guard lock(mutex_);
-  account_url_ = reply->location;
+  accountUrl_ = reply->location;
   return Ok{};
 }
 
@@ -135,36 +136,35 @@ AcmeResult<AcmeReply> AcmeClient::post(const std::string& url, const nlohmann::j
   return signedPost(url, payload.dump(), true, "", cancel);
 }
 
-AcmeResult<AcmeReply> AcmeClient::postAsGet(const std::string& url,
-                                            const std::atomic<bool>& cancel,
+AcmeResult<AcmeReply> AcmeClient::postAsGet(const std::string& url, const std::atomic<bool>& cancel,
                                             const std::string& accept) {
   return signedPost(url, "", true, accept, cancel);
 }
 
 AcmeResult<AcmeReply> AcmeClient::signedPost(const std::string& url, const std::string& payload,
-                                             bool use_kid, const std::string& accept,
+                                             bool useKid, const std::string& accept,
                                              const std::atomic<bool>& cancel) {
   bool waited = false;
   for (int attempt = 0;; ++attempt) {
     auto nonce = takeNonce(cancel);
     if (!nonce) return nonce.error();
     nlohmann::json header{{"alg", "ES256"}, {"nonce", *nonce}, {"url", url}};
-    if (use_kid) {
+    if (useKid) {
       header["kid"] = accountUrl();
     } else {
       header["jwk"] = jwk_;
     }
-    auto signed_body = jws::signJws(key_.get(), header, payload);
-    if (!signed_body) return acmeError(AcmeReason::kOther, signed_body.error().message);
-    auto reply = exchange(url, signed_body->dump(), accept, cancel);
+    auto signedBody = jws::signJws(key_.get(), header, payload);
+    if (!signedBody) return acmeError(AcmeReason::kOther, signedBody.error().message);
+    auto reply = exchange(url, signedBody->dump(), accept, cancel);
     if (reply || cancel.load()) return reply;
     const AcmeError& error = reply.error();
-    if (error.reason == AcmeReason::kBadNonce && attempt < config_.bad_nonce_retries) continue;
-    const bool busy = error.http_status == 429 || error.http_status == 503;
-    if (busy && !waited && error.retry_after_ms > 0 &&
-        error.retry_after_ms <= config_.max_inline_retry_after_ms) {
+    if (error.reason == AcmeReason::kBadNonce && attempt < config_.badNonceRetries) continue;
+    const bool busy = error.httpStatus == 429 || error.httpStatus == 503;
+    if (busy && !waited && error.retryAfterMs > 0 &&
+        error.retryAfterMs <= config_.maxInlineRetryAfterMs) {
       waited = true;
-      if (!waitFor(error.retry_after_ms, cancel)) return reply;
+      if (!waitFor(error.retryAfterMs, cancel)) return reply;
       continue;
     }
     return reply;
@@ -180,7 +180,7 @@ AcmeResult<std::string> AcmeClient::takeNonce(const std::atomic<bool>& cancel) {
       nonces_.pop_front();
       return nonce;
     }
-    url = new_nonce_url_;
+    url = newNonceUrl_;
   }
   if (url.empty()) return acmeError(AcmeReason::kNonce, "no newNonce URL (directory not loaded)");
   AcmeError last = acmeError(AcmeReason::kNonce, "newNonce answered without a Replay-Nonce");
@@ -190,10 +190,10 @@ AcmeResult<std::string> AcmeClient::takeNonce(const std::atomic<bool>& cancel) {
       last = response.error();
       continue;
     }
-    if (!response->replay_nonce.empty()) return response->replay_nonce;
+    if (!response->replayNonce.empty()) return response->replayNonce;
     last = acmeError(AcmeReason::kNonce, "newNonce answered " + std::to_string(response->status) +
                                              " without a Replay-Nonce");
-    last.http_status = response->status;
+    last.httpStatus = response->status;
   }
   if (last.reason != AcmeReason::kTimeout) last.reason = AcmeReason::kNonce;
   return last;
@@ -211,24 +211,24 @@ AcmeResult<AcmeReply> AcmeClient::exchange(const std::string& url, const std::st
                                            const std::atomic<bool>& cancel) {
   auto response = acmeHttp(config_.http, body.empty() ? "GET" : "POST", url, body, accept, cancel);
   if (!response) return response.error();
-  addNonce(response->replay_nonce);
+  addNonce(response->replayNonce);
   AcmeReply reply;
   reply.status = response->status;
   reply.location = response->location;
-  reply.content_type = response->content_type;
-  reply.retry_after_ms = response->retry_after_ms;
+  reply.contentType = response->contentType;
+  reply.retryAfterMs = response->retryAfterMs;
   if (looksLikeJson(*response)) reply.json = nlohmann::json::parse(response->body, nullptr, false);
   if (reply.json.is_discarded()) reply.json = nullptr;
   reply.body = std::move(response->body);
   if (reply.status >= 200 && reply.status < 300) return reply;
 
   AcmeError error;
-  error.http_status = reply.status;
-  error.retry_after_ms = reply.retry_after_ms.value_or(0);
+  error.httpStatus = reply.status;
+  error.retryAfterMs = reply.retryAfterMs.value_or(0);
   const std::string where = url + " answered " + std::to_string(reply.status);
   if (reply.json.is_object() && reply.json.contains("type")) {
-    error.problem_type = reply.json.value("type", "");
-    error.reason = reasonForProblem(error.problem_type, reply.status);
+    error.problemType = reply.json.value("type", "");
+    error.reason = reasonForProblem(error.problemType, reply.status);
     error.message = where + ": " + reply.json.dump();
   } else {
     error.reason = reasonForStatus(reply.status);

@@ -24,23 +24,23 @@
 namespace ot::controld {
 
 struct AcmeClientConfig {
-  std::string directory_url;
+  std::string directoryUrl;
   std::string email;  // "" sends no contact
-  std::string eab_kid;
-  std::string eab_hmac_key;     // base64url
-  std::string account_key_jwk;  // private P-256 JWK
+  std::string eabKid;
+  std::string eabHmacKey;     // base64url
+  std::string accountKeyJwk;  // private P-256 JWK
   AcmeHttpOptions http;
-  int bad_nonce_retries = 8;  // Pebble rejects half the good nonces in tests
+  int badNonceRetries = 8;  // Pebble rejects half the good nonces in tests
   // Retry-After up to this long is waited out inside a request; longer ones fail the step.
-  int64_t max_inline_retry_after_ms = 10'000;
+  int64_t maxInlineRetryAfterMs = 10'000;
 };
 
 struct AcmeReply {
   int status = 0;
   std::string body;
   std::string location;
-  std::string content_type;
-  std::optional<int64_t> retry_after_ms;
+  std::string contentType;
+  std::optional<int64_t> retryAfterMs;
   nlohmann::json json;  // the parsed body when it is JSON, null otherwise
 };
 
@@ -73,9 +73,8 @@ class AcmeClient {
   AcmeResult<std::string> takeNonce(const std::atomic<bool>& cancel);
   void addNonce(const std::string& nonce);
   // One signed request: kid when `use_kid`, else the account's JWK (newAccount).
-  AcmeResult<AcmeReply> signedPost(const std::string& url, const std::string& payload,
-                                   bool use_kid, const std::string& accept,
-                                   const std::atomic<bool>& cancel);
+  AcmeResult<AcmeReply> signedPost(const std::string& url, const std::string& payload, bool useKid,
+                                   const std::string& accept, const std::atomic<bool>& cancel);
   AcmeResult<AcmeReply> exchange(const std::string& url, const std::string& body,
                                  const std::string& accept, const std::atomic<bool>& cancel);
 
@@ -85,12 +84,12 @@ class AcmeClient {
   std::string thumbprint_;
 
   std::mutex mutex_;
-  bool have_directory_ = false;
-  std::string new_nonce_url_;
-  std::string new_account_url_;
-  std::string new_order_url_;
-  bool eab_required_ = false;
-  std::string account_url_;  // the kid
+  bool haveDirectory_ = false;
+  std::string newNonceUrl_;
+  std::string newAccountUrl_;
+  std::string newOrderUrl_;
+  bool eabRequired_ = false;
+  std::string accountUrl_;  // the kid
   std::deque<std::string> nonces_;
 };
 

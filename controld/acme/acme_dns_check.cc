@@ -6,8 +6,8 @@
 #include <netinet/in.h>
 #include <resolv.h>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 

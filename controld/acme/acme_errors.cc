@@ -57,13 +57,13 @@ FailureClass acmeReasonClass(AcmeReason reason) {
   return FailureClass::kOther;
 }
 
-AcmeReason reasonForStatus(int http_status) {
-  if (http_status == 429) return AcmeReason::kHttp429;
-  if (http_status >= 500) return AcmeReason::kHttp5xx;
+AcmeReason reasonForStatus(int httpStatus) {
+  if (httpStatus == 429) return AcmeReason::kHttp429;
+  if (httpStatus >= 500) return AcmeReason::kHttp5xx;
   return AcmeReason::kOther;
 }
 
-AcmeReason reasonForProblem(std::string_view type, int http_status) {
+AcmeReason reasonForProblem(std::string_view type, int httpStatus) {
   if (type.substr(0, kAcmePrefix.size()) == kAcmePrefix) {
     const std::string_view name = type.substr(kAcmePrefix.size());
     if (name == "badNonce") return AcmeReason::kBadNonce;
@@ -75,7 +75,7 @@ AcmeReason reasonForProblem(std::string_view type, int http_status) {
       return AcmeReason::kRejected;
     }
   }
-  return reasonForStatus(http_status);
+  return reasonForStatus(httpStatus);
 }
 
 Error toError(const AcmeError& error) {
@@ -105,14 +105,14 @@ FailureDetail toFailureDetail(const AcmeError& error) {
     case AcmeReason::kBadBody:
     case AcmeReason::kNonce:
     case AcmeReason::kBadNonce:
-      detail.points_at_ca = true;
+      detail.pointsAtCa = true;
       break;
     default:
       break;
   }
-  detail.rate_limited = error.reason == AcmeReason::kHttp429;
-  detail.retry_after_ms = error.retry_after_ms;
-  detail.http_status = error.http_status;
+  detail.rateLimited = error.reason == AcmeReason::kHttp429;
+  detail.retryAfterMs = error.retryAfterMs;
+  detail.httpStatus = error.httpStatus;
   return detail;
 }
 

@@ -40,15 +40,15 @@ enum class AcmeReason {
 struct AcmeError {
   AcmeReason reason = AcmeReason::kOther;
   std::string message;  // includes the problem document or the start of the body
-  int http_status = 0;
-  int64_t retry_after_ms = 0;
-  std::string problem_type;  // "urn:ietf:params:acme:error:..." when the CA sent one
+  int httpStatus = 0;
+  int64_t retryAfterMs = 0;
+  std::string problemType;  // "urn:ietf:params:acme:error:..." when the CA sent one
 };
 
 // The reason for an ACME problem document's type (with the HTTP status as a fallback).
-[[nodiscard]] AcmeReason reasonForProblem(std::string_view type, int http_status);
+[[nodiscard]] AcmeReason reasonForProblem(std::string_view type, int httpStatus);
 // For an HTTP answer that is not a problem document.
-[[nodiscard]] AcmeReason reasonForStatus(int http_status);
+[[nodiscard]] AcmeReason reasonForStatus(int httpStatus);
 
 // The issuer-facing forms: an ot::Error (kind from the class) and the detail for the runner.
 [[nodiscard]] Error toError(const AcmeError& error);

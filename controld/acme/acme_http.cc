@@ -17,17 +17,17 @@ AcmeResult<AcmeHttpResponse> acmeHttp(const AcmeHttpOptions& options, std::strin
   http::CurlRequest request;
   request.method = std::string(method);
   request.url = url;
-  request.user_agent = "opentunnel-controld";
+  request.userAgent = "opentunnel-controld";
   if (!accept.empty()) request.headers.push_back("Accept: " + accept);
   if (method == "POST") {
     request.headers.emplace_back("Content-Type: application/jose+json");
     request.body = body;
   }
-  request.ca_file = options.ca_bundle;
-  request.keep_system_roots = true;
-  request.connect_timeout_ms = options.connect_timeout_ms;
-  request.total_timeout_ms = options.total_timeout_ms;
-  request.max_body_bytes = kMaxBodyBytes;
+  request.caFile = options.caBundle;
+  request.keepSystemRoots = true;
+  request.connectTimeoutMs = options.connectTimeoutMs;
+  request.totalTimeoutMs = options.totalTimeoutMs;
+  request.maxBodyBytes = kMaxBodyBytes;
   request.cancel = &cancel;
   Result<http::CurlReply> reply = http::performCurl(request);
   if (!reply) {
@@ -37,12 +37,11 @@ AcmeResult<AcmeHttpResponse> acmeHttp(const AcmeHttpOptions& options, std::strin
   }
   AcmeHttpResponse response;
   response.status = reply->status;
-  response.content_type = reply->header("content-type");
+  response.contentType = reply->header("content-type");
   response.location = reply->header("location");
-  response.replay_nonce = reply->header("replay-nonce");
-  const std::string retry_after = reply->header("retry-after");
-  if (!retry_after.empty())
-    response.retry_after_ms = http::parseRetryAfterMs(retry_after, unixNowMs());
+  response.replayNonce = reply->header("replay-nonce");
+  const std::string retryAfter = reply->header("retry-after");
+  if (!retryAfter.empty()) response.retryAfterMs = http::parseRetryAfterMs(retryAfter, unixNowMs());
   response.body = std::move(reply->body);
   return response;
 }

@@ -11,10 +11,10 @@ const log::Logger kLog("controld.acme");
 
 Result<std::unique_ptr<AcmeIssuer>> AcmeIssuer::create(AcmeIssuerConfig config,
                                                        std::unique_ptr<DnsProvider> dns,
-                                                       DnsRecordMetrics* dns_metrics) {
+                                                       DnsRecordMetrics* dnsMetrics) {
   if (!dns) return Error{ErrorKind::kInvalid, "ISSUER=acme needs a DNS_PROVIDER"};
-  if (dns_metrics != nullptr) config.order.dns_metrics = dns_metrics;
-  if (config.order.poll_interval_ms < 1) {
+  if (dnsMetrics != nullptr) config.order.dnsMetrics = dnsMetrics;
+  if (config.order.pollIntervalMs < 1) {
     return Error{ErrorKind::kInvalid, "ACME_POLL_INTERVAL_MS must be at least 1"};
   }
   auto client = AcmeClient::create(config.client);
@@ -32,15 +32,14 @@ Result<IssuedCertificate> AcmeIssuer::issue(const IssueRequest& request,
 Result<IssuedCertificate> AcmeIssuer::issueDetailed(const IssueRequest& request,
                                                     const std::atomic<bool>& cancel,
                                                     FailureDetail& detail) {
-  auto issued = runAcmeOrder(*client_, *dns_, config_.order, request.names, request.csr_pem,
-                             cancel);
+  auto issued = runAcmeOrder(*client_, *dns_, config_.order, request.names, request.csrPem, cancel);
   if (issued) return std::move(issued).value();
   const AcmeError& error = issued.error();
   detail = toFailureDetail(error);
   if (cancel.load()) return Error{ErrorKind::kUnavailable, "cancelled: " + error.message};
   kLog.debug("ACME attempt failed", {{"name", request.names.empty() ? "" : request.names.front()},
                                      {"error_class", detail.reason},
-                                     {"http_status", error.http_status},
+                                     {"http_status", error.httpStatus},
                                      {"error", error.message}});
   return toError(error);
 }

@@ -27,7 +27,7 @@ class AcmeIssuer final : public Issuer {
   // replaces config.order.dns_metrics when given.
   static Result<std::unique_ptr<AcmeIssuer>> create(AcmeIssuerConfig config,
                                                     std::unique_ptr<DnsProvider> dns,
-                                                    DnsRecordMetrics* dns_metrics = nullptr);
+                                                    DnsRecordMetrics* dnsMetrics = nullptr);
 
   Result<IssuedCertificate> issue(const IssueRequest& request,
                                   const std::atomic<bool>& cancel) override;

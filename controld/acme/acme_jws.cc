@@ -20,7 +20,9 @@ using ParamPtr = std::unique_ptr<OSSL_PARAM, OpensslFree<OSSL_PARAM_free>>;
 using EcdsaSigPtr = std::unique_ptr<ECDSA_SIG, OpensslFree<ECDSA_SIG_free>>;
 using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, OpensslFree<EVP_MD_CTX_free>>;
 
-Error invalid(const std::string& message) { return Error{ErrorKind::kInvalid, message}; }
+Error invalid(const std::string& message) {
+  return Error{ErrorKind::kInvalid, message};
+}
 
 std::optional<std::vector<uint8_t>> bignumBytes(EVP_PKEY* key, const char* param) {
   BIGNUM* raw = nullptr;
@@ -57,7 +59,9 @@ std::optional<std::vector<uint8_t>> member(const nlohmann::json& jwk, const char
   return bytes;
 }
 
-std::string encodeJson(const nlohmann::json& value) { return base64::encodeUrl(value.dump()); }
+std::string encodeJson(const nlohmann::json& value) {
+  return base64::encodeUrl(value.dump());
+}
 
 }  // namespace
 
@@ -67,8 +71,8 @@ Result<std::string> generateAccountKeyJwk() {
   return privateJwk(key->get());
 }
 
-Result<EvpPkeyPtr> parsePrivateJwk(std::string_view jwk_json) {
-  const auto jwk = nlohmann::json::parse(jwk_json, nullptr, false);
+Result<EvpPkeyPtr> parsePrivateJwk(std::string_view jwkJson) {
+  const auto jwk = nlohmann::json::parse(jwkJson, nullptr, false);
   if (!jwk.is_object()) return invalid("the account key is not a JSON object");
   if (jwk.value("kty", "") != "EC" || jwk.value("crv", "") != "P-256") {
     return invalid("the account key must be an EC P-256 JWK");
@@ -120,19 +124,16 @@ Result<nlohmann::json> publicJwk(EVP_PKEY* key) {
   auto x = bignumBytes(key, OSSL_PKEY_PARAM_EC_PUB_X);
   auto y = bignumBytes(key, OSSL_PKEY_PARAM_EC_PUB_Y);
   if (!x || !y) return invalid("cannot read the key's public point");
-  return nlohmann::json{{"crv", "P-256"},
-                        {"kty", "EC"},
-                        {"x", base64::encodeUrl(*x)},
-                        {"y", base64::encodeUrl(*y)}};
+  return nlohmann::json{
+      {"crv", "P-256"}, {"kty", "EC"}, {"x", base64::encodeUrl(*x)}, {"y", base64::encodeUrl(*y)}};
 }
 
-std::string thumbprint(const nlohmann::json& public_jwk) {
+std::string thumbprint(const nlohmann::json& publicJwk) {
   // Built by hand so the member order and spelling are exactly RFC 7638's, whatever else the
   // object holds.
-  const std::string canonical = R"({"crv":)" + public_jwk.at("crv").dump() + R"(,"kty":)" +
-                                public_jwk.at("kty").dump() + R"(,"x":)" +
-                                public_jwk.at("x").dump() + R"(,"y":)" +
-                                public_jwk.at("y").dump() + "}";
+  const std::string canonical = R"({"crv":)" + publicJwk.at("crv").dump() + R"(,"kty":)" +
+                                publicJwk.at("kty").dump() + R"(,"x":)" + publicJwk.at("x").dump() +
+                                R"(,"y":)" + publicJwk.at("y").dump() + "}";
   const auto digest = crypto::sha256(canonical);
   return base64::encodeUrl(std::span<const uint8_t>(digest));
 }
@@ -165,9 +166,9 @@ Result<std::vector<uint8_t>> signEs256(EVP_PKEY* key, std::string_view data) {
   return raw;
 }
 
-Result<nlohmann::json> signJws(EVP_PKEY* key, const nlohmann::json& protected_header,
+Result<nlohmann::json> signJws(EVP_PKEY* key, const nlohmann::json& protectedHeader,
                                std::string_view payload) {
-  const std::string header = encodeJson(protected_header);
+  const std::string header = encodeJson(protectedHeader);
   const std::string body = payload.empty() ? std::string() : base64::encodeUrl(payload);
   auto signature = signEs256(key, header + "." + body);
   if (!signature) return signature.error();
@@ -175,33 +176,33 @@ Result<nlohmann::json> signJws(EVP_PKEY* key, const nlohmann::json& protected_he
       {"protected", header}, {"payload", body}, {"signature", base64::encodeUrl(*signature)}};
 }
 
-nlohmann::json signHs256(std::span<const uint8_t> mac_key, const nlohmann::json& protected_header,
+nlohmann::json signHs256(std::span<const uint8_t> macKey, const nlohmann::json& protectedHeader,
                          std::string_view payload) {
-  const std::string header = encodeJson(protected_header);
+  const std::string header = encodeJson(protectedHeader);
   const std::string body = base64::encodeUrl(payload);
-  const auto mac = crypto::hmacSha256(mac_key, crypto::asBytes(header + "." + body));
+  const auto mac = crypto::hmacSha256(macKey, crypto::asBytes(header + "." + body));
   return nlohmann::json{{"protected", header},
                         {"payload", body},
                         {"signature", base64::encodeUrl(std::span<const uint8_t>(mac))}};
 }
 
 Result<nlohmann::json> externalAccountBinding(const std::string& kid,
-                                              const std::string& hmac_key_b64url,
-                                              const nlohmann::json& account_jwk,
-                                              const std::string& new_account_url) {
+                                              const std::string& hmacKeyB64url,
+                                              const nlohmann::json& accountJwk,
+                                              const std::string& newAccountUrl) {
   // CAs hand the key out in base64url; some pad it, which the strict decoder refuses.
-  std::string key_text = hmac_key_b64url;
-  while (!key_text.empty() && key_text.back() == '=') key_text.pop_back();
-  auto mac_key = base64::decodeUrl(key_text);
-  if (!mac_key || mac_key->empty()) return invalid("ACME_EAB_HMAC_KEY is not base64url");
-  const nlohmann::json header{{"alg", "HS256"}, {"kid", kid}, {"url", new_account_url}};
-  return signHs256(*mac_key, header, account_jwk.dump());
+  std::string keyText = hmacKeyB64url;
+  while (!keyText.empty() && keyText.back() == '=') keyText.pop_back();
+  auto macKey = base64::decodeUrl(keyText);
+  if (!macKey || macKey->empty()) return invalid("ACME_EAB_HMAC_KEY is not base64url");
+  const nlohmann::json header{{"alg", "HS256"}, {"kid", kid}, {"url", newAccountUrl}};
+  return signHs256(*macKey, header, accountJwk.dump());
 }
 
-std::string dns01Value(std::string_view token, std::string_view account_thumbprint) {
+std::string dns01Value(std::string_view token, std::string_view accountThumbprint) {
   std::string authorization(token);
   authorization += '.';
-  authorization += account_thumbprint;
+  authorization += accountThumbprint;
   const auto digest = crypto::sha256(authorization);
   return base64::encodeUrl(std::span<const uint8_t>(digest));
 }

@@ -18,20 +18,21 @@ std::string key(std::string_view a, std::string_view b) {
 AcmeMetrics::AcmeMetrics(metrics::Metrics& metrics)
     : cooldowns_(metrics.counter("opentunnel_acme_cooldowns_total",
                                  "CA cool-downs this machine started.")) {
-  const prometheus::Histogram::BucketBoundaries buckets{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+  const prometheus::Histogram::BucketBoundaries buckets{0.1, 0.5, 1,   2.5, 5,  10,
+                                                        30,  60,  120, 300, 600};
   for (const char* kind : kKinds) {
     for (const char* outcome : kOutcomes) {
       attempts_[key(kind, outcome)] =
           &metrics.counter(kAttempts, "Certificate issuance attempts, by job kind and outcome.",
                            {{"kind", kind}, {"outcome", outcome}});
-      durations_[key(kind, outcome)] = &metrics.histogram(
-          kDuration, "Length of one certificate issuance attempt.", buckets,
-          {{"kind", kind}, {"outcome", outcome}});
+      durations_[key(kind, outcome)] =
+          &metrics.histogram(kDuration, "Length of one certificate issuance attempt.", buckets,
+                             {{"kind", kind}, {"outcome", outcome}});
     }
-    for (const char* failure_class : kClasses) {
-      failures_[key(kind, failure_class)] =
+    for (const char* failureClass : kClasses) {
+      failures_[key(kind, failureClass)] =
           &metrics.counter(kFailures, "Failed certificate issuance attempts, by failure class.",
-                           {{"kind", kind}, {"class", failure_class}});
+                           {{"kind", kind}, {"class", failureClass}});
     }
   }
 }

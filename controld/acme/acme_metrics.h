@@ -38,12 +38,12 @@ class AcmeMetrics {
   static constexpr std::array<const char*, 5> kOutcomes{"success", "retry", "failed", "abandoned",
                                                         "refused"};
   static constexpr std::array<const char*, 11> kClasses{
-      "network", "timeout", "http_5xx", "http_429", "bad_body", "nonce",
-      "bad_nonce", "authz_pending", "dns", "rejected", "other"};
+      "network",   "timeout",       "http_5xx", "http_429", "bad_body", "nonce",
+      "bad_nonce", "authz_pending", "dns",      "rejected", "other"};
 
-  std::map<std::string, prometheus::Counter*> attempts_;   // "kind/outcome"
+  std::map<std::string, prometheus::Counter*> attempts_;     // "kind/outcome"
   std::map<std::string, prometheus::Histogram*> durations_;  // "kind/outcome"
-  std::map<std::string, prometheus::Counter*> failures_;   // "kind/class"
+  std::map<std::string, prometheus::Counter*> failures_;     // "kind/class"
   prometheus::Counter& cooldowns_;
 };
 

@@ -34,7 +34,9 @@ std::string textOf(const nlohmann::json& object, const char* name) {
   return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
 }
 
-bool isFinal(const std::string& status) { return status != "pending" && !status.empty(); }
+bool isFinal(const std::string& status) {
+  return status != "pending" && !status.empty();
+}
 
 int64_t steadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -45,9 +47,13 @@ int64_t steadyMs() {
 class Attempt {
  public:
   Attempt(AcmeClient& client, DnsProvider& dns, const AcmeOrderConfig& config,
-          const std::vector<std::string>& names, const std::string& csr_pem,
+          const std::vector<std::string>& names, const std::string& csrPem,
           const std::atomic<bool>& cancel)
-      : client_(client), dns_(dns), config_(config), names_(names), csr_pem_(csr_pem),
+      : client_(client),
+        dns_(dns),
+        config_(config),
+        names_(names),
+        csrPem_(csrPem),
         cancel_(cancel) {}
 
   AcmeResult<IssuedCertificate> run() {
@@ -63,9 +69,9 @@ class Attempt {
   AcmeStatus waitPropagation(const std::map<std::string, std::set<std::string>>& records);
   AcmeStatus pollAuthorizations(const std::vector<std::string>& urls);
   AcmeResult<nlohmann::json> pollOrder(nlohmann::json order);
-  bool pause(const std::optional<int64_t>& retry_after_ms) {
-    const int64_t wait = std::min(
-        kMaxPollWaitMs, std::max(config_.poll_interval_ms, retry_after_ms.value_or(0)));
+  bool pause(const std::optional<int64_t>& retryAfterMs) {
+    const int64_t wait =
+        std::min(kMaxPollWaitMs, std::max(config_.pollIntervalMs, retryAfterMs.value_or(0)));
     return waitFor(wait, cancel_);
   }
   AcmeError cancelled() const { return acmeError(AcmeReason::kOther, "the attempt was cancelled"); }
@@ -76,18 +82,18 @@ class Attempt {
   DnsProvider& dns_;
   const AcmeOrderConfig& config_;
   const std::vector<std::string>& names_;
-  const std::string& csr_pem_;
+  const std::string& csrPem_;
   const std::atomic<bool>& cancel_;
   std::map<std::string, Authz> authzs_;  // every authorization seen, by URL
   std::vector<TxtRecord> records_;
-  std::string order_url_;
-  std::optional<int64_t> last_retry_after_ms_;
+  std::string orderUrl_;
+  std::optional<int64_t> lastRetryAfterMs_;
 };
 
 AcmeStatus Attempt::refresh(const std::string& url) {
   auto reply = client_.postAsGet(url, cancel_);
   if (!reply) return reply.error();
-  last_retry_after_ms_ = reply->retry_after_ms;
+  lastRetryAfterMs_ = reply->retryAfterMs;
   if (!reply->json.is_object()) {
     return acmeError(AcmeReason::kBadBody, "the authorization " + url + " is not JSON");
   }
@@ -111,7 +117,7 @@ AcmeResult<IssuedCertificate> Attempt::flow() {
     if (!created->json.is_object() || created->location.empty()) {
       return acmeError(AcmeReason::kBadBody, "newOrder answered without an order and Location");
     }
-    order_url_ = created->location;
+    orderUrl_ = created->location;
     order = created->json;
     urls.clear();
     for (const auto& url : order.value("authorizations", nlohmann::json::array())) {
@@ -131,10 +137,10 @@ AcmeResult<IssuedCertificate> Attempt::flow() {
     }
     if (!stuck) break;
     kLog.warn("abandoning an ACME order with a stuck or failed authorization",
-              {{"name", names_.front()}, {"order", order_url_}, {"order_number", n}});
+              {{"name", names_.front()}, {"order", orderUrl_}, {"order_number", n}});
     bool kept = false;
     for (const auto& url : urls) deactivate(url, authzs_[url], kept);
-    if (n >= config_.max_orders) {
+    if (n >= config_.maxOrders) {
       return acmeError(AcmeReason::kAuthzPending,
                        "the CA keeps answering with orders whose authorizations are stuck");
     }
@@ -149,16 +155,17 @@ AcmeResult<IssuedCertificate> Attempt::flow() {
   }
   auto finished = pollOrder(std::move(order));
   if (!finished) return finished.error();
-  const std::string certificate_url = textOf(*finished, "certificate");
-  if (certificate_url.empty()) return acmeError(AcmeReason::kBadBody, "a valid order without a certificate URL");
-  auto chain = client_.postAsGet(certificate_url, cancel_, "application/pem-certificate-chain");
+  const std::string certificateUrl = textOf(*finished, "certificate");
+  if (certificateUrl.empty())
+    return acmeError(AcmeReason::kBadBody, "a valid order without a certificate URL");
+  auto chain = client_.postAsGet(certificateUrl, cancel_, "application/pem-certificate-chain");
   if (!chain) return chain.error();
-  return parseIssuedChain(chain->body, csr_pem_);
+  return parseIssuedChain(chain->body, csrPem_);
 }
 
 AcmeStatus Attempt::answer(const std::vector<std::string>& pending) {
   std::map<std::string, std::set<std::string>> wanted;  // TXT name -> values
-  std::vector<std::string> challenge_urls;
+  std::vector<std::string> challengeUrls;
   for (const auto& url : pending) {
     const Authz& authz = authzs_[url];
     nlohmann::json dns01;
@@ -170,7 +177,7 @@ AcmeStatus Attempt::answer(const std::vector<std::string>& pending) {
       return acmeError(AcmeReason::kOther, "no dns-01 challenge for " + authz.host);
     }
     wanted["_acme-challenge." + authz.host].insert(jws::dns01Value(token, client_.thumbprint()));
-    challenge_urls.push_back(textOf(dns01, "url"));
+    challengeUrls.push_back(textOf(dns01, "url"));
   }
   for (const auto& [name, values] : wanted) {
     for (const auto& value : values) {
@@ -179,13 +186,13 @@ AcmeStatus Attempt::answer(const std::vector<std::string>& pending) {
         return acmeError(AcmeReason::kDns,
                          "cannot create the TXT record " + name + ": " + created.error().message);
       }
-      if (config_.dns_metrics != nullptr) config_.dns_metrics->created.Increment();
+      if (config_.dnsMetrics != nullptr) config_.dnsMetrics->created.Increment();
       records_.push_back(std::move(created).value());
     }
   }
   if (auto visible = waitPropagation(wanted); !visible) return visible.error();
   for (size_t i = 0; i < pending.size(); ++i) {
-    auto answered = client_.post(challenge_urls[i], nlohmann::json::object(), cancel_);
+    auto answered = client_.post(challengeUrls[i], nlohmann::json::object(), cancel_);
     if (!answered) return answered.error();
     authzs_[pending[i]].answered = true;
   }
@@ -193,12 +200,13 @@ AcmeStatus Attempt::answer(const std::vector<std::string>& pending) {
 }
 
 AcmeStatus Attempt::waitPropagation(const std::map<std::string, std::set<std::string>>& records) {
-  if (config_.propagation_timeout_ms <= 0) return Ok{};
-  const int64_t deadline = steadyMs() + config_.propagation_timeout_ms;
+  if (config_.propagationTimeoutMs <= 0) return Ok{};
+  const int64_t deadline = steadyMs() + config_.propagationTimeoutMs;
   for (;;) {
     bool all = true;
     for (const auto& [name, values] : records) {
-      auto seen = config_.lookup_txt ? config_.lookup_txt(name) : lookupTxt(config_.dns_resolver, name);
+      auto seen =
+          config_.lookupTxt ? config_.lookupTxt(name) : lookupTxt(config_.dnsResolver, name);
       if (!seen) {
         all = false;
         kLog.debug("TXT lookup failed", {{"name", name}, {"error", seen.error().message}});
@@ -212,22 +220,22 @@ AcmeStatus Attempt::waitPropagation(const std::map<std::string, std::set<std::st
     const int64_t left = deadline - steadyMs();
     if (left <= 0) {
       return acmeError(AcmeReason::kDns, "the challenge TXT records did not propagate within " +
-                                             std::to_string(config_.propagation_timeout_ms) + " ms");
+                                             std::to_string(config_.propagationTimeoutMs) + " ms");
     }
     if (!waitFor(std::min<int64_t>(left, 500), cancel_)) return cancelled();
   }
 }
 
 AcmeStatus Attempt::pollAuthorizations(const std::vector<std::string>& urls) {
-  for (int round = 0; round < config_.poll_attempts; ++round) {
-    if (!pause(last_retry_after_ms_)) return cancelled();
-    bool all_valid = true;
+  for (int round = 0; round < config_.pollAttempts; ++round) {
+    if (!pause(lastRetryAfterMs_)) return cancelled();
+    bool allValid = true;
     for (const auto& url : urls) {
       if (authzs_[url].status == "valid") continue;
       if (auto loaded = refresh(url); !loaded) return loaded.error();
       const Authz& authz = authzs_[url];
       if (authz.status == "valid") continue;
-      all_valid = false;
+      allValid = false;
       if (authz.status == "pending") continue;
       std::string why = authz.status;
       for (const auto& challenge : authz.body.value("challenges", nlohmann::json::array())) {
@@ -239,43 +247,43 @@ AcmeStatus Attempt::pollAuthorizations(const std::vector<std::string>& urls) {
       const std::string name = (authz.wildcard ? "*." : "") + authz.host;
       return acmeError(AcmeReason::kOther, "ACME authorization for " + name + " ended in " + why);
     }
-    if (all_valid) return Ok{};
+    if (allValid) return Ok{};
   }
-  return acmeError(AcmeReason::kAuthzPending,
-                   "an ACME authorization for " + names_.front() + " is still pending after " +
-                       std::to_string(config_.poll_attempts) + " polls");
+  return acmeError(AcmeReason::kAuthzPending, "an ACME authorization for " + names_.front() +
+                                                  " is still pending after " +
+                                                  std::to_string(config_.pollAttempts) + " polls");
 }
 
 AcmeResult<nlohmann::json> Attempt::pollOrder(nlohmann::json order) {
   bool finalized = false;
-  for (int round = 0; round <= config_.poll_attempts; ++round) {
+  for (int round = 0; round <= config_.pollAttempts; ++round) {
     const std::string status = textOf(order, "status");
     if (status == "valid") return order;
     if (status == "invalid") {
       return acmeError(AcmeReason::kOther, "the ACME order became invalid: " + order.dump());
     }
     if (status == "ready" && !finalized) {
-      auto der = csrDerFromPem(csr_pem_);
+      auto der = csrDerFromPem(csrPem_);
       if (!der) return acmeError(AcmeReason::kRejected, "unreadable CSR: " + der.error().message);
-      auto reply = client_.post(textOf(order, "finalize"), {{"csr", base64::encodeUrl(*der)}},
-                                cancel_);
+      auto reply =
+          client_.post(textOf(order, "finalize"), {{"csr", base64::encodeUrl(*der)}}, cancel_);
       if (!reply) return reply.error();
       finalized = true;
       if (reply->json.is_object()) order = reply->json;
-      last_retry_after_ms_ = reply->retry_after_ms;
+      lastRetryAfterMs_ = reply->retryAfterMs;
       continue;
     }
     if (round > 0 || status != "pending") {  // the order reflects authorizations just polled
-      if (!pause(last_retry_after_ms_)) return cancelled();
+      if (!pause(lastRetryAfterMs_)) return cancelled();
     }
-    auto reply = client_.postAsGet(order_url_, cancel_);
+    auto reply = client_.postAsGet(orderUrl_, cancel_);
     if (!reply) return reply.error();
     if (!reply->json.is_object()) return acmeError(AcmeReason::kBadBody, "the order is not JSON");
     order = reply->json;
-    last_retry_after_ms_ = reply->retry_after_ms;
+    lastRetryAfterMs_ = reply->retryAfterMs;
   }
-  return acmeError(AcmeReason::kAuthzPending, "the ACME order is still " +
-                                                  textOf(order, "status") + " after polling");
+  return acmeError(AcmeReason::kAuthzPending,
+                   "the ACME order is still " + textOf(order, "status") + " after polling");
 }
 
 void Attempt::deactivate(const std::string& url, Authz& authz, bool& kept) {
@@ -305,11 +313,11 @@ void Attempt::cleanup() {
   }
   for (const auto& record : records_) {
     if (auto deleted = dns_.deleteTxt(record); !deleted) {
-      if (config_.dns_metrics != nullptr) config_.dns_metrics->delete_failed.Increment();
+      if (config_.dnsMetrics != nullptr) config_.dnsMetrics->deleteFailed.Increment();
       kLog.warn("cannot delete a challenge record",
                 {{"name", record.name}, {"error", deleted.error().message}});
-    } else if (config_.dns_metrics != nullptr) {
-      config_.dns_metrics->deleted.Increment();
+    } else if (config_.dnsMetrics != nullptr) {
+      config_.dnsMetrics->deleted.Increment();
     }
   }
 }
@@ -319,35 +327,35 @@ void Attempt::cleanup() {
 AcmeResult<IssuedCertificate> runAcmeOrder(AcmeClient& client, DnsProvider& dns,
                                            const AcmeOrderConfig& config,
                                            const std::vector<std::string>& names,
-                                           const std::string& csr_pem,
+                                           const std::string& csrPem,
                                            const std::atomic<bool>& cancel) {
   if (names.empty()) return acmeError(AcmeReason::kRejected, "no names to certify");
-  Attempt attempt(client, dns, config, names, csr_pem, cancel);
+  Attempt attempt(client, dns, config, names, csrPem, cancel);
   return attempt.run();
 }
 
-AcmeResult<IssuedCertificate> parseIssuedChain(const std::string& chain_pem,
-                                               const std::string& csr_pem) {
-  auto validity = leafValidity(chain_pem);
+AcmeResult<IssuedCertificate> parseIssuedChain(const std::string& chainPem,
+                                               const std::string& csrPem) {
+  auto validity = leafValidity(chainPem);
   if (!validity) {
     return acmeError(AcmeReason::kBadBody,
                      "the certificate download is not a PEM chain: " + validity.error().message);
   }
-  BioPtr bio(BIO_new_mem_buf(chain_pem.data(), static_cast<int>(chain_pem.size())));
+  BioPtr bio(BIO_new_mem_buf(chainPem.data(), static_cast<int>(chainPem.size())));
   X509Ptr leaf(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  BioPtr csr_bio(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
-  X509ReqPtr request(csr_bio ? PEM_read_bio_X509_REQ(csr_bio.get(), nullptr, nullptr, nullptr)
-                             : nullptr);
+  BioPtr csrBio(BIO_new_mem_buf(csrPem.data(), static_cast<int>(csrPem.size())));
+  X509ReqPtr request(csrBio ? PEM_read_bio_X509_REQ(csrBio.get(), nullptr, nullptr, nullptr)
+                            : nullptr);
   if (!leaf || !request ||
       EVP_PKEY_eq(X509_get0_pubkey(leaf.get()), X509_REQ_get0_pubkey(request.get())) != 1) {
     ERR_clear_error();
     return acmeError(AcmeReason::kOther, "the CA's certificate is not for the CSR's key");
   }
   IssuedCertificate issued;
-  issued.chain_pem = chain_pem;
-  if (!issued.chain_pem.empty() && issued.chain_pem.back() != '\n') issued.chain_pem += '\n';
-  issued.not_before_ms = validity->not_before_ms;
-  issued.not_after_ms = validity->not_after_ms;
+  issued.chainPem = chainPem;
+  if (!issued.chainPem.empty() && issued.chainPem.back() != '\n') issued.chainPem += '\n';
+  issued.notBeforeMs = validity->notBeforeMs;
+  issued.notAfterMs = validity->notAfterMs;
   return issued;
 }
 

@@ -28,27 +28,27 @@
 namespace ot::controld {
 
 struct AcmeOrderConfig {
-  int64_t poll_interval_ms = 2'000;        // ACME_POLL_INTERVAL_MS
-  int poll_attempts = 60;                  // authorizations and the order, each
-  int64_t propagation_timeout_ms = 10'000; // ACME_DNS_PROPAGATION_TIMEOUT_MS; 0 skips the check
-  int max_orders = 3;                      // new orders after abandoned ones, in all
+  int64_t pollIntervalMs = 2'000;         // ACME_POLL_INTERVAL_MS
+  int pollAttempts = 60;                  // authorizations and the order, each
+  int64_t propagationTimeoutMs = 10'000;  // ACME_DNS_PROPAGATION_TIMEOUT_MS; 0 skips the check
+  int maxOrders = 3;                      // new orders after abandoned ones, in all
   // The TXT strings a resolver sees for a name (default: lookupTxt on dns_resolver).
-  std::function<Result<std::vector<std::string>>(const std::string& name)> lookup_txt;
-  std::string dns_resolver;  // ACME_DNS_RESOLVER, host:port; "" the system's
+  std::function<Result<std::vector<std::string>>(const std::string& name)> lookupTxt;
+  std::string dnsResolver;  // ACME_DNS_RESOLVER, host:port; "" the system's
   // Counts the challenge records an attempt creates, deletes and fails to delete (nullptr: none).
   // Must outlive every attempt.
-  DnsRecordMetrics* dns_metrics = nullptr;
+  DnsRecordMetrics* dnsMetrics = nullptr;
 };
 
 // One attempt for `names` (the first is the host; "*.host" may follow) with the CSR (PEM).
 [[nodiscard]] AcmeResult<IssuedCertificate> runAcmeOrder(AcmeClient& client, DnsProvider& dns,
                                                          const AcmeOrderConfig& config,
                                                          const std::vector<std::string>& names,
-                                                         const std::string& csr_pem,
+                                                         const std::string& csrPem,
                                                          const std::atomic<bool>& cancel);
 
 // The leaf's validity and a check that it certifies the CSR's key (pure; for tests too).
-[[nodiscard]] AcmeResult<IssuedCertificate> parseIssuedChain(const std::string& chain_pem,
-                                                             const std::string& csr_pem);
+[[nodiscard]] AcmeResult<IssuedCertificate> parseIssuedChain(const std::string& chainPem,
+                                                             const std::string& csrPem);
 
 }  // namespace ot::controld

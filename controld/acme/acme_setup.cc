@@ -11,32 +11,32 @@ namespace ot::controld {
 std::unique_ptr<AcmeIssuer> makeAcmeIssuer(const ControldConfig& config,
                                            DnsRecordMetrics* dnsMetrics) {
   std::string problem;
-  if (config.acme_account_key_jwk.empty()) {
+  if (config.acmeAccountKeyJwk.empty()) {
     problem = "ACME_ACCOUNT_KEY_JWK is not set (controld account-key makes one)";
-  } else if (config.dns_provider.empty()) {
+  } else if (config.dnsProvider.empty()) {
     problem = "DNS_PROVIDER is not set (cloudflare or challtestsrv)";
   }
   std::unique_ptr<DnsProvider> dns;
   if (problem.empty()) {
     dns = makeDnsProvider(config, &problem);
-    if (!dns && problem.empty()) problem = "cannot set up DNS_PROVIDER " + config.dns_provider;
+    if (!dns && problem.empty()) problem = "cannot set up DNS_PROVIDER " + config.dnsProvider;
   }
   if (problem.empty()) {
     AcmeIssuerConfig acme;
-    acme.client.directory_url = config.acme_url;
-    acme.client.email = config.acme_email;
-    acme.client.eab_kid = config.acme_eab_kid;
-    acme.client.eab_hmac_key = config.acme_eab_hmac_key;
-    acme.client.account_key_jwk = config.acme_account_key_jwk;
-    acme.client.http.ca_bundle = config.acme_ca_bundle;
-    acme.order.poll_interval_ms = config.acme_poll_interval_ms;
-    acme.order.propagation_timeout_ms = config.acme_dns_propagation_timeout_ms;
-    acme.order.dns_resolver = config.acme_dns_resolver;
+    acme.client.directoryUrl = config.acmeUrl;
+    acme.client.email = config.acmeEmail;
+    acme.client.eabKid = config.acmeEabKid;
+    acme.client.eabHmacKey = config.acmeEabHmacKey;
+    acme.client.accountKeyJwk = config.acmeAccountKeyJwk;
+    acme.client.http.caBundle = config.acmeCaBundle;
+    acme.order.pollIntervalMs = config.acmePollIntervalMs;
+    acme.order.propagationTimeoutMs = config.acmeDnsPropagationTimeoutMs;
+    acme.order.dnsResolver = config.acmeDnsResolver;
     auto created = AcmeIssuer::create(std::move(acme), std::move(dns), dnsMetrics);
     if (created) {
-      log::info("issuing certificates through ACME", {{"directory", config.acme_url},
-                                                      {"dns_provider", config.dns_provider},
-                                                      {"eab", !config.acme_eab_kid.empty()}});
+      log::info("issuing certificates through ACME", {{"directory", config.acmeUrl},
+                                                      {"dns_provider", config.dnsProvider},
+                                                      {"eab", !config.acmeEabKid.empty()}});
       return std::move(created).value();
     }
     problem = created.error().message;

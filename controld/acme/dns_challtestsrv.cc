@@ -18,8 +18,8 @@ std::string fqdn(const std::string& name) {
 
 }  // namespace
 
-ChalltestsrvDns::ChalltestsrvDns(std::string management_url, int64_t timeout_ms)
-    : url_(std::move(management_url)), timeout_ms_(timeout_ms) {
+ChalltestsrvDns::ChalltestsrvDns(std::string managementUrl, int64_t timeoutMs)
+    : url_(std::move(managementUrl)), timeoutMs_(timeoutMs) {
   while (!url_.empty() && url_.back() == '/') url_.pop_back();
 }
 
@@ -29,8 +29,8 @@ Status ChalltestsrvDns::post(const std::string& path, const std::string& body) {
   request.url = url_ + path;
   request.body = body;
   request.headers = {"Content-Type: application/json"};
-  request.connect_timeout_ms = timeout_ms_;
-  request.total_timeout_ms = timeout_ms_;
+  request.connectTimeoutMs = timeoutMs_;
+  request.totalTimeoutMs = timeoutMs_;
   auto reply = http::performCurl(request);
   if (!reply)
     return Error{reply.error().kind, "challtestsrv " + path + ": " + reply.error().message};

@@ -22,7 +22,7 @@ namespace ot::controld {
 class ChalltestsrvDns final : public DnsProvider {
  public:
   // management_url: e.g. "http://127.0.0.1:8055".
-  explicit ChalltestsrvDns(std::string management_url, int64_t timeout_ms = 10'000);
+  explicit ChalltestsrvDns(std::string managementUrl, int64_t timeoutMs = 10'000);
 
   Result<TxtRecord> createTxt(const std::string& name, const std::string& value) override;
   Status deleteTxt(const TxtRecord& record) override;
@@ -33,7 +33,7 @@ class ChalltestsrvDns final : public DnsProvider {
   Status post(const std::string& path, const std::string& body);
 
   std::string url_;
-  int64_t timeout_ms_;
+  int64_t timeoutMs_;
   // Values created and not yet deleted, by fully qualified host; one mutex around each change so
   // a clear and its re-adds are not interleaved with another call for the same host.
   std::mutex mutex_;

@@ -56,7 +56,7 @@ std::optional<TxtRecord> recordFrom(const json& object) {
   record.id = stringField(object, "id");
   record.name = withoutTrailingDot(stringField(object, "name"));
   record.value = unquote(stringField(object, "content"));
-  record.created_unix_ms = parseRfc3339Ms(stringField(object, "created_on"));
+  record.createdUnixMs = parseRfc3339Ms(stringField(object, "created_on"));
   if (record.id.empty() || record.name.empty()) return std::nullopt;
   return record;
 }
@@ -83,12 +83,12 @@ int64_t daysFromCivil(int64_t year, int64_t month, int64_t day) {
 
 }  // namespace
 
-int64_t cloudflareRetryDelayMs(int retry, std::optional<int64_t> retry_after_ms, int64_t base_ms,
-                               int64_t cap_ms) {
-  if (retry_after_ms) return std::clamp<int64_t>(*retry_after_ms, 0, cap_ms);
-  int64_t delay = base_ms;
-  for (int i = 1; i < retry && delay < cap_ms; ++i) delay *= 2;
-  return std::min(cap_ms, delay);
+int64_t cloudflareRetryDelayMs(int retry, std::optional<int64_t> retryAfterMs, int64_t baseMs,
+                               int64_t capMs) {
+  if (retryAfterMs) return std::clamp<int64_t>(*retryAfterMs, 0, capMs);
+  int64_t delay = baseMs;
+  for (int i = 1; i < retry && delay < capMs; ++i) delay *= 2;
+  return std::min(capMs, delay);
 }
 
 int64_t parseRfc3339Ms(const std::string& text) {
@@ -116,23 +116,23 @@ int64_t parseRfc3339Ms(const std::string& text) {
     }
     if (pos == start) return 0;
   }
-  int64_t offset_minutes = 0;
+  int64_t offsetMinutes = 0;
   if (pos < text.size() && (text[pos] == 'Z' || text[pos] == 'z')) {
     ++pos;
   } else if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
-    int off_hour = 0, off_minute = 0;
-    if (!parseDigits(text, pos + 1, 2, off_hour) || pos + 3 >= text.size() ||
-        text[pos + 3] != ':' || !parseDigits(text, pos + 4, 2, off_minute)) {
+    int offHour = 0, offMinute = 0;
+    if (!parseDigits(text, pos + 1, 2, offHour) || pos + 3 >= text.size() || text[pos + 3] != ':' ||
+        !parseDigits(text, pos + 4, 2, offMinute)) {
       return 0;
     }
-    offset_minutes = (text[pos] == '+' ? 1 : -1) * (off_hour * 60 + off_minute);
+    offsetMinutes = (text[pos] == '+' ? 1 : -1) * (offHour * 60 + offMinute);
     pos += 6;
   } else {
     return 0;
   }
   if (pos != text.size()) return 0;
   const int64_t days = daysFromCivil(year, month, day);
-  const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+  const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offsetMinutes * 60;
   return seconds * 1000 + millis;
 }
 
@@ -147,30 +147,29 @@ struct CloudflareDns::Reply {
 };
 
 CloudflareDns::CloudflareDns(CloudflareOptions options) : options_(std::move(options)) {
-  while (!options_.api_url.empty() && options_.api_url.back() == '/') options_.api_url.pop_back();
-  if (options_.page_size < 1) options_.page_size = 100;
-  if (options_.max_attempts < 1) options_.max_attempts = 1;
+  while (!options_.apiUrl.empty() && options_.apiUrl.back() == '/') options_.apiUrl.pop_back();
+  if (options_.pageSize < 1) options_.pageSize = 100;
+  if (options_.maxAttempts < 1) options_.maxAttempts = 1;
 }
 
 Result<CloudflareDns::Reply> CloudflareDns::call(const std::string& method,
-                                                 const std::string& path_and_query,
+                                                 const std::string& pathAndQuery,
                                                  const std::string& body) {
   http::CurlRequest request;
   request.method = method;
-  request.url =
-      options_.api_url + "/zones/" + http::percentEncode(options_.zone_id) + path_and_query;
+  request.url = options_.apiUrl + "/zones/" + http::percentEncode(options_.zoneId) + pathAndQuery;
   request.body = body;
-  request.headers = {"Authorization: Bearer " + options_.api_token, "Accept: application/json"};
+  request.headers = {"Authorization: Bearer " + options_.apiToken, "Accept: application/json"};
   if (!body.empty()) request.headers.emplace_back("Content-Type: application/json");
-  request.connect_timeout_ms = options_.connect_timeout_ms;
-  request.total_timeout_ms = options_.total_timeout_ms;
-  request.max_body_bytes = kMaxBodyBytes;
+  request.connectTimeoutMs = options_.connectTimeoutMs;
+  request.totalTimeoutMs = options_.totalTimeoutMs;
+  request.maxBodyBytes = kMaxBodyBytes;
   for (int attempt = 1;; ++attempt) {
     Result<http::CurlReply> sent = http::performCurl(request);
-    std::optional<int64_t> retry_after_ms;
+    std::optional<int64_t> retryAfterMs;
     if (!sent) {
       // A timeout already took up to total_timeout_ms; trying again would triple the wait.
-      if (sent.error().kind == ErrorKind::kTimeout || attempt >= options_.max_attempts) {
+      if (sent.error().kind == ErrorKind::kTimeout || attempt >= options_.maxAttempts) {
         return Error{sent.error().kind, "Cloudflare " + method + ": " + sent.error().message};
       }
     } else {
@@ -193,18 +192,18 @@ Result<CloudflareDns::Reply> CloudflareDns::call(const std::string& method,
       }
       const bool retryable = reply.status == 429 || reply.status >= 500;
       if (!retryable) return reply;
-      if (attempt >= options_.max_attempts) {
+      if (attempt >= options_.maxAttempts) {
         return Error{ErrorKind::kUnavailable,
                      "Cloudflare " + method + " answered HTTP " + std::to_string(reply.status) +
                          " " + std::to_string(attempt) + " times" +
                          (reply.errors.empty() ? "" : " (" + reply.errors + ")")};
       }
-      retry_after_ms = http::parseRetryAfterMs(sent->header("retry-after"), unixNowMs());
+      retryAfterMs = http::parseRetryAfterMs(sent->header("retry-after"), unixNowMs());
     }
-    const int64_t delay = cloudflareRetryDelayMs(attempt, retry_after_ms, options_.backoff_base_ms,
-                                                 options_.retry_after_cap_ms);
-    if (options_.sleep_ms) {
-      options_.sleep_ms(delay);
+    const int64_t delay = cloudflareRetryDelayMs(attempt, retryAfterMs, options_.backoffBaseMs,
+                                                 options_.retryAfterCapMs);
+    if (options_.sleepMs) {
+      options_.sleepMs(delay);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     }
@@ -265,7 +264,7 @@ Result<std::vector<TxtRecord>> CloudflareDns::findExact(const std::string& name,
   auto reply = call("GET",
                     "/dns_records?type=TXT&name=" + http::percentEncode(name) +
                         "&content=" + http::percentEncode(value) +
-                        "&per_page=" + std::to_string(options_.page_size),
+                        "&per_page=" + std::to_string(options_.pageSize),
                     "");
   if (!reply) return reply.error();
   if (!succeeded(reply->status, reply->body) || !reply->body["result"].is_array()) {
@@ -290,7 +289,7 @@ Result<std::vector<TxtRecord>> CloudflareDns::listChallengeRecords(const std::st
     auto reply = call("GET",
                       "/dns_records?type=TXT&name.startswith=" + http::percentEncode(prefix) +
                           "&name.endswith=" + http::percentEncode(suffix) + "&per_page=" +
-                          std::to_string(options_.page_size) + "&page=" + std::to_string(page),
+                          std::to_string(options_.pageSize) + "&page=" + std::to_string(page),
                       "");
     if (!reply) return reply.error();
     if (!succeeded(reply->status, reply->body) || !reply->body["result"].is_array()) {
@@ -303,15 +302,15 @@ Result<std::vector<TxtRecord>> CloudflareDns::listChallengeRecords(const std::st
       const std::string name = toLower(record->name);
       if (name.rfind(prefix, 0) == 0 && endsWith(name, suffix)) records.push_back(*record);
     }
-    int64_t total_pages = 0;
+    int64_t totalPages = 0;
     const json& info = reply->body["result_info"];
     if (info.is_object() && info.contains("total_pages") &&
         info["total_pages"].is_number_integer()) {
-      total_pages = info["total_pages"].get<int64_t>();
+      totalPages = info["total_pages"].get<int64_t>();
     }
     // Without result_info, a short page is the last one.
-    const bool short_page = result.size() < static_cast<size_t>(options_.page_size);
-    if (result.empty() || (total_pages > 0 ? page >= total_pages : short_page)) break;
+    const bool shortPage = result.size() < static_cast<size_t>(options_.pageSize);
+    if (result.empty() || (totalPages > 0 ? page >= totalPages : shortPage)) break;
   }
   return records;
 }

@@ -13,25 +13,25 @@
 namespace ot::controld {
 
 struct CloudflareOptions {
-  std::string zone_id;
-  std::string api_token;
-  std::string api_url = "https://api.cloudflare.com/client/v4";  // tests point it at a fake
-  int page_size = 100;  // records per list page (Cloudflare allows up to 5,000)
-  int64_t connect_timeout_ms = 10'000;
-  int64_t total_timeout_ms = 30'000;
+  std::string zoneId;
+  std::string apiToken;
+  std::string apiUrl = "https://api.cloudflare.com/client/v4";  // tests point it at a fake
+  int pageSize = 100;  // records per list page (Cloudflare allows up to 5,000)
+  int64_t connectTimeoutMs = 10'000;
+  int64_t totalTimeoutMs = 30'000;
   // Requests answered 429 or 5xx are tried this many times in all, waiting Retry-After (capped)
   // or backoff_base_ms doubled per retry in between.
-  int max_attempts = 3;
-  int64_t backoff_base_ms = 500;
-  int64_t retry_after_cap_ms = 5'000;
+  int maxAttempts = 3;
+  int64_t backoffBaseMs = 500;
+  int64_t retryAfterCapMs = 5'000;
   // How waits between attempts happen; tests replace it to record them instead of sleeping.
-  std::function<void(int64_t ms)> sleep_ms;
+  std::function<void(int64_t ms)> sleepMs;
 };
 
 // How long to wait before retry number `retry` (1 for the first): the Retry-After delay when
 // the answer gave one (http::parseRetryAfterMs), else base * 2^(retry-1); both capped. Pure.
-[[nodiscard]] int64_t cloudflareRetryDelayMs(int retry, std::optional<int64_t> retry_after_ms,
-                                             int64_t base_ms, int64_t cap_ms);
+[[nodiscard]] int64_t cloudflareRetryDelayMs(int retry, std::optional<int64_t> retryAfterMs,
+                                             int64_t baseMs, int64_t capMs);
 
 // "2024-01-02T03:04:05.678Z" (RFC 3339, any offset) to Unix milliseconds; 0 when it does not
 // parse. Pure.
@@ -53,7 +53,7 @@ class CloudflareDns final : public DnsProvider {
  private:
   struct Reply;
   // One request with the retries above; the reply of the last attempt.
-  Result<Reply> call(const std::string& method, const std::string& path_and_query,
+  Result<Reply> call(const std::string& method, const std::string& pathAndQuery,
                      const std::string& body);
   Result<std::vector<TxtRecord>> findExact(const std::string& name, const std::string& value);
 

@@ -16,7 +16,7 @@ struct TxtRecord {
   std::string id;     // the provider's record ID ("" when the provider has none, e.g. challtestsrv)
   std::string name;   // e.g. "_acme-challenge.abc.example.com" (no trailing dot)
   std::string value;  // the key authorization digest (base64url)
-  int64_t created_unix_ms = 0;  // 0 when the provider does not say
+  int64_t createdUnixMs = 0;  // 0 when the provider does not say
 };
 
 class DnsProvider {

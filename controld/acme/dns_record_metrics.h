@@ -13,12 +13,12 @@ struct DnsRecordMetrics {
   explicit DnsRecordMetrics(metrics::Metrics& metrics)
       : created(counter(metrics, "created")),
         deleted(counter(metrics, "deleted")),
-        delete_failed(counter(metrics, "delete_failed")),
+        deleteFailed(counter(metrics, "delete_failed")),
         swept(counter(metrics, "swept")) {}
 
   prometheus::Counter& created;
   prometheus::Counter& deleted;
-  prometheus::Counter& delete_failed;
+  prometheus::Counter& deleteFailed;
   prometheus::Counter& swept;
 
  private:

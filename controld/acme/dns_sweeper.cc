@@ -15,9 +15,9 @@ namespace {
 
 const log::Logger kLog("controld.dns_sweeper");
 
-PeriodicTaskOptions sweepSchedule(int64_t initial_delay_ms) {
+PeriodicTaskOptions sweepSchedule(int64_t initialDelayMs) {
   PeriodicTaskOptions schedule;
-  schedule.initialDelay = std::chrono::milliseconds(initial_delay_ms);
+  schedule.initialDelay = std::chrono::milliseconds(initialDelayMs);
   return schedule;
 }
 constexpr std::string_view kChallengePrefix = "_acme-challenge.";
@@ -54,8 +54,8 @@ bool looksLikeChallengeValue(std::string_view value) {
 
 std::vector<TxtRecord> staleChallengeRecords(const std::vector<TxtRecord>& records,
                                              const std::string& domain,
-                                             const std::set<std::string>& active, int64_t now_ms,
-                                             int64_t min_age_ms, size_t limit) {
+                                             const std::set<std::string>& active, int64_t nowMs,
+                                             int64_t minAgeMs, size_t limit) {
   const std::string zone = normalized(domain);
   std::set<std::string> busy;
   for (const std::string& name : active) busy.insert(challengedName(name));
@@ -67,12 +67,12 @@ std::vector<TxtRecord> staleChallengeRecords(const std::vector<TxtRecord>& recor
     const std::string target = name.substr(kChallengePrefix.size());
     if (!underDomain(target, zone)) continue;
     if (!looksLikeChallengeValue(record.value)) continue;
-    if (record.created_unix_ms <= 0 || record.created_unix_ms > now_ms - min_age_ms) continue;
+    if (record.createdUnixMs <= 0 || record.createdUnixMs > nowMs - minAgeMs) continue;
     if (busy.count(target) != 0) continue;
     stale.push_back(record);
   }
   std::stable_sort(stale.begin(), stale.end(), [](const TxtRecord& a, const TxtRecord& b) {
-    return a.created_unix_ms < b.created_unix_ms;
+    return a.createdUnixMs < b.createdUnixMs;
   });
   if (stale.size() > limit) stale.resize(limit);
   return stale;
@@ -84,9 +84,8 @@ DnsSweeper::DnsSweeper(MetaStore& store, DnsProvider& provider, DnsSweeperOption
       provider_(provider),
       options_(std::move(options)),
       metrics_(metrics),
-      task_([this] { return sweepRound(); },
-            sweepSchedule(options_.initial_delay_ms)) {
-  if (options_.lease_ms <= 0) options_.lease_ms = options_.interval_ms;
+      task_([this] { return sweepRound(); }, sweepSchedule(options_.initialDelayMs)) {
+  if (options_.leaseMs <= 0) options_.leaseMs = options_.intervalMs;
 }
 
 DnsSweeper::~DnsSweeper() {
@@ -102,7 +101,7 @@ void DnsSweeper::stop() {
 }
 
 int64_t DnsSweeper::now() const {
-  if (options_.now_ms) return options_.now_ms();
+  if (options_.nowMs) return options_.nowMs();
   return unixNowMs();
 }
 
@@ -111,13 +110,13 @@ std::chrono::milliseconds DnsSweeper::sweepRound() {
   if (!report) {
     kLog.warn("challenge record sweep failed", {{"error", report.error().message}});
   }
-  return std::chrono::milliseconds(options_.interval_ms);
+  return std::chrono::milliseconds(options_.intervalMs);
 }
 
-Result<std::optional<int64_t>> DnsSweeper::takeLease(int64_t now_ms) {
+Result<std::optional<int64_t>> DnsSweeper::takeLease(int64_t nowMs) {
   // Another machine's unexpired lease keeps this one out; our own (an earlier sweep) is renewed.
-  const int64_t until = now_ms + options_.lease_ms;
-  auto taken = takeMetaLease(store_, kDnsSweeperMetaKey, options_.owner, now_ms, until);
+  const int64_t until = nowMs + options_.leaseMs;
+  auto taken = takeMetaLease(store_, kDnsSweeperMetaKey, options_.owner, nowMs, until);
   if (!taken) return taken.error();
   return *taken ? std::optional<int64_t>(until) : std::nullopt;
 }
@@ -133,11 +132,11 @@ Result<DnsSweepReport> DnsSweeper::sweepOnce() {
   if (!lease) return lease.error();
   if (!*lease) return report;
   report.leased = true;
-  const int64_t lease_until = **lease;
+  const int64_t leaseUntil = **lease;
 
   std::set<std::string> active;
-  if (options_.active_names) {
-    auto names = options_.active_names();
+  if (options_.activeNames) {
+    auto names = options_.activeNames();
     if (!names) return names.error();
     active = std::move(*names);
   }
@@ -145,27 +144,26 @@ Result<DnsSweepReport> DnsSweeper::sweepOnce() {
   if (!listed) return listed.error();
   report.listed = listed->size();
   const std::vector<TxtRecord> stale = staleChallengeRecords(
-      *listed, options_.domain, active, started, options_.min_age_ms, options_.max_deletes);
+      *listed, options_.domain, active, started, options_.minAgeMs, options_.maxDeletes);
   report.stale = stale.size();
 
-  const int64_t gap_ms = options_.deletes_per_second > 0
-                             ? static_cast<int64_t>(1000.0 / options_.deletes_per_second)
-                             : 0;
-  std::string first_error;
+  const int64_t gapMs =
+      options_.deletesPerSecond > 0 ? static_cast<int64_t>(1000.0 / options_.deletesPerSecond) : 0;
+  std::string firstError;
   for (size_t i = 0; i < stale.size(); ++i) {
-    if (i > 0 && task_.waitStopping(std::chrono::milliseconds(gap_ms))) {
+    if (i > 0 && task_.waitStopping(std::chrono::milliseconds(gapMs))) {
       report.stopped = true;
       break;
     }
-    if (now() >= lease_until) break;  // another machine may take over from here
+    if (now() >= leaseUntil) break;  // another machine may take over from here
     const Status deleted = provider_.deleteTxt(stale[i]);
     if (deleted) {
       ++report.deleted;
       if (metrics_ != nullptr) metrics_->swept.Increment();
     } else {
       ++report.failed;
-      if (metrics_ != nullptr) metrics_->delete_failed.Increment();
-      if (first_error.empty()) first_error = stale[i].name + ": " + deleted.error().message;
+      if (metrics_ != nullptr) metrics_->deleteFailed.Increment();
+      if (firstError.empty()) firstError = stale[i].name + ": " + deleted.error().message;
     }
   }
   if (report.deleted > 0 || report.failed > 0) {
@@ -175,9 +173,9 @@ Result<DnsSweepReport> DnsSweeper::sweepOnce() {
                {"deleted", static_cast<int64_t>(report.deleted)},
                {"failed", static_cast<int64_t>(report.failed)}});
   }
-  if (!first_error.empty()) {
+  if (!firstError.empty()) {
     kLog.warn("could not delete leftover challenge records",
-              {{"failed", static_cast<int64_t>(report.failed)}, {"first_error", first_error}});
+              {{"failed", static_cast<int64_t>(report.failed)}, {"first_error", firstError}});
   }
   return report;
 }

@@ -31,19 +31,19 @@ inline constexpr const char* kDnsSweeperMetaKey = "dns_sweeper";
 struct DnsSweeperOptions {
   std::string domain;  // records must be under it
   std::string owner;   // this machine's ID, written into the lease
-  int64_t interval_ms = 10 * 60 * 1000;
-  int64_t initial_delay_ms = 60 * 1000;  // the first sweep after start()
+  int64_t intervalMs = 10 * 60 * 1000;
+  int64_t initialDelayMs = 60 * 1000;  // the first sweep after start()
   // How long a taken lease keeps other machines out; 0 means interval_ms, so one machine sweeps
   // per interval. A sweep stops deleting when its lease runs out.
-  int64_t lease_ms = 0;
-  int64_t min_age_ms = 60 * 60 * 1000;
-  size_t max_deletes = 1000;
-  double deletes_per_second = 4;
+  int64_t leaseMs = 0;
+  int64_t minAgeMs = 60 * 60 * 1000;
+  size_t maxDeletes = 1000;
+  double deletesPerSecond = 4;
   // Wall clock in Unix ms, for record ages and the lease; the system clock when empty.
-  Clock now_ms;
+  Clock nowMs;
   // Names with a challenge in progress: hostnames ("abc.example.com", "*.abc.example.com") or
   // their _acme-challenge names. Their records are kept. An error skips the sweep. None when empty.
-  std::function<Result<std::set<std::string>>()> active_names;
+  std::function<Result<std::set<std::string>>()> activeNames;
 };
 
 struct DnsSweepReport {
@@ -64,7 +64,7 @@ struct DnsSweepReport {
 [[nodiscard]] std::vector<TxtRecord> staleChallengeRecords(const std::vector<TxtRecord>& records,
                                                            const std::string& domain,
                                                            const std::set<std::string>& active,
-                                                           int64_t now_ms, int64_t min_age_ms,
+                                                           int64_t nowMs, int64_t minAgeMs,
                                                            size_t limit);
 
 class DnsSweeper {

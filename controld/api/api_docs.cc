@@ -139,13 +139,13 @@ void addApiSchemas(ApiRouter& router) {
 
 RouteDoc createTunnelDoc() {
   RouteDoc doc;
-  doc.operation_id = "createTunnel";
+  doc.operationId = "createTunnel";
   doc.summary = "Create a tunnel";
   doc.description =
       "Creates a tunnel with a random ID, or the one asked for. The answer holds the tunnel's "
       "token, which is never shown again. Limited per client address (IPv4 address, IPv6 /64).";
   doc.tag = kTunnelTag;
-  doc.request_body = ApiBodyDoc{"CreateTunnelRequest", false, "Optional; may be empty."};
+  doc.requestBody = ApiBodyDoc{"CreateTunnelRequest", false, "Optional; may be empty."};
   doc.responses = {
       {201, "Created.", "CreatedTunnel", {}},
       error(400, "Not JSON, not an object, or an id that is not one DNS label."),
@@ -162,13 +162,13 @@ RouteDoc createTunnelDoc() {
 
 RouteDoc getTunnelDoc() {
   RouteDoc doc;
-  doc.operation_id = "getTunnel";
+  doc.operationId = "getTunnel";
   doc.summary = "Read a tunnel";
   doc.description =
       "The tunnel, whether it is online (from the live bridges) and its "
       "certificate's state.";
   doc.tag = kTunnelTag;
-  doc.bearer_auth = true;
+  doc.bearerAuth = true;
   doc.parameters = {idParameter()};
   doc.responses = {{200, "The tunnel.", "Tunnel", {}}, unauthorized(), notFound(), unavailable()};
   return doc;
@@ -176,11 +176,11 @@ RouteDoc getTunnelDoc() {
 
 RouteDoc deleteTunnelDoc() {
   RouteDoc doc;
-  doc.operation_id = "deleteTunnel";
+  doc.operationId = "deleteTunnel";
   doc.summary = "Delete a tunnel";
   doc.description = "Deletes the tunnel; relays drop its bridges. Its ID is not reused.";
   doc.tag = kTunnelTag;
-  doc.bearer_auth = true;
+  doc.bearerAuth = true;
   doc.parameters = {idParameter()};
   doc.responses = {{200, "Deleted.", "Deleted", {}}, unauthorized(), notFound(), unavailable()};
   return doc;
@@ -188,7 +188,7 @@ RouteDoc deleteTunnelDoc() {
 
 RouteDoc bindCertificateDoc() {
   RouteDoc doc;
-  doc.operation_id = "bindCertificate";
+  doc.operationId = "bindCertificate";
   doc.summary = "Request a certificate for a CSR";
   doc.description =
       "Binds a CSR to the tunnel and queues its issuance (the private key never leaves the "
@@ -196,9 +196,9 @@ RouteDoc bindCertificateDoc() {
       "state, so a client may repeat the call. New CSRs are limited per tunnel; while one is "
       "being issued, another is refused (409) without being charged.";
   doc.tag = kTunnelTag;
-  doc.bearer_auth = true;
+  doc.bearerAuth = true;
   doc.parameters = {idParameter()};
-  doc.request_body = ApiBodyDoc{"BindCertificateRequest", true, ""};
+  doc.requestBody = ApiBodyDoc{"BindCertificateRequest", true, ""};
   doc.responses = {
       {200, "The CSR was already bound and its certificate is ready or failed.", "Certificate", {}},
       {202, "Issuance is queued or running; poll GET .../certificate.", "Certificate", {}},
@@ -218,11 +218,11 @@ RouteDoc bindCertificateDoc() {
 
 RouteDoc getCertificateDoc() {
   RouteDoc doc;
-  doc.operation_id = "getCertificate";
+  doc.operationId = "getCertificate";
   doc.summary = "Read the certificate";
   doc.description = "The certificate's state, and its chain once ready.";
   doc.tag = kTunnelTag;
-  doc.bearer_auth = true;
+  doc.bearerAuth = true;
   doc.parameters = {idParameter()};
   doc.responses = {
       {200, "The certificate.", "Certificate", {}}, unauthorized(), notFound(), unavailable()};
@@ -231,7 +231,7 @@ RouteDoc getCertificateDoc() {
 
 RouteDoc healthDoc() {
   RouteDoc doc;
-  doc.operation_id = "health";
+  doc.operationId = "health";
   doc.summary = "Health check";
   doc.description = "ok while the database answers.";
   doc.tag = kServiceTag;
@@ -241,7 +241,7 @@ RouteDoc healthDoc() {
 
 RouteDoc openApiDoc() {
   RouteDoc doc;
-  doc.operation_id = "openApi";
+  doc.operationId = "openApi";
   doc.summary = "This API description";
   doc.tag = kServiceTag;
   doc.responses = {{200, "The OpenAPI 3.0.3 document.", "OpenApiDocument", {}}};

@@ -89,8 +89,8 @@ void ApiRouter::add(Route route) {
   const auto known = [this](const std::string& schema) {
     return schema.empty() || schemas_.count(schema) != 0;
   };
-  if (route.doc.request_body &&
-      (route.doc.request_body->schema.empty() || !known(route.doc.request_body->schema))) {
+  if (route.doc.requestBody &&
+      (route.doc.requestBody->schema.empty() || !known(route.doc.requestBody->schema))) {
     refuse(where + ": the request body names an unknown schema");
   }
   for (const ApiResponseDoc& response : route.doc.responses) {

@@ -45,13 +45,13 @@ struct ApiResponseDoc {
 };
 
 struct RouteDoc {
-  std::string operation_id;
+  std::string operationId;
   std::string summary;
   std::string description;
   std::string tag;
-  bool bearer_auth = false;                 // needs Authorization: Bearer <the tunnel's token>
+  bool bearerAuth = false;                  // needs Authorization: Bearer <the tunnel's token>
   std::vector<ApiParameterDoc> parameters;  // one per {name} in the template
-  std::optional<ApiBodyDoc> request_body;
+  std::optional<ApiBodyDoc> requestBody;
   std::vector<ApiResponseDoc> responses;
 };
 

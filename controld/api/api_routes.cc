@@ -35,15 +35,15 @@ std::optional<std::string> bearerToken(const ApiRequest& request) {
   return std::string(token);
 }
 
-bool isJsonMediaType(std::string_view content_type) {
-  const size_t semicolon = content_type.find(';');
-  return equalsIgnoreCase(trimOws(content_type.substr(0, semicolon)), "application/json");
+bool isJsonMediaType(std::string_view contentType) {
+  const size_t semicolon = contentType.find(';');
+  return equalsIgnoreCase(trimOws(contentType.substr(0, semicolon)), "application/json");
 }
 
 // The body as a JSON object, null when absent and optional, or the response refusing it.
 std::variant<Json, ApiResponse> readJsonObject(const ApiRequest& request, bool required) {
-  const auto content_type = request.header("Content-Type");
-  if (content_type && !isJsonMediaType(*content_type)) {
+  const auto contentType = request.header("Content-Type");
+  if (contentType && !isJsonMediaType(*contentType)) {
     return ApiResponse::error(415, "UnsupportedMediaTypeError",
                               "the request body must be application/json");
   }
@@ -51,7 +51,7 @@ std::variant<Json, ApiResponse> readJsonObject(const ApiRequest& request, bool r
     if (required) return ApiResponse::error(400, "BadRequestError", "a JSON body is required");
     return Json(nullptr);
   }
-  if (!content_type) {
+  if (!contentType) {
     return ApiResponse::error(415, "UnsupportedMediaTypeError",
                               "the request body must be application/json");
   }
@@ -87,11 +87,11 @@ ApiResponse errorResponse(const ServiceError& error) {
       return ApiResponse::error(409, "ConflictError", error.message);
     case ServiceErrorKind::kRateLimited:
       response = ApiResponse::error(429, "RateLimitedError", error.message);
-      response.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+      response.headers.emplace_back("Retry-After", std::to_string(error.retryAfterS));
       return response;
     case ServiceErrorKind::kBusy:
       response = ApiResponse::error(503, "ServiceUnavailableError", error.message);
-      response.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+      response.headers.emplace_back("Retry-After", std::to_string(error.retryAfterS));
       return response;
     case ServiceErrorKind::kStale:
     case ServiceErrorKind::kStorage:
@@ -110,12 +110,12 @@ Json optionalTimeJson(std::optional<int64_t> ms) {
   return ms ? timeJson(*ms) : Json(nullptr);
 }
 
-Json certificateJson(const CertificateInfo& certificate, bool with_chain) {
+Json certificateJson(const CertificateInfo& certificate, bool withChain) {
   const bool ready = certificate.state == CertificateState::kReady;
   Json out = {{"state", certificateStateName(certificate.state)}};
-  if (with_chain && ready) out["chain"] = certificate.chain_pem;
+  if (withChain && ready) out["chain"] = certificate.chainPem;
   out["notAfter"] =
-      ready && certificate.not_after_ms > 0 ? timeJson(certificate.not_after_ms) : Json(nullptr);
+      ready && certificate.notAfterMs > 0 ? timeJson(certificate.notAfterMs) : Json(nullptr);
   out["error"] = certificate.error.empty() ? Json(nullptr) : Json(certificate.error);
   return out;
 }
@@ -126,8 +126,8 @@ Json tunnelJson(const TunnelView& view) {
               {"hostname", record.hostname},
               {"state", view.online() ? "online" : "offline"},
               {"bridges", view.bridges},
-              {"createdAt", timeJson(record.created_at_ms)},
-              {"lastConnectedAt", optionalTimeJson(record.last_connected_at_ms)},
+              {"createdAt", timeJson(record.createdAtMs)},
+              {"lastConnectedAt", optionalTimeJson(record.lastConnectedAtMs)},
               {"certificate", certificateJson(record.certificate, false)}};
 }
 
@@ -137,16 +137,16 @@ ApiResponse createTunnel(TunnelService& service, const ApiRequest& request) {
   auto body = readJsonObject(request, /*required=*/false);
   if (auto* refused = std::get_if<ApiResponse>(&body)) return std::move(*refused);
   const Json& object = std::get<Json>(body);
-  std::optional<std::string> wanted_id;
+  std::optional<std::string> wantedId;
   if (object.is_object()) {
     const auto id = object.find("id");
     if (id != object.end() && !id->is_null()) {
       if (!id->is_string())
         return ApiResponse::error(400, "BadRequestError", "id must be a string");
-      wanted_id = id->get<std::string>();
+      wantedId = id->get<std::string>();
     }
   }
-  auto created = service.createTunnel(wanted_id, request.client_address);
+  auto created = service.createTunnel(wantedId, request.clientAddress);
   if (!created) return errorResponse(created.error());
   return json(201, Json{{"id", created->id},
                         {"hostname", created->hostname},

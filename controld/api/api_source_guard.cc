@@ -27,61 +27,63 @@ uint64_t steadyNowMs() {
 struct GuardState {
   GuardState(SourceFailureLimits limits, metrics::Metrics& metrics, std::function<uint64_t()> now)
       : failures(limits),
-        now_ms(now ? std::move(now) : std::function<uint64_t()>(steadyNowMs)),
-        auth_failures(metrics.counter("opentunnel_auth_failures_total",
-                                      "Failed authentications: wrong or missing credentials.",
-                                      {{"kind", "api"}})),
-        refused(metrics.counter("opentunnel_requests_limited_total", "API requests refused by a limit.",
-                                {{"limit", "auth_failures"}})),
-        invalid_address(metrics.counter("opentunnel_api_client_address_invalid_total",
-                                        "Requests whose client address was not an IP address "
-                                        "(relayd must send an address, not an endpoint).")) {}
+        nowMs(now ? std::move(now) : std::function<uint64_t()>(steadyNowMs)),
+        authFailures(metrics.counter("opentunnel_auth_failures_total",
+                                     "Failed authentications: wrong or missing credentials.",
+                                     {{"kind", "api"}})),
+        refused(metrics.counter("opentunnel_requests_limited_total",
+                                "API requests refused by a limit.", {{"limit", "auth_failures"}})),
+        invalidAddresses(metrics.counter("opentunnel_api_client_address_invalid_total",
+                                         "Requests whose client address was not an IP address "
+                                         "(relayd must send an address, not an endpoint).")) {}
 
   std::mutex mutex;
   SourceFailures failures;
-  std::function<uint64_t()> now_ms;
-  prometheus::Counter& auth_failures;
+  std::function<uint64_t()> nowMs;
+  prometheus::Counter& authFailures;
   prometheus::Counter& refused;
-  prometheus::Counter& invalid_address;
-  bool invalid_logged = false;
-  uint64_t invalid_last_log_ms = 0;
-  uint64_t invalid_unlogged = 0;
+  prometheus::Counter& invalidAddresses;
+  bool invalidLogged = false;
+  uint64_t invalidLastLogMs = 0;
+  uint64_t invalidUnlogged = 0;
 
   void invalidAddress(const std::string& address) {
-    invalid_address.Increment();
-    const uint64_t now = now_ms();
+    invalidAddresses.Increment();
+    const uint64_t now = nowMs();
     uint64_t suppressed = 0;
     {
       const std::lock_guard lock(mutex);
-      if (invalid_logged && now - invalid_last_log_ms < kInvalidAddressLogEveryMs) {
-        ++invalid_unlogged;
+      if (invalidLogged && now - invalidLastLogMs < kInvalidAddressLogEveryMs) {
+        ++invalidUnlogged;
         return;
       }
-      suppressed = invalid_unlogged;
-      invalid_logged = true;
-      invalid_last_log_ms = now;
-      invalid_unlogged = 0;
+      suppressed = invalidUnlogged;
+      invalidLogged = true;
+      invalidLastLogMs = now;
+      invalidUnlogged = 0;
     }
     kLog.warn("client address is not an IP address; ignored",
               {{"client_address", address.substr(0, 64)}, {"suppressed", suppressed}});
   }
 };
 
-std::string seconds(uint64_t ms) { return std::to_string(std::max<uint64_t>(1, (ms + 999) / 1000)); }
+std::string seconds(uint64_t ms) {
+  return std::to_string(std::max<uint64_t>(1, (ms + 999) / 1000));
+}
 
 }  // namespace
 
 ApiHandler withSourceGuard(ApiHandler inner, SourceFailureLimits limits, metrics::Metrics& metrics,
-                           std::function<uint64_t()> now_ms) {
-  auto state = std::make_shared<GuardState>(limits, metrics, std::move(now_ms));
+                           std::function<uint64_t()> nowMs) {
+  auto state = std::make_shared<GuardState>(limits, metrics, std::move(nowMs));
   return [inner = std::move(inner), state](const ApiRequest& request) -> ApiResponse {
     const ApiRequest* effective = &request;
     ApiRequest copy;
-    std::optional<std::string> source = sourceKey(request.client_address);
-    if (!source && !request.client_address.empty()) {
-      state->invalidAddress(request.client_address);
+    std::optional<std::string> source = sourceKey(request.clientAddress);
+    if (!source && !request.clientAddress.empty()) {
+      state->invalidAddress(request.clientAddress);
       copy = request;
-      copy.client_address.clear();
+      copy.clientAddress.clear();
       effective = &copy;
     }
     // Without an address (a local tool on the unix socket) there is no source to count.
@@ -89,13 +91,14 @@ ApiHandler withSourceGuard(ApiHandler inner, SourceFailureLimits limits, metrics
       std::optional<SourceFailures::Refusal> refusal;
       {
         const std::lock_guard lock(state->mutex);
-        refusal = state->failures.refuse(*source, state->now_ms());
+        refusal = state->failures.refuse(*source, state->nowMs());
       }
       if (refusal) {
         state->refused.Increment();
         if (refusal->logWithSuppressed) {
           kLog.warn("refusing credentials from a source that failed too often",
-                    {{"source", *source}, {"retry_after_ms", refusal->retryAfterMs},
+                    {{"source", *source},
+                     {"retry_after_ms", refusal->retryAfterMs},
                      {"suppressed", *refusal->logWithSuppressed}});
         }
         const std::string wait = seconds(refusal->retryAfterMs);
@@ -107,17 +110,19 @@ ApiHandler withSourceGuard(ApiHandler inner, SourceFailureLimits limits, metrics
       }
     }
     ApiResponse response = inner(*effective);
-    if (response.status == 401) state->auth_failures.Increment();
+    if (response.status == 401) state->authFailures.Increment();
     if (response.status == 401 && source) {
       SourceFailures::Recorded recorded;
       {
         const std::lock_guard lock(state->mutex);
-        recorded = state->failures.recordFailure(*source, state->now_ms());
+        recorded = state->failures.recordFailure(*source, state->nowMs());
       }
       if (recorded.logWithSuppressed) {
-        kLog.warn(recorded.nowRefused ? "authentication failures: source refused for the rest of its window"
-                                      : "authentication failed",
-                  {{"source", *source}, {"path", effective->path},
+        kLog.warn(recorded.nowRefused
+                      ? "authentication failures: source refused for the rest of its window"
+                      : "authentication failed",
+                  {{"source", *source},
+                   {"path", effective->path},
                    {"failures_in_window", recorded.failuresInWindow},
                    {"suppressed", *recorded.logWithSuppressed}});
       }

@@ -26,6 +26,6 @@ namespace ot::controld {
 // `now_ms` is a steady clock in milliseconds (injected for tests).
 [[nodiscard]] ApiHandler withSourceGuard(ApiHandler inner, SourceFailureLimits limits,
                                          metrics::Metrics& metrics,
-                                         std::function<uint64_t()> now_ms = {});
+                                         std::function<uint64_t()> nowMs = {});
 
 }  // namespace ot::controld

@@ -1,7 +1,8 @@
 #include "controld/api/api_types.h"
 
-#include <nlohmann/json.hpp>
 #include <strings.h>
+
+#include <nlohmann/json.hpp>
 
 namespace ot::controld {
 
@@ -14,9 +15,9 @@ std::optional<std::string_view> ApiRequest::header(std::string_view name) const 
   return std::nullopt;
 }
 
-std::string effectiveClientAddress(const ApiRequest& request, const IpRanges& trusted_proxies) {
-  if (trusted_proxies.empty() || !trusted_proxies.contains(request.client_address)) {
-    return request.client_address;
+std::string effectiveClientAddress(const ApiRequest& request, const IpRanges& trustedProxies) {
+  if (trustedProxies.empty() || !trustedProxies.contains(request.clientAddress)) {
+    return request.clientAddress;
   }
   std::optional<std::string_view> forwarded;
   for (const auto& [key, value] : request.headers) {
@@ -24,31 +25,31 @@ std::string effectiveClientAddress(const ApiRequest& request, const IpRanges& tr
         strncasecmp(key.data(), kCfConnectingIpHeader.data(), key.size()) != 0) {
       continue;
     }
-    if (forwarded) return request.client_address;  // repeated: not Cloudflare's own
+    if (forwarded) return request.clientAddress;  // repeated: not Cloudflare's own
     forwarded = value;
   }
-  if (!forwarded) return request.client_address;
+  if (!forwarded) return request.clientAddress;
   const auto address = parseIpAddress(*forwarded);
-  if (!address) return request.client_address;
+  if (!address) return request.clientAddress;
   return address->toString();
 }
 
-ApiHandler withTrustedProxies(ApiHandler inner, IpRanges trusted_proxies) {
-  if (trusted_proxies.empty()) return inner;
-  return [inner = std::move(inner),
-          trusted = std::move(trusted_proxies)](const ApiRequest& request) {
-    if (!trusted.contains(request.client_address)) return inner(request);
-    ApiRequest copy = request;
-    copy.client_address = effectiveClientAddress(request, trusted);
-    return inner(copy);
-  };
+ApiHandler withTrustedProxies(ApiHandler inner, IpRanges trustedProxies) {
+  if (trustedProxies.empty()) return inner;
+  return
+      [inner = std::move(inner), trusted = std::move(trustedProxies)](const ApiRequest& request) {
+        if (!trusted.contains(request.clientAddress)) return inner(request);
+        ApiRequest copy = request;
+        copy.clientAddress = effectiveClientAddress(request, trusted);
+        return inner(copy);
+      };
 }
 
-ApiResponse ApiResponse::json(int status, std::string json_body) {
+ApiResponse ApiResponse::json(int status, std::string jsonBody) {
   ApiResponse response;
   response.status = status;
   response.headers.emplace_back("Content-Type", "application/json");
-  response.body = std::move(json_body);
+  response.body = std::move(jsonBody);
   return response;
 }
 

@@ -23,7 +23,7 @@ struct ApiRequest {
   // The client's address ("ip" without port). On the unix socket it comes from relayd's
   // X-OpenTunnel-Client-Address header (relayd removes any such header a visitor sent); on the
   // development TCP listener it is the socket's peer; never taken from anyone else.
-  std::string client_address;
+  std::string clientAddress;
 
   // Case-insensitive lookup of the first header with this name.
   [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const;
@@ -31,11 +31,12 @@ struct ApiRequest {
 
 struct ApiResponse {
   int status = 200;
-  std::vector<std::pair<std::string, std::string>> headers;  // Content-Length is added by the server
+  std::vector<std::pair<std::string, std::string>>
+      headers;  // Content-Length is added by the server
   std::string body;
 
   // A JSON body (Content-Type: application/json).
-  static ApiResponse json(int status, std::string json_body);
+  static ApiResponse json(int status, std::string jsonBody);
   // The API's error shape: {"_tag": tag, "message": message}.
   static ApiResponse error(int status, std::string_view tag, std::string_view message);
 };
@@ -55,10 +56,10 @@ inline constexpr std::string_view kCfConnectingIpHeader = "CF-Connecting-IP";
 // repeated one or one that is not an address is ignored, so nobody outside the trusted ranges
 // can choose the budget they are counted against.
 [[nodiscard]] std::string effectiveClientAddress(const ApiRequest& request,
-                                                 const IpRanges& trusted_proxies);
+                                                 const IpRanges& trustedProxies);
 
 // `inner` with client_address replaced by effectiveClientAddress. With no trusted ranges it is
 // `inner` unchanged. The ranges are copied; the result may run on any number of threads.
-[[nodiscard]] ApiHandler withTrustedProxies(ApiHandler inner, IpRanges trusted_proxies);
+[[nodiscard]] ApiHandler withTrustedProxies(ApiHandler inner, IpRanges trustedProxies);
 
 }  // namespace ot::controld

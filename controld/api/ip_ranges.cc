@@ -37,10 +37,10 @@ Result<IpRange> parseCidr(std::string_view text) {
   const size_t slash = text.find('/');
   // parseIpAddress would take "::ffff:1.2.3.4" as IPv4, which makes its /96 meaningless: a
   // range's base is taken literally.
-  const std::string_view address_text = text.substr(0, slash);
-  auto address = parseIpAddress(address_text);
-  if (!address || address_text.front() == '[' || address_text.find('%') != std::string::npos ||
-      (!address->v6 && address_text.find(':') != std::string::npos)) {
+  const std::string_view addressText = text.substr(0, slash);
+  auto address = parseIpAddress(addressText);
+  if (!address || addressText.front() == '[' || addressText.find('%') != std::string::npos ||
+      (!address->v6 && addressText.find(':') != std::string::npos)) {
     return Error{ErrorKind::kInvalid, "not an IP address range: \"" + shown + "\""};
   }
   IpRange range;
@@ -64,8 +64,8 @@ Result<IpRange> parseCidr(std::string_view text) {
     network.base.bytes[static_cast<size_t>(bit / 8)] &= static_cast<uint8_t>(~(0x80 >> (bit % 8)));
   }
   if (network.base != range.base) {
-    return Error{ErrorKind::kInvalid, "host bits set in \"" + shown + "\" (the network is " +
-                                          network.toString() + ")"};
+    return Error{ErrorKind::kInvalid,
+                 "host bits set in \"" + shown + "\" (the network is " + network.toString() + ")"};
   }
   return range;
 }

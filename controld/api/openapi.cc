@@ -61,7 +61,7 @@ Json operation(const Route& route) {
   if (!doc.tag.empty()) op["tags"] = Json::array({doc.tag});
   op["summary"] = doc.summary;
   if (!doc.description.empty()) op["description"] = doc.description;
-  op["operationId"] = doc.operation_id;
+  op["operationId"] = doc.operationId;
   if (!doc.parameters.empty()) {
     Json parameters = Json::array();
     for (const ApiParameterDoc& parameter : doc.parameters) {
@@ -73,20 +73,20 @@ Json operation(const Route& route) {
     }
     op["parameters"] = std::move(parameters);
   }
-  if (doc.request_body) {
-    Json body = {{"required", doc.request_body->required}};
-    if (!doc.request_body->description.empty()) {
-      body["description"] = doc.request_body->description;
+  if (doc.requestBody) {
+    Json body = {{"required", doc.requestBody->required}};
+    if (!doc.requestBody->description.empty()) {
+      body["description"] = doc.requestBody->description;
     }
-    body["content"] = jsonContent(doc.request_body->schema);
+    body["content"] = jsonContent(doc.requestBody->schema);
     op["requestBody"] = std::move(body);
   }
   Json responses = Json::object();
-  for (const ApiResponseDoc& doc_response : doc.responses) {
-    responses[std::to_string(doc_response.status)] = response(doc_response);
+  for (const ApiResponseDoc& docResponse : doc.responses) {
+    responses[std::to_string(docResponse.status)] = response(docResponse);
   }
   op["responses"] = std::move(responses);
-  if (doc.bearer_auth) op["security"] = Json::array({Json{{"bearerAuth", Json::array()}}});
+  if (doc.bearerAuth) op["security"] = Json::array({Json{{"bearerAuth", Json::array()}}});
   return op;
 }
 
@@ -94,9 +94,9 @@ Json operation(const Route& route) {
 
 Json buildOpenApi(const ApiRouter& router, const OpenApiInfo& info) {
   Json document = {{"openapi", "3.0.3"}};
-  Json info_json = {{"title", info.title}, {"version", info.version}};
-  if (!info.description.empty()) info_json["description"] = info.description;
-  document["info"] = std::move(info_json);
+  Json infoJson = {{"title", info.title}, {"version", info.version}};
+  if (!info.description.empty()) infoJson["description"] = info.description;
+  document["info"] = std::move(infoJson);
   if (!info.servers.empty()) {
     Json servers = Json::array();
     for (const std::string& url : info.servers) servers.push_back({{"url", url}});
@@ -104,11 +104,11 @@ Json buildOpenApi(const ApiRouter& router, const OpenApiInfo& info) {
   }
 
   Json paths = Json::object();
-  std::set<std::string_view> used_headers;
+  std::set<std::string_view> usedHeaders;
   for (const Route& route : router.routes()) {
     paths[route.path][toLower(route.method)] = operation(route);
     for (const ApiResponseDoc& doc : route.doc.responses) {
-      for (const std::string& name : doc.headers) used_headers.insert(name);
+      for (const std::string& name : doc.headers) usedHeaders.insert(name);
     }
   }
   document["paths"] = std::move(paths);
@@ -117,7 +117,7 @@ Json buildOpenApi(const ApiRouter& router, const OpenApiInfo& info) {
   for (const auto& [name, schema] : router.schemas()) schemas[name] = schema;
   Json headers = Json::object();
   for (const HeaderDoc& header : kHeaders) {
-    if (used_headers.count(header.name) == 0) continue;
+    if (usedHeaders.count(header.name) == 0) continue;
     headers[std::string(header.component)] = {{"description", header.description},
                                               {"schema", {{"type", header.type}}}};
   }

@@ -25,8 +25,8 @@ constexpr int kRandomIdAttempts = 3;
 constexpr int kBindRounds = 3;
 // Rate keys live in a VARCHAR(191) column; an unparseable address is cut to fit with its prefix.
 
-ServiceError failure(ServiceErrorKind kind, std::string message, int64_t retry_after_s = 0) {
-  return ServiceError{kind, std::move(message), retry_after_s};
+ServiceError failure(ServiceErrorKind kind, std::string message, int64_t retryAfterS = 0) {
+  return ServiceError{kind, std::move(message), retryAfterS};
 }
 
 // Storage failures as the API reports them. The store's own message (which may name tables or
@@ -77,17 +77,17 @@ std::optional<std::string> randomHex(size_t bytes) {
 // The fingerprint of the CSR a certificate was requested with. Records written before the
 // fingerprint was kept (or imported) only have the PEM.
 std::string boundCsrFingerprint(const CertificateInfo& certificate) {
-  if (!certificate.csr_sha256.empty()) return certificate.csr_sha256;
-  if (certificate.csr_pem.empty()) return "";
-  auto der = csrDerFromPem(certificate.csr_pem);
+  if (!certificate.csrSha256.empty()) return certificate.csrSha256;
+  if (certificate.csrPem.empty()) return "";
+  auto der = csrDerFromPem(certificate.csrPem);
   if (!der) return "";
   return crypto::toHex(crypto::sha256(std::span<const uint8_t>(*der)));
 }
 
 }  // namespace
 
-std::string clientRateKey(std::string_view client_address) {
-  if (std::optional<std::string> key = sourceKey(client_address)) return std::move(*key);
+std::string clientRateKey(std::string_view clientAddress) {
+  if (std::optional<std::string> key = sourceKey(clientAddress)) return std::move(*key);
   // Never the text itself: an endpoint ("ip:port") or junk would be a fresh budget per variant.
   // Requests without a usable address share one budget instead.
   return "unknown";
@@ -95,33 +95,33 @@ std::string clientRateKey(std::string_view client_address) {
 
 TunnelService::TunnelService(TunnelServiceConfig config, TunnelServiceStores stores,
                              const BridgeRegistry& bridges, RecordPublisher& publisher,
-                             JobNotifier& notifier, Clock now_ms)
+                             JobNotifier& notifier, Clock nowMs)
     : config_(std::move(config)),
       stores_(stores),
       bridges_(bridges),
       publisher_(publisher),
       notifier_(notifier),
-      now_ms_(std::move(now_ms)) {}
+      nowMs_(std::move(nowMs)) {}
 
 void TunnelService::limited(std::string_view limit) const {
-  if (config_.on_limited) config_.on_limited(limit);
+  if (config_.onLimited) config_.onLimited(limit);
 }
 
 std::mutex& TunnelService::tunnelLock(std::string_view id) {
-  return tunnel_locks_[std::hash<std::string_view>{}(id) % tunnel_locks_.size()];
+  return tunnelLocks_[std::hash<std::string_view>{}(id) % tunnelLocks_.size()];
 }
 
 std::optional<ServiceError> TunnelService::checkBacklog() {
-  if (config_.issuance_backlog_limit <= 0) return std::nullopt;
-  const int64_t now = now_ms_();
+  if (config_.issuanceBacklogLimit <= 0) return std::nullopt;
+  const int64_t now = nowMs_();
   bool read = false;
   {
-    const std::lock_guard lock(backlog_mutex_);
-    if (!backlog_reading_ &&
-        (!backlog_read_at_ms_ || now - *backlog_read_at_ms_ >= config_.backlog_cache_ms)) {
+    const std::lock_guard lock(backlogMutex_);
+    if (!backlogReading_ &&
+        (!backlogReadAtMs_ || now - *backlogReadAtMs_ >= config_.backlogCacheMs)) {
       // One caller reads; the others go on with the previous count meanwhile.
-      backlog_reading_ = true;
-      backlog_read_at_ms_ = now;
+      backlogReading_ = true;
+      backlogReadAtMs_ = now;
       read = true;
     }
   }
@@ -131,40 +131,39 @@ std::optional<ServiceError> TunnelService::checkBacklog() {
       kLog.warn("cannot read the issuance backlog; not limiting",
                 {{"error", pending.error().message}});
     }
-    const std::lock_guard lock(backlog_mutex_);
-    backlog_pending_ = pending ? std::optional<int64_t>(*pending) : std::nullopt;
-    backlog_reading_ = false;
+    const std::lock_guard lock(backlogMutex_);
+    backlogPending_ = pending ? std::optional<int64_t>(*pending) : std::nullopt;
+    backlogReading_ = false;
   }
   std::optional<int64_t> pending;
   {
-    const std::lock_guard lock(backlog_mutex_);
-    pending = backlog_pending_;
+    const std::lock_guard lock(backlogMutex_);
+    pending = backlogPending_;
   }
-  if (!pending || *pending <= config_.issuance_backlog_limit) return std::nullopt;
+  if (!pending || *pending <= config_.issuanceBacklogLimit) return std::nullopt;
   return failure(ServiceErrorKind::kBusy,
                  "Certificate issuance is backed up right now; try again in a little while",
                  kBacklogRetryAfterS);
 }
 
-std::optional<ServiceError> TunnelService::charge(const std::string& key, int64_t per_period,
-                                                  int64_t period_ms, int64_t burst,
+std::optional<ServiceError> TunnelService::charge(const std::string& key, int64_t perPeriod,
+                                                  int64_t periodMs, int64_t burst,
                                                   std::string_view what) {
-  if (per_period <= 0) return std::nullopt;
-  const int64_t interval_ms = std::max<int64_t>(1, period_ms / per_period);
+  if (perPeriod <= 0) return std::nullopt;
+  const int64_t intervalMs = std::max<int64_t>(1, periodMs / perPeriod);
   const Result<RateDecision> decision =
-      stores_.rateLimits.acquireRate(key, now_ms_(), interval_ms, std::max<int64_t>(1, burst));
+      stores_.rateLimits.acquireRate(key, nowMs_(), intervalMs, std::max<int64_t>(1, burst));
   if (!decision) return storageFailure(decision.error(), "acquireRate", "");
   if (decision->allowed) return std::nullopt;
-  const int64_t retry_after_s = std::max<int64_t>(1, ceilDiv(decision->retry_after_ms, 1000));
-  kLog.info("rate limited", {{"key", key}, {"retry_after_s", retry_after_s}});
+  const int64_t retryAfterS = std::max<int64_t>(1, ceilDiv(decision->retryAfterMs, 1000));
+  kLog.info("rate limited", {{"key", key}, {"retry_after_s", retryAfterS}});
   return failure(ServiceErrorKind::kRateLimited,
-                 std::string(what) + "; try again in about " + roughly(retry_after_s),
-                 retry_after_s);
+                 std::string(what) + "; try again in about " + roughly(retryAfterS), retryAfterS);
 }
 
-ServiceResult<CreatedTunnel> TunnelService::createTunnel(
-    const std::optional<std::string>& wanted_id, std::string_view client_address) {
-  if (wanted_id && !isValidTunnelId(*wanted_id)) {
+ServiceResult<CreatedTunnel> TunnelService::createTunnel(const std::optional<std::string>& wantedId,
+                                                         std::string_view clientAddress) {
+  if (wantedId && !isValidTunnelId(*wantedId)) {
     return failure(ServiceErrorKind::kBadRequest,
                    "id must be one DNS label: 1 to 63 characters of a-z, 0-9 and '-', not "
                    "starting or ending with '-'");
@@ -174,8 +173,8 @@ ServiceResult<CreatedTunnel> TunnelService::createTunnel(
     return *busy;
   }
   if (auto refused =
-          charge("create:" + clientRateKey(client_address), config_.create_rate_per_hour, kHourMs,
-                 config_.create_rate_burst, "This address has created too many tunnels")) {
+          charge("create:" + clientRateKey(clientAddress), config_.createRatePerHour, kHourMs,
+                 config_.createRateBurst, "This address has created too many tunnels")) {
     if (refused->kind == ServiceErrorKind::kRateLimited) limited("create_rate");
     return *refused;
   }
@@ -183,23 +182,23 @@ ServiceResult<CreatedTunnel> TunnelService::createTunnel(
   const std::optional<std::string> token = crypto::randomToken(32);
   if (!token) return failure(ServiceErrorKind::kInternal, "no randomness available");
   TunnelRecord record;
-  record.token_sha256_hex = crypto::toHex(crypto::sha256(*token));
-  record.created_at_ms = now_ms_();
+  record.tokenSha256Hex = crypto::toHex(crypto::sha256(*token));
+  record.createdAtMs = nowMs_();
 
-  const int attempts = wanted_id ? 1 : kRandomIdAttempts;
+  const int attempts = wantedId ? 1 : kRandomIdAttempts;
   for (int attempt = 0; attempt < attempts; ++attempt) {
-    record.id = wanted_id ? *wanted_id : newTunnelId();
+    record.id = wantedId ? *wantedId : newTunnelId();
     record.hostname = record.id + "." + config_.domain;
     const Result<int64_t> revision = stores_.tunnels.insertTunnel(record);
     if (!revision) {
       if (revision.error().kind != ErrorKind::kConflict) {
         return storageFailure(revision.error(), "insertTunnel", record.id);
       }
-      if (wanted_id) return failure(ServiceErrorKind::kIdTaken, "that tunnel id is taken");
+      if (wantedId) return failure(ServiceErrorKind::kIdTaken, "that tunnel id is taken");
       continue;
     }
     publisher_.publishRecord(StoredTunnel{record, *revision});
-    kLog.info("tunnel created", {{"tunnel", record.id}, {"chosen_id", wanted_id.has_value()}});
+    kLog.info("tunnel created", {{"tunnel", record.id}, {"chosen_id", wantedId.has_value()}});
     return CreatedTunnel{record.id, record.hostname, *token, "https://" + record.hostname};
   }
   return failure(ServiceErrorKind::kInternal, "could not find a free tunnel id");
@@ -218,7 +217,7 @@ ServiceResult<StoredTunnel> TunnelService::authorize(std::string_view id,
   if (!stored->has_value() || (*stored)->record.deleted()) {
     return failure(ServiceErrorKind::kNotFound, "no such tunnel");
   }
-  const auto expected = crypto::fromHex((*stored)->record.token_sha256_hex);
+  const auto expected = crypto::fromHex((*stored)->record.tokenSha256Hex);
   const crypto::Sha256Digest presented = crypto::sha256(*token);
   if (!expected || !crypto::constantTimeEqual(*expected, presented)) {
     return failure(ServiceErrorKind::kUnauthorized, "the token is not valid for this tunnel");
@@ -242,7 +241,7 @@ ServiceResult<CertificateInfo> TunnelService::getCertificate(
 }
 
 ServiceResult<CertificateBinding> TunnelService::bindCertificate(
-    std::string_view id, const std::optional<std::string>& token, std::string_view csr_pem) {
+    std::string_view id, const std::optional<std::string>& token, std::string_view csrPem) {
   // Serializes this process's requests for one tunnel; other processes are kept apart by the
   // revision the record is written at (below).
   const std::lock_guard lock(tunnelLock(id));
@@ -252,7 +251,7 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     StoredTunnel stored = std::move(authorized).value();
     TunnelRecord& record = stored.record;
 
-    const Result<CsrInfo> csr = checkTunnelCsr(csr_pem, record.id, config_.domain);
+    const Result<CsrInfo> csr = checkTunnelCsr(csrPem, record.id, config_.domain);
     if (!csr) {
       kLog.info("certificate request refused",
                 {{"tunnel", record.id}, {"reason", csr.error().message}});
@@ -261,7 +260,7 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     // The same CSR again (a client resuming its provisioning): answer as before, queue nothing,
     // charge nothing.
     if (record.certificate.state != CertificateState::kNone &&
-        boundCsrFingerprint(record.certificate) == csr->der_sha256_hex) {
+        boundCsrFingerprint(record.certificate) == csr->derSha256Hex) {
       return CertificateBinding{record.certificate, false};
     }
     // Another CSR is being issued for: replacing it would throw that issuance away and leave
@@ -278,25 +277,25 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
       limited("issuance_backlog");
       return *busy;
     }
-    const std::optional<std::string> certificate_id = randomHex(16);
-    if (!certificate_id) return failure(ServiceErrorKind::kInternal, "no randomness available");
+    const std::optional<std::string> certificateId = randomHex(16);
+    if (!certificateId) return failure(ServiceErrorKind::kInternal, "no randomness available");
 
     // Claim the tunnel first: the write names the revision read above, so of several processes
     // binding different CSRs at once exactly one wins; the others read the record again and
     // are refused above. Only the winner spends the budget.
     const CertificateInfo previous = record.certificate;
-    const std::optional<int64_t> previous_renew_at = record.renew_at_ms;
-    const int64_t now = now_ms_();
+    const std::optional<int64_t> previousRenewAt = record.renewAtMs;
+    const int64_t now = nowMs_();
     CertificateInfo certificate;
-    certificate.id = *certificate_id;
+    certificate.id = *certificateId;
     certificate.state = CertificateState::kIssuing;
-    certificate.csr_pem = std::string(csr_pem);
-    certificate.csr_sha256 = csr->der_sha256_hex;
+    certificate.csrPem = std::string(csrPem);
+    certificate.csrSha256 = csr->derSha256Hex;
     certificate.identifiers = csr->names;
-    certificate.requested_at_ms = now;
+    certificate.requestedAtMs = now;
     record.certificate = std::move(certificate);
     // The renewal alarm belonged to the certificate this one replaces.
-    record.renew_at_ms.reset();
+    record.renewAtMs.reset();
 
     const Result<int64_t> revision = stores_.tunnels.updateTunnel(record, stored.revision);
     if (!revision) {
@@ -305,14 +304,14 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     }
     stored.revision = *revision;
 
-    if (auto refused = charge("issue:" + record.id, config_.issuance_rate_per_day, kDayMs,
-                              config_.issuance_rate_burst,
+    if (auto refused = charge("issue:" + record.id, config_.issuanceRatePerDay, kDayMs,
+                              config_.issuanceRateBurst,
                               "This tunnel has asked for too many new certificates")) {
       if (refused->kind == ServiceErrorKind::kRateLimited) limited("issuance_rate");
       // Give the claim back. No job was queued for it; should this write fail, the job that
       // the reconcile queues finds the record changed, or issues once without a charge.
       record.certificate = previous;
-      record.renew_at_ms = previous_renew_at;
+      record.renewAtMs = previousRenewAt;
       if (const Result<int64_t> restored = stores_.tunnels.updateTunnel(record, stored.revision);
           !restored) {
         kLog.warn("cannot restore the certificate after a refused request",
@@ -345,8 +344,8 @@ ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,
   auto authorized = authorize(id, token);
   if (!authorized) return authorized.error();
   StoredTunnel stored = std::move(authorized).value();
-  stored.record.deleted_at_ms = now_ms_();
-  stored.record.renew_at_ms.reset();
+  stored.record.deletedAtMs = nowMs_();
+  stored.record.renewAtMs.reset();
   const Result<int64_t> revision = stores_.tunnels.updateTunnel(stored.record, stored.revision);
   if (!revision) return storageFailure(revision.error(), "updateTunnel", stored.record.id);
   publisher_.publishDeleted(stored.record.id);

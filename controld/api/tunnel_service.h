@@ -36,35 +36,35 @@ namespace ot::controld {
 // disables that limit; a burst below 1 counts as 1.
 struct TunnelServiceConfig {
   std::string domain = "opentunnel.localhost";  // tunnels are <id>.<domain>
-  int64_t create_rate_per_hour = 30;
-  int64_t create_rate_burst = 10;
-  int64_t issuance_rate_per_day = 5;
-  int64_t issuance_rate_burst = 5;
-  int64_t issuance_backlog_limit = 200;  // refuse while more jobs than this are pending; 0: never
-  int64_t backlog_cache_ms = 5000;       // the pending count is read at most this often
+  int64_t createRatePerHour = 30;
+  int64_t createRateBurst = 10;
+  int64_t issuanceRatePerDay = 5;
+  int64_t issuanceRateBurst = 5;
+  int64_t issuanceBacklogLimit = 200;  // refuse while more jobs than this are pending; 0: never
+  int64_t backlogCacheMs = 5000;       // the pending count is read at most this often
   // Told of every refusal by a limit: "create_rate", "issuance_rate" or "issuance_backlog" (for
   // opentunnel_requests_limited_total). Called on the request's thread; may be empty.
-  std::function<void(std::string_view limit)> on_limited;
+  std::function<void(std::string_view limit)> onLimited;
 };
 
 // Why an operation did not happen; api_routes.cc maps each kind to one status and _tag.
 enum class ServiceErrorKind {
-  kBadRequest,    // 400: the input can never succeed (invalid ID, CSR refused)
-  kUnauthorized,  // 401: no token, or not this tunnel's token
-  kNotFound,      // 404: no such tunnel, or deleted
-  kIdTaken,       // 409: the wanted ID exists
+  kBadRequest,             // 400: the input can never succeed (invalid ID, CSR refused)
+  kUnauthorized,           // 401: no token, or not this tunnel's token
+  kNotFound,               // 404: no such tunnel, or deleted
+  kIdTaken,                // 409: the wanted ID exists
   kCertificateInProgress,  // 409: another CSR's issuance is running for this tunnel
-  kRateLimited,   // 429: over a rate; retry_after_s says when the next one passes
-  kBusy,          // 503: issuance backlog; retry_after_s is 30
-  kStale,         // 503: the tunnel changed underneath (another writer); retrying reloads it
-  kStorage,       // 503: the database did not answer
-  kInternal,      // 500: a bug or a broken record
+  kRateLimited,            // 429: over a rate; retry_after_s says when the next one passes
+  kBusy,                   // 503: issuance backlog; retry_after_s is 30
+  kStale,     // 503: the tunnel changed underneath (another writer); retrying reloads it
+  kStorage,   // 503: the database did not answer
+  kInternal,  // 500: a bug or a broken record
 };
 
 struct ServiceError {
   ServiceErrorKind kind = ServiceErrorKind::kInternal;
-  std::string message;        // safe to show the client: never holds tokens or keys
-  int64_t retry_after_s = 0;  // for kRateLimited and kBusy
+  std::string message;      // safe to show the client: never holds tokens or keys
+  int64_t retryAfterS = 0;  // for kRateLimited and kBusy
 };
 
 // A value or a ServiceError (the API needs more kinds than common/result.h's ErrorKind has).
@@ -89,7 +89,7 @@ struct TunnelView {
 
 struct CertificateBinding {
   CertificateInfo certificate;
-  bool new_request = false;  // false: the CSR was already bound, nothing changed
+  bool newRequest = false;  // false: the CSR was already bound, nothing changed
 };
 
 // The key a client address is rate limited under: an IPv4 address as is, an IPv6 address as its
@@ -97,7 +97,7 @@ struct CertificateBinding {
 // spellings of one address give one key. Anything else ("" or an "ip:port" endpoint, which the
 // API never passes on purpose) is "unknown": one budget shared by all such requests, so no client
 // can get a fresh budget by varying the text.
-[[nodiscard]] std::string clientRateKey(std::string_view client_address);
+[[nodiscard]] std::string clientRateKey(std::string_view clientAddress);
 
 // The storage TunnelService touches, by role (controld passes its one Store for each).
 struct TunnelServiceStores {
@@ -110,17 +110,17 @@ struct TunnelServiceStores {
 class TunnelService {
  public:
   TunnelService(TunnelServiceConfig config, TunnelServiceStores stores,
-                const BridgeRegistry& bridges,
-                RecordPublisher& publisher, JobNotifier& notifier, Clock now_ms);
+                const BridgeRegistry& bridges, RecordPublisher& publisher, JobNotifier& notifier,
+                Clock nowMs);
 
   // wanted_id: std::nullopt for a random ID.
-  ServiceResult<CreatedTunnel> createTunnel(const std::optional<std::string>& wanted_id,
-                                            std::string_view client_address);
+  ServiceResult<CreatedTunnel> createTunnel(const std::optional<std::string>& wantedId,
+                                            std::string_view clientAddress);
   // token: the bearer token, std::nullopt when the request had none.
   ServiceResult<TunnelView> getTunnel(std::string_view id, const std::optional<std::string>& token);
   ServiceResult<CertificateBinding> bindCertificate(std::string_view id,
                                                     const std::optional<std::string>& token,
-                                                    std::string_view csr_pem);
+                                                    std::string_view csrPem);
   ServiceResult<CertificateInfo> getCertificate(std::string_view id,
                                                 const std::optional<std::string>& token);
   ServiceResult<std::monostate> deleteTunnel(std::string_view id,
@@ -136,7 +136,7 @@ class TunnelService {
                                         const std::optional<std::string>& token);
   // kBusy while more issuance jobs are pending than the limit allows.
   std::optional<ServiceError> checkBacklog();
-  std::optional<ServiceError> charge(const std::string& key, int64_t per_period, int64_t period_ms,
+  std::optional<ServiceError> charge(const std::string& key, int64_t perPeriod, int64_t periodMs,
                                      int64_t burst, std::string_view what);
   std::mutex& tunnelLock(std::string_view id);
   void limited(std::string_view limit) const;
@@ -146,14 +146,14 @@ class TunnelService {
   const BridgeRegistry& bridges_;
   RecordPublisher& publisher_;
   JobNotifier& notifier_;
-  Clock now_ms_;
+  Clock nowMs_;
 
-  std::mutex backlog_mutex_;
-  std::optional<int64_t> backlog_read_at_ms_;  // last read attempt
-  std::optional<int64_t> backlog_pending_;     // nullopt: unknown (never read, or the read failed)
-  bool backlog_reading_ = false;
+  std::mutex backlogMutex_;
+  std::optional<int64_t> backlogReadAtMs_;  // last read attempt
+  std::optional<int64_t> backlogPending_;   // nullopt: unknown (never read, or the read failed)
+  bool backlogReading_ = false;
 
-  std::array<std::mutex, 64> tunnel_locks_;
+  std::array<std::mutex, 64> tunnelLocks_;
 };
 
 }  // namespace ot::controld

@@ -67,10 +67,10 @@ Status checkPrivateFile(const std::string& path) {
                    ": other users can read it, and it holds private keys; run: chmod 600 " + path};
 }
 
-Status prepareDatabaseFile(const std::string& database_path) {
-  const std::filesystem::path path(database_path);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                        kDatabaseFileMode);
+Status prepareDatabaseFile(const std::string& databasePath) {
+  const std::filesystem::path path(databasePath);
+  const int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, kDatabaseFileMode);
   if (fd >= 0) {
     // A new, empty file: SQLite makes a database of it. The umask may have taken bits off the
     // mode (never added any); fchmod makes it exact.
@@ -81,7 +81,7 @@ Status prepareDatabaseFile(const std::string& database_path) {
     return failure(ErrorKind::kUnavailable, "cannot create the database file", path, error);
   }
   for (const char* suffix : {"", "-wal", "-shm"}) {
-    if (Status checked = checkPrivateFile(database_path + suffix); !checked.ok()) return checked;
+    if (Status checked = checkPrivateFile(databasePath + suffix); !checked.ok()) return checked;
   }
   return Ok{};
 }

@@ -27,7 +27,7 @@ inline constexpr mode_t kSocketMode = 0660;
 // database file. Then refuses (kInvalid, naming the file and the chmod that fixes it) when the
 // database, its -wal or its -shm file can be read or written by group or others. A missing
 // directory or another failure is kUnavailable (start-up keeps waiting, as for any storage).
-[[nodiscard]] Status prepareDatabaseFile(const std::string& database_path);
+[[nodiscard]] Status prepareDatabaseFile(const std::string& databasePath);
 
 // kInvalid when `path` exists and grants group or others any access; Ok when it is private or
 // missing.

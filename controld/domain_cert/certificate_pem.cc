@@ -30,8 +30,8 @@ Result<int64_t> asn1TimeMs(const ASN1_TIME* time) {
 }
 
 // Every PEM block of the text, which must all be certificates.
-Result<std::vector<X509Ptr>> parseChain(std::string_view chain_pem) {
-  BioPtr bio(BIO_new_mem_buf(chain_pem.data(), static_cast<int>(chain_pem.size())));
+Result<std::vector<X509Ptr>> parseChain(std::string_view chainPem) {
+  BioPtr bio(BIO_new_mem_buf(chainPem.data(), static_cast<int>(chainPem.size())));
   if (bio == nullptr) return Error{ErrorKind::kInternal, takeOpensslError()};
   std::vector<X509Ptr> chain;
   while (true) {
@@ -49,9 +49,9 @@ Result<std::vector<X509Ptr>> parseChain(std::string_view chain_pem) {
       break;
     }
     const std::string label = name;
-    const bool has_headers = header != nullptr && *header != '\0';
+    const bool hasHeaders = header != nullptr && *header != '\0';
     X509Ptr certificate;
-    if (label == "CERTIFICATE" && !has_headers && length > 0) {
+    if (label == "CERTIFICATE" && !hasHeaders && length > 0) {
       certificate = decodeWhole<X509Ptr>(
           d2i_X509, std::span<const uint8_t>(data, static_cast<size_t>(length)));
     }
@@ -73,22 +73,21 @@ int noPassword(char* /*buffer*/, int /*size*/, int /*rwflag*/, void* /*data*/) {
 
 }  // namespace
 
-Result<CertificateValidity> leafValidity(std::string_view chain_pem) {
-  auto chain = parseChain(chain_pem);
+Result<CertificateValidity> leafValidity(std::string_view chainPem) {
+  auto chain = parseChain(chainPem);
   if (!chain) return chain.error();
   X509* leaf = chain->front().get();
-  auto not_before = asn1TimeMs(X509_get0_notBefore(leaf));
-  if (!not_before) return not_before.error();
-  auto not_after = asn1TimeMs(X509_get0_notAfter(leaf));
-  if (!not_after) return not_after.error();
-  return CertificateValidity{*not_before, *not_after};
+  auto notBefore = asn1TimeMs(X509_get0_notBefore(leaf));
+  if (!notBefore) return notBefore.error();
+  auto notAfter = asn1TimeMs(X509_get0_notAfter(leaf));
+  if (!notAfter) return notAfter.error();
+  return CertificateValidity{*notBefore, *notAfter};
 }
 
-Result<ApiCertificatePem> checkApiCertificate(std::string_view chain_pem,
-                                              std::string_view key_pem) {
-  auto chain = parseChain(chain_pem);
+Result<ApiCertificatePem> checkApiCertificate(std::string_view chainPem, std::string_view keyPem) {
+  auto chain = parseChain(chainPem);
   if (!chain) return chain.error();
-  BioPtr bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  BioPtr bio(BIO_new_mem_buf(keyPem.data(), static_cast<int>(keyPem.size())));
   if (bio == nullptr) return Error{ErrorKind::kInternal, takeOpensslError()};
   const EvpPkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, noPassword, nullptr));
   if (key == nullptr) {
@@ -99,13 +98,13 @@ Result<ApiCertificatePem> checkApiCertificate(std::string_view chain_pem,
     ERR_clear_error();
     return invalid("the private key does not belong to the certificate");
   }
-  auto not_after = asn1TimeMs(X509_get0_notAfter(leaf));
-  if (!not_after) return not_after.error();
-  return ApiCertificatePem{std::string(chain_pem), std::string(key_pem), *not_after};
+  auto notAfter = asn1TimeMs(X509_get0_notAfter(leaf));
+  if (!notAfter) return notAfter.error();
+  return ApiCertificatePem{std::string(chainPem), std::string(keyPem), *notAfter};
 }
 
-bool leafCoversHost(std::string_view chain_pem, const std::string& host) {
-  auto chain = parseChain(chain_pem);
+bool leafCoversHost(std::string_view chainPem, const std::string& host) {
+  auto chain = parseChain(chainPem);
   if (!chain) return false;
   const bool covered =
       X509_check_host(chain->front().get(), host.data(), host.size(), 0, nullptr) == 1;

@@ -13,19 +13,19 @@
 namespace ot::controld {
 
 struct CertificateValidity {
-  int64_t not_before_ms = 0;
-  int64_t not_after_ms = 0;
+  int64_t notBeforeMs = 0;
+  int64_t notAfterMs = 0;
 };
 
 // Of the first certificate in a PEM chain.
-[[nodiscard]] Result<CertificateValidity> leafValidity(std::string_view chain_pem);
+[[nodiscard]] Result<CertificateValidity> leafValidity(std::string_view chainPem);
 
 // The chain (leaf first, at least one certificate, no other PEM blocks) and the private key
 // (unencrypted PEM) parse, and the key is the leaf's. kInvalid otherwise.
-[[nodiscard]] Result<ApiCertificatePem> checkApiCertificate(std::string_view chain_pem,
-                                                            std::string_view key_pem);
+[[nodiscard]] Result<ApiCertificatePem> checkApiCertificate(std::string_view chainPem,
+                                                            std::string_view keyPem);
 
 // The chain's leaf is valid for `host` (its SANs, wildcards as TLS clients match them).
-[[nodiscard]] bool leafCoversHost(std::string_view chain_pem, const std::string& host);
+[[nodiscard]] bool leafCoversHost(std::string_view chainPem, const std::string& host);
 
 }  // namespace ot::controld

@@ -45,12 +45,12 @@ std::string serverJobId(std::string_view domain, int64_t number) {
   return "server:" + std::string(domain) + ":" + std::to_string(number);
 }
 
-std::optional<int64_t> serverJobNumber(std::string_view job_id, std::string_view domain) {
+std::optional<int64_t> serverJobNumber(std::string_view jobId, std::string_view domain) {
   const std::string prefix = "server:" + std::string(domain) + ":";
-  if (job_id.size() <= prefix.size() || job_id.substr(0, prefix.size()) != prefix) {
+  if (jobId.size() <= prefix.size() || jobId.substr(0, prefix.size()) != prefix) {
     return std::nullopt;
   }
-  const std::string_view digits = job_id.substr(prefix.size());
+  const std::string_view digits = jobId.substr(prefix.size());
   if (digits.size() > 18) return std::nullopt;
   int64_t number = 0;
   for (const char c : digits) {
@@ -60,11 +60,11 @@ std::optional<int64_t> serverJobNumber(std::string_view job_id, std::string_view
   return number;
 }
 
-bool serverCertificateDue(const ServerCertificate& certificate, int64_t now_ms) {
-  if (certificate.chain_pem.empty()) return true;
-  auto validity = leafValidity(certificate.chain_pem);
+bool serverCertificateDue(const ServerCertificate& certificate, int64_t nowMs) {
+  if (certificate.chainPem.empty()) return true;
+  auto validity = leafValidity(certificate.chainPem);
   if (!validity) return true;
-  return now_ms >= renewAtMs(validity->not_before_ms, validity->not_after_ms);
+  return nowMs >= renewAtMs(validity->notBeforeMs, validity->notAfterMs);
 }
 
 ServerCertificates::ServerCertificates(ServerCertificatesConfig config,
@@ -75,7 +75,7 @@ ServerCertificates::ServerCertificates(ServerCertificatesConfig config,
       publisher_(publisher),
       notifier_(notifier),
       task_([this] { return checkRound(); }) {
-  if (!config_.now_ms) config_.now_ms = unixNowMs;
+  if (!config_.nowMs) config_.nowMs = unixNowMs;
 }
 
 ServerCertificates::~ServerCertificates() {
@@ -87,8 +87,8 @@ Status ServerCertificates::check() {
 }
 
 Status ServerCertificates::checkFiles() {
-  auto cert = readSmallFile(config_.cert_file);
-  auto key = cert ? readSmallFile(config_.key_file) : cert;
+  auto cert = readSmallFile(config_.certFile);
+  auto key = cert ? readSmallFile(config_.keyFile) : cert;
   if (!cert || !key) {
     const Error& error = cert ? key.error() : cert.error();
     kLog.error("cannot read the TLS certificate files", {{"error", error.message}});
@@ -96,25 +96,25 @@ Status ServerCertificates::checkFiles() {
   }
   {
     const std::lock_guard lock(mutex_);
-    if (*cert == seen_cert_file_ && *key == seen_key_file_) {
-      if (seen_error_) return *seen_error_;
+    if (*cert == seenCertFile_ && *key == seenKeyFile_) {
+      if (seenError_) return *seenError_;
       return Ok{};
     }
-    seen_cert_file_ = *cert;
-    seen_key_file_ = *key;
-    seen_error_.reset();
+    seenCertFile_ = *cert;
+    seenKeyFile_ = *key;
+    seenError_.reset();
   }
   auto checked = checkApiCertificate(*cert, *key);
   if (!checked) {
     kLog.error("the TLS certificate files are not usable; keeping the certificate held",
-               {{"cert_file", config_.cert_file}, {"error", checked.error().message}});
+               {{"cert_file", config_.certFile}, {"error", checked.error().message}});
     const std::lock_guard lock(mutex_);
-    seen_error_ = checked.error();
+    seenError_ = checked.error();
     return checked.error();
   }
   if (!leafCoversHost(*cert, config_.domain)) {
     kLog.warn("the TLS certificate does not name the API domain",
-              {{"cert_file", config_.cert_file}, {"domain", config_.domain}});
+              {{"cert_file", config_.certFile}, {"domain", config_.domain}});
   }
   install(std::move(checked).value(), "file");
   const std::lock_guard lock(mutex_);
@@ -123,13 +123,13 @@ Status ServerCertificates::checkFiles() {
 }
 
 Status ServerCertificates::checkIssued() {
-  const int64_t now = config_.now_ms();
+  const int64_t now = config_.nowMs();
   auto row = stores_.certificates.getServerCertificate(config_.domain);
   if (!row) {
     kLog.warn("cannot read the domain certificate", {{"error", row.error().message}});
     return row.error();
   }
-  if (!*row || (*row)->key_pem.empty()) {
+  if (!*row || (*row)->keyPem.empty()) {
     auto made = ensureKey();
     if (!made) return made.error();
     if (!*made) {
@@ -142,8 +142,8 @@ Status ServerCertificates::checkIssued() {
     if (!*row) return Error{ErrorKind::kInternal, "the domain key row vanished"};
   }
   const ServerCertificate& stored = **row;
-  if (!stored.chain_pem.empty()) {
-    auto checked = checkApiCertificate(stored.chain_pem, stored.key_pem);
+  if (!stored.chainPem.empty()) {
+    auto checked = checkApiCertificate(stored.chainPem, stored.keyPem);
     if (checked) {
       install(std::move(checked).value(), "database");
     } else {
@@ -168,21 +168,21 @@ Result<bool> ServerCertificates::ensureKey() {
   // One machine at a time creates the key: the claim is a lease (meta_lease.h) long enough to
   // make a key and write the row. Another machine's live claim means waiting for its row; one
   // that ran out means that machine died first, and the claim is taken over.
-  const int64_t now = config_.now_ms();
+  const int64_t now = config_.nowMs();
   auto claimed = takeMetaLease(stores_.meta, serverKeyMetaKey(config_.domain), config_.owner, now,
-                               now + config_.key_claim_timeout_ms);
+                               now + config_.keyClaimTimeoutMs);
   if (!claimed) return claimed.error();
   if (!*claimed) return false;
   // The claim is ours. A machine that was only slow may have written the row meanwhile.
   auto row = stores_.certificates.getServerCertificate(config_.domain);
   if (!row) return row.error();
-  if (*row && !(*row)->key_pem.empty()) return true;
+  if (*row && !(*row)->keyPem.empty()) return true;
   auto made = makeServerKeyAndCsr(config_.domain);
   if (!made) return made.error();
   ServerCertificate fresh;
   fresh.domain = config_.domain;
-  fresh.key_pem = std::move(made->key_pem);
-  fresh.csr_pem = std::move(made->csr_pem);
+  fresh.keyPem = std::move(made->keyPem);
+  fresh.csrPem = std::move(made->csrPem);
   const Status put = stores_.certificates.putServerCertificate(fresh);
   if (!put) return put.error();
   kLog.info("created the domain key", {{"domain", config_.domain}});
@@ -229,7 +229,7 @@ Status ServerCertificates::addServerJob(const std::string& id, int64_t now) {
 
 void ServerCertificates::adopt(const ServerCertificate& certificate) {
   if (certificate.domain != config_.domain) return;
-  auto checked = checkApiCertificate(certificate.chain_pem, certificate.key_pem);
+  auto checked = checkApiCertificate(certificate.chainPem, certificate.keyPem);
   if (!checked) {
     kLog.error("an issued domain certificate is not usable",
                {{"domain", config_.domain}, {"error", checked.error().message}});
@@ -242,19 +242,19 @@ void ServerCertificates::adopt(const ServerCertificate& certificate) {
 
 void ServerCertificates::install(ApiCertificatePem certificate, std::string_view source) {
   const std::lock_guard lock(mutex_);
-  if (current_ && current_->chain_pem == certificate.chain_pem &&
-      current_->key_pem == certificate.key_pem) {
+  if (current_ && current_->chainPem == certificate.chainPem &&
+      current_->keyPem == certificate.keyPem) {
     return;
   }
   // Configured files always win; from the database only a later certificate replaces one held
   // (a machine that read the row just before a renewal must not go back to the old one).
-  if (source != "file" && current_ && current_->not_after_ms > certificate.not_after_ms) return;
+  if (source != "file" && current_ && current_->notAfterMs > certificate.notAfterMs) return;
   current_ = std::move(certificate);
   // Under the lock, so relays see certificates in the order they were installed.
   publisher_.publishApiCertificate(*current_);
   kLog.info(
       "domain certificate installed",
-      {{"domain", config_.domain}, {"source", source}, {"not_after_ms", current_->not_after_ms}});
+      {{"domain", config_.domain}, {"source", source}, {"not_after_ms", current_->notAfterMs}});
 }
 
 std::optional<ApiCertificatePem> ServerCertificates::current() const {
@@ -277,9 +277,9 @@ void ServerCertificates::stop() {
 
 std::chrono::milliseconds ServerCertificates::checkRound() {
   (void)check();  // logs its own failures; the next round tries again
-  const int64_t interval = usesFiles() ? config_.file_check_interval_ms
-                           : waiting() ? config_.pending_check_interval_ms
-                                       : config_.check_interval_ms;
+  const int64_t interval = usesFiles() ? config_.fileCheckIntervalMs
+                           : waiting() ? config_.pendingCheckIntervalMs
+                                       : config_.checkIntervalMs;
   return std::chrono::milliseconds(interval);
 }
 

@@ -39,24 +39,24 @@ namespace ot::controld {
 [[nodiscard]] std::string serverKeyMetaKey(std::string_view domain);  // "server_key:<domain>"
 [[nodiscard]] std::string serverJobId(std::string_view domain, int64_t number);
 // n of "server:<domain>:<n>" for this domain; nullopt for anything else.
-[[nodiscard]] std::optional<int64_t> serverJobNumber(std::string_view job_id,
+[[nodiscard]] std::optional<int64_t> serverJobNumber(std::string_view jobId,
                                                      std::string_view domain);
 
 // The stored certificate is missing, unreadable, or at or past its renewal time.
-[[nodiscard]] bool serverCertificateDue(const ServerCertificate& certificate, int64_t now_ms);
+[[nodiscard]] bool serverCertificateDue(const ServerCertificate& certificate, int64_t nowMs);
 
 struct ServerCertificatesConfig {
   std::string domain;
-  std::string owner;      // this machine, recorded in the key-creation claim
-  std::string cert_file;  // TLS_CERT_FILE; with key_file, replaces issuance
-  std::string key_file;   // TLS_KEY_FILE
-  int64_t check_interval_ms = 3'600'000;
-  int64_t pending_check_interval_ms = 30'000;
-  int64_t file_check_interval_ms = 60'000;
+  std::string owner;     // this machine, recorded in the key-creation claim
+  std::string certFile;  // TLS_CERT_FILE; with key_file, replaces issuance
+  std::string keyFile;   // TLS_KEY_FILE
+  int64_t checkIntervalMs = 3'600'000;
+  int64_t pendingCheckIntervalMs = 30'000;
+  int64_t fileCheckIntervalMs = 60'000;
   // How long a key-creation claim (a meta lease) keeps other machines waiting for the key; one
   // that ran out without a key is taken over (its machine died).
-  int64_t key_claim_timeout_ms = 300'000;
-  Clock now_ms;  // default: the system clock
+  int64_t keyClaimTimeoutMs = 300'000;
+  Clock nowMs;  // default: the system clock
 };
 
 // The storage ServerCertificates touches, by role (controld passes its one Store for each).
@@ -75,7 +75,7 @@ class ServerCertificates {
   ServerCertificates(const ServerCertificates&) = delete;
   ServerCertificates& operator=(const ServerCertificates&) = delete;
 
-  [[nodiscard]] bool usesFiles() const { return !config_.cert_file.empty(); }
+  [[nodiscard]] bool usesFiles() const { return !config_.certFile.empty(); }
 
   // One pass: with files, reload them if they changed; otherwise make sure the key exists, take
   // up a stored certificate newer than the one held, and request a job when one is due. Errors
@@ -114,9 +114,9 @@ class ServerCertificates {
   bool waiting_ = true;
   // The file contents last looked at and why they were refused, so a bad pair is logged once
   // (and still returned by every check until it changes).
-  std::string seen_cert_file_;
-  std::string seen_key_file_;
-  std::optional<Error> seen_error_;
+  std::string seenCertFile_;
+  std::string seenKeyFile_;
+  std::optional<Error> seenError_;
 
   PeriodicTask task_;  // last: stopped before the members its rounds read go
 };

@@ -35,12 +35,12 @@ Result<std::string> signedRequest(const std::vector<std::string>& names, EVP_PKE
   }
   Result<GeneralNamesPtr> san = dnsGeneralNames(names);
   if (!san.ok()) return san.error();
-  X509_EXTENSIONS* raw_extensions = nullptr;
-  if (X509V3_add1_i2d(&raw_extensions, NID_subject_alt_name, san->get(), 0, X509V3_ADD_DEFAULT) !=
+  X509_EXTENSIONS* rawExtensions = nullptr;
+  if (X509V3_add1_i2d(&rawExtensions, NID_subject_alt_name, san->get(), 0, X509V3_ADD_DEFAULT) !=
       1) {
     return internal("cannot encode subjectAltName");
   }
-  const X509ExtensionsPtr extensions(raw_extensions);
+  const X509ExtensionsPtr extensions(rawExtensions);
   if (X509_REQ_add_extensions(request.get(), extensions.get()) != 1) {
     return internal("cannot add the requested extensions");
   }
@@ -59,22 +59,22 @@ Result<ServerKeyAndCsr> makeServerKeyAndCsr(std::string_view domain) {
 
   Result<EvpPkeyPtr> key = generateEcKey("P-256");
   if (!key.ok()) return key.error();
-  Result<std::string> key_pem = privateKeyPem(key->get());
-  if (!key_pem.ok()) return key_pem.error();
-  Result<std::string> csr_pem = signedRequest({name}, key->get());
-  if (!csr_pem.ok()) return csr_pem.error();
+  Result<std::string> keyPem = privateKeyPem(key->get());
+  if (!keyPem.ok()) return keyPem.error();
+  Result<std::string> csrPem = signedRequest({name}, key->get());
+  if (!csrPem.ok()) return csrPem.error();
   // The same check the issuer will apply; it also refuses a domain that is not a hostname.
-  if (Result<CsrInfo> checked = checkServerCsr(*csr_pem, name); !checked.ok()) {
+  if (Result<CsrInfo> checked = checkServerCsr(*csrPem, name); !checked.ok()) {
     return checked.error();
   }
-  return ServerKeyAndCsr{std::move(key_pem).value(), std::move(csr_pem).value()};
+  return ServerKeyAndCsr{std::move(keyPem).value(), std::move(csrPem).value()};
 }
 
-Result<std::string> makeCsr(const std::vector<std::string>& names, std::string_view key_pem) {
+Result<std::string> makeCsr(const std::vector<std::string>& names, std::string_view keyPem) {
   if (names.empty()) return Error{ErrorKind::kInvalid, "a CSR needs at least one name"};
-  if (key_pem.size() > kMaxKeyPemSize)
+  if (keyPem.size() > kMaxKeyPemSize)
     return Error{ErrorKind::kInvalid, "the private key is too large"};
-  BioPtr bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  BioPtr bio(BIO_new_mem_buf(keyPem.data(), static_cast<int>(keyPem.size())));
   EvpPkeyPtr key(bio == nullptr
                      ? nullptr
                      : PEM_read_bio_PrivateKey(bio.get(), nullptr, noPassphrase, nullptr));

@@ -12,8 +12,8 @@
 namespace ot::controld {
 
 struct ServerKeyAndCsr {
-  std::string key_pem;  // unencrypted PKCS#8 ("PRIVATE KEY"), ECDSA P-256
-  std::string csr_pem;  // CN=<domain>, subjectAltName DNS:<domain>, SHA-256
+  std::string keyPem;  // unencrypted PKCS#8 ("PRIVATE KEY"), ECDSA P-256
+  std::string csrPem;  // CN=<domain>, subjectAltName DNS:<domain>, SHA-256
 };
 
 // A fresh P-256 key and a CSR for exactly {domain} (lowercased). kInvalid for a name that is not
@@ -23,6 +23,6 @@ struct ServerKeyAndCsr {
 // A CSR signed with an existing key (PEM): CN = names.front(), subjectAltName = all of `names`
 // as given. For renewing with the key already stored.
 [[nodiscard]] Result<std::string> makeCsr(const std::vector<std::string>& names,
-                                          std::string_view key_pem);
+                                          std::string_view keyPem);
 
 }  // namespace ot::controld

@@ -227,7 +227,7 @@ void HttpConnection::dispatch(bool mustClose) {
                                "repeated " + std::string(kClientAddressHeader) + " header"));
     return;
   }
-  request.client_address = forwarded ? std::move(*forwarded) : peerAddress_;
+  request.clientAddress = forwarded ? std::move(*forwarded) : peerAddress_;
   if (!core_.submit(id_, std::move(request))) {
     respond(ApiResponse::error(503, "ServiceUnavailableError", "server busy"));
   }

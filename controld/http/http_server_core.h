@@ -5,8 +5,9 @@
 //
 // Ownership: the core owns the loop and every handle on it. Connections are heap objects
 // embedding their handle, freed only in their close callbacks; the table below holds them while
-// they are open. Each listener's accept path is a net::AcceptLoop (shared with relayd). Worker tasks hold the shared Dispatch (handler + response mailbox),
-// never the core, so a task finishing late cannot touch a stopped server.
+// they are open. Each listener's accept path is a net::AcceptLoop (shared with relayd). Worker
+// tasks hold the shared Dispatch (handler + response mailbox), never the core, so a task finishing
+// late cannot touch a stopped server.
 #pragma once
 
 #include <sys/socket.h>

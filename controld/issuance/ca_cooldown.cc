@@ -26,9 +26,9 @@ std::optional<int64_t> integerField(const nlohmann::json& object, const char* na
 }  // namespace
 
 std::string encodeCaCooldown(const CaCooldownState& state) {
-  const nlohmann::ordered_json body = {{"until_ms", state.until_ms},
+  const nlohmann::ordered_json body = {{"until_ms", state.untilMs},
                                        {"level", state.level},
-                                       {"consecutive_failures", state.consecutive_failures}};
+                                       {"consecutive_failures", state.consecutiveFailures}};
   return body.dump();
 }
 
@@ -41,9 +41,9 @@ std::optional<CaCooldownState> decodeCaCooldown(std::string_view text) {
   if (!until || !level || !failures) return std::nullopt;
   if (*until < 0 || *level < 0 || *failures < 0) return std::nullopt;
   CaCooldownState state;
-  state.until_ms = *until;
+  state.untilMs = *until;
   state.level = static_cast<int>(std::min<int64_t>(*level, kMaxCount));
-  state.consecutive_failures = static_cast<int>(std::min<int64_t>(*failures, kMaxCount));
+  state.consecutiveFailures = static_cast<int>(std::min<int64_t>(*failures, kMaxCount));
   return state;
 }
 
@@ -53,31 +53,31 @@ int64_t caCooldownDurationMs(int level) {
   return std::min(duration, kCaCooldownMaxMs);
 }
 
-CaCooldownStep caCooldownAfterSuccess(const CaCooldownState& state, int64_t now_ms) {
+CaCooldownStep caCooldownAfterSuccess(const CaCooldownState& state, int64_t nowMs) {
   CaCooldownStep step;
-  step.ended = state.activeAt(now_ms);
+  step.ended = state.activeAt(nowMs);
   return step;  // next: the empty state
 }
 
 CaCooldownStep caCooldownAfterFailure(const CaCooldownState& state, const FailureDetail& detail,
-                                      int64_t now_ms) {
+                                      int64_t nowMs) {
   CaCooldownStep step;
   step.next = state;
-  if (!detail.points_at_ca && !detail.rate_limited) return step;
+  if (!detail.pointsAtCa && !detail.rateLimited) return step;
   CaCooldownState& next = step.next;
-  if (detail.points_at_ca) next.consecutive_failures = std::min(next.consecutive_failures + 1, kMaxCount);
-  const int64_t retry_after = detail.rate_limited ? std::max<int64_t>(0, detail.retry_after_ms) : 0;
-  const bool trigger =
-      detail.rate_limited || next.consecutive_failures >= kCaFailuresBeforeCooldown;
+  if (detail.pointsAtCa)
+    next.consecutiveFailures = std::min(next.consecutiveFailures + 1, kMaxCount);
+  const int64_t retryAfter = detail.rateLimited ? std::max<int64_t>(0, detail.retryAfterMs) : 0;
+  const bool trigger = detail.rateLimited || next.consecutiveFailures >= kCaFailuresBeforeCooldown;
   if (!trigger) return step;
-  if (state.activeAt(now_ms)) {
+  if (state.activeAt(nowMs)) {
     // Already paused: only the CA's own word (Retry-After) moves the end.
-    if (retry_after > 0) next.until_ms = std::max(next.until_ms, now_ms + retry_after);
+    if (retryAfter > 0) next.untilMs = std::max(next.untilMs, nowMs + retryAfter);
     return step;
   }
   next.level = std::min(next.level + 1, kMaxCount);
-  next.until_ms = now_ms + std::max(caCooldownDurationMs(next.level), retry_after);
-  next.consecutive_failures = 0;
+  next.untilMs = nowMs + std::max(caCooldownDurationMs(next.level), retryAfter);
+  next.consecutiveFailures = 0;
   step.started = true;
   return step;
 }

@@ -30,11 +30,11 @@ inline constexpr int64_t kCaCooldownMaxMs = 3'600'000;
 // The shared state, stored in meta as JSON:
 // {"until_ms":<unix ms>,"level":<cool-downs since the last success>,"consecutive_failures":<n>}.
 struct CaCooldownState {
-  int64_t until_ms = 0;          // new issuance is paused while now < until_ms
-  int level = 0;                 // cool-downs started since the last successful attempt
-  int consecutive_failures = 0;  // CA-pointing failures since the last success or cool-down start
+  int64_t untilMs = 0;          // new issuance is paused while now < until_ms
+  int level = 0;                // cool-downs started since the last successful attempt
+  int consecutiveFailures = 0;  // CA-pointing failures since the last success or cool-down start
 
-  [[nodiscard]] bool activeAt(int64_t now_ms) const { return now_ms < until_ms; }
+  [[nodiscard]] bool activeAt(int64_t nowMs) const { return nowMs < untilMs; }
   bool operator==(const CaCooldownState&) const = default;
 };
 
@@ -53,9 +53,9 @@ struct CaCooldownStep {
 };
 
 // After an Issuer call that succeeded.
-[[nodiscard]] CaCooldownStep caCooldownAfterSuccess(const CaCooldownState& state, int64_t now_ms);
+[[nodiscard]] CaCooldownStep caCooldownAfterSuccess(const CaCooldownState& state, int64_t nowMs);
 // After an Issuer call that failed with `detail`.
 [[nodiscard]] CaCooldownStep caCooldownAfterFailure(const CaCooldownState& state,
-                                                    const FailureDetail& detail, int64_t now_ms);
+                                                    const FailureDetail& detail, int64_t nowMs);
 
 }  // namespace ot::controld

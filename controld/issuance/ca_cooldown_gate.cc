@@ -14,19 +14,19 @@ const log::Logger kLog("controld.acme");
 
 CaCooldownGate::CaCooldownGate(MetaStore& store, CaCooldownGateOptions options)
     : store_(store), options_(std::move(options)) {
-  if (options_.write_attempts < 1) options_.write_attempts = 1;
-  if (options_.cache_ms < 0) options_.cache_ms = 0;
+  if (options_.writeAttempts < 1) options_.writeAttempts = 1;
+  if (options_.cacheMs < 0) options_.cacheMs = 0;
 }
 
 int64_t CaCooldownGate::now() const {
-  if (options_.now_ms) return options_.now_ms();
+  if (options_.nowMs) return options_.nowMs();
   return unixNowMs();
 }
 
-void CaCooldownGate::remember(const CaCooldownState& state, int64_t now_ms) {
+void CaCooldownGate::remember(const CaCooldownState& state, int64_t nowMs) {
   const std::lock_guard lock(mutex_);
   known_ = state;
-  read_at_ms_ = now_ms;
+  readAtMs_ = nowMs;
 }
 
 CaCooldownState CaCooldownGate::known() {
@@ -35,12 +35,12 @@ CaCooldownState CaCooldownGate::known() {
 }
 
 std::optional<int64_t> CaCooldownGate::pausedUntil() {
-  const int64_t now_ms = now();
+  const int64_t nowMs = now();
   bool fresh = false;
   {
     const std::lock_guard lock(mutex_);
     // A clock that went backwards also refreshes.
-    fresh = read_at_ms_ && now_ms >= *read_at_ms_ && now_ms - *read_at_ms_ < options_.cache_ms;
+    fresh = readAtMs_ && nowMs >= *readAtMs_ && nowMs - *readAtMs_ < options_.cacheMs;
   }
   if (!fresh) {
     auto stored = store_.getMeta(kCaCooldownMetaKey);
@@ -50,16 +50,16 @@ std::optional<int64_t> CaCooldownGate::pausedUntil() {
         // An unreadable row pauses nothing; the next report overwrites it.
         state = decodeCaCooldown(**stored).value_or(CaCooldownState{});
       }
-      remember(state, now_ms);
+      remember(state, nowMs);
     } else {
       kLog.warn("cannot read the CA cool-down; using the last known state",
                 {{"error", stored.error().message}});
       const std::lock_guard lock(mutex_);
-      read_at_ms_ = now_ms;  // not again before cache_ms: the database has trouble enough
+      readAtMs_ = nowMs;  // not again before cache_ms: the database has trouble enough
     }
   }
   const std::lock_guard lock(mutex_);
-  if (known_.activeAt(now_ms)) return known_.until_ms;
+  if (known_.activeAt(nowMs)) return known_.untilMs;
   return std::nullopt;
 }
 
@@ -69,13 +69,13 @@ void CaCooldownGate::recordSuccess() {
 
 void CaCooldownGate::recordFailure(const FailureDetail& detail) {
   // Nothing the CA is to blame for: no read, no write.
-  if (!detail.points_at_ca && !detail.rate_limited) return;
+  if (!detail.pointsAtCa && !detail.rateLimited) return;
   record(Report::kFailure, detail);
 }
 
 void CaCooldownGate::record(Report report, const FailureDetail& detail) {
-  for (int round = 0; round < options_.write_attempts; ++round) {
-    const int64_t now_ms = now();
+  for (int round = 0; round < options_.writeAttempts; ++round) {
+    const int64_t nowMs = now();
     auto stored = store_.getMeta(kCaCooldownMetaKey);
     if (!stored) {
       kLog.warn("cannot read the CA cool-down; this outcome is not counted",
@@ -85,15 +85,15 @@ void CaCooldownGate::record(Report report, const FailureDetail& detail) {
     CaCooldownState state;
     if (*stored) state = decodeCaCooldown(**stored).value_or(CaCooldownState{});
     const CaCooldownStep step = report == Report::kSuccess
-                                    ? caCooldownAfterSuccess(state, now_ms)
-                                    : caCooldownAfterFailure(state, detail, now_ms);
+                                    ? caCooldownAfterSuccess(state, nowMs)
+                                    : caCooldownAfterFailure(state, detail, nowMs);
     const std::string text = encodeCaCooldown(step.next);
     if (*stored && **stored == text) {
-      remember(step.next, now_ms);
+      remember(step.next, nowMs);
       return;
     }
     if (!*stored && step.next == CaCooldownState{}) {
-      remember(step.next, now_ms);
+      remember(step.next, nowMs);
       return;
     }
     auto written = *stored ? store_.compareAndSetMeta(kCaCooldownMetaKey, **stored, text)
@@ -104,16 +104,16 @@ void CaCooldownGate::record(Report report, const FailureDetail& detail) {
       return;
     }
     if (!*written) continue;  // another machine wrote first: apply the outcome to its state
-    remember(step.next, now_ms);
+    remember(step.next, nowMs);
     if (step.started) {
       kLog.warn("the CA keeps failing; pausing new certificate issuance",
-                {{"paused_ms", step.next.until_ms - now_ms},
-                 {"until_ms", step.next.until_ms},
+                {{"paused_ms", step.next.untilMs - nowMs},
+                 {"until_ms", step.next.untilMs},
                  {"cooldown_level", step.next.level},
                  {"reason", detail.reason},
-                 {"rate_limited", detail.rate_limited},
-                 {"retry_after_ms", detail.retry_after_ms}});
-      if (options_.on_started) options_.on_started();
+                 {"rate_limited", detail.rateLimited},
+                 {"retry_after_ms", detail.retryAfterMs}});
+      if (options_.onStarted) options_.onStarted();
     } else if (step.ended) {
       kLog.info("a certificate was issued; the CA cool-down is over");
     }

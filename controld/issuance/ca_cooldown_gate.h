@@ -25,11 +25,11 @@
 namespace ot::controld {
 
 struct CaCooldownGateOptions {
-  Clock now_ms;  // Unix ms; the system clock when empty
-  int64_t cache_ms = 15'000;        // how stale pausedUntil() may be
-  int write_attempts = 5;           // compare-and-set rounds against other writers
+  Clock nowMs;               // Unix ms; the system clock when empty
+  int64_t cacheMs = 15'000;  // how stale pausedUntil() may be
+  int writeAttempts = 5;     // compare-and-set rounds against other writers
   // Called once each time this machine starts a cool-down (opentunnel_acme_cooldowns_total).
-  std::function<void()> on_started;
+  std::function<void()> onStarted;
 };
 
 class CaCooldownGate {
@@ -51,14 +51,14 @@ class CaCooldownGate {
  private:
   enum class Report { kSuccess, kFailure };
   void record(Report report, const FailureDetail& detail);
-  void remember(const CaCooldownState& state, int64_t now_ms);
+  void remember(const CaCooldownState& state, int64_t nowMs);
   [[nodiscard]] int64_t now() const;
 
   MetaStore& store_;
   CaCooldownGateOptions options_;
   std::mutex mutex_;
-  CaCooldownState known_;                // guarded by mutex_
-  std::optional<int64_t> read_at_ms_;    // guarded by mutex_; when known_ was last read or written
+  CaCooldownState known_;            // guarded by mutex_
+  std::optional<int64_t> readAtMs_;  // guarded by mutex_; when known_ was last read or written
 };
 
 }  // namespace ot::controld

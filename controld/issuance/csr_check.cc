@@ -188,18 +188,18 @@ Status checkKeyUsage(std::span<const uint8_t> der) {
 Status checkExtendedKeyUsage(std::span<const uint8_t> der) {
   const ExtendedKeyUsagePtr usages = decodeWhole<ExtendedKeyUsagePtr>(d2i_EXTENDED_KEY_USAGE, der);
   if (usages == nullptr) return invalid("CSR extendedKeyUsage extension is malformed");
-  bool server_auth = false;
+  bool serverAuth = false;
   for (int i = 0; i < sk_ASN1_OBJECT_num(usages.get()); ++i) {
     const ASN1_OBJECT* usage = sk_ASN1_OBJECT_value(usages.get(), i);
     const int nid = OBJ_obj2nid(usage);
     if (nid == NID_server_auth) {
-      server_auth = true;
+      serverAuth = true;
     } else if (nid != NID_client_auth) {
       return invalid("CSR extendedKeyUsage may only ask for serverAuth and clientAuth; got " +
                      objectName(usage));
     }
   }
-  if (!server_auth) return invalid("CSR extendedKeyUsage must include serverAuth");
+  if (!serverAuth) return invalid("CSR extendedKeyUsage must include serverAuth");
   return Ok{};
 }
 
@@ -265,14 +265,14 @@ Status checkSubject(X509_REQ* request, const std::string& host) {
 Result<std::vector<std::string>> matchNames(const GENERAL_NAMES* san, const NameRule& rule) {
   std::vector<std::string> dns;
   std::string got;
-  bool only_dns = true;
+  bool onlyDns = true;
   const int count = sk_GENERAL_NAME_num(san);
   for (int i = 0; i < count; ++i) {
     const GENERAL_NAME* name = sk_GENERAL_NAME_value(san, i);
     if (name->type == GEN_DNS) {
       dns.push_back(lowercase(asn1Text(name->d.dNSName)));
     } else {
-      only_dns = false;
+      onlyDns = false;
     }
     if (static_cast<size_t>(i) < kMaxShownNames) {
       got += (i ? ", " : "") + describeGeneralName(name);
@@ -281,7 +281,7 @@ Result<std::vector<std::string>> matchNames(const GENERAL_NAMES* san, const Name
     }
   }
   if (count == 0) got = "none";
-  bool allowed = only_dns;
+  bool allowed = onlyDns;
   for (const std::string& name : dns) {
     allowed = allowed && (contains(rule.required, name) || contains(rule.optional, name));
   }
@@ -315,8 +315,8 @@ Result<CsrInfo> checkCsr(std::string_view pem, const NameRule& rule) {
   }
 
   EVP_PKEY* key = X509_REQ_get0_pubkey(request.get());
-  const Result<KeyFacts> key_facts = checkKey(key);
-  if (!key_facts.ok()) return key_facts.error();
+  const Result<KeyFacts> keyFacts = checkKey(key);
+  if (!keyFacts.ok()) return keyFacts.error();
   if (Status status = checkSignature(request.get(), key); !status.ok()) return status.error();
 
   const Result<X509ExtensionsPtr> extensions = requestedExtensions(request.get());
@@ -331,9 +331,9 @@ Result<CsrInfo> checkCsr(std::string_view pem, const NameRule& rule) {
 
   CsrInfo info;
   info.names = std::move(names).value();
-  info.key_type = key_facts->type;
-  info.key_bits = key_facts->bits;
-  info.der_sha256_hex = crypto::toHex(crypto::sha256(std::span<const uint8_t>(*der)));
+  info.keyType = keyFacts->type;
+  info.keyBits = keyFacts->bits;
+  info.derSha256Hex = crypto::toHex(crypto::sha256(std::span<const uint8_t>(*der)));
   return info;
 }
 
@@ -389,10 +389,10 @@ Result<std::vector<uint8_t>> csrDerFromPem(std::string_view pem) {
   return std::move(*der);
 }
 
-Result<CsrInfo> checkTunnelCsr(std::string_view pem, std::string_view tunnel_id,
+Result<CsrInfo> checkTunnelCsr(std::string_view pem, std::string_view tunnelId,
                                std::string_view domain) {
-  const std::string id = lowercase(tunnel_id);
-  if (!isValidTunnelId(id)) return invalid("tunnel ID " + quotedValue(tunnel_id) + " is not valid");
+  const std::string id = lowercase(tunnelId);
+  if (!isValidTunnelId(id)) return invalid("tunnel ID " + quotedValue(tunnelId) + " is not valid");
   const std::string host = id + "." + lowercase(domain);
   if (!isHostname(host) || host.size() + 2 > 253) {
     return invalid("domain " + quotedValue(domain) + " does not make a valid hostname");

@@ -43,17 +43,17 @@ enum class CsrKeyType { kEcdsaP256, kEcdsaP384, kRsa };
 struct CsrInfo {
   // Lowercase; the hostname first, then its wildcard when the CSR asks for it.
   std::vector<std::string> names;
-  CsrKeyType key_type = CsrKeyType::kEcdsaP256;
-  int key_bits = 0;  // 256, 384, or the RSA modulus size
+  CsrKeyType keyType = CsrKeyType::kEcdsaP256;
+  int keyBits = 0;  // 256, 384, or the RSA modulus size
   // SHA-256 of the DER request, lowercase hex: binding the same CSR again gives the same value,
   // whatever its PEM line breaks.
-  std::string der_sha256_hex;
+  std::string derSha256Hex;
 };
 
 // A tunnel's CSR: names exactly {<id>.<domain>} or {<id>.<domain>, *.<id>.<domain>}. The tunnel
 // ID must be a valid one (isValidTunnelId) and the domain a hostname; either may be given in any
 // case.
-[[nodiscard]] Result<CsrInfo> checkTunnelCsr(std::string_view pem, std::string_view tunnel_id,
+[[nodiscard]] Result<CsrInfo> checkTunnelCsr(std::string_view pem, std::string_view tunnelId,
                                              std::string_view domain);
 
 // The API domain's own certificate: names exactly {domain}.

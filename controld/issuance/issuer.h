@@ -14,14 +14,14 @@
 namespace ot::controld {
 
 struct IssueRequest {
-  std::string csr_pem;             // already validated: CN and SANs are exactly `names`
+  std::string csrPem;              // already validated: CN and SANs are exactly `names`
   std::vector<std::string> names;  // e.g. {"abc.example.com", "*.abc.example.com"}
 };
 
 struct IssuedCertificate {
-  std::string chain_pem;  // leaf first, then intermediates; the root is not included
-  int64_t not_before_ms = 0;
-  int64_t not_after_ms = 0;
+  std::string chainPem;  // leaf first, then intermediates; the root is not included
+  int64_t notBeforeMs = 0;
+  int64_t notAfterMs = 0;
 };
 
 // What an issuer knows about a failed attempt beyond Error::kind: how the job machinery should
@@ -31,10 +31,10 @@ struct FailureDetail {
   // opentunnel_acme_failures_total's class label: network, timeout, http_5xx, http_429,
   // bad_body, nonce, bad_nonce, authz_pending, dns, rejected, other.
   const char* reason = "other";
-  bool points_at_ca = false;   // counts toward the CA cool-down (network, 5xx, nonce trouble...)
-  bool rate_limited = false;   // the CA said 429 / rateLimited
-  int64_t retry_after_ms = 0;  // the CA's Retry-After, 0 when it gave none
-  int http_status = 0;         // of an ACME error response, 0 otherwise
+  bool pointsAtCa = false;   // counts toward the CA cool-down (network, 5xx, nonce trouble...)
+  bool rateLimited = false;  // the CA said 429 / rateLimited
+  int64_t retryAfterMs = 0;  // the CA's Retry-After, 0 when it gave none
+  int httpStatus = 0;        // of an ACME error response, 0 otherwise
 };
 [[nodiscard]] FailureDetail failureDetailFromKind(ErrorKind kind);
 

@@ -49,21 +49,21 @@ JobOutcome JobRunner::runJob(Job job, const std::atomic<bool>& cancel) {
   kLog.debug(
       "issuance job ran",
       {{"job", job.id}, {"kind", jobKindName(job.kind)}, {"outcome", jobOutcomeName(outcome)}});
-  if (config_.on_attempt && outcome != JobOutcome::kDeferred && outcome != JobOutcome::kDropped) {
+  if (config_.onAttempt && outcome != JobOutcome::kDeferred && outcome != JobOutcome::kDropped) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    config_.on_attempt(job.kind, outcome, took.count());
+    config_.onAttempt(job.kind, outcome, took.count());
   }
   return outcome;
 }
 
 JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
-  auto loaded = stores_.tunnels.getTunnel(job.tunnel_id);
+  auto loaded = stores_.tunnels.getTunnel(job.tunnelId);
   if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
   const Want want = *loaded ? wants(job, (*loaded)->record) : Want::kAbandon;
   switch (want) {
     case Want::kAbandon:
       kLog.info("certificate no longer wanted",
-                {{"tunnel", job.tunnel_id}, {"job", job.id}, {"kind", jobKindName(job.kind)}});
+                {{"tunnel", job.tunnelId}, {"job", job.id}, {"kind", jobKindName(job.kind)}});
       return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
     case Want::kAlreadyDone:
       return finish(job, JobStatus::kDone, "", JobOutcome::kDone);
@@ -83,7 +83,7 @@ JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
                 {"error", names.error().message}});
     return giveUp(job, "refused: " + names.error().message, true);
   }
-  const IssueRequest request{record.certificate.csr_pem, std::move(names).value()};
+  const IssueRequest request{record.certificate.csrPem, std::move(names).value()};
   kLog.info("certificate issuance attempt", {{"tunnel", record.id},
                                              {"certificate", record.certificate.id},
                                              {"kind", jobKindName(job.kind)},
@@ -93,12 +93,12 @@ JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
   if (!issued && cancel.load()) {
     // Shutting down or the lease is gone: whoever holds the job next starts it again.
     kLog.info("certificate issuance attempt interrupted",
-              {{"tunnel", job.tunnel_id}, {"job", job.id}, {"error", issued.error().message}});
+              {{"tunnel", job.tunnelId}, {"job", job.id}, {"error", issued.error().message}});
     return JobOutcome::kDropped;
   }
   reportToCooldown(issued.ok(), detail);
   if (!issued) {
-    if (config_.on_failure) config_.on_failure(job.kind, detail);
+    if (config_.onFailure) config_.onFailure(job.kind, detail);
     return recordFailure(job, issued.error(), detail);
   }
   return recordIssued(job, *issued);
@@ -114,7 +114,7 @@ void JobRunner::reportToCooldown(bool issued, const FailureDetail& detail) {
 }
 
 Result<std::vector<std::string>> JobRunner::tunnelNames(const TunnelRecord& record) const {
-  auto csr = checkTunnelCsr(record.certificate.csr_pem, record.id, config_.domain);
+  auto csr = checkTunnelCsr(record.certificate.csrPem, record.id, config_.domain);
   if (!csr) return csr.error();
   if (csr->names != record.certificate.identifiers) {
     return Error{ErrorKind::kInvalid, "the record's identifiers are not the names of its CSR"};
@@ -130,81 +130,81 @@ JobOutcome JobRunner::recordIssued(Job& job, const IssuedCertificate& issued) {
   auto written = updateIfWanted(job, [&](TunnelRecord& record) {
     CertificateInfo& certificate = record.certificate;
     certificate.state = CertificateState::kReady;
-    certificate.chain_pem = issued.chain_pem;
-    certificate.not_after_ms = issued.not_after_ms;
+    certificate.chainPem = issued.chainPem;
+    certificate.notAfterMs = issued.notAfterMs;
     certificate.error.clear();
-    record.renew_at_ms = renewAtMs(issued.not_before_ms, issued.not_after_ms);
+    record.renewAtMs = renewAtMs(issued.notBeforeMs, issued.notAfterMs);
   });
   if (!written) return deferForStorage(job, written.error(), "updateTunnel");
   if (!*written) {
     kLog.info("certificate issued but no longer wanted",
-              {{"tunnel", job.tunnel_id}, {"job", job.id}});
+              {{"tunnel", job.tunnelId}, {"job", job.id}});
     return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
   }
   const JobOutcome outcome = finish(job, JobStatus::kDone, "", JobOutcome::kDone);
   // The record holds the certificate whatever became of the job row: the relays may use it.
   publisher_.publishRecord(**written);
   kLog.info(job.kind == JobKind::kRenew ? "certificate renewed" : "certificate issued",
-            {{"tunnel", job.tunnel_id},
+            {{"tunnel", job.tunnelId},
              {"certificate", (*written)->record.certificate.id},
              {"attempt", job.attempts},
-             {"not_after_ms", issued.not_after_ms}});
+             {"not_after_ms", issued.notAfterMs}});
   return outcome;
 }
 
 RetryDecision JobRunner::retryAfterFailure(const Job& job, const FailureDetail& detail) {
-  const int64_t now = config_.now_ms();
+  const int64_t now = config_.nowMs();
   RetryDecision decision =
-      decideRetry(config_.retry, detail.failure, job.attempts, job.queued_at_ms, now, jitter());
-  if (decision.retry && detail.retry_after_ms > 0) {
-    decision.next_run_at_ms = std::max(decision.next_run_at_ms, now + detail.retry_after_ms);
+      decideRetry(config_.retry, detail.failure, job.attempts, job.queuedAtMs, now, jitter());
+  if (decision.retry && detail.retryAfterMs > 0) {
+    decision.nextRunAtMs = std::max(decision.nextRunAtMs, now + detail.retryAfterMs);
   }
   return decision;
 }
 
 JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureDetail& detail) {
   kLog.warn("certificate issuance attempt failed",
-            {{"tunnel", job.tunnel_id},
+            {{"tunnel", job.tunnelId},
              {"job", job.id},
              {"kind", jobKindName(job.kind)},
              {"attempt", job.attempts},
              {"error_class", detail.reason},
              {"retry_class", failureClassName(detail.failure)},
-             {"http_status", detail.http_status},
+             {"http_status", detail.httpStatus},
              {"error", error.message}});
   // A tunnel deleted or rebound meanwhile ends the job as abandoned, not failed.
-  auto loaded = stores_.tunnels.getTunnel(job.tunnel_id);
+  auto loaded = stores_.tunnels.getTunnel(job.tunnelId);
   if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
   if (!*loaded || wants(job, (*loaded)->record) != Want::kRun) {
     return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
   }
   const RetryDecision decision = retryAfterFailure(job, detail);
   if (!decision.retry) return giveUp(job, error.message, false);
-  job.next_run_at_ms = decision.next_run_at_ms;
+  job.nextRunAtMs = decision.nextRunAtMs;
   const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);
   if (outcome == JobOutcome::kRetry) {
-    noteRetryAt(decision.next_run_at_ms);
-    kLog.info("retrying certificate issuance", {{"tunnel", job.tunnel_id},
+    noteRetryAt(decision.nextRunAtMs);
+    kLog.info("retrying certificate issuance", {{"tunnel", job.tunnelId},
                                                 {"job", job.id},
                                                 {"attempt", job.attempts},
-                                                {"next_run_at_ms", decision.next_run_at_ms}});
+                                                {"next_run_at_ms", decision.nextRunAtMs}});
   }
   return outcome;
 }
 
 JobOutcome JobRunner::giveUp(Job& job, const std::string& message, bool refused) {
   if (!stillLeased(job)) return JobOutcome::kDropped;
-  const int64_t now = config_.now_ms();
+  const int64_t now = config_.nowMs();
   bool kept = false;  // a renewal that leaves the current certificate in place
   auto written = updateIfWanted(job, [&](TunnelRecord& record) {
     CertificateInfo& certificate = record.certificate;
     certificate.error = message;
-    kept = job.kind == JobKind::kRenew && !refused && now < certificate.not_after_ms;
+    kept = job.kind == JobKind::kRenew && !refused && now < certificate.notAfterMs;
     if (kept) {
-      record.renew_at_ms = std::min(now + config_.renewal_retry_ms, certificate.not_after_ms);
+      record.renewAtMs = std::min(now + config_.renewalRetryMs, certificate.notAfterMs);
     } else {
       certificate.state = CertificateState::kFailed;
-      record.renew_at_ms.reset();
+      record.renewAtMs.reset();
     }
   });
   if (!written) return deferForStorage(job, written.error(), "updateTunnel");
@@ -213,7 +213,7 @@ JobOutcome JobRunner::giveUp(Job& job, const std::string& message, bool refused)
   const JobOutcome outcome = finish(job, JobStatus::kFailed, message,
                                     refused ? JobOutcome::kRefused : JobOutcome::kFailed);
   publisher_.publishRecord(**written);
-  kLog.error("certificate issuance gave up", {{"tunnel", job.tunnel_id},
+  kLog.error("certificate issuance gave up", {{"tunnel", job.tunnelId},
                                               {"job", job.id},
                                               {"kind", jobKindName(job.kind)},
                                               {"attempt", job.attempts},
@@ -234,23 +234,23 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
   }
   auto row = stores_.certificates.getServerCertificate(config_.domain);
   if (!row) return deferForStorage(job, row.error(), "getServerCertificate");
-  if (!*row || (*row)->key_pem.empty()) {
+  if (!*row || (*row)->keyPem.empty()) {
     return recordServerFailure(job, Error{ErrorKind::kInternal, "the domain key is missing"},
                                failureDetailFromKind(ErrorKind::kInternal));
   }
   ServerCertificate stored = std::move(**row);
   // An earlier run stored a certificate and stopped before finishing the job.
-  if (!serverCertificateDue(stored, config_.now_ms())) {
+  if (!serverCertificateDue(stored, config_.nowMs())) {
     return finish(job, JobStatus::kDone, "", JobOutcome::kDone);
   }
-  auto csr = checkServerCsr(stored.csr_pem, config_.domain);
+  auto csr = checkServerCsr(stored.csrPem, config_.domain);
   if (!csr) {
     kLog.error("domain certificate request refused before issuance",
                {{"job", job.id}, {"error", csr.error().message}});
     if (!stillLeased(job)) return JobOutcome::kDropped;
     return finish(job, JobStatus::kFailed, "refused: " + csr.error().message, JobOutcome::kRefused);
   }
-  const IssueRequest request{stored.csr_pem, csr->names};
+  const IssueRequest request{stored.csrPem, csr->names};
   kLog.info("domain certificate issuance attempt", {{"job", job.id}, {"attempt", job.attempts}});
   FailureDetail detail;
   auto issued = issuer_.issueDetailed(request, cancel, detail);
@@ -261,7 +261,7 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
   }
   reportToCooldown(issued.ok(), detail);
   if (!issued) {
-    if (config_.on_failure) config_.on_failure(job.kind, detail);
+    if (config_.onFailure) config_.onFailure(job.kind, detail);
     return recordServerFailure(job, issued.error(), detail);
   }
   return recordServerIssued(job, std::move(stored), *issued);
@@ -270,17 +270,17 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
 JobOutcome JobRunner::recordServerIssued(Job& job, ServerCertificate row,
                                          const IssuedCertificate& issued) {
   if (!stillLeased(job)) return JobOutcome::kDropped;
-  row.chain_pem = issued.chain_pem;
-  row.not_after_ms = issued.not_after_ms;
+  row.chainPem = issued.chainPem;
+  row.notAfterMs = issued.notAfterMs;
   const Status put = stores_.certificates.putServerCertificate(row);
   if (!put) return deferForStorage(job, put.error(), "putServerCertificate");
   const JobOutcome outcome = finish(job, JobStatus::kDone, "", JobOutcome::kDone);
   kLog.info("domain certificate issued",
-            {{"domain", row.domain}, {"job", job.id}, {"not_after_ms", row.not_after_ms}});
-  if (server_handler_) {
-    server_handler_(row);
+            {{"domain", row.domain}, {"job", job.id}, {"not_after_ms", row.notAfterMs}});
+  if (serverHandler_) {
+    serverHandler_(row);
   } else {
-    publisher_.publishApiCertificate({row.chain_pem, row.key_pem, row.not_after_ms});
+    publisher_.publishApiCertificate({row.chainPem, row.keyPem, row.notAfterMs});
   }
   return outcome;
 }
@@ -292,13 +292,13 @@ JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error,
              {"attempt", job.attempts},
              {"error_class", detail.reason},
              {"retry_class", failureClassName(detail.failure)},
-             {"http_status", detail.http_status},
+             {"http_status", detail.httpStatus},
              {"error", error.message}});
   const RetryDecision decision = retryAfterFailure(job, detail);
   if (decision.retry) {
-    job.next_run_at_ms = decision.next_run_at_ms;
+    job.nextRunAtMs = decision.nextRunAtMs;
     const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);
-    if (outcome == JobOutcome::kRetry) noteRetryAt(decision.next_run_at_ms);
+    if (outcome == JobOutcome::kRetry) noteRetryAt(decision.nextRunAtMs);
     return outcome;
   }
   if (!stillLeased(job)) return JobOutcome::kDropped;
@@ -309,8 +309,8 @@ JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error,
 
 Result<std::optional<StoredTunnel>> JobRunner::updateIfWanted(
     const Job& job, const std::function<void(TunnelRecord&)>& change) {
-  for (int attempt = 0; attempt < config_.record_attempts; ++attempt) {
-    auto loaded = stores_.tunnels.getTunnel(job.tunnel_id);
+  for (int attempt = 0; attempt < config_.recordAttempts; ++attempt) {
+    auto loaded = stores_.tunnels.getTunnel(job.tunnelId);
     if (!loaded) return loaded.error();
     if (!*loaded || wants(job, (*loaded)->record) != Want::kRun) {
       return std::optional<StoredTunnel>{};
@@ -330,7 +330,8 @@ Result<std::optional<StoredTunnel>> JobRunner::updateIfWanted(
 bool JobRunner::stillLeased(const Job& job) {
   // Extending doubles as the check: it matches only while this machine holds the lease, and it
   // leaves a full lease for the writes that follow.
-  auto extended = stores_.jobs.extendLease(job.id, config_.owner, config_.now_ms() + config_.lease_ms);
+  auto extended =
+      stores_.jobs.extendLease(job.id, config_.owner, config_.nowMs() + config_.leaseMs);
   if (!extended) {
     kLog.warn("cannot confirm a job lease; its result is dropped",
               {{"job", job.id}, {"error", extended.error().message}});
@@ -346,10 +347,10 @@ bool JobRunner::stillLeased(const Job& job) {
 JobOutcome JobRunner::finish(Job& job, JobStatus status, const std::string& error,
                              JobOutcome outcome) {
   job.status = status;
-  job.last_error = error;
+  job.lastError = error;
   // A finished job never runs again: its next_run_at records when it ended (for the
   // certificate_jobs{status="failed"} gauge, which counts the last 24 h).
-  if (status != JobStatus::kPending) job.next_run_at_ms = config_.now_ms();
+  if (status != JobStatus::kPending) job.nextRunAtMs = config_.nowMs();
   auto finished = stores_.jobs.finishJob(job, config_.owner);
   if (!finished) {
     kLog.warn("cannot record a job's outcome; it runs again after its lease",
@@ -368,10 +369,9 @@ JobOutcome JobRunner::deferForStorage(Job& job, const Error& error, const char* 
             {{"job", job.id}, {"operation", operation}, {"error", error.message}});
   // Not an issuance attempt: give back the one the claim counted.
   job.attempts = std::max(0, job.attempts - 1);
-  job.next_run_at_ms = config_.now_ms() + config_.retry.base_delay_ms;
-  const JobOutcome outcome =
-      finish(job, JobStatus::kPending, job.last_error, JobOutcome::kDeferred);
-  if (outcome == JobOutcome::kDeferred) noteRetryAt(job.next_run_at_ms);
+  job.nextRunAtMs = config_.nowMs() + config_.retry.baseDelayMs;
+  const JobOutcome outcome = finish(job, JobStatus::kPending, job.lastError, JobOutcome::kDeferred);
+  if (outcome == JobOutcome::kDeferred) noteRetryAt(job.nextRunAtMs);
   return outcome;
 }
 

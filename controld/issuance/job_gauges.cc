@@ -10,10 +10,11 @@ const log::Logger kLog("controld.metrics");
 
 constexpr const char* kName = "opentunnel_certificate_jobs";
 constexpr const char* kHelp =
-    "Certificate jobs in the whole database: pending, and failed in the last 24 h; refreshed every minute.";
+    "Certificate jobs in the whole database: pending, and failed in the last 24 h; refreshed every "
+    "minute.";
 
-void refreshOne(JobStore& store, JobStatus status, int64_t since_ms, prometheus::Gauge& gauge) {
-  const Result<int64_t> count = store.countJobs(status, since_ms);
+void refreshOne(JobStore& store, JobStatus status, int64_t sinceMs, prometheus::Gauge& gauge) {
+  const Result<int64_t> count = store.countJobs(status, sinceMs);
   if (!count) {
     kLog.warn("cannot count certificate jobs; keeping the last value",
               {{"status", jobStatusName(status)}, {"error", count.error().message}});
@@ -48,10 +49,10 @@ void JobGauges::stop() {
 
 void JobGauges::refresh() {
   // Failed jobs count for a day after they failed, as alerts want a rate, not a history.
-  const int64_t now_ms = unixNowMs();
+  const int64_t nowMs = unixNowMs();
   constexpr int64_t kDayMs = 24LL * 60 * 60 * 1000;
   refreshOne(store_, JobStatus::kPending, 0, pending_);
-  refreshOne(store_, JobStatus::kFailed, now_ms - kDayMs, failed_);
+  refreshOne(store_, JobStatus::kFailed, nowMs - kDayMs, failed_);
 }
 
 }  // namespace ot::controld

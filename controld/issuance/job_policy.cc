@@ -1,9 +1,9 @@
 #include "controld/issuance/job_policy.h"
 
-#include "controld/issuance/issuer.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "controld/issuance/issuer.h"
 
 namespace ot::controld {
 
@@ -46,8 +46,8 @@ FailureDetail failureDetailFromKind(ErrorKind kind) {
 }
 
 int64_t retryDelayMs(const RetryPolicy& policy, int attempt, double jitter01) {
-  const int64_t cap = std::max<int64_t>(1, policy.max_delay_ms);
-  int64_t delay = std::clamp<int64_t>(policy.base_delay_ms, 1, cap);
+  const int64_t cap = std::max<int64_t>(1, policy.maxDelayMs);
+  int64_t delay = std::clamp<int64_t>(policy.baseDelayMs, 1, cap);
   // Doubling stops at the cap, so a long run of attempts never overflows.
   for (int i = 1; i < attempt && delay < cap; ++i) delay = std::min(cap, delay * 2);
   const double jitter = std::isfinite(jitter01) ? std::clamp(jitter01, 0.0, 1.0) : 0.0;
@@ -57,42 +57,42 @@ int64_t retryDelayMs(const RetryPolicy& policy, int attempt, double jitter01) {
 }
 
 RetryDecision decideRetry(const RetryPolicy& policy, FailureClass failure, int attempts,
-                          int64_t queued_at_ms, int64_t now_ms, double jitter01) {
-  const int64_t next = now_ms + retryDelayMs(policy, attempts, jitter01);
+                          int64_t queuedAtMs, int64_t nowMs, double jitter01) {
+  const int64_t next = nowMs + retryDelayMs(policy, attempts, jitter01);
   switch (failure) {
     case FailureClass::kPermanent:
       return {};
     case FailureClass::kTransient:
-      if (next > queued_at_ms + policy.transient_window_ms) return {};
+      if (next > queuedAtMs + policy.transientWindowMs) return {};
       return {true, next};
     case FailureClass::kOther:
-      if (attempts >= policy.other_attempts) return {};
+      if (attempts >= policy.otherAttempts) return {};
       return {true, next};
   }
   return {};
 }
 
-int64_t renewAtMs(int64_t not_before_ms, int64_t not_after_ms) {
-  const int64_t validity = std::max<int64_t>(0, not_after_ms - not_before_ms);
-  return not_after_ms - std::min(kRenewBeforeMs, validity / 3);
+int64_t renewAtMs(int64_t notBeforeMs, int64_t notAfterMs) {
+  const int64_t validity = std::max<int64_t>(0, notAfterMs - notBeforeMs);
+  return notAfterMs - std::min(kRenewBeforeMs, validity / 3);
 }
 
 namespace {
 
 std::string renewalPrefix(const CertificateInfo& certificate) {
-  return certificate.id + ":renew:" + std::to_string(certificate.not_after_ms) + ":";
+  return certificate.id + ":renew:" + std::to_string(certificate.notAfterMs) + ":";
 }
 
 }  // namespace
 
-std::string renewalJobId(const CertificateInfo& certificate, int64_t alarm_at_ms) {
-  return renewalPrefix(certificate) + std::to_string(alarm_at_ms);
+std::string renewalJobId(const CertificateInfo& certificate, int64_t alarmAtMs) {
+  return renewalPrefix(certificate) + std::to_string(alarmAtMs);
 }
 
-bool isRenewalOf(std::string_view job_id, const CertificateInfo& certificate) {
+bool isRenewalOf(std::string_view jobId, const CertificateInfo& certificate) {
   if (certificate.id.empty()) return false;
   const std::string prefix = renewalPrefix(certificate);
-  return job_id.size() > prefix.size() && job_id.substr(0, prefix.size()) == prefix;
+  return jobId.size() > prefix.size() && jobId.substr(0, prefix.size()) == prefix;
 }
 
 }  // namespace ot::controld

@@ -35,10 +35,10 @@ enum class FailureClass {
 [[nodiscard]] FailureClass classifyFailure(ErrorKind kind);
 
 struct RetryPolicy {
-  int64_t base_delay_ms = 30'000;            // ISSUANCE_RETRY_DELAY_MS
-  int64_t max_delay_ms = 3'600'000;          // an hour
-  int64_t transient_window_ms = 86'400'000;  // a day after queued_at
-  int other_attempts = 3;
+  int64_t baseDelayMs = 30'000;            // ISSUANCE_RETRY_DELAY_MS
+  int64_t maxDelayMs = 3'600'000;          // an hour
+  int64_t transientWindowMs = 86'400'000;  // a day after queued_at
+  int otherAttempts = 3;
 };
 
 // The wait after the attempt numbered `attempt` (1 for the first) failed: base * 2^(attempt-1),
@@ -48,23 +48,23 @@ struct RetryPolicy {
 
 struct RetryDecision {
   bool retry = false;
-  int64_t next_run_at_ms = 0;  // when retry
+  int64_t nextRunAtMs = 0;  // when retry
 };
 
 // After attempt number `attempts` (claims so far, as Job::attempts counts them) failed with
 // `failure`: run again, or give up. A transient failure is retried while the next run would still
 // start within the window after queued_at; "other" failures get policy.other_attempts in all.
 [[nodiscard]] RetryDecision decideRetry(const RetryPolicy& policy, FailureClass failure,
-                                        int attempts, int64_t queued_at_ms, int64_t now_ms,
+                                        int attempts, int64_t queuedAtMs, int64_t nowMs,
                                         double jitter01);
 
 // When to renew a certificate valid from not_before to not_after:
 // not_after - min(kRenewBeforeMs, validity / 3).
-[[nodiscard]] int64_t renewAtMs(int64_t not_before_ms, int64_t not_after_ms);
+[[nodiscard]] int64_t renewAtMs(int64_t notBeforeMs, int64_t notAfterMs);
 
 // The renewal job for the certificate as it stands, added by the alarm that fired at alarm_at.
-[[nodiscard]] std::string renewalJobId(const CertificateInfo& certificate, int64_t alarm_at_ms);
+[[nodiscard]] std::string renewalJobId(const CertificateInfo& certificate, int64_t alarmAtMs);
 // Whether job_id renews exactly this certificate generation (same ID, same not_after).
-[[nodiscard]] bool isRenewalOf(std::string_view job_id, const CertificateInfo& certificate);
+[[nodiscard]] bool isRenewalOf(std::string_view jobId, const CertificateInfo& certificate);
 
 }  // namespace ot::controld

@@ -46,15 +46,15 @@ const char* jobOutcomeName(JobOutcome outcome) {
 JobRunner::JobRunner(JobRunnerConfig config, JobRunnerStores stores, Issuer& issuer,
                      RecordPublisher& publisher)
     : config_(std::move(config)), stores_(stores), issuer_(issuer), publisher_(publisher) {
-  if (!config_.now_ms) config_.now_ms = unixNowMs;
+  if (!config_.nowMs) config_.nowMs = unixNowMs;
   config_.concurrency = std::max(1, config_.concurrency);
-  config_.lease_ms = std::max<int64_t>(1, config_.lease_ms);
-  config_.lease_extend_ms = std::clamp<int64_t>(config_.lease_extend_ms, 1, config_.lease_ms);
-  config_.poll_min_ms = std::max<int64_t>(1, config_.poll_min_ms);
-  config_.poll_max_ms = std::max(config_.poll_min_ms, config_.poll_max_ms);
-  config_.alarm_batch = std::max(1, config_.alarm_batch);
-  config_.record_attempts = std::max(1, config_.record_attempts);
-  random_.seed(config_.jitter_seed != 0 ? config_.jitter_seed : std::random_device{}());
+  config_.leaseMs = std::max<int64_t>(1, config_.leaseMs);
+  config_.leaseExtendMs = std::clamp<int64_t>(config_.leaseExtendMs, 1, config_.leaseMs);
+  config_.pollMinMs = std::max<int64_t>(1, config_.pollMinMs);
+  config_.pollMaxMs = std::max(config_.pollMinMs, config_.pollMaxMs);
+  config_.alarmBatch = std::max(1, config_.alarmBatch);
+  config_.recordAttempts = std::max(1, config_.recordAttempts);
+  random_.seed(config_.jitterSeed != 0 ? config_.jitterSeed : std::random_device{}());
 }
 
 JobRunner::~JobRunner() {
@@ -62,7 +62,7 @@ JobRunner::~JobRunner() {
 }
 
 void JobRunner::setServerCertificateHandler(std::function<void(const ServerCertificate&)> handler) {
-  server_handler_ = std::move(handler);
+  serverHandler_ = std::move(handler);
 }
 
 void JobRunner::start() {
@@ -77,7 +77,7 @@ void JobRunner::start() {
     kLog.warn("cannot release this machine's old job leases; they expire on their own",
               {{"error", released.error().message}});
   }
-  loop_thread_ = std::thread([this] { loop(); });
+  loopThread_ = std::thread([this] { loop(); });
 }
 
 void JobRunner::stop() {
@@ -88,7 +88,7 @@ void JobRunner::stop() {
     for (Running& running : running_) running.cancel.store(true);
   }
   wake_.notify_all();
-  if (loop_thread_.joinable()) loop_thread_.join();
+  if (loopThread_.joinable()) loopThread_.join();
   const Status released = stores_.jobs.releaseLeases(config_.owner);
   if (!released) {
     kLog.warn("cannot release job leases at shutdown; they expire on their own",
@@ -99,7 +99,7 @@ void JobRunner::stop() {
 void JobRunner::jobAdded() {
   {
     const std::lock_guard lock(mutex_);
-    wake_requested_ = true;
+    wakeRequested_ = true;
   }
   wake_.notify_all();
 }
@@ -109,64 +109,63 @@ double JobRunner::jitter() {
   if (config_.jitter) {
     value = config_.jitter();
   } else {
-    const std::lock_guard lock(jitter_mutex_);
+    const std::lock_guard lock(jitterMutex_);
     value = std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   }
   return std::clamp(value, 0.0, 1.0);
 }
 
 int64_t JobRunner::pollIntervalMs() {
-  const auto spread = static_cast<double>(config_.poll_max_ms - config_.poll_min_ms);
-  return config_.poll_min_ms + static_cast<int64_t>(spread * jitter());
+  const auto spread = static_cast<double>(config_.pollMaxMs - config_.pollMinMs);
+  return config_.pollMinMs + static_cast<int64_t>(spread * jitter());
 }
 
-void JobRunner::noteRetryAt(int64_t next_run_at_ms) {
-  const int64_t delay = std::max<int64_t>(0, next_run_at_ms - config_.now_ms());
+void JobRunner::noteRetryAt(int64_t nextRunAtMs) {
+  const int64_t delay = std::max<int64_t>(0, nextRunAtMs - config_.nowMs());
   const SteadyTime at = std::chrono::steady_clock::now() + std::chrono::milliseconds(delay);
   const std::lock_guard lock(mutex_);
-  if (!retry_wake_ || at < *retry_wake_) retry_wake_ = at;
+  if (!retryWake_ || at < *retryWake_) retryWake_ = at;
 }
 
 void JobRunner::loop() {
   using std::chrono::milliseconds;
   using Clock = std::chrono::steady_clock;
-  SteadyTime next_alarms = Clock::now();
-  SteadyTime last_alarms = Clock::now() - kMinAlarmSpacing;
-  SteadyTime next_reconcile = Clock::now();
-  SteadyTime next_extend = Clock::now() + milliseconds(config_.lease_extend_ms);
+  SteadyTime nextAlarms = Clock::now();
+  SteadyTime lastAlarms = Clock::now() - kMinAlarmSpacing;
+  SteadyTime nextReconcile = Clock::now();
+  SteadyTime nextExtend = Clock::now() + milliseconds(config_.leaseExtendMs);
   while (true) {
     bool woken = false;
     {
       const std::lock_guard lock(mutex_);
       reapLocked();
       if (stopping_) break;
-      woken = std::exchange(wake_requested_, false);
-      slot_freed_ = false;
-      if (retry_wake_ && *retry_wake_ <= Clock::now()) retry_wake_.reset();
+      woken = std::exchange(wakeRequested_, false);
+      slotFreed_ = false;
+      if (retryWake_ && *retryWake_ <= Clock::now()) retryWake_.reset();
     }
     SteadyTime now = Clock::now();
-    if (now >= next_reconcile) {
+    if (now >= nextReconcile) {
       (void)reconcile();
-      next_reconcile = now + milliseconds(config_.reconcile_interval_ms);
+      nextReconcile = now + milliseconds(config_.reconcileIntervalMs);
     }
-    if (now >= next_alarms || (woken && now - last_alarms >= kMinAlarmSpacing)) {
+    if (now >= nextAlarms || (woken && now - lastAlarms >= kMinAlarmSpacing)) {
       (void)runAlarms();
-      last_alarms = now;
-      next_alarms = now + milliseconds(config_.alarm_interval_ms);
+      lastAlarms = now;
+      nextAlarms = now + milliseconds(config_.alarmIntervalMs);
     }
-    if (now >= next_extend) {
+    if (now >= nextExtend) {
       extendLeases();
-      next_extend = now + milliseconds(config_.lease_extend_ms);
+      nextExtend = now + milliseconds(config_.leaseExtendMs);
     }
     fillSlots();
     now = Clock::now();
     SteadyTime deadline =
-        std::min({now + milliseconds(pollIntervalMs()), next_alarms, next_reconcile});
+        std::min({now + milliseconds(pollIntervalMs()), nextAlarms, nextReconcile});
     std::unique_lock lock(mutex_);
-    if (!running_.empty()) deadline = std::min(deadline, next_extend);
-    if (retry_wake_) deadline = std::min(deadline, *retry_wake_);
-    wake_.wait_until(lock, deadline,
-                     [this] { return stopping_ || wake_requested_ || slot_freed_; });
+    if (!running_.empty()) deadline = std::min(deadline, nextExtend);
+    if (retryWake_) deadline = std::min(deadline, *retryWake_);
+    wake_.wait_until(lock, deadline, [this] { return stopping_ || wakeRequested_ || slotFreed_; });
   }
   // Stopping: every running issue was told to cancel; wait for them outside the lock (each
   // takes it once more to say it finished).
@@ -215,7 +214,7 @@ std::set<std::string> JobRunner::runningNames() {
 Result<std::set<std::string>> JobRunner::clusterRunningNames() {
   // Leased jobs are bounded by ISSUANCE_CONCURRENCY per machine; the limit only guards a runaway.
   constexpr int kMaxLeasedJobs = 10'000;
-  auto leased = stores_.jobs.leasedJobs(config_.now_ms(), kMaxLeasedJobs);
+  auto leased = stores_.jobs.leasedJobs(config_.nowMs(), kMaxLeasedJobs);
   if (!leased) return leased.error();
   std::set<std::string> names = runningNames();
   for (const Job& job : *leased) {
@@ -226,12 +225,13 @@ Result<std::set<std::string>> JobRunner::clusterRunningNames() {
 }
 
 Result<std::optional<Job>> JobRunner::claimProbe() {
-  const int64_t now = config_.now_ms();
+  const int64_t now = config_.nowMs();
   // A read first: while another attempt runs (most of a cool-down) no token is written at all.
   auto busy = stores_.jobs.leasedJobs(now, 1);
   if (!busy) return busy.error();
   if (!busy->empty()) return std::optional<Job>{};
-  auto lease = takeMetaLease(stores_.meta, kCaProbeMetaKey, config_.owner, now, now + kCaProbeLeaseMs);
+  auto lease =
+      takeMetaLease(stores_.meta, kCaProbeMetaKey, config_.owner, now, now + kCaProbeLeaseMs);
   if (!lease) return lease.error();
   if (!*lease) return std::optional<Job>{};  // another machine is deciding right now
   Result<std::optional<Job>> claimed = std::optional<Job>{};
@@ -239,15 +239,15 @@ Result<std::optional<Job>> JobRunner::claimProbe() {
   if (!running) {
     claimed = running.error();
   } else if (running->empty()) {
-    claimed = stores_.jobs.claimJob(config_.owner, now, config_.lease_ms, false);
+    claimed = stores_.jobs.claimJob(config_.owner, now, config_.leaseMs, false);
   }
-  releaseMetaLease(stores_.meta, kCaProbeMetaKey, config_.owner, config_.now_ms());
+  releaseMetaLease(stores_.meta, kCaProbeMetaKey, config_.owner, config_.nowMs());
   return claimed;
 }
 
 void JobRunner::fillSlots() {
   while (true) {
-    bool include_issue = true;
+    bool includeIssue = true;
     // Read before taking the lock: it may go to the store.
     const bool paused = issuancePausedUntil().has_value();
     {
@@ -256,14 +256,14 @@ void JobRunner::fillSlots() {
       reapLocked();
       const auto busy = static_cast<int>(running_.size());
       if (busy >= config_.concurrency) return;
-      include_issue = config_.concurrency == 1 || busy + 1 < config_.concurrency;
+      includeIssue = config_.concurrency == 1 || busy + 1 < config_.concurrency;
       // During a cool-down one renewal at a time probes the CA, across the cluster; no first
       // issuance starts.
       if (paused && busy > 0) return;
     }
-    auto claimed =
-        paused ? claimProbe()
-               : stores_.jobs.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, include_issue);
+    auto claimed = paused ? claimProbe()
+                          : stores_.jobs.claimJob(config_.owner, config_.nowMs(), config_.leaseMs,
+                                                  includeIssue);
     if (!claimed) {
       kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       return;
@@ -285,7 +285,7 @@ void JobRunner::launch(const Job& job) {
     {
       const std::lock_guard done(mutex_);
       running.finished = true;
-      slot_freed_ = true;
+      slotFreed_ = true;
     }
     wake_.notify_all();
   });
@@ -302,7 +302,7 @@ void JobRunner::extendLeases() {
   }
   for (Running* running : active) {
     const auto extended =
-        stores_.jobs.extendLease(running->job.id, config_.owner, config_.now_ms() + config_.lease_ms);
+        stores_.jobs.extendLease(running->job.id, config_.owner, config_.nowMs() + config_.leaseMs);
     if (!extended) {
       // The database may be back before the lease runs out; the result is checked again
       // before anything is recorded.
@@ -315,13 +315,13 @@ void JobRunner::extendLeases() {
   }
 }
 
-std::vector<JobRun> JobRunner::runDue(int max_jobs) {
+std::vector<JobRun> JobRunner::runDue(int maxJobs) {
   std::vector<JobRun> runs;
-  while (static_cast<int>(runs.size()) < max_jobs) {
+  while (static_cast<int>(runs.size()) < maxJobs) {
     const bool paused = issuancePausedUntil().has_value();
-    auto claimed = paused
-                       ? claimProbe()
-                       : stores_.jobs.claimJob(config_.owner, config_.now_ms(), config_.lease_ms, true);
+    auto claimed =
+        paused ? claimProbe()
+               : stores_.jobs.claimJob(config_.owner, config_.nowMs(), config_.leaseMs, true);
     if (!claimed) {
       kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       break;
@@ -336,10 +336,10 @@ std::vector<JobRun> JobRunner::runDue(int max_jobs) {
 }
 
 Result<int> JobRunner::runAlarms() {
-  const int64_t now = config_.now_ms();
+  const int64_t now = config_.nowMs();
   int added = 0;
   for (int round = 0; round < kAlarmRounds; ++round) {
-    auto due = stores_.tunnels.dueAlarms(now, config_.alarm_batch);
+    auto due = stores_.tunnels.dueAlarms(now, config_.alarmBatch);
     if (!due) {
       kLog.warn("cannot read renewal alarms", {{"error", due.error().message}});
       return due.error();
@@ -347,9 +347,9 @@ Result<int> JobRunner::runAlarms() {
     bool progressed = false;
     for (const StoredTunnel& tunnel : *due) {
       const TunnelRecord& record = tunnel.record;
-      if (!record.renew_at_ms) continue;
-      const int64_t alarm_at = *record.renew_at_ms;
-      auto cleared = stores_.tunnels.clearAlarm(record.id, alarm_at);
+      if (!record.renewAtMs) continue;
+      const int64_t alarmAt = *record.renewAtMs;
+      auto cleared = stores_.tunnels.clearAlarm(record.id, alarmAt);
       if (!cleared) {
         kLog.warn("cannot clear a renewal alarm",
                   {{"tunnel", record.id}, {"error", cleared.error().message}});
@@ -362,7 +362,8 @@ Result<int> JobRunner::runAlarms() {
           certificate.id.empty()) {
         continue;
       }
-      const Job job = pendingJob(JobKind::kRenew, renewalJobId(certificate, alarm_at), record.id, now);
+      const Job job =
+          pendingJob(JobKind::kRenew, renewalJobId(certificate, alarmAt), record.id, now);
       auto inserted = stores_.jobs.addJob(job);
       if (!inserted) {
         // The alarm is spent; the next write of the record or the renewal on attach re-arms it.
@@ -374,16 +375,16 @@ Result<int> JobRunner::runAlarms() {
         ++added;
         kLog.info("certificate renewal queued", {{"tunnel", record.id},
                                                  {"certificate", certificate.id},
-                                                 {"not_after_ms", certificate.not_after_ms}});
+                                                 {"not_after_ms", certificate.notAfterMs}});
       }
     }
-    if (static_cast<int>(due->size()) < config_.alarm_batch || !progressed) break;
+    if (static_cast<int>(due->size()) < config_.alarmBatch || !progressed) break;
   }
   return added;
 }
 
 Result<int> JobRunner::reconcile() {
-  const int64_t now = config_.now_ms();
+  const int64_t now = config_.nowMs();
   int added = 0;
   std::string after;
   while (true) {

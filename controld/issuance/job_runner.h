@@ -81,30 +81,30 @@ struct JobRunnerConfig {
   std::string owner;    // this machine's ID: the lease owner
   std::string domain;   // tunnels are <id>.<domain>; also the API domain
   int concurrency = 4;  // ISSUANCE_CONCURRENCY
-  int64_t lease_ms = 120'000;
-  int64_t lease_extend_ms = 40'000;
+  int64_t leaseMs = 120'000;
+  int64_t leaseExtendMs = 40'000;
   // Idle polls are spread over [poll_min_ms, poll_max_ms] so machines do not poll together.
-  int64_t poll_min_ms = 30'000;
-  int64_t poll_max_ms = 60'000;
-  int64_t alarm_interval_ms = 60'000;
-  int64_t reconcile_interval_ms = 600'000;
+  int64_t pollMinMs = 30'000;
+  int64_t pollMaxMs = 60'000;
+  int64_t alarmIntervalMs = 60'000;
+  int64_t reconcileIntervalMs = 600'000;
   RetryPolicy retry;  // retry.base_delay_ms is ISSUANCE_RETRY_DELAY_MS
-  int64_t renewal_retry_ms = 86'400'000;
-  int record_attempts = 5;  // writes of a tunnel that keeps changing underneath
-  int alarm_batch = 100;
-  Clock now_ms;  // default: the system clock
-  std::function<double()> jitter;   // uniform in [0, 1); default: a generator seeded below
-  uint64_t jitter_seed = 0;         // 0: seeded from std::random_device
+  int64_t renewalRetryMs = 86'400'000;
+  int recordAttempts = 5;  // writes of a tunnel that keeps changing underneath
+  int alarmBatch = 100;
+  Clock nowMs;                     // default: the system clock
+  std::function<double()> jitter;  // uniform in [0, 1); default: a generator seeded below
+  uint64_t jitterSeed = 0;         // 0: seeded from std::random_device
   // Observers (metrics), called on the job's thread; each may be empty. The CA cool-down is
   // told directly (setCaCooldown).
   // on_attempt: every run that ended in an outcome (not kDeferred or kDropped), with its length.
-  std::function<void(JobKind, JobOutcome, double seconds)> on_attempt;
+  std::function<void(JobKind, JobOutcome, double seconds)> onAttempt;
   // on_failure: every failed Issuer call, with what the issuer knew about it.
-  std::function<void(JobKind, const FailureDetail&)> on_failure;
+  std::function<void(JobKind, const FailureDetail&)> onFailure;
 };
 
 struct JobRun {
-  std::string job_id;
+  std::string jobId;
   JobOutcome outcome = JobOutcome::kDone;
 };
 
@@ -148,7 +148,7 @@ class JobRunner final : public JobNotifier {
   void jobAdded() override;
 
   // Claims and runs due jobs one at a time until none is due (or max_jobs ran).
-  std::vector<JobRun> runDue(int max_jobs = 1000);
+  std::vector<JobRun> runDue(int maxJobs = 1000);
   // One claimed job, already leased to this runner's owner.
   JobOutcome runJob(Job job, const std::atomic<bool>& cancel);
   // Fires due renewal alarms (each once across machines); answers how many jobs it added.
@@ -174,7 +174,7 @@ class JobRunner final : public JobNotifier {
   void launch(const Job& job);
   void extendLeases();
   void reapLocked();
-  void noteRetryAt(int64_t next_run_at_ms);
+  void noteRetryAt(int64_t nextRunAtMs);
   [[nodiscard]] double jitter();
   [[nodiscard]] int64_t pollIntervalMs();
   // The cool-down's end while one lasts (and a wake-up for it), nullopt otherwise.
@@ -209,21 +209,21 @@ class JobRunner final : public JobNotifier {
   JobRunnerStores stores_;
   Issuer& issuer_;
   RecordPublisher& publisher_;
-  std::function<void(const ServerCertificate&)> server_handler_;
+  std::function<void(const ServerCertificate&)> serverHandler_;
   CaCooldownGate* cooldown_ = nullptr;
 
-  std::mutex jitter_mutex_;
+  std::mutex jitterMutex_;
   std::mt19937_64 random_;
 
   std::mutex mutex_;
   std::condition_variable wake_;
   bool started_ = false;
   bool stopping_ = false;
-  bool wake_requested_ = false;
-  bool slot_freed_ = false;
-  std::optional<SteadyTime> retry_wake_;
+  bool wakeRequested_ = false;
+  bool slotFreed_ = false;
+  std::optional<SteadyTime> retryWake_;
   std::list<Running> running_;
-  std::thread loop_thread_;
+  std::thread loopThread_;
 };
 
 }  // namespace ot::controld

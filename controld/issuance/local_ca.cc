@@ -116,12 +116,12 @@ Status addSubjectKeyId(X509* certificate) {
   return addExtension(certificate, NID_subject_key_identifier, value.get(), false);
 }
 
-Status addAuthorityKeyId(X509* certificate, const std::vector<uint8_t>& issuer_key_id) {
+Status addAuthorityKeyId(X509* certificate, const std::vector<uint8_t>& issuerKeyId) {
   const AuthorityKeyIdPtr id(AUTHORITY_KEYID_new());
   if (id == nullptr) return internal("cannot allocate authorityKeyIdentifier");
   id->keyid = ASN1_OCTET_STRING_new();
-  if (id->keyid == nullptr || ASN1_OCTET_STRING_set(id->keyid, issuer_key_id.data(),
-                                                    static_cast<int>(issuer_key_id.size())) != 1) {
+  if (id->keyid == nullptr || ASN1_OCTET_STRING_set(id->keyid, issuerKeyId.data(),
+                                                    static_cast<int>(issuerKeyId.size())) != 1) {
     return internal("cannot set authorityKeyIdentifier");
   }
   return addExtension(certificate, NID_authority_key_identifier, id.get(), false);
@@ -129,8 +129,8 @@ Status addAuthorityKeyId(X509* certificate, const std::vector<uint8_t>& issuer_k
 
 // A v3 certificate with a fresh serial, subject CN=common_name, the given issuer (null: itself),
 // validity and public key; extensions and signature are the caller's.
-Result<X509Ptr> startCertificate(const std::string& common_name, const X509_NAME* issuer,
-                                 EVP_PKEY* key, int64_t not_before_s, int64_t not_after_s) {
+Result<X509Ptr> startCertificate(const std::string& commonName, const X509_NAME* issuer,
+                                 EVP_PKEY* key, int64_t notBeforeS, int64_t notAfterS) {
   X509Ptr certificate(X509_new());
   if (certificate == nullptr) return internal("cannot allocate a certificate");
   Result<IntegerPtr> serial = randomSerial();
@@ -139,11 +139,11 @@ Result<X509Ptr> startCertificate(const std::string& common_name, const X509_NAME
   if (X509_set_version(certificate.get(), X509_VERSION_3) != 1 ||
       X509_set_serialNumber(certificate.get(), serial->get()) != 1 ||
       X509_NAME_add_entry_by_NID(subject, NID_commonName, MBSTRING_UTF8,
-                                 reinterpret_cast<const unsigned char*>(common_name.data()),
-                                 static_cast<int>(common_name.size()), -1, 0) != 1 ||
+                                 reinterpret_cast<const unsigned char*>(commonName.data()),
+                                 static_cast<int>(commonName.size()), -1, 0) != 1 ||
       X509_set_issuer_name(certificate.get(), issuer != nullptr ? issuer : subject) != 1 ||
-      ASN1_TIME_set(X509_getm_notBefore(certificate.get()), not_before_s) == nullptr ||
-      ASN1_TIME_set(X509_getm_notAfter(certificate.get()), not_after_s) == nullptr ||
+      ASN1_TIME_set(X509_getm_notBefore(certificate.get()), notBeforeS) == nullptr ||
+      ASN1_TIME_set(X509_getm_notAfter(certificate.get()), notAfterS) == nullptr ||
       X509_set_pubkey(certificate.get(), key) != 1) {
     return internal("cannot fill in the certificate");
   }
@@ -156,12 +156,12 @@ Status sign(X509* certificate, EVP_PKEY* key) {
 }
 
 // A new root, as the JSON the meta row holds.
-Result<std::string> createRoot(int64_t now_ms) {
+Result<std::string> createRoot(int64_t nowMs) {
   Result<EvpPkeyPtr> key = generateEcKey("P-256");
   if (!key.ok()) return key.error();
-  const int64_t now_s = now_ms / 1000;
+  const int64_t nowS = nowMs / 1000;
   Result<X509Ptr> root = startCertificate(LocalCa::kCommonName, nullptr, key->get(),
-                                          now_s - kRootBackdateS, now_s + kRootLifetimeS);
+                                          nowS - kRootBackdateS, nowS + kRootLifetimeS);
   if (!root.ok()) return root.error();
   X509* certificate = root->get();
   Status status = addBasicConstraints(certificate, true);
@@ -169,11 +169,11 @@ Result<std::string> createRoot(int64_t now_ms) {
   if (status.ok()) status = addSubjectKeyId(certificate);
   if (status.ok()) status = sign(certificate, key->get());
   if (!status.ok()) return status.error();
-  Result<std::string> certificate_pem = certificatePem(certificate);
-  if (!certificate_pem.ok()) return certificate_pem.error();
-  Result<std::string> key_pem = privateKeyPem(key->get());
-  if (!key_pem.ok()) return key_pem.error();
-  return nlohmann::json{{"cert", *certificate_pem}, {"key", *key_pem}}.dump();
+  Result<std::string> rootPem = certificatePem(certificate);
+  if (!rootPem.ok()) return rootPem.error();
+  Result<std::string> keyPem = privateKeyPem(key->get());
+  if (!keyPem.ok()) return keyPem.error();
+  return nlohmann::json{{"cert", *rootPem}, {"key", *keyPem}}.dump();
 }
 
 Error fileError(const std::string& what, const std::filesystem::path& path, int error) {
@@ -183,16 +183,16 @@ Error fileError(const std::string& what, const std::filesystem::path& path, int 
 
 }  // namespace
 
-Result<std::unique_ptr<LocalCa>> LocalCa::load(MetaStore& store, int64_t leaf_validity_ms,
-                                               Clock now_ms) {
-  if (leaf_validity_ms <= 0) {
+Result<std::unique_ptr<LocalCa>> LocalCa::load(MetaStore& store, int64_t leafValidityMs,
+                                               Clock nowMs) {
+  if (leafValidityMs <= 0) {
     return Error{ErrorKind::kInvalid, "the local CA's leaf validity must be positive"};
   }
-  if (!now_ms) now_ms = unixNowMs;
+  if (!nowMs) nowMs = unixNowMs;
   Result<std::optional<std::string>> stored = store.getMeta(kMetaKey);
   if (!stored.ok()) return stored.error();
   if (!stored->has_value()) {
-    Result<std::string> created = createRoot(now_ms());
+    Result<std::string> created = createRoot(nowMs());
     if (!created.ok()) return created.error();
     Result<bool> inserted = store.insertMetaIfAbsent(kMetaKey, *created);
     if (!inserted.ok()) return inserted.error();
@@ -204,7 +204,7 @@ Result<std::unique_ptr<LocalCa>> LocalCa::load(MetaStore& store, int64_t leaf_va
                    std::string("meta row ") + kMetaKey + " is missing right after it was written"};
     }
   }
-  std::unique_ptr<LocalCa> ca(new LocalCa(leaf_validity_ms, std::move(now_ms)));
+  std::unique_ptr<LocalCa> ca(new LocalCa(leafValidityMs, std::move(nowMs)));
   if (Status adopted = ca->adopt(**stored); !adopted.ok()) return adopted.error();
   return ca;
 }
@@ -217,57 +217,57 @@ Status LocalCa::adopt(const std::string& stored) {
   if (cert == json.end() || !cert->is_string() || key == json.end() || !key->is_string()) {
     return badRow("expected {\"cert\": PEM, \"key\": PEM}");
   }
-  const std::string& cert_pem = cert->get_ref<const std::string&>();
-  const std::string& key_pem = key->get_ref<const std::string&>();
-  const BioPtr cert_bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())));
-  ca_certificate_.reset(
-      cert_bio == nullptr ? nullptr : PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (ca_certificate_ == nullptr) return badRow("the certificate does not parse");
-  const BioPtr key_bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
-  ca_key_.reset(key_bio == nullptr
-                    ? nullptr
-                    : PEM_read_bio_PrivateKey(key_bio.get(), nullptr, noPassphrase, nullptr));
-  if (ca_key_ == nullptr) return badRow("the private key does not parse");
-  if (X509_check_private_key(ca_certificate_.get(), ca_key_.get()) != 1) {
+  const std::string& certPem = cert->get_ref<const std::string&>();
+  const std::string& keyPem = key->get_ref<const std::string&>();
+  const BioPtr certBio(BIO_new_mem_buf(certPem.data(), static_cast<int>(certPem.size())));
+  caCertificate_.reset(
+      certBio == nullptr ? nullptr : PEM_read_bio_X509(certBio.get(), nullptr, nullptr, nullptr));
+  if (caCertificate_ == nullptr) return badRow("the certificate does not parse");
+  const BioPtr keyBio(BIO_new_mem_buf(keyPem.data(), static_cast<int>(keyPem.size())));
+  caKey_.reset(keyBio == nullptr
+                   ? nullptr
+                   : PEM_read_bio_PrivateKey(keyBio.get(), nullptr, noPassphrase, nullptr));
+  if (caKey_ == nullptr) return badRow("the private key does not parse");
+  if (X509_check_private_key(caCertificate_.get(), caKey_.get()) != 1) {
     return badRow("the private key does not match the certificate");
   }
-  if (X509_check_ca(ca_certificate_.get()) == 0) return badRow("the certificate is not a CA");
-  const ASN1_OCTET_STRING* key_id = X509_get0_subject_key_id(ca_certificate_.get());
-  if (key_id == nullptr) return badRow("the certificate has no subjectKeyIdentifier");
-  const std::span<const uint8_t> key_id_bytes = bytesOf(key_id);
-  ca_key_id_.assign(key_id_bytes.begin(), key_id_bytes.end());
-  const std::optional<int64_t> not_after = unixSeconds(X509_get0_notAfter(ca_certificate_.get()));
-  if (!not_after) return badRow("the certificate's expiry does not parse");
-  ca_not_after_s_ = *not_after;
-  Result<std::string> pem = certificatePem(ca_certificate_.get());
+  if (X509_check_ca(caCertificate_.get()) == 0) return badRow("the certificate is not a CA");
+  const ASN1_OCTET_STRING* keyId = X509_get0_subject_key_id(caCertificate_.get());
+  if (keyId == nullptr) return badRow("the certificate has no subjectKeyIdentifier");
+  const std::span<const uint8_t> keyIdBytes = bytesOf(keyId);
+  caKeyId_.assign(keyIdBytes.begin(), keyIdBytes.end());
+  const std::optional<int64_t> notAfter = unixSeconds(X509_get0_notAfter(caCertificate_.get()));
+  if (!notAfter) return badRow("the certificate's expiry does not parse");
+  caNotAfterS_ = *notAfter;
+  Result<std::string> pem = certificatePem(caCertificate_.get());
   if (!pem.ok()) return pem.error();
-  ca_certificate_pem_ = std::move(pem).value();
+  caCertificatePem_ = std::move(pem).value();
   return Ok{};
 }
 
 Result<IssuedCertificate> LocalCa::issue(const IssueRequest& request,
                                          const std::atomic<bool>& cancel) {
   if (cancel.load()) return Error{ErrorKind::kUnavailable, "issuance cancelled"};
-  const Result<CsrInfo> csr = checkCsrForNames(request.csr_pem, request.names);
+  const Result<CsrInfo> csr = checkCsrForNames(request.csrPem, request.names);
   if (!csr.ok()) return csr.error();
-  Result<std::vector<uint8_t>> der = csrDerFromPem(request.csr_pem);
+  Result<std::vector<uint8_t>> der = csrDerFromPem(request.csrPem);
   if (!der.ok()) return der.error();
-  const auto csr_object = decodeWhole<X509ReqPtr>(d2i_X509_REQ, *der);
-  EVP_PKEY* subject_key = csr_object ? X509_REQ_get0_pubkey(csr_object.get()) : nullptr;
-  if (subject_key == nullptr) return internal("the checked CSR does not decode again");
+  const auto csrObject = decodeWhole<X509ReqPtr>(d2i_X509_REQ, *der);
+  EVP_PKEY* subjectKey = csrObject ? X509_REQ_get0_pubkey(csrObject.get()) : nullptr;
+  if (subjectKey == nullptr) return internal("the checked CSR does not decode again");
 
-  const int64_t now_ms = now_ms_();
-  if (now_ms / 1000 >= ca_not_after_s_) {
+  const int64_t nowMs = nowMs_();
+  if (nowMs / 1000 >= caNotAfterS_) {
     return Error{ErrorKind::kInternal, std::string("the local CA has expired; delete meta row ") +
                                            kMetaKey + " to have a new one made"};
   }
-  const int64_t not_before_s = (now_ms - kLeafBackdateMs) / 1000;
-  const int64_t not_after_s = std::min((now_ms + leaf_validity_ms_) / 1000, ca_not_after_s_);
+  const int64_t notBeforeS = (nowMs - kLeafBackdateMs) / 1000;
+  const int64_t notAfterS = std::min((nowMs + leafValidityMs_) / 1000, caNotAfterS_);
 
-  const std::lock_guard lock(sign_mutex_);
+  const std::lock_guard lock(signMutex_);
   Result<X509Ptr> leaf =
-      startCertificate(request.names.front(), X509_get_subject_name(ca_certificate_.get()),
-                       subject_key, not_before_s, not_after_s);
+      startCertificate(request.names.front(), X509_get_subject_name(caCertificate_.get()),
+                       subjectKey, notBeforeS, notAfterS);
   if (!leaf.ok()) return leaf.error();
   X509* certificate = leaf->get();
   Result<GeneralNamesPtr> san = dnsGeneralNames(request.names);
@@ -279,18 +279,18 @@ Result<IssuedCertificate> LocalCa::issue(const IssueRequest& request,
   Status status = addBasicConstraints(certificate, false);
   if (status.ok()) {
     // digitalSignature, plus keyEncipherment for RSA keys (TLS 1.2's RSA key exchange).
-    status = csr->key_type == CsrKeyType::kRsa ? addKeyUsage(certificate, {0, 2})
-                                               : addKeyUsage(certificate, {0});
+    status = csr->keyType == CsrKeyType::kRsa ? addKeyUsage(certificate, {0, 2})
+                                              : addKeyUsage(certificate, {0});
   }
   if (status.ok()) status = addExtension(certificate, NID_ext_key_usage, usages.get(), false);
   if (status.ok()) status = addExtension(certificate, NID_subject_alt_name, san->get(), false);
   if (status.ok()) status = addSubjectKeyId(certificate);
-  if (status.ok()) status = addAuthorityKeyId(certificate, ca_key_id_);
-  if (status.ok()) status = sign(certificate, ca_key_.get());
+  if (status.ok()) status = addAuthorityKeyId(certificate, caKeyId_);
+  if (status.ok()) status = sign(certificate, caKey_.get());
   if (!status.ok()) return status.error();
   Result<std::string> pem = certificatePem(certificate);
   if (!pem.ok()) return pem.error();
-  return IssuedCertificate{std::move(pem).value(), not_before_s * 1000, not_after_s * 1000};
+  return IssuedCertificate{std::move(pem).value(), notBeforeS * 1000, notAfterS * 1000};
 }
 
 Status LocalCa::writeCaFile(const std::string& path) const {
@@ -302,7 +302,7 @@ Status LocalCa::writeCaFile(const std::string& path) const {
       target.parent_path() / ("." + target.filename().string() + ".tmp-" + crypto::toHex(*suffix));
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return fileError("create", temporary, errno);
-  std::string_view rest = ca_certificate_pem_;
+  std::string_view rest = caCertificatePem_;
   int error = 0;
   while (!rest.empty() && error == 0) {
     const ssize_t written = ::write(fd, rest.data(), rest.size());

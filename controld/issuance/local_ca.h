@@ -36,7 +36,7 @@ class LocalCa final : public Issuer {
   // that does not hold a usable root is kInvalid (delete it to have a new root made). An empty
   // clock means unixNowMs (tests inject one to control certificate validity).
   [[nodiscard]] static Result<std::unique_ptr<LocalCa>> load(
-      MetaStore& store, int64_t leaf_validity_ms = kDefaultLeafValidityMs, Clock now_ms = {});
+      MetaStore& store, int64_t leafValidityMs = kDefaultLeafValidityMs, Clock nowMs = {});
 
   // Checks the CSR again (checkCsrForNames), then signs a leaf for request.names: CN the first
   // name, exactly those SANs, serverAuth, valid from a minute before now for leaf_validity_ms
@@ -45,25 +45,25 @@ class LocalCa final : public Issuer {
                                   const std::atomic<bool>& cancel) override;
   [[nodiscard]] const char* name() const override { return "local"; }
 
-  [[nodiscard]] const std::string& caCertificatePem() const { return ca_certificate_pem_; }
+  [[nodiscard]] const std::string& caCertificatePem() const { return caCertificatePem_; }
   // Writes the root certificate (PEM, mode 0644 before umask) through a temporary file in the
   // same directory and a rename, so a reader never sees half a file.
   [[nodiscard]] Status writeCaFile(const std::string& path) const;
 
  private:
-  LocalCa(int64_t leaf_validity_ms, Clock now_ms)
-      : leaf_validity_ms_(leaf_validity_ms), now_ms_(std::move(now_ms)) {}
+  LocalCa(int64_t leafValidityMs, Clock nowMs)
+      : leafValidityMs_(leafValidityMs), nowMs_(std::move(nowMs)) {}
   // Takes the root from a meta row's value; kInvalid when it does not hold a usable one.
   [[nodiscard]] Status adopt(const std::string& stored);
 
-  X509Ptr ca_certificate_;
-  EvpPkeyPtr ca_key_;
-  std::string ca_certificate_pem_;
-  std::vector<uint8_t> ca_key_id_;  // the root's subjectKeyIdentifier, for the leaves' AKID
-  int64_t ca_not_after_s_ = 0;
-  int64_t leaf_validity_ms_;
-  Clock now_ms_;
-  std::mutex sign_mutex_;  // one signature at a time on the shared key
+  X509Ptr caCertificate_;
+  EvpPkeyPtr caKey_;
+  std::string caCertificatePem_;
+  std::vector<uint8_t> caKeyId_;  // the root's subjectKeyIdentifier, for the leaves' AKID
+  int64_t caNotAfterS_ = 0;
+  int64_t leafValidityMs_;
+  Clock nowMs_;
+  std::mutex signMutex_;  // one signature at a time on the shared key
 };
 
 }  // namespace ot::controld

@@ -14,14 +14,14 @@
 namespace ot::controld {
 
 struct BridgeEntry {
-  std::string bridge_id;
-  std::string tunnel_id;
+  std::string bridgeId;
+  std::string tunnelId;
   std::vector<std::string> routes;
   std::string origin;
   std::string profile;
-  uint32_t max_conns = 0;
-  int64_t attached_at_ms = 0;
-  std::string peer_address;
+  uint32_t maxConns = 0;
+  int64_t attachedAtMs = 0;
+  std::string peerAddress;
 };
 
 struct BridgeTotals {
@@ -33,14 +33,14 @@ struct BridgeTotals {
 class BridgeRegistry {
  public:
   // relay_key names one life of one relayd (machine id + epoch).
-  void replaceRelay(const std::string& relay_key, std::vector<BridgeEntry> bridges);
-  void attached(const std::string& relay_key, BridgeEntry bridge);
-  void detached(const std::string& relay_key, const std::string& bridge_id);
+  void replaceRelay(const std::string& relayKey, std::vector<BridgeEntry> bridges);
+  void attached(const std::string& relayKey, BridgeEntry bridge);
+  void detached(const std::string& relayKey, const std::string& bridgeId);
   // The relay's session ended: its bridges are no longer known to be live.
-  void dropRelay(const std::string& relay_key);
+  void dropRelay(const std::string& relayKey);
 
-  [[nodiscard]] size_t bridgeCount(const std::string& tunnel_id) const;
-  [[nodiscard]] std::vector<BridgeEntry> bridgesOf(const std::string& tunnel_id) const;
+  [[nodiscard]] size_t bridgeCount(const std::string& tunnelId) const;
+  [[nodiscard]] std::vector<BridgeEntry> bridgesOf(const std::string& tunnelId) const;
   [[nodiscard]] BridgeTotals totals() const;
 
  private:
@@ -51,7 +51,7 @@ class BridgeRegistry {
   // relay -> bridge id -> entry
   std::map<std::string, std::unordered_map<std::string, BridgeEntry>> relays_;
   // tunnel -> number of bridges over all relays
-  std::unordered_map<std::string, size_t> per_tunnel_;
+  std::unordered_map<std::string, size_t> perTunnel_;
 };
 
 }  // namespace ot::controld

@@ -44,7 +44,7 @@ ControlService::ControlService(TunnelStore& store, BridgeRegistry& registry, Rel
     : store_(store), registry_(registry), hub_(hub), options_(std::move(options)) {}
 
 int64_t ControlService::nowMs() const {
-  if (options_.now_ms) return options_.now_ms();
+  if (options_.nowMs) return options_.nowMs();
   return unixNowMs();
 }
 
@@ -53,7 +53,7 @@ grpc::Status ControlService::Session(
     grpc::ServerReaderWriter<cv1::ControlMessage, cv1::RelayMessage>* stream) {
   try {
     RelaySession session(*context, *stream, store_, hub_,
-                         RelaySessionOptions{options_.writer_linger, options_.now_ms});
+                         RelaySessionOptions{options_.writerLinger, options_.nowMs});
     return session.run();
   } catch (const std::exception& error) {
     return internalError("Session", error);
@@ -92,7 +92,7 @@ cv1::AuthorizeAttachResponse ControlService::authorize(grpc::ServerContext& cont
                   {{"tunnel", request.tunnel_id()}, {"error", loaded.error().message}});
     return answer(cv1::ATTACH_RESULT_ERROR, kStorageUnavailable);
   }
-  if (elapsed > options_.attach_timeout || context.IsCancelled()) {
+  if (elapsed > options_.attachTimeout || context.IsCancelled()) {
     logger().warn(
         "attach not authorized: the tunnel read was too slow",
         {{"tunnel", request.tunnel_id()},
@@ -104,7 +104,7 @@ cv1::AuthorizeAttachResponse ControlService::authorize(grpc::ServerContext& cont
   }
   const StoredTunnel& tunnel = **loaded;
 
-  const auto expected = tokenHashBytes(tunnel.record.token_sha256_hex);
+  const auto expected = tokenHashBytes(tunnel.record.tokenSha256Hex);
   if (!expected) {
     logger().error("stored token hash is malformed", {{"tunnel", request.tunnel_id()}});
     return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);

@@ -23,9 +23,9 @@ struct ControlServiceOptions {
   // An attach whose tunnel read took longer than this is answered ERROR ("storage unavailable"):
   // relayd has given up waiting by then and decides from its cache. The store's own timeouts bound
   // the read itself.
-  std::chrono::milliseconds attach_timeout{4000};
-  std::chrono::milliseconds writer_linger{2000};  // see RelaySessionOptions
-  Clock now_ms;  // empty: the system clock
+  std::chrono::milliseconds attachTimeout{4000};
+  std::chrono::milliseconds writerLinger{2000};  // see RelaySessionOptions
+  Clock nowMs;                                   // empty: the system clock
 };
 
 class ControlService final : public cv1::RelayControl::Service {

@@ -36,7 +36,7 @@ GrpcServer::GrpcServer(GrpcServerOptions options, grpc::Service& control, RelayH
     : options_(std::move(options)),
       control_(control),
       hub_(hub),
-      admin_(admin != nullptr ? *admin : unimplemented_admin_) {}
+      admin_(admin != nullptr ? *admin : unimplementedAdmin_) {}
 
 GrpcServer::~GrpcServer() {
   stop();
@@ -45,8 +45,8 @@ GrpcServer::~GrpcServer() {
 Status GrpcServer::start() {
   const std::lock_guard lock(mutex_);
   if (server_ != nullptr) return Error{ErrorKind::kInvalid, "the gRPC server is already running"};
-  auto socket_lock = SocketLock::acquire(options_.socket_path);
-  if (!socket_lock.ok()) return socket_lock.error();
+  auto socketLock = SocketLock::acquire(options_.socketPath);
+  if (!socketLock.ok()) return socketLock.error();
 
   // Process-wide switches; they take effect for servers built after them.
   grpc::EnableDefaultHealthCheckService(true);
@@ -65,15 +65,15 @@ Status GrpcServer::start() {
   // gRPC binds the socket inside BuildAndStart with the umask's mode (0777 under umask 000), and
   // it accepts from then on. The umask is narrowed for that call (start-up: no other thread of
   // ours creates files then), and the mode set explicitly after.
-  const mode_t umask_before = ::umask(0777 & ~kSocketMode);
+  const mode_t umaskBefore = ::umask(0777 & ~kSocketMode);
   auto server = builder.BuildAndStart();
-  ::umask(umask_before);
-  if (server != nullptr && ::chmod(options_.socket_path.c_str(), kSocketMode) != 0) {
+  ::umask(umaskBefore);
+  if (server != nullptr && ::chmod(options_.socketPath.c_str(), kSocketMode) != 0) {
     const int error = errno;
     server->Shutdown();
     server->Wait();
     return Error{ErrorKind::kUnavailable,
-                 "cannot set the mode of " + options_.socket_path + ": " +
+                 "cannot set the mode of " + options_.socketPath + ": " +
                      std::error_code(error, std::generic_category()).message()};
   }
   if (server == nullptr) {
@@ -85,8 +85,8 @@ Status GrpcServer::start() {
     for (const auto& name : healthNames()) health->SetServingStatus(name, serving_);
   }
   server_ = std::move(server);
-  lock_.emplace(std::move(socket_lock).value());
-  logger().info("gRPC server listening", {{"socket", options_.socket_path}});
+  lock_.emplace(std::move(socketLock).value());
+  logger().info("gRPC server listening", {{"socket", options_.socketPath}});
   return Ok{};
 }
 
@@ -105,17 +105,17 @@ void GrpcServer::stop() {
   // First the sessions, which never end on their own: Shutdown would wait out its whole grace
   // period for them, and ending them through the hub leaves the registry alone.
   hub_.shutdown();
-  server_->Shutdown(std::chrono::system_clock::now() + options_.shutdown_grace);
+  server_->Shutdown(std::chrono::system_clock::now() + options_.shutdownGrace);
   server_->Wait();
   server_.reset();
   // Still under the lock, so no other controld can have bound the path in the meantime.
-  if (unlink(options_.socket_path.c_str()) != 0 && errno != ENOENT) {
+  if (unlink(options_.socketPath.c_str()) != 0 && errno != ENOENT) {
     logger().warn("cannot remove the gRPC socket",
-                  {{"socket", options_.socket_path},
+                  {{"socket", options_.socketPath},
                    {"error", std::error_code(errno, std::generic_category()).message()}});
   }
   lock_.reset();
-  logger().info("gRPC server stopped", {{"socket", options_.socket_path}});
+  logger().info("gRPC server stopped", {{"socket", options_.socketPath}});
 }
 
 bool GrpcServer::running() const {

@@ -21,9 +21,9 @@
 namespace ot::controld {
 
 struct GrpcServerOptions {
-  std::string socket_path;  // a filesystem path; the server listens on unix:<socket_path>
+  std::string socketPath;  // a filesystem path; the server listens on unix:<socket_path>
   // How long stop() lets unary calls finish before cancelling them.
-  std::chrono::milliseconds shutdown_grace{2000};
+  std::chrono::milliseconds shutdownGrace{2000};
 };
 
 class GrpcServer {
@@ -47,14 +47,14 @@ class GrpcServer {
   // removes the socket file and releases the lock. Idempotent.
   void stop();
 
-  [[nodiscard]] std::string target() const { return "unix:" + options_.socket_path; }
+  [[nodiscard]] std::string target() const { return "unix:" + options_.socketPath; }
   [[nodiscard]] bool running() const;
 
  private:
   const GrpcServerOptions options_;
   grpc::Service& control_;
   RelayHub& hub_;
-  opentunnel::admin::v1::Admin::Service unimplemented_admin_;
+  opentunnel::admin::v1::Admin::Service unimplementedAdmin_;
   grpc::Service& admin_;
 
   mutable std::mutex mutex_;

@@ -14,8 +14,8 @@ std::optional<std::string> tokenHashBytes(std::string_view hex) {
   return std::string(bytes->begin(), bytes->end());
 }
 
-bool certificateUsable(const CertificateInfo& certificate, int64_t now_ms) {
-  return !certificate.chain_pem.empty() && certificate.not_after_ms > now_ms;
+bool certificateUsable(const CertificateInfo& certificate, int64_t nowMs) {
+  return !certificate.chainPem.empty() && certificate.notAfterMs > nowMs;
 }
 
 cv1::CertificateState toProtoState(CertificateState state) {
@@ -32,21 +32,21 @@ cv1::CertificateState toProtoState(CertificateState state) {
   return cv1::CERTIFICATE_STATE_UNSPECIFIED;
 }
 
-cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, int64_t now_ms) {
+cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, int64_t nowMs) {
   cv1::TunnelRecord out;
   out.set_tunnel_id(record.id);
   out.set_revision(revision > 0 ? static_cast<uint64_t>(revision) : 0);
-  out.set_token_sha256(tokenHashBytes(record.token_sha256_hex).value_or(std::string()));
+  out.set_token_sha256(tokenHashBytes(record.tokenSha256Hex).value_or(std::string()));
   out.set_hostname(record.hostname);
   out.set_certificate_state(toProtoState(record.certificate.state));
-  out.set_cert_ready(certificateUsable(record.certificate, now_ms));
+  out.set_cert_ready(certificateUsable(record.certificate, nowMs));
   out.set_deleted(record.deleted());
   return out;
 }
 
 Result<cv1::ApiCertificate> toProtoCertificate(const ApiCertificatePem& certificate) {
-  BioPtr bio(BIO_new_mem_buf(certificate.chain_pem.data(),
-                             static_cast<int>(certificate.chain_pem.size())));
+  BioPtr bio(
+      BIO_new_mem_buf(certificate.chainPem.data(), static_cast<int>(certificate.chainPem.size())));
   if (bio == nullptr) return Error{ErrorKind::kInternal, takeOpensslError()};
   X509Ptr leaf(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
   if (leaf == nullptr) {
@@ -60,23 +60,23 @@ Result<cv1::ApiCertificate> toProtoCertificate(const ApiCertificatePem& certific
   OPENSSL_free(der);
 
   cv1::ApiCertificate out;
-  out.set_certificate_chain_pem(certificate.chain_pem);
-  out.set_private_key_pem(certificate.key_pem);
-  out.set_not_after_unix_ms(certificate.not_after_ms);
+  out.set_certificate_chain_pem(certificate.chainPem);
+  out.set_private_key_pem(certificate.keyPem);
+  out.set_not_after_unix_ms(certificate.notAfterMs);
   out.set_fingerprint_sha256(crypto::toHex(digest));
   return out;
 }
 
 BridgeEntry bridgeEntryFromProto(const cv1::Bridge& bridge) {
   BridgeEntry entry;
-  entry.bridge_id = bridge.bridge_id();
-  entry.tunnel_id = bridge.tunnel_id();
+  entry.bridgeId = bridge.bridge_id();
+  entry.tunnelId = bridge.tunnel_id();
   entry.routes.assign(bridge.routes().begin(), bridge.routes().end());
   entry.origin = bridge.origin();
   entry.profile = bridge.profile();
-  entry.max_conns = bridge.max_conns();
-  entry.attached_at_ms = bridge.attached_at_unix_ms();
-  entry.peer_address = bridge.peer_address();
+  entry.maxConns = bridge.max_conns();
+  entry.attachedAtMs = bridge.attached_at_unix_ms();
+  entry.peerAddress = bridge.peer_address();
   return entry;
 }
 

@@ -28,16 +28,16 @@ inline constexpr uint32_t kDefaultMaxRoutesPerTunnel = 256;
 
 // Whether visitors can be served: a chain is stored and its leaf has not expired. Independent of
 // the state, so it stays true while a renewal is issuing (or after a renewal failed).
-[[nodiscard]] bool certificateUsable(const CertificateInfo& certificate, int64_t now_ms);
+[[nodiscard]] bool certificateUsable(const CertificateInfo& certificate, int64_t nowMs);
 
 [[nodiscard]] cv1::CertificateState toProtoState(CertificateState state);
 
 // The record relayd caches. A malformed token hash becomes an empty token_sha256, which matches no
 // presented token. Limits are left 0 (the machine's defaults) until records carry their own.
 [[nodiscard]] cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision,
-                                              int64_t now_ms);
-[[nodiscard]] inline cv1::TunnelRecord toProtoRecord(const StoredTunnel& tunnel, int64_t now_ms) {
-  return toProtoRecord(tunnel.record, tunnel.revision, now_ms);
+                                              int64_t nowMs);
+[[nodiscard]] inline cv1::TunnelRecord toProtoRecord(const StoredTunnel& tunnel, int64_t nowMs) {
+  return toProtoRecord(tunnel.record, tunnel.revision, nowMs);
 }
 
 // The API certificate message; the fingerprint is taken from the chain's first certificate.

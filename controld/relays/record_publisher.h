@@ -10,16 +10,16 @@
 namespace ot::controld {
 
 struct ApiCertificatePem {
-  std::string chain_pem;
-  std::string key_pem;
-  int64_t not_after_ms = 0;
+  std::string chainPem;
+  std::string keyPem;
+  int64_t notAfterMs = 0;
 };
 
 class RecordPublisher {
  public:
   virtual ~RecordPublisher() = default;
   virtual void publishRecord(const StoredTunnel& tunnel) = 0;
-  virtual void publishDeleted(const std::string& tunnel_id) = 0;
+  virtual void publishDeleted(const std::string& tunnelId) = 0;
   virtual void publishApiCertificate(const ApiCertificatePem& certificate) = 0;
 };
 

@@ -24,26 +24,25 @@ std::string randomInstanceId() {
 }  // namespace
 
 void RelayHub::Session::cancelStream() {
-  const std::lock_guard lock(cancel_mutex_);
-  if (!stream_closed_ && cancel_) cancel_();
+  const std::lock_guard lock(cancelMutex_);
+  if (!streamClosed_ && cancel_) cancel_();
 }
 
 RelayHub::RelayHub(BridgeRegistry& registry, RelayHubOptions options)
     : registry_(registry),
-      queue_limit_(options.queue_limit == 0 ? 1 : options.queue_limit),
-      instance_id_(options.instance_id.empty() ? randomInstanceId()
-                                               : std::move(options.instance_id)),
-      now_ms_(std::move(options.now_ms)) {}
+      queueLimit_(options.queueLimit == 0 ? 1 : options.queueLimit),
+      instanceId_(options.instanceId.empty() ? randomInstanceId() : std::move(options.instanceId)),
+      nowMs_(std::move(options.nowMs)) {}
 
-std::string RelayHub::relayKey(std::string_view machine_id, uint64_t epoch) {
-  std::string key(machine_id);
+std::string RelayHub::relayKey(std::string_view machineId, uint64_t epoch) {
+  std::string key(machineId);
   key += '/';
   key += std::to_string(epoch);
   return key;
 }
 
 int64_t RelayHub::nowMs() const {
-  return now_ms_ ? now_ms_() : unixNowMs();
+  return nowMs_ ? nowMs_() : unixNowMs();
 }
 
 void RelayHub::fanOutLocked(const cv1::ControlMessage& message) {
@@ -63,13 +62,13 @@ void RelayHub::publishRecord(const StoredTunnel& tunnel) {
   fanOutLocked(message);
 }
 
-void RelayHub::publishDeleted(const std::string& tunnel_id) {
-  publishDeleted(tunnel_id, 0);
+void RelayHub::publishDeleted(const std::string& tunnelId) {
+  publishDeleted(tunnelId, 0);
 }
 
-void RelayHub::publishDeleted(const std::string& tunnel_id, uint64_t revision) {
+void RelayHub::publishDeleted(const std::string& tunnelId, uint64_t revision) {
   cv1::ControlMessage message;
-  message.mutable_tunnel_deleted()->set_tunnel_id(tunnel_id);
+  message.mutable_tunnel_deleted()->set_tunnel_id(tunnelId);
   message.mutable_tunnel_deleted()->set_revision(revision);
   const std::lock_guard lock(mutex_);
   fanOutLocked(message);
@@ -84,19 +83,19 @@ void RelayHub::publishApiCertificate(const ApiCertificatePem& certificate) {
   auto message = std::make_unique<cv1::ControlMessage>();
   *message->mutable_api_certificate() = std::move(converted).value();
   const std::lock_guard lock(mutex_);
-  api_certificate_ = std::move(message);
-  fanOutLocked(*api_certificate_);
+  apiCertificate_ = std::move(message);
+  fanOutLocked(*apiCertificate_);
 }
 
-RelayHub::CommandSent RelayHub::sendCommand(const std::string& relay_key, cv1::Command command) {
+RelayHub::CommandSent RelayHub::sendCommand(const std::string& relayKey, cv1::Command command) {
   CommandSent sent;
   const std::lock_guard lock(mutex_);
-  sent.id = ++next_command_id_;
+  sent.id = ++nextCommandId_;
   command.set_id(sent.id);
   cv1::ControlMessage message;
   *message.mutable_command() = std::move(command);
   for (auto& [key, session] : sessions_) {
-    if (!relay_key.empty() && key != relay_key) continue;
+    if (!relayKey.empty() && key != relayKey) continue;
     if (session->outbox_.push(message)) ++sent.relays;
   }
   return sent;
@@ -104,12 +103,12 @@ RelayHub::CommandSent RelayHub::sendCommand(const std::string& relay_key, cv1::C
 
 void RelayHub::setAckHandler(AckHandler handler) {
   const std::lock_guard lock(mutex_);
-  ack_handler_ = std::move(handler);
+  ackHandler_ = std::move(handler);
 }
 
 void RelayHub::setCountersHandler(CountersHandler handler) {
   const std::lock_guard lock(mutex_);
-  counters_handler_ = std::move(handler);
+  countersHandler_ = std::move(handler);
 }
 
 std::vector<RelayInfo> RelayHub::relays() const {
@@ -139,20 +138,20 @@ void RelayHub::shutdown() {
 
 RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void()> cancel) {
   auto key = relayKey(hello.machine_id(), hello.epoch());
-  SessionPtr session(new Session(key, queue_limit_, std::move(cancel)));
+  SessionPtr session(new Session(key, queueLimit_, std::move(cancel)));
   RelayInfo& info = session->info_;
-  info.relay_key = key;
-  info.machine_id = hello.machine_id();
+  info.relayKey = key;
+  info.machineId = hello.machine_id();
   info.epoch = hello.epoch();
   info.version = hello.version();
-  info.forward_address = hello.forward_address();
-  info.started_at_ms = hello.started_at_unix_ms();
-  info.connected_at_ms = nowMs();
+  info.forwardAddress = hello.forward_address();
+  info.startedAtMs = hello.started_at_unix_ms();
+  info.connectedAtMs = nowMs();
   info.draining = hello.draining();
 
   cv1::ControlMessage accepted;
-  accepted.mutable_accepted()->set_instance_id(instance_id_);
-  accepted.mutable_accepted()->set_server_time_unix_ms(info.connected_at_ms);
+  accepted.mutable_accepted()->set_instance_id(instanceId_);
+  accepted.mutable_accepted()->set_server_time_unix_ms(info.connectedAtMs);
 
   SessionPtr superseded;
   {
@@ -160,7 +159,7 @@ RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void(
     if (stopping_) return nullptr;
     // Queued under the lock, so no publish can come between the answer and the certificate.
     (void)session->outbox_.push(std::move(accepted));
-    if (api_certificate_ != nullptr) (void)session->outbox_.push(*api_certificate_);
+    if (apiCertificate_ != nullptr) (void)session->outbox_.push(*apiCertificate_);
     auto& slot = sessions_[key];
     if (slot != nullptr) {
       slot->live_ = false;
@@ -178,20 +177,20 @@ RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void(
 void RelayHub::snapshotComplete(const SessionPtr& session, std::vector<BridgeEntry> bridges) {
   const std::lock_guard lock(mutex_);
   if (!session->live_) return;
-  session->info_.snapshot_complete = true;
-  registry_.replaceRelay(session->relay_key_, std::move(bridges));
+  session->info_.snapshotComplete = true;
+  registry_.replaceRelay(session->relayKey_, std::move(bridges));
 }
 
 void RelayHub::bridgeAttached(const SessionPtr& session, BridgeEntry bridge) {
   const std::lock_guard lock(mutex_);
   if (!session->live_) return;
-  registry_.attached(session->relay_key_, std::move(bridge));
+  registry_.attached(session->relayKey_, std::move(bridge));
 }
 
-void RelayHub::bridgeDetached(const SessionPtr& session, const std::string& bridge_id) {
+void RelayHub::bridgeDetached(const SessionPtr& session, const std::string& bridgeId) {
   const std::lock_guard lock(mutex_);
   if (!session->live_) return;
-  registry_.detached(session->relay_key_, bridge_id);
+  registry_.detached(session->relayKey_, bridgeId);
 }
 
 void RelayHub::markDraining(const SessionPtr& session) {
@@ -203,18 +202,18 @@ void RelayHub::counters(const SessionPtr& session, const cv1::Counters& counters
   CountersHandler handler;
   {
     const std::lock_guard lock(mutex_);
-    handler = counters_handler_;
+    handler = countersHandler_;
   }
-  if (handler) handler(session->relay_key_, counters);
+  if (handler) handler(session->relayKey_, counters);
 }
 
 void RelayHub::ack(const SessionPtr& session, const cv1::Ack& ack) {
   AckHandler handler;
   {
     const std::lock_guard lock(mutex_);
-    handler = ack_handler_;
+    handler = ackHandler_;
   }
-  if (handler) handler(session->relay_key_, ack);
+  if (handler) handler(session->relayKey_, ack);
 }
 
 bool RelayHub::send(const SessionPtr& session, cv1::ControlMessage message) {
@@ -223,17 +222,17 @@ bool RelayHub::send(const SessionPtr& session, cv1::ControlMessage message) {
 
 bool RelayHub::close(const SessionPtr& session) {
   {
-    const std::lock_guard lock(session->cancel_mutex_);
-    session->stream_closed_ = true;
+    const std::lock_guard lock(session->cancelMutex_);
+    session->streamClosed_ = true;
   }
   session->outbox_.close();
   const std::lock_guard lock(mutex_);
   if (!session->live_) return false;
   session->live_ = false;
-  auto it = sessions_.find(session->relay_key_);
+  auto it = sessions_.find(session->relayKey_);
   if (it == sessions_.end() || it->second != session) return false;
   sessions_.erase(it);
-  registry_.dropRelay(session->relay_key_);
+  registry_.dropRelay(session->relayKey_);
   return true;
 }
 

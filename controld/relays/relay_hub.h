@@ -28,22 +28,22 @@ namespace cv1 = ::opentunnel::control::v1;
 
 // One live relay session, for logs and the admin view.
 struct RelayInfo {
-  std::string relay_key;
-  std::string machine_id;
+  std::string relayKey;
+  std::string machineId;
   uint64_t epoch = 0;
   std::string version;
-  std::string forward_address;
-  int64_t started_at_ms = 0;    // relayd's start
-  int64_t connected_at_ms = 0;  // when controld accepted the session
-  bool snapshot_complete = false;
+  std::string forwardAddress;
+  int64_t startedAtMs = 0;    // relayd's start
+  int64_t connectedAtMs = 0;  // when controld accepted the session
+  bool snapshotComplete = false;
   bool draining = false;
   size_t queued = 0;  // messages waiting in the session's outbox
 };
 
 struct RelayHubOptions {
-  size_t queue_limit = 10000;       // per session; overflow ends that session
-  std::string instance_id;          // SessionAccepted.instance_id; empty: random
-  Clock now_ms;  // empty: the system clock
+  size_t queueLimit = 10000;  // per session; overflow ends that session
+  std::string instanceId;     // SessionAccepted.instance_id; empty: random
+  Clock nowMs;                // empty: the system clock
 };
 
 class RelayHub final : public RecordPublisher {
@@ -52,31 +52,31 @@ class RelayHub final : public RecordPublisher {
   // is live, the hub.
   class Session {
    public:
-    [[nodiscard]] const std::string& relayKey() const { return relay_key_; }
+    [[nodiscard]] const std::string& relayKey() const { return relayKey_; }
     [[nodiscard]] SessionOutbox& outbox() { return outbox_; }
 
    private:
     friend class RelayHub;
-    Session(std::string relay_key, size_t queue_limit, std::function<void()> cancel)
-        : relay_key_(std::move(relay_key)), outbox_(queue_limit), cancel_(std::move(cancel)) {}
+    Session(std::string relayKey, size_t queueLimit, std::function<void()> cancel)
+        : relayKey_(std::move(relayKey)), outbox_(queueLimit), cancel_(std::move(cancel)) {}
     // Cancels the stream unless close() ran: the handler (and its ServerContext) may be gone by
     // the time shutdown() or a superseding open() gets to it.
     void cancelStream();
 
-    const std::string relay_key_;
+    const std::string relayKey_;
     SessionOutbox outbox_;
     const std::function<void()> cancel_;
-    std::mutex cancel_mutex_;
-    bool stream_closed_ = false;  // guarded by cancel_mutex_
+    std::mutex cancelMutex_;
+    bool streamClosed_ = false;  // guarded by cancel_mutex_
     // Guarded by the hub's mutex.
     RelayInfo info_;
     bool live_ = true;  // false once superseded, closed, or the hub shut down
   };
   using SessionPtr = std::shared_ptr<Session>;
 
-  using AckHandler = std::function<void(const std::string& relay_key, const cv1::Ack& ack)>;
+  using AckHandler = std::function<void(const std::string& relayKey, const cv1::Ack& ack)>;
   using CountersHandler =
-      std::function<void(const std::string& relay_key, const cv1::Counters& counters)>;
+      std::function<void(const std::string& relayKey, const cv1::Counters& counters)>;
 
   struct CommandSent {
     uint64_t id = 0;    // Command.id, echoed by each relay's Ack
@@ -85,20 +85,20 @@ class RelayHub final : public RecordPublisher {
 
   explicit RelayHub(BridgeRegistry& registry, RelayHubOptions options = {});
 
-  [[nodiscard]] static std::string relayKey(std::string_view machine_id, uint64_t epoch);
-  [[nodiscard]] const std::string& instanceId() const { return instance_id_; }
+  [[nodiscard]] static std::string relayKey(std::string_view machineId, uint64_t epoch);
+  [[nodiscard]] const std::string& instanceId() const { return instanceId_; }
 
   // RecordPublisher: queued to every live session. A record that is deleted goes out as
   // TunnelDeleted with its revision; publishDeleted(id) without one sends revision 0.
   void publishRecord(const StoredTunnel& tunnel) override;
-  void publishDeleted(const std::string& tunnel_id) override;
-  void publishDeleted(const std::string& tunnel_id, uint64_t revision);
+  void publishDeleted(const std::string& tunnelId) override;
+  void publishDeleted(const std::string& tunnelId, uint64_t revision);
   // Remembered and sent to every live session and to each new one after SessionAccepted. A chain
   // without a certificate is logged and ignored (the previous certificate stays).
   void publishApiCertificate(const ApiCertificatePem& certificate) override;
 
   // Queues a command to one relay (relay_key) or to all ("") with a fresh id.
-  CommandSent sendCommand(const std::string& relay_key, cv1::Command command);
+  CommandSent sendCommand(const std::string& relayKey, cv1::Command command);
   // Handlers run on the session's reader thread: they must not block (hand work off instead).
   void setAckHandler(AckHandler handler);
   void setCountersHandler(CountersHandler handler);
@@ -117,7 +117,7 @@ class RelayHub final : public RecordPublisher {
   // Registry changes; ignored once the session is no longer live.
   void snapshotComplete(const SessionPtr& session, std::vector<BridgeEntry> bridges);
   void bridgeAttached(const SessionPtr& session, BridgeEntry bridge);
-  void bridgeDetached(const SessionPtr& session, const std::string& bridge_id);
+  void bridgeDetached(const SessionPtr& session, const std::string& bridgeId);
   void markDraining(const SessionPtr& session);
   // Forwarded to the handlers even from a superseded session: the usage happened all the same.
   void counters(const SessionPtr& session, const cv1::Counters& counters);
@@ -132,17 +132,17 @@ class RelayHub final : public RecordPublisher {
   void fanOutLocked(const cv1::ControlMessage& message);
 
   BridgeRegistry& registry_;
-  const size_t queue_limit_;
-  const std::string instance_id_;
-  const Clock now_ms_;
+  const size_t queueLimit_;
+  const std::string instanceId_;
+  const Clock nowMs_;
 
   mutable std::mutex mutex_;
   std::map<std::string, SessionPtr> sessions_;  // the live session of each relay
   bool stopping_ = false;
-  uint64_t next_command_id_ = 0;
-  std::unique_ptr<cv1::ControlMessage> api_certificate_;
-  AckHandler ack_handler_;
-  CountersHandler counters_handler_;
+  uint64_t nextCommandId_ = 0;
+  std::unique_ptr<cv1::ControlMessage> apiCertificate_;
+  AckHandler ackHandler_;
+  CountersHandler countersHandler_;
 };
 
 }  // namespace ot::controld

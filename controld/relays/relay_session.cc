@@ -30,7 +30,7 @@ RelaySession::~RelaySession() {
 }
 
 int64_t RelaySession::nowMs() const {
-  if (options_.now_ms) return options_.now_ms();
+  if (options_.nowMs) return options_.nowMs();
   return unixNowMs();
 }
 
@@ -71,16 +71,16 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
       return snapshotPart(message.snapshot());
     case cv1::RelayMessage::kAttached: {
       BridgeEntry bridge = bridgeEntryFromProto(message.attached().bridge());
-      if (snapshot_complete_) {
+      if (snapshotComplete_) {
         hub_.bridgeAttached(session_, std::move(bridge));
       } else {
-        auto id = bridge.bridge_id;
+        auto id = bridge.bridgeId;
         pending_.insert_or_assign(std::move(id), std::move(bridge));
       }
       return grpc::Status::OK;
     }
     case cv1::RelayMessage::kDetached:
-      if (snapshot_complete_) {
+      if (snapshotComplete_) {
         hub_.bridgeDetached(session_, message.detached().bridge_id());
       } else {
         pending_.erase(message.detached().bridge_id());
@@ -104,10 +104,10 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
 }
 
 grpc::Status RelaySession::snapshotPart(const cv1::BridgeSnapshot& part) {
-  if (snapshot_complete_) return invalid("a second snapshot on one session");
+  if (snapshotComplete_) return invalid("a second snapshot on one session");
   for (const auto& bridge : part.bridges()) {
     BridgeEntry entry = bridgeEntryFromProto(bridge);
-    auto id = entry.bridge_id;
+    auto id = entry.bridgeId;
     pending_.insert_or_assign(std::move(id), std::move(entry));
   }
   if (!part.last()) return grpc::Status::OK;
@@ -116,11 +116,11 @@ grpc::Status RelaySession::snapshotPart(const cv1::BridgeSnapshot& part) {
   std::set<std::string> tunnels;
   bridges.reserve(pending_.size());
   for (auto& [id, bridge] : pending_) {
-    tunnels.insert(bridge.tunnel_id);
+    tunnels.insert(bridge.tunnelId);
     bridges.push_back(std::move(bridge));
   }
   pending_.clear();
-  snapshot_complete_ = true;
+  snapshotComplete_ = true;
   logger().info(
       "relay snapshot received",
       {{"relay", session_->relayKey()}, {"bridges", bridges.size()}, {"tunnels", tunnels.size()}});
@@ -175,7 +175,7 @@ void RelaySession::writeLoop() {
   } else if (broken) {
     context_.TryCancel();  // the call is gone: make sure the reader stops too
   }
-  writer_done_.set_value();
+  writerDone_.set_value();
 }
 
 void RelaySession::finish() {
@@ -184,7 +184,7 @@ void RelaySession::finish() {
   if (session_ == nullptr) return;
   const bool dropped = hub_.close(session_);  // also closes the outbox: the writer stops
   if (writer_.joinable()) {
-    if (writer_done_.get_future().wait_for(options_.writer_linger) != std::future_status::ready) {
+    if (writerDone_.get_future().wait_for(options_.writerLinger) != std::future_status::ready) {
       context_.TryCancel();  // a write is stuck on a relay that stopped reading
     }
     writer_.join();

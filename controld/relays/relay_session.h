@@ -31,8 +31,8 @@ namespace ot::controld {
 struct RelaySessionOptions {
   // How long an ending session waits for its writer to finish a pending write before it cancels
   // the call (a relay that stopped reading).
-  std::chrono::milliseconds writer_linger{2000};
-  Clock now_ms;  // empty: the system clock
+  std::chrono::milliseconds writerLinger{2000};
+  Clock nowMs;  // empty: the system clock
 };
 
 // Lives on the stack of the Session handler, for one stream.
@@ -54,7 +54,7 @@ class RelaySession {
   [[nodiscard]] grpc::Status apply(const cv1::RelayMessage& message);
   [[nodiscard]] grpc::Status snapshotPart(const cv1::BridgeSnapshot& part);
   // After the snapshot: the records of the tunnels relayd holds bridges for.
-  void pushRecords(const std::set<std::string>& tunnel_ids);
+  void pushRecords(const std::set<std::string>& tunnelIds);
   void writeLoop();
   void finish();
   [[nodiscard]] int64_t nowMs() const;
@@ -67,9 +67,9 @@ class RelaySession {
 
   RelayHub::SessionPtr session_;
   std::thread writer_;
-  std::promise<void> writer_done_;
+  std::promise<void> writerDone_;
   bool finished_ = false;
-  bool snapshot_complete_ = false;
+  bool snapshotComplete_ = false;
   // The snapshot collected so far; deltas that arrive before its last part apply here.
   std::unordered_map<std::string, BridgeEntry> pending_;
 };

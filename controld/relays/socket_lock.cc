@@ -37,28 +37,28 @@ void writePid(int fd) {
 
 }  // namespace
 
-Result<SocketLock> SocketLock::acquire(const std::string& socket_path) {
-  if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return Error{ErrorKind::kInvalid, "gRPC socket path \"" + socket_path +
+Result<SocketLock> SocketLock::acquire(const std::string& socketPath) {
+  if (socketPath.empty() || socketPath.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return Error{ErrorKind::kInvalid, "gRPC socket path \"" + socketPath +
                                           "\" is empty or longer than a unix socket path may be (" +
                                           std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
                                           " bytes)"};
   }
-  std::string lock_path = socket_path + ".lock";
-  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  std::string lockPath = socketPath + ".lock";
+  const int fd = open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     const int error = errno;
     return Error{ErrorKind::kUnavailable,
-                 "cannot open the lock file " + lock_path + ": " + errnoText(error)};
+                 "cannot open the lock file " + lockPath + ": " + errnoText(error)};
   }
-  SocketLock lock(fd, std::move(lock_path));
+  SocketLock lock(fd, std::move(lockPath));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     if (error == EWOULDBLOCK) {
       const std::string holder = readHolder(fd);
       return Error{ErrorKind::kConflict,
                    "another controld" + (holder.empty() ? std::string() : " (pid " + holder + ")") +
-                       " is serving on " + socket_path + " (it holds " + lock.lockPath() + ")"};
+                       " is serving on " + socketPath + " (it holds " + lock.lockPath() + ")"};
     }
     return Error{ErrorKind::kUnavailable,
                  "cannot lock " + lock.lockPath() + ": " + errnoText(error)};
@@ -66,33 +66,32 @@ Result<SocketLock> SocketLock::acquire(const std::string& socket_path) {
   writePid(fd);
 
   struct stat status = {};
-  if (lstat(socket_path.c_str(), &status) == 0) {
+  if (lstat(socketPath.c_str(), &status) == 0) {
     if (!S_ISSOCK(status.st_mode)) {
       return Error{ErrorKind::kInvalid,
-                   socket_path + " exists and is not a socket; refusing to replace it"};
+                   socketPath + " exists and is not a socket; refusing to replace it"};
     }
     // Nobody holds the lock, so no process serves on it: a leftover of one that died.
-    if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
+    if (unlink(socketPath.c_str()) != 0 && errno != ENOENT) {
       const int error = errno;
       return Error{ErrorKind::kUnavailable,
-                   "cannot remove the stale socket " + socket_path + ": " + errnoText(error)};
+                   "cannot remove the stale socket " + socketPath + ": " + errnoText(error)};
     }
   } else if (errno != ENOENT) {
     const int error = errno;
-    return Error{ErrorKind::kUnavailable,
-                 "cannot inspect " + socket_path + ": " + errnoText(error)};
+    return Error{ErrorKind::kUnavailable, "cannot inspect " + socketPath + ": " + errnoText(error)};
   }
   return lock;
 }
 
 SocketLock::SocketLock(SocketLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), lock_path_(std::move(other.lock_path_)) {}
+    : fd_(std::exchange(other.fd_, -1)), lockPath_(std::move(other.lockPath_)) {}
 
 SocketLock& SocketLock::operator=(SocketLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) close(fd_);
     fd_ = std::exchange(other.fd_, -1);
-    lock_path_ = std::move(other.lock_path_);
+    lockPath_ = std::move(other.lockPath_);
   }
   return *this;
 }

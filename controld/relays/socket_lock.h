@@ -18,7 +18,7 @@ class SocketLock {
   // wrote one) while another process holds the lock; kInvalid when the path is too long for a
   // unix socket, or names something that is not a socket; kUnavailable when the lock file cannot
   // be opened (a missing directory, permissions).
-  [[nodiscard]] static Result<SocketLock> acquire(const std::string& socket_path);
+  [[nodiscard]] static Result<SocketLock> acquire(const std::string& socketPath);
 
   SocketLock(SocketLock&& other) noexcept;
   SocketLock& operator=(SocketLock&& other) noexcept;
@@ -26,13 +26,13 @@ class SocketLock {
   SocketLock& operator=(const SocketLock&) = delete;
   ~SocketLock();  // releases the lock
 
-  [[nodiscard]] const std::string& lockPath() const { return lock_path_; }
+  [[nodiscard]] const std::string& lockPath() const { return lockPath_; }
 
  private:
-  SocketLock(int fd, std::string lock_path) : fd_(fd), lock_path_(std::move(lock_path)) {}
+  SocketLock(int fd, std::string lockPath) : fd_(fd), lockPath_(std::move(lockPath)) {}
 
   int fd_ = -1;
-  std::string lock_path_;
+  std::string lockPath_;
 };
 
 }  // namespace ot::controld

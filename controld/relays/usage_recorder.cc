@@ -34,14 +34,13 @@ PeriodicTaskOptions flushSchedule(std::chrono::milliseconds interval) {
 
 }  // namespace
 
-int64_t hourStart(int64_t unix_ms) {
-  const int64_t rem = unix_ms % kHourMs;
-  return unix_ms - (rem < 0 ? rem + kHourMs : rem);
+int64_t hourStart(int64_t unixMs) {
+  const int64_t rem = unixMs % kHourMs;
+  return unixMs - (rem < 0 ? rem + kHourMs : rem);
 }
 
-std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counters, int64_t now_ms) {
-  const int64_t end =
-      counters.interval_end_unix_ms() > 0 ? counters.interval_end_unix_ms() : now_ms;
+std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counters, int64_t nowMs) {
+  const int64_t end = counters.interval_end_unix_ms() > 0 ? counters.interval_end_unix_ms() : nowMs;
   const int64_t hour = hourStart(end);
   std::vector<UsageRow> rows;
   for (const auto& tunnel : counters.tunnels()) {
@@ -63,32 +62,32 @@ UsageRecorder::UsageRecorder(UsageStore& store, UsageRecorderOptions options)
               logger().warn("usage not written yet; will retry",
                             {{"error", flushed.error().message}, {"pending_rows", pending()}});
             }
-            return options_.flush_interval;
+            return options_.flushInterval;
           },
-          flushSchedule(options_.flush_interval)) {}
+          flushSchedule(options_.flushInterval)) {}
 
 UsageRecorder::~UsageRecorder() {
   stop();
 }
 
 int64_t UsageRecorder::nowMs() const {
-  if (options_.now_ms) return options_.now_ms();
+  if (options_.nowMs) return options_.nowMs();
   return unixNowMs();
 }
 
 void UsageRecorder::mergeLocked(const UsageRow& row) {
-  auto it = pending_.find(Key{row.tunnel_id, row.hour_start_ms});
+  auto it = pending_.find(Key{row.tunnelId, row.hourStartMs});
   if (it == pending_.end()) {
-    if (pending_.size() >= options_.max_pending) {
-      ++dropped_rows_;
+    if (pending_.size() >= options_.maxPending) {
+      ++droppedRows_;
       return;
     }
-    pending_.emplace(Key{row.tunnel_id, row.hour_start_ms}, row);
+    pending_.emplace(Key{row.tunnelId, row.hourStartMs}, row);
     return;
   }
   UsageRow& sum = it->second;
-  sum.bytes_in = saturatingAdd(sum.bytes_in, row.bytes_in);
-  sum.bytes_out = saturatingAdd(sum.bytes_out, row.bytes_out);
+  sum.bytesIn = saturatingAdd(sum.bytesIn, row.bytesIn);
+  sum.bytesOut = saturatingAdd(sum.bytesOut, row.bytesOut);
   sum.connections = saturatingAdd(sum.connections, row.connections);
 }
 
@@ -99,7 +98,7 @@ void UsageRecorder::add(const opentunnel::control::v1::Counters& counters) {
 }
 
 Status UsageRecorder::flush() {
-  const std::lock_guard flushing(flush_mutex_);
+  const std::lock_guard flushing(flushMutex_);
   std::map<Key, UsageRow> batch;
   {
     const std::lock_guard lock(mutex_);
@@ -110,8 +109,8 @@ Status UsageRecorder::flush() {
   for (auto& [key, row] : batch) {
     // After one failure the rest are kept without trying: the database is likely down.
     if (first.ok()) {
-      Status written = store_.addUsage(row.tunnel_id, row.hour_start_ms, row.bytes_in,
-                                       row.bytes_out, row.connections);
+      Status written = store_.addUsage(row.tunnelId, row.hourStartMs, row.bytesIn, row.bytesOut,
+                                       row.connections);
       if (written.ok()) continue;
       first = std::move(written);
     }
@@ -139,7 +138,7 @@ size_t UsageRecorder::pending() const {
 
 uint64_t UsageRecorder::droppedRows() const {
   const std::lock_guard lock(mutex_);
-  return dropped_rows_;
+  return droppedRows_;
 }
 
 }  // namespace ot::controld

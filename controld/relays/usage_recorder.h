@@ -27,27 +27,27 @@ namespace ot::controld {
 inline constexpr int64_t kHourMs = 3'600'000;
 
 struct UsageRow {
-  std::string tunnel_id;
-  int64_t hour_start_ms = 0;
-  int64_t bytes_in = 0;
-  int64_t bytes_out = 0;
+  std::string tunnelId;
+  int64_t hourStartMs = 0;
+  int64_t bytesIn = 0;
+  int64_t bytesOut = 0;
   int64_t connections = 0;
   bool operator==(const UsageRow&) const = default;
 };
 
 // The start of the UTC hour holding unix_ms.
-[[nodiscard]] int64_t hourStart(int64_t unix_ms);
+[[nodiscard]] int64_t hourStart(int64_t unixMs);
 
 // The rows one report adds. A report covers seconds to a minute, so it is not split: all of it
 // counts in the hour its interval ended in (now_ms when the report has no end). Counts above
 // INT64_MAX are clamped; tunnels with nothing to count are skipped.
 [[nodiscard]] std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counters,
-                                              int64_t now_ms);
+                                              int64_t nowMs);
 
 struct UsageRecorderOptions {
-  std::chrono::milliseconds flush_interval{10000};
-  size_t max_pending = 100000;      // distinct (tunnel, hour) rows held in memory
-  Clock now_ms;  // empty: the system clock
+  std::chrono::milliseconds flushInterval{10000};
+  size_t maxPending = 100000;  // distinct (tunnel, hour) rows held in memory
+  Clock nowMs;                 // empty: the system clock
 };
 
 class UsageRecorder {
@@ -79,10 +79,10 @@ class UsageRecorder {
 
   mutable std::mutex mutex_;
   std::map<Key, UsageRow> pending_;
-  uint64_t dropped_rows_ = 0;
+  uint64_t droppedRows_ = 0;
 
-  std::mutex flush_mutex_;  // one flush at a time
-  PeriodicTask task_;       // last: stopped before the members its rounds read go
+  std::mutex flushMutex_;  // one flush at a time
+  PeriodicTask task_;      // last: stopped before the members its rounds read go
 };
 
 }  // namespace ot::controld

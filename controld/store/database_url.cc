@@ -90,7 +90,7 @@ Result<DatabaseUrl> parseSqlite(std::string_view rest) {
   if (path->find('"') != std::string::npos) return invalid("sqlite path must not contain '\"'");
   DatabaseUrl url;
   url.backend = DatabaseBackend::kSqlite;
-  url.sqlite_path = std::move(*path);
+  url.sqlitePath = std::move(*path);
   url.loopback = true;
   return url;
 }
@@ -115,11 +115,11 @@ Status applyQuery(std::string_view query, DatabaseUrl& url, std::optional<std::s
     if (key == "ssl-mode") {
       mode = canonicalParameter(*value);
     } else if (key == "ssl-ca") {
-      url.ssl_ca = std::move(*value);
+      url.sslCa = std::move(*value);
     } else if (key == "ssl-cert") {
-      url.ssl_cert = std::move(*value);
+      url.sslCert = std::move(*value);
     } else if (key == "ssl-key") {
-      url.ssl_key = std::move(*value);
+      url.sslKey = std::move(*value);
     } else {
       return invalid("database URL has unknown parameter " + key +
                      " (known: ssl-mode, ssl-ca, ssl-cert, ssl-key)");
@@ -129,7 +129,7 @@ Status applyQuery(std::string_view query, DatabaseUrl& url, std::optional<std::s
 }
 
 Status applyTlsPolicy(DatabaseUrl& url, const std::optional<std::string>& mode) {
-  if (url.ssl_cert.empty() != url.ssl_key.empty()) {
+  if (url.sslCert.empty() != url.sslKey.empty()) {
     return invalid("ssl-cert and ssl-key go together");
   }
   if (mode && *mode != "disabled" && *mode != "verify-identity") {
@@ -145,15 +145,15 @@ Status applyTlsPolicy(DatabaseUrl& url, const std::optional<std::string>& mode) 
                      " is not loopback: TLS with certificate verification is required, so "
                      "ssl-mode=disabled is refused");
     }
-    if (!url.ssl_ca.empty() || !url.ssl_cert.empty()) {
+    if (!url.sslCa.empty() || !url.sslCert.empty()) {
       return invalid("ssl-mode=disabled contradicts ssl-ca/ssl-cert");
     }
     url.tls = DatabaseTls::kDisabled;
     return Ok{};
   }
-  if (url.ssl_ca.empty()) {
+  if (url.sslCa.empty()) {
     if (mode) return invalid("ssl-mode=verify-identity needs ssl-ca=<CA certificates file>");
-    if (!url.ssl_cert.empty()) return invalid("ssl-cert needs ssl-ca=<CA certificates file>");
+    if (!url.sslCert.empty()) return invalid("ssl-cert needs ssl-ca=<CA certificates file>");
     if (!url.loopback) {
       return invalid("database host " + url.host +
                      " is not loopback: TLS is required; add ssl-ca=<CA certificates file> "
@@ -171,12 +171,12 @@ Result<DatabaseUrl> parseMysql(std::string_view rest) {
   rest.remove_prefix(2);
   if (rest.find('#') != std::string_view::npos) return invalid("mysql URL takes no fragment");
 
-  const size_t authority_end = rest.find_first_of("/?");
-  const std::string_view authority = rest.substr(0, authority_end);
+  const size_t authorityEnd = rest.find_first_of("/?");
+  const std::string_view authority = rest.substr(0, authorityEnd);
   std::string_view path;
   std::string_view query;
-  if (authority_end != std::string_view::npos) {
-    std::string_view tail = rest.substr(authority_end);
+  if (authorityEnd != std::string_view::npos) {
+    std::string_view tail = rest.substr(authorityEnd);
     const size_t q = tail.find('?');
     path = tail.substr(0, q);
     if (q != std::string_view::npos) query = tail.substr(q + 1);
@@ -213,16 +213,16 @@ Result<DatabaseUrl> parseMysql(std::string_view rest) {
       if (port.empty()) return invalid("mysql URL has an empty port");
     }
   } else {
-    const size_t port_colon = hostport.rfind(':');
-    host = hostport.substr(0, port_colon);
-    if (port_colon != std::string_view::npos) {
-      port = hostport.substr(port_colon + 1);
+    const size_t portColon = hostport.rfind(':');
+    host = hostport.substr(0, portColon);
+    if (portColon != std::string_view::npos) {
+      port = hostport.substr(portColon + 1);
       if (port.empty()) return invalid("mysql URL has an empty port");
     }
   }
-  auto decoded_host = percentDecode(host);
-  if (!decoded_host || decoded_host->empty()) return invalid("mysql URL names no host");
-  url.host = std::move(*decoded_host);
+  auto decodedHost = percentDecode(host);
+  if (!decodedHost || decodedHost->empty()) return invalid("mysql URL names no host");
+  url.host = std::move(*decodedHost);
   if (!port.empty()) {
     const auto number = parsePort(port);
     if (!number) return invalid("mysql URL port must be 1-65535");
@@ -278,10 +278,10 @@ bool isLoopbackHost(std::string_view host) {
   return false;
 }
 
-Result<DatabaseUrl> parseDatabaseUrl(std::string_view text, std::string_view default_sqlite_path) {
+Result<DatabaseUrl> parseDatabaseUrl(std::string_view text, std::string_view defaultSqlitePath) {
   if (text.empty()) {
-    if (default_sqlite_path.empty()) return invalid("no database URL and no default SQLite path");
-    return parseSqlite(default_sqlite_path);
+    if (defaultSqlitePath.empty()) return invalid("no database URL and no default SQLite path");
+    return parseSqlite(defaultSqlitePath);
   }
   const size_t colon = text.find(':');
   if (colon == std::string_view::npos) {
@@ -295,7 +295,7 @@ Result<DatabaseUrl> parseDatabaseUrl(std::string_view text, std::string_view def
 }
 
 std::string redactedDatabaseUrl(const DatabaseUrl& url) {
-  if (url.backend == DatabaseBackend::kSqlite) return "sqlite:" + url.sqlite_path;
+  if (url.backend == DatabaseBackend::kSqlite) return "sqlite:" + url.sqlitePath;
   std::string out = "mysql://" + url.user;
   if (!url.password.empty()) out += ":***";
   out += "@";
@@ -303,8 +303,8 @@ std::string redactedDatabaseUrl(const DatabaseUrl& url) {
   if (url.port != 0) out += ":" + std::to_string(url.port);
   out += "/" + url.database;
   if (url.tls == DatabaseTls::kVerifyIdentity) {
-    out += "?ssl-mode=verify-identity&ssl-ca=" + url.ssl_ca;
-    if (!url.ssl_cert.empty()) out += "&ssl-cert=" + url.ssl_cert;
+    out += "?ssl-mode=verify-identity&ssl-ca=" + url.sslCa;
+    if (!url.sslCert.empty()) out += "&ssl-cert=" + url.sslCert;
   } else {
     out += "?ssl-mode=disabled";
   }
@@ -314,10 +314,10 @@ std::string redactedDatabaseUrl(const DatabaseUrl& url) {
 std::string sociConnectString(const DatabaseUrl& url, const DatabaseTimeouts& timeouts) {
   if (url.backend == DatabaseBackend::kSqlite) {
     // SOCI's sqlite3 parser splits on spaces and understands double quotes around a value.
-    const bool quote = url.sqlite_path.find(' ') != std::string::npos;
+    const bool quote = url.sqlitePath.find(' ') != std::string::npos;
     std::string out = "db=";
-    out += quote ? "\"" + url.sqlite_path + "\"" : url.sqlite_path;
-    out += " timeout=" + std::to_string(wholeSeconds(timeouts.busy_ms));
+    out += quote ? "\"" + url.sqlitePath + "\"" : url.sqlitePath;
+    out += " timeout=" + std::to_string(wholeSeconds(timeouts.busyMs));
     return out;
   }
   std::string out = "host=" + quoteMysqlValue(url.host);
@@ -326,14 +326,14 @@ std::string sociConnectString(const DatabaseUrl& url, const DatabaseTimeouts& ti
   if (!url.password.empty()) out += " password=" + quoteMysqlValue(url.password);
   if (!url.database.empty()) out += " db=" + quoteMysqlValue(url.database);
   out += " charset=utf8mb4";
-  out += " connect_timeout=" + std::to_string(wholeSeconds(timeouts.connect_ms));
-  out += " read_timeout=" + std::to_string(wholeSeconds(timeouts.read_write_ms));
-  out += " write_timeout=" + std::to_string(wholeSeconds(timeouts.read_write_ms));
+  out += " connect_timeout=" + std::to_string(wholeSeconds(timeouts.connectMs));
+  out += " read_timeout=" + std::to_string(wholeSeconds(timeouts.readWriteMs));
+  out += " write_timeout=" + std::to_string(wholeSeconds(timeouts.readWriteMs));
   if (url.tls == DatabaseTls::kVerifyIdentity) {
-    out += " sslca=" + quoteMysqlValue(url.ssl_ca);
-    if (!url.ssl_cert.empty()) {
-      out += " sslcert=" + quoteMysqlValue(url.ssl_cert);
-      out += " sslkey=" + quoteMysqlValue(url.ssl_key);
+    out += " sslca=" + quoteMysqlValue(url.sslCa);
+    if (!url.sslCert.empty()) {
+      out += " sslcert=" + quoteMysqlValue(url.sslCert);
+      out += " sslkey=" + quoteMysqlValue(url.sslKey);
     }
   }
   return out;

@@ -30,7 +30,7 @@ enum class DatabaseTls { kDisabled, kVerifyIdentity };
 
 struct DatabaseUrl {
   DatabaseBackend backend = DatabaseBackend::kSqlite;
-  std::string sqlite_path;  // kSqlite
+  std::string sqlitePath;  // kSqlite
 
   // kMysql. port 0 means the default (3306); an empty database selects none.
   std::string user;
@@ -39,15 +39,15 @@ struct DatabaseUrl {
   uint16_t port = 0;
   std::string database;
   DatabaseTls tls = DatabaseTls::kDisabled;
-  std::string ssl_ca;
-  std::string ssl_cert;
-  std::string ssl_key;
+  std::string sslCa;
+  std::string sslCert;
+  std::string sslKey;
   bool loopback = false;  // the host is this machine (always true for SQLite)
 };
 
 // `default_sqlite_path` is used when `url` is empty.
 [[nodiscard]] Result<DatabaseUrl> parseDatabaseUrl(std::string_view url,
-                                                   std::string_view default_sqlite_path);
+                                                   std::string_view defaultSqlitePath);
 
 // The URL without its password, for logs: mysql://user:***@host:port/db?ssl-mode=...
 [[nodiscard]] std::string redactedDatabaseUrl(const DatabaseUrl& url);
@@ -55,9 +55,9 @@ struct DatabaseUrl {
 // Bounds that go into the connect string. SOCI's options are whole seconds, so each is rounded
 // up (at least 1 s).
 struct DatabaseTimeouts {
-  int64_t connect_ms = 20000;
-  int64_t read_write_ms = 12000;  // client-side backstop for a server that stopped answering
-  int64_t busy_ms = 10000;        // SQLite: how long a writer waits for the lock
+  int64_t connectMs = 20000;
+  int64_t readWriteMs = 12000;  // client-side backstop for a server that stopped answering
+  int64_t busyMs = 10000;       // SQLite: how long a writer waits for the lock
 };
 
 // The connect string for SOCI's mysql or sqlite3 backend. Holds the password.

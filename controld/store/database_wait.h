@@ -19,15 +19,15 @@ enum class DatabaseWaitOutcome {
 };
 
 struct DatabaseWaitOptions {
-  int64_t timeout_ms = 120'000;  // 0: wait for ever
-  int64_t first_delay_ms = 200;  // doubles after every failure...
-  int64_t max_delay_ms = 15'000;  // ...up to this
+  int64_t timeoutMs = 120'000;  // 0: wait for ever
+  int64_t firstDelayMs = 200;   // doubles after every failure...
+  int64_t maxDelayMs = 15'000;  // ...up to this
 };
 
 struct DatabaseWaitHooks {
-  std::function<Status()> attempt;                // migrate()
-  Clock now_ms;  // a monotonic clock
-  std::function<bool(int64_t ms)> sleep_or_stop;  // true: a stop was requested meanwhile
+  std::function<Status()> attempt;              // migrate()
+  Clock nowMs;                                  // a monotonic clock
+  std::function<bool(int64_t ms)> sleepOrStop;  // true: a stop was requested meanwhile
 };
 
 // Each sleep ends at the deadline at the latest, and one last attempt is made there, so a

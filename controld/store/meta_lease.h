@@ -20,7 +20,7 @@ namespace ot::controld {
 
 struct MetaLease {
   std::string owner;  // empty: released
-  int64_t until_ms = 0;
+  int64_t untilMs = 0;
   bool operator==(const MetaLease&) const = default;
 };
 
@@ -32,10 +32,9 @@ struct MetaLease {
 // true: `owner` holds it now; false: another owner's lease runs past now_ms, or another machine
 // took it first. A released, expired or unreadable value is taken over. Blocks on the store.
 [[nodiscard]] Result<bool> takeMetaLease(MetaStore& store, const std::string& key,
-                                         const std::string& owner, int64_t now_ms,
-                                         int64_t until_ms);
+                                         const std::string& owner, int64_t nowMs, int64_t untilMs);
 // Releases the lease if `owner` still holds it; errors are left to the expiry.
 void releaseMetaLease(MetaStore& store, const std::string& key, const std::string& owner,
-                      int64_t now_ms);
+                      int64_t nowMs);
 
 }  // namespace ot::controld

@@ -79,9 +79,9 @@ SqlFailure classifyMysql(unsigned number, std::string message) {
   // 2000-2999 are the client library's own errors: cannot connect, server gone, lost connection
   // (a read or write timeout ends here too), TLS failures. The session is unusable after them.
   if (number >= 2000 && number < 3000) {
-    const bool timed_out = contains(message, "timed out") || contains(message, "timeout") ||
-                           contains(message, "Timeout");
-    return {timed_out ? ErrorKind::kTimeout : ErrorKind::kUnavailable, true, std::move(message)};
+    const bool timedOut = contains(message, "timed out") || contains(message, "timeout") ||
+                          contains(message, "Timeout");
+    return {timedOut ? ErrorKind::kTimeout : ErrorKind::kUnavailable, true, std::move(message)};
   }
   if (among(kErConnectionGone, number)) return {ErrorKind::kUnavailable, true, std::move(message)};
   return {ErrorKind::kInternal, false, std::move(message)};
@@ -110,9 +110,9 @@ SqlFailure classifySqlFailure(const std::exception& error) {
   if (const auto* sqlite = dynamic_cast<const soci::sqlite3_soci_error*>(&error)) {
     return classifySqlite(sqlite->result(), sqlite->get_error_message());
   }
-  if (const auto* soci_error = dynamic_cast<const soci::soci_error*>(&error)) {
-    std::string message = soci_error->get_error_message();
-    switch (soci_error->get_error_category()) {
+  if (const auto* sociError = dynamic_cast<const soci::soci_error*>(&error)) {
+    std::string message = sociError->get_error_message();
+    switch (sociError->get_error_category()) {
       case soci::soci_error::connection_error:
         return {ErrorKind::kUnavailable, true, std::move(message)};
       case soci::soci_error::constraint_violation:
@@ -138,8 +138,8 @@ bool isDuplicateKey(const std::exception& error) {
     return mysql->err_num_ == kErDupEntry || mysql->err_num_ == kErDupEntryWithKeyName ||
            mysql->err_num_ == kErDupKey;
   }
-  if (const auto* soci_error = dynamic_cast<const soci::soci_error*>(&error)) {
-    return contains(soci_error->get_error_message(), "UNIQUE constraint failed");
+  if (const auto* sociError = dynamic_cast<const soci::soci_error*>(&error)) {
+    return contains(sociError->get_error_message(), "UNIQUE constraint failed");
   }
   return false;
 }

@@ -12,7 +12,7 @@ namespace ot::controld {
 
 struct SqlFailure {
   ErrorKind kind = ErrorKind::kInternal;
-  bool drop_connection = false;  // the session is broken (or suspect): close it, reopen later
+  bool dropConnection = false;  // the session is broken (or suspect): close it, reopen later
   std::string message;
 };
 

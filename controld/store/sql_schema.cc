@@ -170,12 +170,12 @@ int recordedSchemaVersion(soci::session& sql, SqlDialect dialect) {
   return readVersion(sql);
 }
 
-Result<MigrationReport> migrateSchema(soci::session& sql, SqlDialect dialect, int64_t now_ms) {
+Result<MigrationReport> migrateSchema(soci::session& sql, SqlDialect dialect, int64_t nowMs) {
   const std::set<std::string> existing = existingObjects(sql, dialect);
   MigrationReport report;
-  report.found_version = existing.count("schema_migrations") != 0 ? readVersion(sql) : 0;
-  if (report.found_version > kSchemaVersion) {
-    return Error{ErrorKind::kInvalid, "database schema " + std::to_string(report.found_version) +
+  report.foundVersion = existing.count("schema_migrations") != 0 ? readVersion(sql) : 0;
+  if (report.foundVersion > kSchemaVersion) {
+    return Error{ErrorKind::kInvalid, "database schema " + std::to_string(report.foundVersion) +
                                           " is newer than this controld (" +
                                           std::to_string(kSchemaVersion) + ")"};
   }
@@ -185,13 +185,13 @@ Result<MigrationReport> migrateSchema(soci::session& sql, SqlDialect dialect, in
     sql << object.ddl;
     report.created.push_back(object.name);
   }
-  if (report.found_version < kSchemaVersion) {
+  if (report.foundVersion < kSchemaVersion) {
     int version = kSchemaVersion;
-    long long applied_at = now_ms;
+    long long appliedAt = nowMs;
     try {
       sql << "INSERT INTO schema_migrations (version, applied_at) VALUES (:version, :applied_at)",
-          soci::use(version), soci::use(applied_at);
-      report.recorded_version = true;
+          soci::use(version), soci::use(appliedAt);
+      report.recordedVersion = true;
     } catch (const soci::soci_error& error) {
       // Another controld recorded the same version first.
       if (!isDuplicateKey(error)) throw;

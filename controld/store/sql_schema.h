@@ -33,9 +33,9 @@ struct SchemaObject {
 
 // What one migration found and did, for the startup log (and tests).
 struct MigrationReport {
-  int found_version = 0;             // recorded before this run; 0 when none was
+  int foundVersion = 0;              // recorded before this run; 0 when none was
   std::vector<std::string> created;  // objects whose CREATE ran, in order
-  bool recorded_version = false;     // whether this run inserted kSchemaVersion
+  bool recordedVersion = false;      // whether this run inserted kSchemaVersion
 };
 
 // Creates missing tables and records kSchemaVersion. Reads first: when every object exists and
@@ -44,7 +44,7 @@ struct MigrationReport {
 // refused with kInvalid before anything is changed. Concurrent migrations are safe.
 // Throws what SOCI throws on database errors (the caller classifies them).
 [[nodiscard]] Result<MigrationReport> migrateSchema(soci::session& sql, SqlDialect dialect,
-                                                    int64_t now_ms);
+                                                    int64_t nowMs);
 
 // The highest recorded schema version; 0 when none is recorded or the table does not exist.
 [[nodiscard]] int recordedSchemaVersion(soci::session& sql, SqlDialect dialect);

@@ -10,8 +10,8 @@
 #include <cstdio>
 
 #include "common/clock.h"
-#include "controld/store/mysql_tls.h"
 #include "controld/base/private_files.h"
+#include "controld/store/mysql_tls.h"
 
 namespace ot::controld {
 namespace {
@@ -30,12 +30,12 @@ std::string decimalSeconds(int64_t ms) {
 
 DatabaseTimeouts timeoutsFor(const StoreOptions& options) {
   DatabaseTimeouts timeouts;
-  timeouts.connect_ms = options.connect_timeout_ms;
+  timeouts.connectMs = options.connectTimeoutMs;
   // The server's own statement limit normally ends a slow statement first, with a clean error on
   // a usable connection; the client's read/write timeout is the backstop for a server that
   // stopped answering altogether.
-  timeouts.read_write_ms = options.statement_timeout_ms + 2000;
-  timeouts.busy_ms = options.statement_timeout_ms;
+  timeouts.readWriteMs = options.statementTimeoutMs + 2000;
+  timeouts.busyMs = options.statementTimeoutMs;
   return timeouts;
 }
 
@@ -43,11 +43,11 @@ DatabaseTimeouts timeoutsFor(const StoreOptions& options) {
 
 Result<std::unique_ptr<SqlStore>> SqlStore::open(const StoreOptions& options,
                                                  metrics::Metrics* metrics) {
-  auto url = parseDatabaseUrl(options.url, options.sqlite_path);
+  auto url = parseDatabaseUrl(options.url, options.sqlitePath);
   if (!url) return url.error();
-  if (options.pool_size < 1) return Error{ErrorKind::kInvalid, "database pool size must be >= 1"};
-  if (options.acquire_timeout_ms < 0 || options.statement_timeout_ms < 1 ||
-      options.connect_timeout_ms < 1) {
+  if (options.poolSize < 1) return Error{ErrorKind::kInvalid, "database pool size must be >= 1"};
+  if (options.acquireTimeoutMs < 0 || options.statementTimeoutMs < 1 ||
+      options.connectTimeoutMs < 1) {
     return Error{ErrorKind::kInvalid, "database timeouts must be positive"};
   }
   if (url->backend == DatabaseBackend::kMysql && url->database.empty()) {
@@ -64,16 +64,16 @@ Result<std::unique_ptr<SqlStore>> SqlStore::open(const StoreOptions& options,
 SqlStore::SqlStore(const DatabaseUrl& url, const StoreOptions& options, metrics::Metrics* metrics)
     : url_(url),
       dialect_(url.backend == DatabaseBackend::kMysql ? SqlDialect::kMysql : SqlDialect::kSqlite),
-      connect_string_(sociConnectString(url, timeoutsFor(options))),
-      redacted_url_(redactedDatabaseUrl(url)),
+      connectString_(sociConnectString(url, timeoutsFor(options))),
+      redactedUrl_(redactedDatabaseUrl(url)),
       options_(options),
-      pool_(static_cast<std::size_t>(options.pool_size)),
+      pool_(static_cast<std::size_t>(options.poolSize)),
       metrics_(metrics != nullptr ? std::make_unique<StoreMetrics>(*metrics) : nullptr) {}
 
 Status SqlStore::connect(soci::session& sql) {
   try {
     if (dialect_ == SqlDialect::kMysql) {
-      sql.open(soci::mysql, connect_string_);
+      sql.open(soci::mysql, connectString_);
       if (url_.tls == DatabaseTls::kVerifyIdentity) {
         if (Status tls = checkMysqlTls(sql); !tls) {
           sql.close();
@@ -82,25 +82,25 @@ Status SqlStore::connect(soci::session& sql) {
       }
       std::string version;
       sql << "SELECT VERSION()", soci::into(version);
-      const int64_t statement_ms = options_.statement_timeout_ms;
-      const std::string lock_wait = std::to_string(ceilSeconds(statement_ms));
+      const int64_t statementMs = options_.statementTimeoutMs;
+      const std::string lockWait = std::to_string(ceilSeconds(statementMs));
       if (version.find("MariaDB") != std::string::npos) {
-        sql << "SET SESSION max_statement_time = " + decimalSeconds(statement_ms) +
-                   ", innodb_lock_wait_timeout = " + lock_wait;
+        sql << "SET SESSION max_statement_time = " + decimalSeconds(statementMs) +
+                   ", innodb_lock_wait_timeout = " + lockWait;
       } else {
         // MySQL bounds only SELECTs this way; writes are bounded by the lock wait and the
         // client's read timeout.
-        sql << "SET SESSION max_execution_time = " + std::to_string(statement_ms) +
-                   ", innodb_lock_wait_timeout = " + lock_wait;
+        sql << "SET SESSION max_execution_time = " + std::to_string(statementMs) +
+                   ", innodb_lock_wait_timeout = " + lockWait;
       }
     } else {
       // Before SQLite would create the file with the umask's mode (its -wal and -shm copy the
       // file's mode); and a file others can read is refused (kInvalid: start-up gives up).
-      if (Status prepared = prepareDatabaseFile(url_.sqlite_path); !prepared.ok()) return prepared;
-      sql.open(soci::sqlite3, connect_string_);
+      if (Status prepared = prepareDatabaseFile(url_.sqlitePath); !prepared.ok()) return prepared;
+      sql.open(soci::sqlite3, connectString_);
       // Millisecond precision (the connect string's timeout is whole seconds), then WAL so that
       // readers do not wait for writers.
-      sql << "PRAGMA busy_timeout = " + std::to_string(options_.statement_timeout_ms);
+      sql << "PRAGMA busy_timeout = " + std::to_string(options_.statementTimeoutMs);
       sql << "PRAGMA journal_mode = WAL";
       sql << "PRAGMA synchronous = NORMAL";
     }
@@ -171,15 +171,15 @@ Result<std::optional<ServerCertificate>> SqlStore::getServerCertificate(const st
   return run<std::optional<ServerCertificate>>(
       "getServerCertificate", [&](soci::session& sql) -> Result<std::optional<ServerCertificate>> {
         ServerCertificate certificate;
-        long long not_after = 0;
+        long long notAfter = 0;
         soci::statement st =
             (sql.prepare << "SELECT key_pem, csr_pem, chain_pem, not_after"
                             " FROM server_certificates WHERE domain = :domain",
-             soci::into(certificate.key_pem), soci::into(certificate.csr_pem),
-             soci::into(certificate.chain_pem), soci::into(not_after), soci::use(domain));
+             soci::into(certificate.keyPem), soci::into(certificate.csrPem),
+             soci::into(certificate.chainPem), soci::into(notAfter), soci::use(domain));
         if (!st.execute(true)) return std::optional<ServerCertificate>{};
         certificate.domain = domain;
-        certificate.not_after_ms = not_after;
+        certificate.notAfterMs = notAfter;
         return std::optional<ServerCertificate>{std::move(certificate)};
       });
 }
@@ -197,9 +197,9 @@ Status SqlStore::putServerCertificate(const ServerCertificate& certificate) {
               " ON CONFLICT (domain) DO UPDATE SET key_pem = excluded.key_pem,"
               " csr_pem = excluded.csr_pem, chain_pem = excluded.chain_pem,"
               " not_after = excluded.not_after";
-    long long not_after = certificate.not_after_ms;
-    sql << upsert, soci::use(certificate.domain), soci::use(certificate.key_pem),
-        soci::use(certificate.csr_pem), soci::use(certificate.chain_pem), soci::use(not_after);
+    long long notAfter = certificate.notAfterMs;
+    sql << upsert, soci::use(certificate.domain), soci::use(certificate.keyPem),
+        soci::use(certificate.csrPem), soci::use(certificate.chainPem), soci::use(notAfter);
     return Ok{};
   });
 }

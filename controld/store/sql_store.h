@@ -39,31 +39,31 @@ class SqlStore final : public Store {
            metrics::Metrics* metrics = nullptr);
 
   [[nodiscard]] SqlDialect dialect() const { return dialect_; }
-  [[nodiscard]] const std::string& redactedUrl() const { return redacted_url_; }
+  [[nodiscard]] const std::string& redactedUrl() const { return redactedUrl_; }
 
   Status migrate() override;
   // migrate(), saying what it found and did.
   [[nodiscard]] Result<MigrationReport> migrateWithReport();
-  [[nodiscard]] PoolStats poolStats() const override { return {open_.load(), in_use_.load()}; }
+  [[nodiscard]] PoolStats poolStats() const override { return {open_.load(), inUse_.load()}; }
   Status ping() override;
 
   Result<int64_t> insertTunnel(const TunnelRecord& record) override;
   Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override;
-  Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected_revision) override;
-  Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id, int limit) override;
-  Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) override;
-  Result<bool> clearAlarm(const std::string& id, int64_t alarm_at_ms) override;
+  Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expectedRevision) override;
+  Result<std::vector<StoredTunnel>> listTunnels(const std::string& afterId, int limit) override;
+  Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) override;
+  Result<bool> clearAlarm(const std::string& id, int64_t alarmAtMs) override;
 
   Result<bool> addJob(const Job& job) override;
   Result<std::optional<Job>> getJob(const std::string& id) override;
-  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t now_ms, int64_t lease_ms,
-                                      bool include_issue) override;
-  Result<bool> extendLease(const std::string& job_id, const std::string& owner,
-                           int64_t lease_until_ms) override;
+  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t nowMs, int64_t leaseMs,
+                                      bool includeIssue) override;
+  Result<bool> extendLease(const std::string& jobId, const std::string& owner,
+                           int64_t leaseUntilMs) override;
   Result<bool> finishJob(const Job& job, const std::string& owner) override;
   Status releaseLeases(const std::string& owner) override;
-  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override;
-  Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override;
+  Result<int64_t> countJobs(JobStatus status, int64_t sinceMs) override;
+  Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) override;
 
   Result<std::optional<std::string>> getMeta(const std::string& key) override;
   Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override;
@@ -73,12 +73,12 @@ class SqlStore final : public Store {
   Result<std::optional<ServerCertificate>> getServerCertificate(const std::string& domain) override;
   Status putServerCertificate(const ServerCertificate& certificate) override;
 
-  Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms, int64_t interval_ms,
+  Result<RateDecision> acquireRate(const std::string& key, int64_t nowMs, int64_t intervalMs,
                                    int64_t burst) override;
-  Status pruneRates(int64_t now_ms) override;
+  Status pruneRates(int64_t nowMs) override;
 
-  Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
-                  int64_t bytes_out, int64_t connections) override;
+  Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
+                  int64_t bytesOut, int64_t connections) override;
 
  private:
   // The one path every Store method takes to the database: runs leased(operation, fn), timing
@@ -98,12 +98,12 @@ class SqlStore final : public Store {
 
   DatabaseUrl url_;
   SqlDialect dialect_;
-  std::string connect_string_;  // holds the password
-  std::string redacted_url_;
+  std::string connectString_;  // holds the password
+  std::string redactedUrl_;
   StoreOptions options_;
   soci::connection_pool pool_;
-  std::atomic<int64_t> open_{0};    // sessions connected (connect() succeeded, not yet closed)
-  std::atomic<int64_t> in_use_{0};  // sessions leased to a call right now
+  std::atomic<int64_t> open_{0};   // sessions connected (connect() succeeded, not yet closed)
+  std::atomic<int64_t> inUse_{0};  // sessions leased to a call right now
   std::unique_ptr<StoreMetrics> metrics_;  // null: calls are not measured
 };
 
@@ -119,20 +119,20 @@ Result<T> SqlStore::run(const char* operation, Fn&& fn) {
 template <typename T, typename Fn>
 Result<T> SqlStore::leased(const char* operation, Fn&& fn) {
   std::size_t slot = 0;
-  const int64_t wait_ms = std::clamp<int64_t>(options_.acquire_timeout_ms, 0, 3'600'000);
-  if (!pool_.try_lease(slot, static_cast<int>(wait_ms))) {
+  const int64_t waitMs = std::clamp<int64_t>(options_.acquireTimeoutMs, 0, 3'600'000);
+  if (!pool_.try_lease(slot, static_cast<int>(waitMs))) {
     return Error{ErrorKind::kUnavailable, "storage unavailable: no free connection"};
   }
-  ++in_use_;
+  ++inUse_;
   struct GiveBack {
     soci::connection_pool& pool;
     std::size_t slot;
-    std::atomic<int64_t>& in_use;
+    std::atomic<int64_t>& inUse;
     ~GiveBack() {
-      --in_use;
+      --inUse;
       pool.give_back(slot);
     }
-  } give_back{pool_, slot, in_use_};
+  } giveBack{pool_, slot, inUse_};
   soci::session& sql = pool_.at(slot);
   // A session kept from before a server restart is dead. It is found out here, before anything
   // is sent, and replaced, so a recovered server costs callers nothing. A statement that fails
@@ -156,7 +156,7 @@ Result<T> SqlStore::leased(const char* operation, Fn&& fn) {
   } catch (const std::exception& error) {
     SqlFailure failure = classifySqlFailure(error);
     // connect() closes what it opened when it fails, so only a counted session is open here.
-    if (failure.drop_connection && sql.get_backend() != nullptr) {
+    if (failure.dropConnection && sql.get_backend() != nullptr) {
       sql.close();
       --open_;
     }

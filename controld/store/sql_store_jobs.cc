@@ -19,14 +19,14 @@ constexpr int kClaimRounds = 64;
 struct JobRow {
   std::string id;
   std::string kind;
-  std::string tunnel_id;
+  std::string tunnelId;
   std::string status;
   int attempts = 0;
-  long long queued_at = 0;
-  long long next_run_at = 0;
-  std::string lease_owner;
-  long long lease_until = 0;
-  std::string last_error;
+  long long queuedAt = 0;
+  long long nextRunAt = 0;
+  std::string leaseOwner;
+  long long leaseUntil = 0;
+  std::string lastError;
 };
 
 constexpr const char* kJobColumns =
@@ -42,14 +42,14 @@ Result<Job> toJob(const JobRow& row) {
   Job job;
   job.id = row.id;
   job.kind = *kind;
-  job.tunnel_id = row.tunnel_id;
+  job.tunnelId = row.tunnelId;
   job.status = *status;
   job.attempts = row.attempts;
-  job.queued_at_ms = row.queued_at;
-  job.next_run_at_ms = row.next_run_at;
-  job.lease_owner = row.lease_owner;
-  job.lease_until_ms = row.lease_until;
-  job.last_error = row.last_error;
+  job.queuedAtMs = row.queuedAt;
+  job.nextRunAtMs = row.nextRunAt;
+  job.leaseOwner = row.leaseOwner;
+  job.leaseUntilMs = row.leaseUntil;
+  job.lastError = row.lastError;
   return job;
 }
 
@@ -57,9 +57,9 @@ Result<std::optional<Job>> selectJob(soci::session& sql, const std::string& id) 
   JobRow row;
   soci::statement st =
       (sql.prepare << std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = :id",
-       soci::into(row.id), soci::into(row.kind), soci::into(row.tunnel_id), soci::into(row.status),
-       soci::into(row.attempts), soci::into(row.queued_at), soci::into(row.next_run_at),
-       soci::into(row.lease_owner), soci::into(row.lease_until), soci::into(row.last_error),
+       soci::into(row.id), soci::into(row.kind), soci::into(row.tunnelId), soci::into(row.status),
+       soci::into(row.attempts), soci::into(row.queuedAt), soci::into(row.nextRunAt),
+       soci::into(row.leaseOwner), soci::into(row.leaseUntil), soci::into(row.lastError),
        soci::use(id));
   if (!st.execute(true)) return std::optional<Job>{};
   auto job = toJob(row);
@@ -79,16 +79,16 @@ Result<bool> SqlStore::addJob(const Job& job) {
     const std::string kind = jobKindName(job.kind);
     const std::string status = jobStatusName(job.status);
     int attempts = job.attempts;
-    long long queued_at = job.queued_at_ms;
-    long long next_run_at = job.next_run_at_ms;
-    long long lease_until = job.lease_until_ms;
+    long long queuedAt = job.queuedAtMs;
+    long long nextRunAt = job.nextRunAtMs;
+    long long leaseUntil = job.leaseUntilMs;
     try {
       sql << std::string("INSERT INTO jobs (") + kJobColumns +
                  ") VALUES (:id, :kind, :tunnel_id, :status, :attempts, :queued_at,"
                  " :next_run_at, :lease_owner, :lease_until, :last_error)",
-          soci::use(job.id), soci::use(kind), soci::use(job.tunnel_id), soci::use(status),
-          soci::use(attempts), soci::use(queued_at), soci::use(next_run_at),
-          soci::use(job.lease_owner), soci::use(lease_until), soci::use(job.last_error);
+          soci::use(job.id), soci::use(kind), soci::use(job.tunnelId), soci::use(status),
+          soci::use(attempts), soci::use(queuedAt), soci::use(nextRunAt), soci::use(job.leaseOwner),
+          soci::use(leaseUntil), soci::use(job.lastError);
     } catch (const soci::soci_error& error) {
       if (isDuplicateKey(error)) return false;
       throw;
@@ -102,7 +102,7 @@ Result<std::optional<Job>> SqlStore::getJob(const std::string& id) {
 }
 
 Result<std::optional<Job>> SqlStore::claimJob(const std::string& owner, int64_t now_ms,
-                                              int64_t lease_ms, bool include_issue) {
+                                              int64_t lease_ms, bool includeIssue) {
   if (owner.empty()) return emptyOwner();
   if (lease_ms < 1) return Error{ErrorKind::kInvalid, "a lease must last at least 1 ms"};
   return run<std::optional<Job>>("claimJob", [&](soci::session& sql) -> Result<std::optional<Job>> {
@@ -113,7 +113,7 @@ Result<std::optional<Job>> SqlStore::claimJob(const std::string& owner, int64_t 
     const std::string candidates =
         std::string("SELECT id FROM jobs WHERE status = 'pending' AND next_run_at <= :now") +
         " AND (lease_owner = '' OR lease_until <= :now_again)" +
-        (include_issue ? "" : " AND kind <> 'issue'") +
+        (includeIssue ? "" : " AND kind <> 'issue'") +
         " ORDER BY CASE WHEN kind = 'issue' THEN 1 ELSE 0 END, next_run_at, id"
         " LIMIT " +
         std::to_string(kClaimCandidates);
@@ -145,10 +145,10 @@ Result<std::optional<Job>> SqlStore::claimJob(const std::string& owner, int64_t 
 }
 
 Result<bool> SqlStore::extendLease(const std::string& job_id, const std::string& owner,
-                                   int64_t lease_until_ms) {
+                                   int64_t leaseUntilMs) {
   if (owner.empty()) return emptyOwner();
   return run<bool>("extendLease", [&](soci::session& sql) -> Result<bool> {
-    long long until = lease_until_ms;
+    long long until = leaseUntilMs;
     soci::statement st = (sql.prepare << "UPDATE jobs SET lease_until = :until WHERE id = :id"
                                          " AND lease_owner = :owner AND status = 'pending'",
                           soci::use(until), soci::use(job_id), soci::use(owner));
@@ -163,13 +163,13 @@ Result<bool> SqlStore::finishJob(const Job& job, const std::string& owner) {
   return run<bool>("finishJob", [&](soci::session& sql) -> Result<bool> {
     const std::string status = jobStatusName(job.status);
     int attempts = job.attempts;
-    long long next_run_at = job.next_run_at_ms;
+    long long nextRunAt = job.nextRunAtMs;
     soci::statement st =
         (sql.prepare
              << "UPDATE jobs SET status = :status, attempts = :attempts,"
                 " next_run_at = :next_run_at, last_error = :last_error,"
                 " lease_owner = '', lease_until = 0 WHERE id = :id AND lease_owner = :owner",
-         soci::use(status), soci::use(attempts), soci::use(next_run_at), soci::use(job.last_error),
+         soci::use(status), soci::use(attempts), soci::use(nextRunAt), soci::use(job.lastError),
          soci::use(job.id), soci::use(owner));
     st.execute(true);
     return st.get_affected_rows() == 1;
@@ -185,10 +185,10 @@ Status SqlStore::releaseLeases(const std::string& owner) {
   });
 }
 
-Result<int64_t> SqlStore::countJobs(JobStatus status, int64_t since_ms) {
+Result<int64_t> SqlStore::countJobs(JobStatus status, int64_t sinceMs) {
   return run<int64_t>("countJobs", [&](soci::session& sql) -> Result<int64_t> {
     const std::string name = jobStatusName(status);
-    const long long since = since_ms;
+    const long long since = sinceMs;
     long long count = 0;
     sql << "SELECT COUNT(*) FROM jobs WHERE status = :status AND next_run_at >= :since",
         soci::into(count), soci::use(name), soci::use(since);
@@ -196,19 +196,19 @@ Result<int64_t> SqlStore::countJobs(JobStatus status, int64_t since_ms) {
   });
 }
 
-Result<std::vector<Job>> SqlStore::leasedJobs(int64_t now_ms, int limit) {
+Result<std::vector<Job>> SqlStore::leasedJobs(int64_t nowMs, int limit) {
   return run<std::vector<Job>>("leasedJobs", [&](soci::session& sql) -> Result<std::vector<Job>> {
-    long long now = now_ms;
+    long long now = nowMs;
     JobRow row;
     soci::statement st =
         (sql.prepare << std::string("SELECT ") + kJobColumns +
                             " FROM jobs WHERE status = 'pending' AND lease_owner <> ''"
                             " AND lease_until > :now ORDER BY id LIMIT " +
                             std::to_string(std::max(limit, 0)),
-         soci::into(row.id), soci::into(row.kind), soci::into(row.tunnel_id),
-         soci::into(row.status), soci::into(row.attempts), soci::into(row.queued_at),
-         soci::into(row.next_run_at), soci::into(row.lease_owner), soci::into(row.lease_until),
-         soci::into(row.last_error), soci::use(now));
+         soci::into(row.id), soci::into(row.kind), soci::into(row.tunnelId), soci::into(row.status),
+         soci::into(row.attempts), soci::into(row.queuedAt), soci::into(row.nextRunAt),
+         soci::into(row.leaseOwner), soci::into(row.leaseUntil), soci::into(row.lastError),
+         soci::use(now));
     st.execute();
     std::vector<Job> jobs;
     while (st.fetch()) {

@@ -18,14 +18,14 @@ constexpr int kRateRounds = 4;
 }  // namespace
 
 Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t now_ms,
-                                           int64_t interval_ms, int64_t burst) {
-  if (interval_ms < 1 || burst < 1) {
+                                           int64_t intervalMs, int64_t burst) {
+  if (intervalMs < 1 || burst < 1) {
     return Error{ErrorKind::kInvalid, "a rate needs interval >= 1 ms and burst >= 1"};
   }
   return run<RateDecision>("acquireRate", [&](soci::session& sql) -> Result<RateDecision> {
     long long now = now_ms;
-    long long interval = interval_ms;
-    long long limit = now_ms + (burst - 1) * interval_ms;
+    long long interval = intervalMs;
+    long long limit = now_ms + (burst - 1) * intervalMs;
     for (int round = 0; round < kRateRounds; ++round) {
       soci::statement update =
           (sql.prepare << "UPDATE rate_limits SET full_at ="
@@ -35,16 +35,16 @@ Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t now_m
       update.execute(true);
       if (update.get_affected_rows() == 1) return RateDecision{true, 0};
 
-      long long full_at = 0;
+      long long fullAt = 0;
       soci::statement select = (sql.prepare << "SELECT full_at FROM rate_limits WHERE k = :k",
-                                soci::into(full_at), soci::use(key));
+                                soci::into(fullAt), soci::use(key));
       if (select.execute(true)) {
         // Refused while full_at is past the limit. (It may have dropped since the UPDATE only if
         // the row was pruned and re-added; then try again.)
-        if (full_at > limit) return RateDecision{false, full_at - limit};
+        if (fullAt > limit) return RateDecision{false, fullAt - limit};
         continue;
       }
-      long long first = now_ms + interval_ms;
+      long long first = now_ms + intervalMs;
       try {
         sql << "INSERT INTO rate_limits (k, full_at) VALUES (:k, :full_at)", soci::use(key),
             soci::use(first);
@@ -57,16 +57,16 @@ Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t now_m
   });
 }
 
-Status SqlStore::pruneRates(int64_t now_ms) {
+Status SqlStore::pruneRates(int64_t nowMs) {
   return run<Ok>("pruneRates", [&](soci::session& sql) -> Result<Ok> {
     // A row whose budget is already full again carries no information.
-    long long now = now_ms;
+    long long now = nowMs;
     sql << "DELETE FROM rate_limits WHERE full_at <= :now", soci::use(now);
     return Ok{};
   });
 }
 
-Status SqlStore::addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
+Status SqlStore::addUsage(const std::string& tunnel_id, int64_t hourStartMs, int64_t bytes_in,
                           int64_t bytes_out, int64_t connections) {
   return run<Ok>("addUsage", [&](soci::session& sql) -> Result<Ok> {
     const char* upsert =
@@ -82,11 +82,11 @@ Status SqlStore::addUsage(const std::string& tunnel_id, int64_t hour_start_ms, i
               " bytes_in = bytes_in + excluded.bytes_in,"
               " bytes_out = bytes_out + excluded.bytes_out,"
               " connections = connections + excluded.connections";
-    long long hour_start = hour_start_ms;
+    long long hourStart = hourStartMs;
     long long in = bytes_in;
     long long out = bytes_out;
     long long count = connections;
-    sql << upsert, soci::use(tunnel_id), soci::use(hour_start), soci::use(in), soci::use(out),
+    sql << upsert, soci::use(tunnel_id), soci::use(hourStart), soci::use(in), soci::use(out),
         soci::use(count);
     return Ok{};
   });

@@ -11,8 +11,8 @@ namespace {
 struct DerivedColumns {
   int deleted = 0;
   int issuing = 0;
-  long long alarm_at = 0;
-  soci::indicator alarm_indicator = soci::i_null;
+  long long alarmAt = 0;
+  soci::indicator alarmIndicator = soci::i_null;
 };
 
 // A deleted tunnel renews nothing, so its alarm is cleared whatever renewAt says.
@@ -20,9 +20,9 @@ DerivedColumns deriveColumns(const TunnelRecord& record) {
   DerivedColumns columns;
   columns.deleted = record.deleted() ? 1 : 0;
   columns.issuing = record.issuing() ? 1 : 0;
-  if (record.renew_at_ms && !record.deleted()) {
-    columns.alarm_at = *record.renew_at_ms;
-    columns.alarm_indicator = soci::i_ok;
+  if (record.renewAtMs && !record.deleted()) {
+    columns.alarmAt = *record.renewAtMs;
+    columns.alarmIndicator = soci::i_ok;
   }
   return columns;
 }
@@ -59,13 +59,13 @@ Result<int64_t> SqlStore::insertTunnel(const TunnelRecord& record) {
     const std::string json = toJson(record);
     DerivedColumns columns = deriveColumns(record);
     long long revision = 1;
-    int local_update = 1;
+    int localUpdate = 1;
     try {
       sql << "INSERT INTO tunnels (id, record, revision, deleted, issuing, alarm_at, local_update)"
              " VALUES (:id, :record, :revision, :deleted, :issuing, :alarm_at, :local_update)",
           soci::use(record.id), soci::use(json), soci::use(revision), soci::use(columns.deleted),
-          soci::use(columns.issuing), soci::use(columns.alarm_at, columns.alarm_indicator),
-          soci::use(local_update);
+          soci::use(columns.issuing), soci::use(columns.alarmAt, columns.alarmIndicator),
+          soci::use(localUpdate);
     } catch (const soci::soci_error& error) {
       if (isDuplicateKey(error)) {
         return Error{ErrorKind::kConflict, "tunnel " + record.id + " already exists"};
@@ -90,28 +90,28 @@ Result<std::optional<StoredTunnel>> SqlStore::getTunnel(const std::string& id) {
       });
 }
 
-Result<int64_t> SqlStore::updateTunnel(const TunnelRecord& record, int64_t expected_revision) {
+Result<int64_t> SqlStore::updateTunnel(const TunnelRecord& record, int64_t expectedRevision) {
   return run<int64_t>("updateTunnel", [&](soci::session& sql) -> Result<int64_t> {
     const std::string json = toJson(record);
     DerivedColumns columns = deriveColumns(record);
-    long long expected = expected_revision;
+    long long expected = expectedRevision;
     soci::statement st =
         (sql.prepare << "UPDATE tunnels SET record = :record, revision = revision + 1,"
                         " deleted = :deleted, issuing = :issuing, alarm_at = :alarm_at,"
                         " local_update = 1 WHERE id = :id AND revision = :expected",
          soci::use(json), soci::use(columns.deleted), soci::use(columns.issuing),
-         soci::use(columns.alarm_at, columns.alarm_indicator), soci::use(record.id),
+         soci::use(columns.alarmAt, columns.alarmIndicator), soci::use(record.id),
          soci::use(expected));
     st.execute(true);
     if (st.get_affected_rows() != 1) {
       return Error{ErrorKind::kConflict, "tunnel " + record.id + " is no longer at revision " +
-                                             std::to_string(expected_revision)};
+                                             std::to_string(expectedRevision)};
     }
-    return int64_t{expected_revision + 1};
+    return int64_t{expectedRevision + 1};
   });
 }
 
-Result<std::vector<StoredTunnel>> SqlStore::listTunnels(const std::string& after_id, int limit) {
+Result<std::vector<StoredTunnel>> SqlStore::listTunnels(const std::string& afterId, int limit) {
   if (limit < 1) return Error{ErrorKind::kInvalid, "listTunnels limit must be >= 1"};
   return run<std::vector<StoredTunnel>>(
       "listTunnels", [&](soci::session& sql) -> Result<std::vector<StoredTunnel>> {
@@ -121,20 +121,20 @@ Result<std::vector<StoredTunnel>> SqlStore::listTunnels(const std::string& after
         soci::statement st =
             (sql.prepare << "SELECT id, record, revision FROM tunnels WHERE id > :after"
                             " ORDER BY id LIMIT :limit",
-             soci::into(id), soci::into(json), soci::into(revision), soci::use(after_id),
+             soci::into(id), soci::into(json), soci::into(revision), soci::use(afterId),
              soci::use(limit));
         return fetchTunnels(st, id, json, revision);
       });
 }
 
-Result<std::vector<StoredTunnel>> SqlStore::dueAlarms(int64_t now_ms, int limit) {
+Result<std::vector<StoredTunnel>> SqlStore::dueAlarms(int64_t nowMs, int limit) {
   if (limit < 1) return Error{ErrorKind::kInvalid, "dueAlarms limit must be >= 1"};
   return run<std::vector<StoredTunnel>>(
       "dueAlarms", [&](soci::session& sql) -> Result<std::vector<StoredTunnel>> {
         std::string id;
         std::string json;
         long long revision = 0;
-        long long now = now_ms;
+        long long now = nowMs;
         soci::statement st = (sql.prepare << "SELECT id, record, revision FROM tunnels"
                                              " WHERE alarm_at IS NOT NULL AND alarm_at <= :now"
                                              " ORDER BY alarm_at, id LIMIT :limit",
@@ -144,13 +144,13 @@ Result<std::vector<StoredTunnel>> SqlStore::dueAlarms(int64_t now_ms, int limit)
       });
 }
 
-Result<bool> SqlStore::clearAlarm(const std::string& id, int64_t alarm_at_ms) {
+Result<bool> SqlStore::clearAlarm(const std::string& id, int64_t alarmAtMs) {
   return run<bool>("clearAlarm", [&](soci::session& sql) -> Result<bool> {
-    long long alarm_at = alarm_at_ms;
+    long long alarmAt = alarmAtMs;
     soci::statement st =
         (sql.prepare
              << "UPDATE tunnels SET alarm_at = NULL WHERE id = :id AND alarm_at = :alarm_at",
-         soci::use(id), soci::use(alarm_at));
+         soci::use(id), soci::use(alarmAt));
     st.execute(true);
     return st.get_affected_rows() == 1;
   });

@@ -49,21 +49,21 @@ std::optional<JobStatus> parseJobStatus(std::string_view name) {
   return std::nullopt;
 }
 
-Job pendingJob(JobKind kind, std::string id, std::string tunnel_id, int64_t now_ms) {
+Job pendingJob(JobKind kind, std::string id, std::string tunnelId, int64_t nowMs) {
   Job job;
   job.id = std::move(id);
   job.kind = kind;
-  job.tunnel_id = std::move(tunnel_id);
+  job.tunnelId = std::move(tunnelId);
   job.status = JobStatus::kPending;
-  job.queued_at_ms = now_ms;
-  job.next_run_at_ms = now_ms;
+  job.queuedAtMs = nowMs;
+  job.nextRunAtMs = nowMs;
   return job;
 }
 
 std::string jobHostname(const Job& job, const std::string& domain) {
   if (job.kind == JobKind::kServer) return domain;
-  if (job.tunnel_id.empty()) return {};
-  return job.tunnel_id + "." + domain;
+  if (job.tunnelId.empty()) return {};
+  return job.tunnelId + "." + domain;
 }
 
 }  // namespace ot::controld

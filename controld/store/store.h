@@ -35,19 +35,19 @@ enum class JobStatus { kPending, kDone, kFailed, kAbandoned };
 struct Job {
   std::string id;  // keyed by certificate ID, so adding the same job twice adds it once
   JobKind kind = JobKind::kIssue;
-  std::string tunnel_id;  // empty for the API domain's own certificate
+  std::string tunnelId;  // empty for the API domain's own certificate
   JobStatus status = JobStatus::kPending;
   int attempts = 0;
-  int64_t queued_at_ms = 0;
-  int64_t next_run_at_ms = 0;
-  std::string lease_owner;  // empty when not leased
-  int64_t lease_until_ms = 0;
-  std::string last_error;
+  int64_t queuedAtMs = 0;
+  int64_t nextRunAtMs = 0;
+  std::string leaseOwner;  // empty when not leased
+  int64_t leaseUntilMs = 0;
+  std::string lastError;
 };
 
 // A new job, pending and due now (issuance when a CSR is bound or reconciled, renewal, the API
 // domain's certificate with an empty tunnel ID). Pure.
-[[nodiscard]] Job pendingJob(JobKind kind, std::string id, std::string tunnel_id, int64_t now_ms);
+[[nodiscard]] Job pendingJob(JobKind kind, std::string id, std::string tunnelId, int64_t nowMs);
 
 // The name a job asks the CA for: <tunnel>.<domain>, or the domain itself for the API domain's
 // own certificate; empty for a tunnel job without a tunnel ID. Pure.
@@ -55,23 +55,23 @@ struct Job {
 
 struct ServerCertificate {
   std::string domain;
-  std::string key_pem;
-  std::string csr_pem;
-  std::string chain_pem;
-  int64_t not_after_ms = 0;
+  std::string keyPem;
+  std::string csrPem;
+  std::string chainPem;
+  int64_t notAfterMs = 0;
 };
 
 // GCRA: the time at which a key's budget is full again. A request passes while that time is at
 // most (burst - 1) * interval ahead of now, and pushes it one interval further.
 struct RateDecision {
   bool allowed = false;
-  int64_t retry_after_ms = 0;  // when refused
+  int64_t retryAfterMs = 0;  // when refused
 };
 
 // Database connections a store holds (open) and how many are lent to a call right now.
 struct PoolStats {
   int64_t open = 0;
-  int64_t in_use = 0;
+  int64_t inUse = 0;
 };
 
 // The store's roles. Each consumer names the roles it uses (LocalCa and the cool-down gate take a
@@ -87,12 +87,12 @@ class TunnelStore {
   virtual Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) = 0;
   // Writes the record if the row is still at expected_revision; kConflict otherwise. Returns the
   // new revision.
-  virtual Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected_revision) = 0;
-  virtual Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id, int limit) = 0;
+  virtual Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expectedRevision) = 0;
+  virtual Result<std::vector<StoredTunnel>> listTunnels(const std::string& afterId, int limit) = 0;
   // Renewal alarms due at or before now. clearAlarm fires an alarm once across processes: it
   // succeeds only if alarm_at still holds the value that was read.
-  virtual Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) = 0;
-  virtual Result<bool> clearAlarm(const std::string& id, int64_t alarm_at_ms) = 0;
+  virtual Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) = 0;
+  virtual Result<bool> clearAlarm(const std::string& id, int64_t alarmAtMs) = 0;
 };
 
 // Certificate jobs. addJob inserts if absent (true when this call added it).
@@ -103,19 +103,19 @@ class JobStore {
   virtual Result<std::optional<Job>> getJob(const std::string& id) = 0;
   // Claims one due pending job (renewals and server jobs before first issuance unless
   // include_issue is false) with a lease; takes over expired leases.
-  virtual Result<std::optional<Job>> claimJob(const std::string& owner, int64_t now_ms,
-                                              int64_t lease_ms, bool include_issue) = 0;
-  virtual Result<bool> extendLease(const std::string& job_id, const std::string& owner,
-                                   int64_t lease_until_ms) = 0;
+  virtual Result<std::optional<Job>> claimJob(const std::string& owner, int64_t nowMs,
+                                              int64_t leaseMs, bool includeIssue) = 0;
+  virtual Result<bool> extendLease(const std::string& jobId, const std::string& owner,
+                                   int64_t leaseUntilMs) = 0;
   // Records the outcome only if `owner` still holds the lease (false otherwise).
   virtual Result<bool> finishJob(const Job& job, const std::string& owner) = 0;
   virtual Status releaseLeases(const std::string& owner) = 0;
   // Jobs in `status` whose next_run_at is at or after `since_ms` (0: all). A finished job's
   // next_run_at is when it finished, so this also counts "failed in the last 24 h".
-  virtual Result<int64_t> countJobs(JobStatus status, int64_t since_ms) = 0;
+  virtual Result<int64_t> countJobs(JobStatus status, int64_t sinceMs) = 0;
   // Pending jobs whose lease runs past now, on any machine: the attempts running in the cluster.
   // At most `limit`, by ID.
-  virtual Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) = 0;
+  virtual Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) = 0;
 };
 
 // Meta: small key/value rows (the local CA, the API certificate's job, cool-downs, leases).
@@ -141,17 +141,17 @@ class CertificateStore {
 class RateLimitStore {
  public:
   virtual ~RateLimitStore() = default;
-  virtual Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms,
-                                           int64_t interval_ms, int64_t burst) = 0;
-  virtual Status pruneRates(int64_t now_ms) = 0;
+  virtual Result<RateDecision> acquireRate(const std::string& key, int64_t nowMs,
+                                           int64_t intervalMs, int64_t burst) = 0;
+  virtual Status pruneRates(int64_t nowMs) = 0;
 };
 
 // Hourly usage per tunnel, added to (never overwritten) so several relays can report.
 class UsageStore {
  public:
   virtual ~UsageStore() = default;
-  virtual Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
-                          int64_t bytes_out, int64_t connections) = 0;
+  virtual Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
+                          int64_t bytesOut, int64_t connections) = 0;
 };
 
 // Readiness: whether the database answers at all.
@@ -182,11 +182,11 @@ class Store : public TunnelStore,
 
 struct StoreOptions {
   std::string url;  // mysql://user:pass@host:port/db or sqlite:/path (empty: sqlite_path)
-  std::string sqlite_path = "opentunnel.db";
-  int pool_size = 8;
-  int64_t acquire_timeout_ms = 3000;
-  int64_t statement_timeout_ms = 10000;
-  int64_t connect_timeout_ms = 20000;
+  std::string sqlitePath = "opentunnel.db";
+  int poolSize = 8;
+  int64_t acquireTimeoutMs = 3000;
+  int64_t statementTimeoutMs = 10000;
+  int64_t connectTimeoutMs = 20000;
 };
 
 // Opens the backend named by the URL. Does not wait for the database: the caller retries

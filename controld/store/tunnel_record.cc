@@ -31,9 +31,13 @@ bool getOptionalInt(const Json& object, const char* key, std::optional<int64_t>&
   return true;
 }
 
-Error invalid(std::string message) { return Error{ErrorKind::kInvalid, std::move(message)}; }
+Error invalid(std::string message) {
+  return Error{ErrorKind::kInvalid, std::move(message)};
+}
 
-Json nullable(const std::optional<int64_t>& value) { return value ? Json(*value) : Json(nullptr); }
+Json nullable(const std::optional<int64_t>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
 
 }  // namespace
 
@@ -63,30 +67,31 @@ std::string toJson(const TunnelRecord& r) {
   Json cert = {
       {"id", r.certificate.id},
       {"state", certificateStateName(r.certificate.state)},
-      {"csr", r.certificate.csr_pem},
-      {"csrSha256", r.certificate.csr_sha256},
+      {"csr", r.certificate.csrPem},
+      {"csrSha256", r.certificate.csrSha256},
       {"identifiers", r.certificate.identifiers},
-      {"chain", r.certificate.chain_pem},
-      {"notAfter", r.certificate.not_after_ms},
-      {"requestedAt", r.certificate.requested_at_ms},
+      {"chain", r.certificate.chainPem},
+      {"notAfter", r.certificate.notAfterMs},
+      {"requestedAt", r.certificate.requestedAtMs},
       {"error", r.certificate.error},
   };
   Json json = {
       {"id", r.id},
       {"hostname", r.hostname},
-      {"tokenHash", r.token_sha256_hex},
-      {"createdAt", r.created_at_ms},
-      {"lastConnectedAt", nullable(r.last_connected_at_ms)},
+      {"tokenHash", r.tokenSha256Hex},
+      {"createdAt", r.createdAtMs},
+      {"lastConnectedAt", nullable(r.lastConnectedAtMs)},
       {"certificate", std::move(cert)},
-      {"renewAt", nullable(r.renew_at_ms)},
-      {"deletedAt", nullable(r.deleted_at_ms)},
+      {"renewAt", nullable(r.renewAtMs)},
+      {"deletedAt", nullable(r.deletedAtMs)},
   };
   return json.dump();
 }
 
 Result<TunnelRecord> tunnelRecordFromJson(std::string_view text) {
   const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) return invalid("tunnel record is not a JSON object");
+  if (json.is_discarded() || !json.is_object())
+    return invalid("tunnel record is not a JSON object");
 
   TunnelRecord r;
   auto id = getString(json, "id");
@@ -95,35 +100,35 @@ Result<TunnelRecord> tunnelRecordFromJson(std::string_view text) {
   if (!id || !hostname || !token) return invalid("tunnel record lacks id, hostname or tokenHash");
   r.id = std::move(*id);
   r.hostname = std::move(*hostname);
-  r.token_sha256_hex = std::move(*token);
+  r.tokenSha256Hex = std::move(*token);
   std::optional<int64_t> created;
   if (!getOptionalInt(json, "createdAt", created) ||
-      !getOptionalInt(json, "lastConnectedAt", r.last_connected_at_ms) ||
-      !getOptionalInt(json, "renewAt", r.renew_at_ms) ||
-      !getOptionalInt(json, "deletedAt", r.deleted_at_ms)) {
+      !getOptionalInt(json, "lastConnectedAt", r.lastConnectedAtMs) ||
+      !getOptionalInt(json, "renewAt", r.renewAtMs) ||
+      !getOptionalInt(json, "deletedAt", r.deletedAtMs)) {
     return invalid("tunnel record has a non-integer time");
   }
-  r.created_at_ms = created.value_or(0);
+  r.createdAtMs = created.value_or(0);
 
-  const auto cert_it = json.find("certificate");
-  if (cert_it != json.end() && !cert_it->is_null()) {
-    const Json& cert = *cert_it;
+  const auto certIt = json.find("certificate");
+  if (certIt != json.end() && !certIt->is_null()) {
+    const Json& cert = *certIt;
     if (!cert.is_object()) return invalid("tunnel record certificate is not an object");
     auto state = parseCertificateState(getString(cert, "state").value_or("none"));
     if (!state) return invalid("tunnel record has an unknown certificate state");
     r.certificate.state = *state;
     r.certificate.id = getString(cert, "id").value_or("");
-    r.certificate.csr_pem = getString(cert, "csr").value_or("");
-    r.certificate.csr_sha256 = getString(cert, "csrSha256").value_or("");
-    r.certificate.chain_pem = getString(cert, "chain").value_or("");
+    r.certificate.csrPem = getString(cert, "csr").value_or("");
+    r.certificate.csrSha256 = getString(cert, "csrSha256").value_or("");
+    r.certificate.chainPem = getString(cert, "chain").value_or("");
     r.certificate.error = getString(cert, "error").value_or("");
-    std::optional<int64_t> not_after, requested_at;
-    if (!getOptionalInt(cert, "notAfter", not_after) ||
-        !getOptionalInt(cert, "requestedAt", requested_at)) {
+    std::optional<int64_t> notAfter, requestedAt;
+    if (!getOptionalInt(cert, "notAfter", notAfter) ||
+        !getOptionalInt(cert, "requestedAt", requestedAt)) {
       return invalid("tunnel record certificate has a non-integer time");
     }
-    r.certificate.not_after_ms = not_after.value_or(0);
-    r.certificate.requested_at_ms = requested_at.value_or(0);
+    r.certificate.notAfterMs = notAfter.value_or(0);
+    r.certificate.requestedAtMs = requestedAt.value_or(0);
     const auto ids = cert.find("identifiers");
     if (ids != cert.end() && !ids->is_null()) {
       if (!ids->is_array()) return invalid("certificate identifiers is not an array");
@@ -136,7 +141,9 @@ Result<TunnelRecord> tunnelRecordFromJson(std::string_view text) {
   return r;
 }
 
-bool isValidTunnelId(std::string_view id) { return bridge::isDnsLabel(id); }
+bool isValidTunnelId(std::string_view id) {
+  return bridge::isDnsLabel(id);
+}
 
 std::string newTunnelId() {
   static constexpr std::string_view kLetters = "abcdefghijklmnopqrstuvwxyz";

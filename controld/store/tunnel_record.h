@@ -21,31 +21,31 @@ enum class CertificateState { kNone, kIssuing, kReady, kFailed };
 struct CertificateInfo {
   std::string id;  // names the issuance job; a new CSR gets a new id
   CertificateState state = CertificateState::kNone;
-  std::string csr_pem;
+  std::string csrPem;
   // SHA-256 of the CSR's DER (CsrInfo::der_sha256_hex): binding the same CSR again is recognised
   // whatever its PEM line breaks, and answers as before instead of starting a new issuance.
-  std::string csr_sha256;
+  std::string csrSha256;
   std::vector<std::string> identifiers;  // <id>.<domain> and optionally *.<id>.<domain>
-  std::string chain_pem;                 // leaf first; empty until ready
-  int64_t not_after_ms = 0;              // of the leaf; 0 until ready
-  int64_t requested_at_ms = 0;
+  std::string chainPem;                  // leaf first; empty until ready
+  int64_t notAfterMs = 0;                // of the leaf; 0 until ready
+  int64_t requestedAtMs = 0;
   std::string error;  // the last failure, for the API and logs
   bool operator==(const CertificateInfo&) const = default;
 };
 
 struct TunnelRecord {
   std::string id;
-  std::string hostname;          // <id>.<domain>
-  std::string token_sha256_hex;  // the token itself is returned once at creation, never stored
-  int64_t created_at_ms = 0;
+  std::string hostname;        // <id>.<domain>
+  std::string tokenSha256Hex;  // the token itself is returned once at creation, never stored
+  int64_t createdAtMs = 0;
   // Informational only: the API computes a tunnel's state from relayd's live bridges.
-  std::optional<int64_t> last_connected_at_ms;
+  std::optional<int64_t> lastConnectedAtMs;
   CertificateInfo certificate;
-  std::optional<int64_t> renew_at_ms;  // the renewal alarm (mirrored in the alarm_at column)
-  std::optional<int64_t> deleted_at_ms;
+  std::optional<int64_t> renewAtMs;  // the renewal alarm (mirrored in the alarm_at column)
+  std::optional<int64_t> deletedAtMs;
   bool operator==(const TunnelRecord&) const = default;
 
-  [[nodiscard]] bool deleted() const { return deleted_at_ms.has_value(); }
+  [[nodiscard]] bool deleted() const { return deletedAtMs.has_value(); }
   [[nodiscard]] bool issuing() const { return certificate.state == CertificateState::kIssuing; }
 };
 

@@ -62,7 +62,8 @@ TEST_CASE("client address: a DNS query answers on the loop; a cancelled one neve
   CHECK_FALSE(cancelledCalled);
 }
 
-TEST_CASE("client address: resolve answers a .localhost name at once and looks a name up on the loop") {
+TEST_CASE(
+    "client address: resolve answers a .localhost name at once and looks a name up on the loop") {
   ot::client_test::TestLoop loop;
   int calls = 0;
   int status = -1;

@@ -7,7 +7,10 @@
 TEST_CASE("client backoff: 125-250 ms first, doubling with equal jitter up to 30 s") {
   std::vector<uint64_t> spans;
   // Always the top of the range, so the bounds are exact.
-  ot::client::Backoff top([&](uint64_t n) { spans.push_back(n); return n; });
+  ot::client::Backoff top([&](uint64_t n) {
+    spans.push_back(n);
+    return n;
+  });
   CHECK(top.nextDelayMs() == 250);
   CHECK(top.nextDelayMs() == 500);
   CHECK(top.nextDelayMs() == 1000);

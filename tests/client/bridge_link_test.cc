@@ -76,7 +76,8 @@ TEST_CASE("client bridge: attach_error bad_token stops the link for good") {
 
 TEST_CASE("client bridge: attach_error cert_not_ready is retried") {
   TestLoop loop;
-  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.attachError = "cert_not_ready"; }));
+  FakeRelay relay(loop,
+                  relayOptions([](FakeRelayOptions& o) { o.attachError = "cert_not_ready"; }));
   PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
   pool->start();
   REQUIRE(loop.runUntil([&] { return relay.bridges.size() >= 2; }));
@@ -86,7 +87,10 @@ TEST_CASE("client bridge: attach_error cert_not_ready is retried") {
 
 TEST_CASE("client bridge: 404 on the upgrade is fatal") {
   TestLoop loop;
-  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.upgradeStatus = 404; o.errorTag = "NotFoundError"; }));
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) {
+                    o.upgradeStatus = 404;
+                    o.errorTag = "NotFoundError";
+                  }));
   PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
   pool->start();
   REQUIRE(loop.runUntil([&] { return pool.last.fatal; }));
@@ -98,7 +102,10 @@ TEST_CASE("client bridge: 404 on the upgrade is fatal") {
 
 TEST_CASE("client bridge: 503 on the upgrade is retried with backoff") {
   TestLoop loop;
-  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.upgradeStatus = 503; o.errorTag = "ServiceUnavailableError"; }));
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) {
+                    o.upgradeStatus = 503;
+                    o.errorTag = "ServiceUnavailableError";
+                  }));
   PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
   pool->start();
   REQUIRE(loop.runUntil([&] { return relay.bridges.size() >= 3; }));
@@ -158,7 +165,10 @@ TEST_CASE("client bridge: pings are answered at once with the same payload") {
 
 TEST_CASE("client bridge: a silent relay is pinged, then abandoned with 1001") {
   TestLoop loop;
-  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.heartbeatMs = 1000; o.answerPings = false; }));
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) {
+                    o.heartbeatMs = 1000;
+                    o.answerPings = false;
+                  }));
   PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
   pool->start();
   REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
@@ -191,7 +201,8 @@ TEST_CASE("client bridge: drain starts a replacement and keeps the old bridge un
   CHECK(pool->status().attached == 1);
 }
 
-TEST_CASE("client bridge: unknown text is ignored once attached; a frame for an unused id is 1002") {
+TEST_CASE(
+    "client bridge: unknown text is ignored once attached; a frame for an unused id is 1002") {
   TestLoop loop;
   FakeRelay relay(loop);
   PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));

@@ -1,11 +1,12 @@
 // The pool as otunnel's main uses it: stopping (also mid-attempt), being destroyed without a
 // stop, and a renewed certificate reaching new visitors.
+#include "client/bridge_pool.h"
+
 #include <doctest/doctest.h>
 
 #include <memory>
 #include <string>
 
-#include "client/bridge_pool.h"
 #include "common/tls_engine.h"
 #include "tests/client/fake_relay.h"
 #include "tests/client/test_support.h"
@@ -121,8 +122,8 @@ TEST_CASE("client pool: without a certificate visitors are refused; updateCertif
   REQUIRE(loop.runUntil([&] {
     const std::string& data = bridge.conns[2].data;
     if (data.size() > consumed) {
-      visitor->feed({reinterpret_cast<const uint8_t*>(data.data()) + consumed,
-                     data.size() - consumed});
+      visitor->feed(
+          {reinterpret_cast<const uint8_t*>(data.data()) + consumed, data.size() - consumed});
       consumed = data.size();
       (void)visitor->handshake();
       if (visitor->pendingOutputSize() > 0) {

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "client/key_material.h"
-#include "tests/unit/canned_http_server.h"
 #include "tests/client/test_certificate.h"
+#include "tests/unit/canned_http_server.h"
 
 namespace {
 

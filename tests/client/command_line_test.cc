@@ -1,5 +1,4 @@
 #include "client/command_line.h"
-#include "common/bridge_frame.h"
 
 #include <doctest/doctest.h>
 
@@ -7,6 +6,7 @@
 #include <vector>
 
 #include "client/server_url.h"
+#include "common/bridge_frame.h"
 
 namespace {
 

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <uv.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,11 +32,11 @@
 namespace ot::client_test {
 
 struct FakeRelayOptions {
-  int upgradeStatus = 101;              // anything else: refuse the upgrade with it
+  int upgradeStatus = 101;  // anything else: refuse the upgrade with it
   std::string errorTag = "NotFoundError";
-  std::string attachError;              // non-empty: answer attach with this code, close 1008
-  bool closeAfterAttached = false;      // close 1000 right after sending attached
-  uint32_t window = 65536;              // limits.window: the client's send credit per connection
+  std::string attachError;          // non-empty: answer attach with this code, close 1008
+  bool closeAfterAttached = false;  // close 1000 right after sending attached
+  uint32_t window = 65536;          // limits.window: the client's send credit per connection
   uint32_t maxPayload = 32768;
   uint32_t maxConns = 256;
   uint32_t heartbeatMs = 15000;
@@ -85,9 +85,7 @@ class FakeBridge {
   uint64_t messages = 0;
 
   // --- What the test makes the relay do ---
-  void sendText(std::string_view text) {
-    send(ws::buildText(text));
-  }
+  void sendText(std::string_view text) { send(ws::buildText(text)); }
   void sendFrame(const std::vector<uint8_t>& frame) {
     send(ws::buildFrame(ws::Opcode::kBinary, frame));
   }
@@ -99,8 +97,8 @@ class FakeBridge {
     const std::span<const uint8_t> all(reinterpret_cast<const uint8_t*>(bytes.data()),
                                        bytes.size());
     for (size_t at = 0; at < all.size(); at += bridge::kMaxDataPayload) {
-      sendFrame(bridge::encodeData(id, all.subspan(at, std::min(bridge::kMaxDataPayload,
-                                                                all.size() - at))));
+      sendFrame(bridge::encodeData(
+          id, all.subspan(at, std::min(bridge::kMaxDataPayload, all.size() - at))));
     }
   }
   // Data within the client's credit (its attach window plus its grants), the rest as it grants
@@ -117,7 +115,8 @@ class FakeBridge {
   }
   void flushToClient(uint32_t id) {
     ConnRecord& conn = conns[id];
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(clientCredit(id), conn.toClient.size()));
+    const size_t n =
+        static_cast<size_t>(std::min<uint64_t>(clientCredit(id), conn.toClient.size()));
     if (n == 0) return;
     const std::string chunk = conn.toClient.substr(0, n);
     conn.toClient.erase(0, n);
@@ -201,9 +200,8 @@ class FakeRelay {
 
   void close() {
     if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&listener_))) {
-      uv_close(reinterpret_cast<uv_handle_t*>(&listener_), [](uv_handle_t* handle) {
-        --static_cast<FakeRelay*>(handle->data)->openHandles;
-      });
+      uv_close(reinterpret_cast<uv_handle_t*>(&listener_),
+               [](uv_handle_t* handle) { --static_cast<FakeRelay*>(handle->data)->openHandles; });
     }
     for (auto& bridge : bridges) bridge->closeTcp();
   }
@@ -339,18 +337,17 @@ inline void FakeBridge::onUpgradeRequest() {
   userAgent = std::string(message.header("User-Agent").value_or(""));
   std::vector<ws::HttpHeader> headers;
   for (const HttpHeader& header : message.headers) headers.push_back({header.name, header.value});
-  const ws::UpgradeCheck check =
-      ws::checkUpgradeRequest({message.method, message.versionMajor, message.versionMinor, headers});
-  const int status = check.error != ws::UpgradeError::kNone
-                         ? ws::httpStatusFor(check.error)
-                         : relay_.options.upgradeStatus;
+  const ws::UpgradeCheck check = ws::checkUpgradeRequest(
+      {message.method, message.versionMajor, message.versionMinor, headers});
+  const int status = check.error != ws::UpgradeError::kNone ? ws::httpStatusFor(check.error)
+                                                            : relay_.options.upgradeStatus;
   if (status != 101) {
-    const std::string body = R"({"_tag":")" + relay_.options.errorTag +
-                             R"(","message":"refused by the fake relay"})";
+    const std::string body =
+        R"({"_tag":")" + relay_.options.errorTag + R"(","message":"refused by the fake relay"})";
     const std::string response = "HTTP/1.1 " + std::to_string(status) +
                                  " Refused\r\nContent-Type: application/json\r\nContent-Length: " +
-                                 std::to_string(body.size()) +
-                                 "\r\nConnection: close\r\n\r\n" + body;
+                                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+                                 body;
     closeAfterFlush_ = true;
     writePlain({reinterpret_cast<const uint8_t*>(response.data()), response.size()});
     return;
@@ -376,7 +373,7 @@ inline void FakeBridge::onMessage(ws::ReadStep& step) {
       if (!closeSent_) {
         closeSent_ = true;
         send(ws::buildClose(step.closeCode == ws::kCloseNoStatus ? ws::kCloseNormal
-                                                                  : step.closeCode));
+                                                                 : step.closeCode));
       }
       closeAfterFlush_ = true;
       if (pendingWrites_ == 0) closeTcp();

@@ -1,6 +1,8 @@
 // Visitor connections over a bridge against a fake relay and a local service: passthrough and
 // TLS-terminating forwarding, end and reset (docs/protocol.md section 6) and flow control
 // (section 7).
+#include "client/local_stream.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -11,7 +13,6 @@
 
 #include "client/bridge_pool.h"
 #include "client/bridge_settings.h"
-#include "client/local_stream.h"
 #include "common/bridge_frame.h"
 #include "common/tls_engine.h"
 #include "tests/client/fake_relay.h"
@@ -25,8 +26,9 @@ namespace {
 // A pool attached to the relay, with one local service behind route "".
 struct Rig {
   explicit Rig(TestLoop& l, LocalServer& local, bool terminate, FakeRelayOptions options = {})
-      : loop(l), relay(l, std::move(options)), pool(l, testConfig(relay.port(), local.port(),
-                                                                  terminate)) {
+      : loop(l),
+        relay(l, std::move(options)),
+        pool(l, testConfig(relay.port(), local.port(), terminate)) {
     pool->start();
     REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
   }
@@ -60,8 +62,8 @@ class Visitor {
   void pump() {
     const std::string& data = bridge_.conns[id_].data;
     if (data.size() > consumed_) {
-      tls_->feed({reinterpret_cast<const uint8_t*>(data.data()) + consumed_,
-                  data.size() - consumed_});
+      tls_->feed(
+          {reinterpret_cast<const uint8_t*>(data.data()) + consumed_, data.size() - consumed_});
       consumed_ = data.size();
       if (!tls_->handshakeDone()) (void)tls_->handshake();
       if (tls_->handshakeDone()) {
@@ -120,7 +122,7 @@ TEST_CASE("client stream: passthrough carries bytes both ways unchanged, end hal
   // 100 KB: more than one frame and more than one read, still byte for byte.
   const std::string big = pattern(100'000);
   bridge.sendCredit(1, 100'000);  // keep the client's send credit ahead of the echo
-  bridge.queueData(1, big);  // more than the client's 64 KiB window: sent as it grants
+  bridge.queueData(1, big);       // more than the client's 64 KiB window: sent as it grants
   REQUIRE(loop.runUntil([&] { return bridge.conns[1].data.size() == hello.size() + big.size(); }));
   CHECK(bridge.conns[1].data == hello + big);
   // We received 100 KB+ on a 64 KiB window: the client granted credit in quarter batches.
@@ -198,7 +200,10 @@ TEST_CASE("client stream: the client never sends beyond its credit and resumes o
   TestLoop loop;
   const std::string payload = pattern(200'000);
   LocalServer source(loop.get(), LocalServer::Mode::kSource, payload);
-  Rig rig(loop, source, false, relayOptions([](FakeRelayOptions& o) { o.window = 65536; o.maxPayload = 16384; }));
+  Rig rig(loop, source, false, relayOptions([](FakeRelayOptions& o) {
+            o.window = 65536;
+            o.maxPayload = 16384;
+          }));
   FakeBridge& bridge = rig.bridge();
 
   bridge.sendOpen(1);
@@ -489,7 +494,8 @@ class CongestionHost final : public ot::client::StreamHost {
 
 }  // namespace
 
-TEST_CASE("client stream: a handshake period in which the bridge was congested is not the visitor's") {
+TEST_CASE(
+    "client stream: a handshake period in which the bridge was congested is not the visitor's") {
   TestLoop loop;
   LocalServer echo(loop.get(), LocalServer::Mode::kEcho);
   CongestionHost host;

@@ -3,7 +3,6 @@
 
 #include <doctest/doctest.h>
 
-
 using ot::client::ReceiveWindow;
 
 TEST_CASE("client receive window: grants in quarter batches and refuses data past credit") {

@@ -54,15 +54,14 @@ TEST_CASE("client upgrade: a wrong accept key fails; a refusal carries status an
   const auto bad = wrongKey->feed(bytes(ot::ws::buildUpgradeResponse("AAAAAAAAAAAAAAAAAAAAAA==")));
   CHECK(bad.outcome == RelayUpgrade::Outcome::kFailed);
   CHECK(bad.failure.httpStatus == 0);
-  CHECK(bad.failure.text == "bad upgrade answer: " +
-                                std::string(ot::ws::responseErrorName(
-                                    ot::ws::ResponseError::kAcceptMismatch)));
+  CHECK(bad.failure.text == "bad upgrade answer: " + std::string(ot::ws::responseErrorName(
+                                                         ot::ws::ResponseError::kAcceptMismatch)));
 
   auto refused = RelayUpgrade::create("d.example", "/api/tunnel/t/bridge", "", kNonce);
   const std::string body = R"({"_tag":"NotFoundError","message":"no such tunnel"})";
-  const auto step = refused->feed(bytes(
-      "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: " +
-      std::to_string(body.size()) + "\r\n\r\n" + body));
+  const auto step = refused->feed(
+      bytes("HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body));
   CHECK(step.outcome == RelayUpgrade::Outcome::kFailed);
   CHECK(step.failure.httpStatus == 404);
   CHECK(step.failure.tag == "NotFoundError");
@@ -70,8 +69,8 @@ TEST_CASE("client upgrade: a wrong accept key fails; a refusal carries status an
 
   // A body that runs to the end of the connection completes on finish().
   auto untilClose = RelayUpgrade::create("d.example", "/api/tunnel/t/bridge", "", kNonce);
-  CHECK(untilClose->feed(bytes("HTTP/1.1 503 Unavailable\r\n\r\n{\"_tag\":\"Service"))
-            .outcome == RelayUpgrade::Outcome::kNeedMore);
+  CHECK(untilClose->feed(bytes("HTTP/1.1 503 Unavailable\r\n\r\n{\"_tag\":\"Service")).outcome ==
+        RelayUpgrade::Outcome::kNeedMore);
   const auto closed = untilClose->finish();
   CHECK(closed.outcome == RelayUpgrade::Outcome::kFailed);
   CHECK(closed.failure.httpStatus == 503);

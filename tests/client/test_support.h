@@ -35,7 +35,8 @@ class TestLoop {
     uv_loop_init(&loop_);
     // A ticking timer so that UV_RUN_ONCE always returns and deadlines are checked.
     uv_timer_init(&loop_, &tick_);
-    uv_timer_start(&tick_, [](uv_timer_t*) {}, 10, 10);
+    uv_timer_start(
+        &tick_, [](uv_timer_t*) {}, 10, 10);
   }
   ~TestLoop() {
     uv_close(reinterpret_cast<uv_handle_t*>(&tick_), nullptr);
@@ -97,7 +98,7 @@ class TestLoop {
 
 // --- PKI --------------------------------------------------------------------------------------
 
-inline constexpr const char* kRelayName = "relay.localhost";   // the API domain in tests
+inline constexpr const char* kRelayName = "relay.localhost";      // the API domain in tests
 inline constexpr const char* kTunnelName = "t1.opentunnel.test";  // the visitor's hostname
 
 struct TestPki {
@@ -213,12 +214,13 @@ class LocalServer {
     Conn& c = *conn;
     self->conns_.push_back(std::move(conn));
     if (self->paused_) return;
-    uv_read_start(reinterpret_cast<uv_stream_t*>(&c.tcp),
-                  [](uv_handle_t*, size_t suggested, uv_buf_t* buf) {
-                    buf->base = new char[suggested];
-                    buf->len = suggested;
-                  },
-                  &onRead);
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&c.tcp),
+        [](uv_handle_t*, size_t suggested, uv_buf_t* buf) {
+          buf->base = new char[suggested];
+          buf->len = suggested;
+        },
+        &onRead);
     if (self->mode_ == Mode::kSource) {
       write(c, self->source_);
       shutdownConn(c);
@@ -261,9 +263,8 @@ class LocalServer {
     conn.shutdown = true;
     auto* req = new uv_shutdown_t;
     req->data = &conn;
-    if (uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&conn.tcp), [](uv_shutdown_t* r, int) {
-          delete r;
-        }) != 0) {
+    if (uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&conn.tcp),
+                    [](uv_shutdown_t* r, int) { delete r; }) != 0) {
       delete req;
     }
   }
@@ -271,9 +272,8 @@ class LocalServer {
   static void closeConn(Conn& conn) {
     if (conn.closed) return;
     conn.closed = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(&conn.tcp), [](uv_handle_t* handle) {
-      --static_cast<Conn*>(handle->data)->server->openHandles_;
-    });
+    uv_close(reinterpret_cast<uv_handle_t*>(&conn.tcp),
+             [](uv_handle_t* handle) { --static_cast<Conn*>(handle->data)->server->openHandles_; });
   }
 
   uv_loop_t* loop_;

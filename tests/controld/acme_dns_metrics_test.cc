@@ -31,7 +31,7 @@ class FlakyDeletes final : public DnsProvider {
     return inner_.createTxt(name, value);
   }
   Status deleteTxt(const TxtRecord& record) override {
-    if (fail_deletes) return Error{ErrorKind::kUnavailable, "Cloudflare answered 500"};
+    if (failDeletes) return Error{ErrorKind::kUnavailable, "Cloudflare answered 500"};
     return inner_.deleteTxt(record);
   }
   Result<std::vector<TxtRecord>> listChallengeRecords(const std::string& domain) override {
@@ -39,7 +39,7 @@ class FlakyDeletes final : public DnsProvider {
   }
   [[nodiscard]] const char* name() const override { return "flaky"; }
 
-  std::atomic<bool> fail_deletes{false};
+  std::atomic<bool> failDeletes{false};
 
  private:
   FakeDns& inner_;
@@ -54,16 +54,16 @@ TEST_CASE("acme order: challenge records created, deleted and failed deletes are
   FakeDns fake;
   server.dns = &fake;
   metrics::Metrics metrics;
-  DnsRecordMetrics dns_metrics(metrics);
+  DnsRecordMetrics dnsMetrics(metrics);
   auto provider = std::make_unique<FlakyDeletes>(fake);
   FlakyDeletes* flaky = provider.get();
   AcmeIssuerConfig config;
-  config.client.directory_url = server.directoryUrl();
-  config.client.account_key_jwk = jws::generateAccountKeyJwk().value();
-  config.order.poll_interval_ms = 5;
-  config.order.poll_attempts = 5;
-  config.order.propagation_timeout_ms = 0;
-  auto created = AcmeIssuer::create(std::move(config), std::move(provider), &dns_metrics);
+  config.client.directoryUrl = server.directoryUrl();
+  config.client.accountKeyJwk = jws::generateAccountKeyJwk().value();
+  config.order.pollIntervalMs = 5;
+  config.order.pollAttempts = 5;
+  config.order.propagationTimeoutMs = 0;
+  auto created = AcmeIssuer::create(std::move(config), std::move(provider), &dnsMetrics);
   REQUIRE(created.ok());
   AcmeIssuer& issuer = **created;
   CHECK(&issuer.dns() == flaky);
@@ -79,7 +79,7 @@ TEST_CASE("acme order: challenge records created, deleted and failed deletes are
   CHECK(records(metrics, "delete_failed") == 0);
   CHECK(records(metrics, "swept") == 0);
 
-  flaky->fail_deletes = true;
+  flaky->failDeletes = true;
   issued = issuer.issueDetailed(request, kRunning, detail);
   REQUIRE_MESSAGE(issued.ok(), issued.error().message);
   CHECK(records(metrics, "created") == 4);

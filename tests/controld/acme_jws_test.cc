@@ -1,5 +1,7 @@
 // The JOSE pieces of the ACME client against values computed independently (fixed vectors, or
 // OpenSSL's own verification), plus the small pure parsers the client uses.
+#include "controld/acme/acme_jws.h"
+
 #include <doctest/doctest.h>
 #include <openssl/hmac.h>
 
@@ -7,7 +9,6 @@
 #include "controld/acme/acme_dns_check.h"
 #include "controld/acme/acme_errors.h"
 #include "controld/acme/acme_http.h"
-#include "controld/acme/acme_jws.h"
 #include "tests/controld/acme_test_support.h"
 
 namespace ot::controld {
@@ -68,57 +69,56 @@ TEST_CASE("acme jws: unusable account keys are refused") {
   auto refused = jws::parsePrivateJwk(mismatched.dump());
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().kind == ErrorKind::kInvalid);
-  json short_x = json::parse(kFixedJwk);
-  short_x["x"] = "AAAA";
-  CHECK_FALSE(jws::parsePrivateJwk(short_x.dump()).ok());
+  json shortX = json::parse(kFixedJwk);
+  shortX["x"] = "AAAA";
+  CHECK_FALSE(jws::parsePrivateJwk(shortX.dump()).ok());
 }
 
 TEST_CASE("acme jws: ES256 JWS verifies with OpenSSL over the encoded parts") {
   auto key = jws::parsePrivateJwk(kFixedJwk);
   REQUIRE(key.ok());
   const json header{{"alg", "ES256"}, {"nonce", "n1"}, {"url", "https://ca/new-order"}};
-  auto signed_jws = jws::signJws(key->get(), header, R"({"identifiers":[]})");
-  REQUIRE(signed_jws.ok());
-  const std::string input =
-      (*signed_jws)["protected"].get<std::string>() + "." + (*signed_jws)["payload"].get<std::string>();
-  auto signature = base64::decodeUrl((*signed_jws)["signature"].get<std::string>());
+  auto signedJws = jws::signJws(key->get(), header, R"({"identifiers":[]})");
+  REQUIRE(signedJws.ok());
+  const std::string input = (*signedJws)["protected"].get<std::string>() + "." +
+                            (*signedJws)["payload"].get<std::string>();
+  auto signature = base64::decodeUrl((*signedJws)["signature"].get<std::string>());
   REQUIRE(signature.has_value());
   CHECK(signature->size() == 64);
-  const auto public_key = publicKeyOf(*jws::publicJwk(key->get()));
-  CHECK(verifyEs256(public_key.get(), input, *signature));
-  CHECK(json::parse(decodeText((*signed_jws)["protected"])) == header);
-  CHECK(decodeText((*signed_jws)["payload"]) == R"({"identifiers":[]})");
+  const auto publicKey = publicKeyOf(*jws::publicJwk(key->get()));
+  CHECK(verifyEs256(publicKey.get(), input, *signature));
+  CHECK(json::parse(decodeText((*signedJws)["protected"])) == header);
+  CHECK(decodeText((*signedJws)["payload"]) == R"({"identifiers":[]})");
   // A changed input does not verify.
-  CHECK_FALSE(verifyEs256(public_key.get(), input + "x", *signature));
+  CHECK_FALSE(verifyEs256(publicKey.get(), input + "x", *signature));
 
   // POST-as-GET: the payload stays empty, and the signature covers "<protected>.".
   auto get = jws::signJws(key->get(), header, "");
   REQUIRE(get.ok());
   CHECK((*get)["payload"] == "");
-  auto get_signature = base64::decodeUrl((*get)["signature"].get<std::string>());
-  CHECK(verifyEs256(public_key.get(), (*get)["protected"].get<std::string>() + ".",
-                    *get_signature));
+  auto getSignature = base64::decodeUrl((*get)["signature"].get<std::string>());
+  CHECK(verifyEs256(publicKey.get(), (*get)["protected"].get<std::string>() + ".", *getSignature));
 }
 
 TEST_CASE("acme jws: the external account binding is HS256 over the account JWK") {
-  const std::string mac_key_b64 = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+  const std::string macKeyB64 = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
   auto key = jws::parsePrivateJwk(kFixedJwk);
   const json account = *jws::publicJwk(key->get());
-  auto eab = jws::externalAccountBinding("kid-1", mac_key_b64, account, "https://ca/new-acct");
+  auto eab = jws::externalAccountBinding("kid-1", macKeyB64, account, "https://ca/new-acct");
   REQUIRE(eab.ok());
   const json header = json::parse(decodeText((*eab)["protected"]));
   CHECK(header == json{{"alg", "HS256"}, {"kid", "kid-1"}, {"url", "https://ca/new-acct"}});
   CHECK(json::parse(decodeText((*eab)["payload"])) == account);
   // The MAC, computed with OpenSSL's one-shot HMAC.
-  const auto mac_key = base64::decodeUrl(mac_key_b64).value();
+  const auto macKey = base64::decodeUrl(macKeyB64).value();
   const std::string input =
       (*eab)["protected"].get<std::string>() + "." + (*eab)["payload"].get<std::string>();
   unsigned char mac[32];
-  unsigned int mac_length = 0;
-  HMAC(EVP_sha256(), mac_key.data(), static_cast<int>(mac_key.size()),
-       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &mac_length);
-  CHECK(mac_length == 32);
-  CHECK((*eab)["signature"] == base64::encodeUrl(std::span<const uint8_t>(mac, mac_length)));
+  unsigned int macLength = 0;
+  HMAC(EVP_sha256(), macKey.data(), static_cast<int>(macKey.size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &macLength);
+  CHECK(macLength == 32);
+  CHECK((*eab)["signature"] == base64::encodeUrl(std::span<const uint8_t>(mac, macLength)));
   CHECK_FALSE(jws::externalAccountBinding("kid-1", "not base64!", account, "u").ok());
 }
 
@@ -135,11 +135,11 @@ TEST_CASE("acme jws: ACME problems and statuses are classified") {
   CHECK(acmeReasonClass(AcmeReason::kAuthzPending) == FailureClass::kTransient);
   CHECK(acmeReasonClass(AcmeReason::kOther) == FailureClass::kOther);
   AcmeError limited = acmeError(AcmeReason::kHttp429, "slow down");
-  limited.retry_after_ms = 3000;
+  limited.retryAfterMs = 3000;
   const FailureDetail detail = toFailureDetail(limited);
-  CHECK(detail.rate_limited);
-  CHECK_FALSE(detail.points_at_ca);
-  CHECK(detail.retry_after_ms == 3000);
+  CHECK(detail.rateLimited);
+  CHECK_FALSE(detail.pointsAtCa);
+  CHECK(detail.retryAfterMs == 3000);
   CHECK(std::string(detail.reason) == "http_429");
   CHECK(toError(limited).kind == ErrorKind::kUnavailable);
   CHECK(toError(acmeError(AcmeReason::kTimeout, "")).kind == ErrorKind::kTimeout);
@@ -147,11 +147,12 @@ TEST_CASE("acme jws: ACME problems and statuses are classified") {
 
 TEST_CASE("acme jws: TXT strings are read from a DNS answer") {
   // Header (1 question, 2 answers), question _a.x TXT IN, then two TXT answers pointing at it.
-  const std::vector<uint8_t> message{
-      0x12, 0x34, 0x81, 0x80, 0, 1, 0, 2, 0, 0, 0, 0,               // header
-      2, '_', 'a', 1, 'x', 0, 0, 16, 0, 1,                          // question
-      0xC0, 12, 0, 16, 0, 1, 0, 0, 0, 60, 0, 4, 3, 'a', 'b', 'c',   // "abc"
-      0xC0, 12, 0, 16, 0, 1, 0, 0, 0, 60, 0, 5, 1, 'd', 2, 'e', 'f'};  // "d" "ef" joined
+  const std::vector<uint8_t> message{0x12, 0x34, 0x81, 0x80, 0,   1, 0, 2,  0, 0,  0, 0,  // header
+                                     2,    '_',  'a',  1,    'x', 0, 0, 16, 0, 1,  // question
+                                     0xC0, 12,   0,    16,   0,   1, 0, 0,  0, 60, 0, 4,
+                                     3,    'a',  'b',  'c',  // "abc"
+                                     0xC0, 12,   0,    16,   0,   1, 0, 0,  0, 60, 0, 5,
+                                     1,    'd',  2,    'e',  'f'};  // "d" "ef" joined
   auto texts = parseTxtAnswer(message);
   REQUIRE(texts.ok());
   CHECK(*texts == std::vector<std::string>{"abc", "def"});

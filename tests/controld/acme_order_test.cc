@@ -23,16 +23,16 @@ struct Harness {
   FakeAcmeServer server;
   FakeDns* dns = nullptr;
   std::unique_ptr<AcmeIssuer> issuer;
-  std::string csr_pem = testing::buildCsrPem(testing::hostCsr(kHost, true));
+  std::string csrPem = testing::buildCsrPem(testing::hostCsr(kHost, true));
 
   explicit Harness(const std::function<void(AcmeIssuerConfig&)>& tweak = {}) {
     AcmeIssuerConfig config;
-    config.client.directory_url = server.directoryUrl();
-    config.client.account_key_jwk = jws::generateAccountKeyJwk().value();
+    config.client.directoryUrl = server.directoryUrl();
+    config.client.accountKeyJwk = jws::generateAccountKeyJwk().value();
     config.client.email = "acme@example.com";
-    config.order.poll_interval_ms = 5;
-    config.order.poll_attempts = 5;
-    config.order.propagation_timeout_ms = 0;
+    config.order.pollIntervalMs = 5;
+    config.order.pollAttempts = 5;
+    config.order.propagationTimeoutMs = 0;
     if (tweak) tweak(config);
     auto provider = std::make_unique<FakeDns>();
     dns = provider.get();
@@ -43,23 +43,23 @@ struct Harness {
   }
 
   Result<IssuedCertificate> issue(FailureDetail& detail) {
-    return issuer->issueDetailed(IssueRequest{csr_pem, {kHost, kWildcard}}, kRunning, detail);
+    return issuer->issueDetailed(IssueRequest{csrPem, {kHost, kWildcard}}, kRunning, detail);
   }
 };
 
 TEST_CASE("acme order: issues for a host and its wildcard through DNS-01 with EAB") {
   Harness harness([](AcmeIssuerConfig& config) {
-    config.client.eab_kid = "kid-1";
-    config.client.eab_hmac_key = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+    config.client.eabKid = "kid-1";
+    config.client.eabHmacKey = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
   });
-  harness.server.require_eab_kid = "kid-1";
+  harness.server.requireEabKid = "kid-1";
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_MESSAGE(issued.ok(), issued.error().message);
-  CHECK(issued->not_before_ms == 1893456000LL * 1000);
-  CHECK(issued->not_after_ms == (1893456000LL + 90 * 86400) * 1000);
-  CHECK(issued->chain_pem.rfind("-----BEGIN CERTIFICATE-----", 0) == 0);
-  CHECK(harness.server.eab_seen == 1);
+  CHECK(issued->notBeforeMs == 1893456000LL * 1000);
+  CHECK(issued->notAfterMs == (1893456000LL + 90 * 86400) * 1000);
+  CHECK(issued->chainPem.rfind("-----BEGIN CERTIFICATE-----", 0) == 0);
+  CHECK(harness.server.eabSeen == 1);
   CHECK(harness.server.orders == 1);
   CHECK(harness.server.answered.size() == 2);
   CHECK(harness.server.deactivated.empty());
@@ -69,39 +69,39 @@ TEST_CASE("acme order: issues for a host and its wildcard through DNS-01 with EA
   CHECK(harness.dns->live() == 0);
 
   // A second attempt reuses the account: no second newAccount.
-  const int before = harness.server.signed_requests;
+  const int before = harness.server.signedRequests;
   auto again = harness.issue(detail);
   REQUIRE(again.ok());
-  CHECK(harness.server.eab_seen == 1);
+  CHECK(harness.server.eabSeen == 1);
   // newOrder, 2 authorizations, 2 answers, 2 polls, the order, finalize, the certificate.
-  CHECK(harness.server.signed_requests - before == 10);
+  CHECK(harness.server.signedRequests - before == 10);
 }
 
 TEST_CASE("acme order: badNonce answers are retried with fresh nonces") {
   Harness harness;
-  harness.server.bad_nonces = 3;
+  harness.server.badNonces = 3;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_MESSAGE(issued.ok(), issued.error().message);
-  CHECK(harness.server.bad_nonce_sent == 3);
+  CHECK(harness.server.badNonceSent == 3);
 }
 
 TEST_CASE("acme order: badNonce beyond the retries is transient nonce trouble") {
   Harness harness;
-  harness.server.bad_nonces = 100;
+  harness.server.badNonces = 100;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_FALSE(issued.ok());
-  CHECK(harness.server.bad_nonce_sent == 9);  // the first try and eight retries
+  CHECK(harness.server.badNonceSent == 9);  // the first try and eight retries
   CHECK(detail.failure == FailureClass::kTransient);
   CHECK(std::string(detail.reason) == "bad_nonce");
-  CHECK(detail.points_at_ca);
+  CHECK(detail.pointsAtCa);
   CHECK(issued.error().kind == ErrorKind::kUnavailable);
 }
 
 TEST_CASE("acme order: a short Retry-After is waited out and the request repeated") {
   Harness harness;
-  harness.server.new_order_503_retry_after = 1;
+  harness.server.newOrder503RetryAfter = 1;
   FailureDetail detail;
   const auto started = std::chrono::steady_clock::now();
   auto issued = harness.issue(detail);
@@ -112,47 +112,48 @@ TEST_CASE("acme order: a short Retry-After is waited out and the request repeate
 }
 
 TEST_CASE("acme order: a long Retry-After fails the attempt and is passed to the runner") {
-  Harness harness([](AcmeIssuerConfig& config) { config.client.max_inline_retry_after_ms = 500; });
-  harness.server.new_order_503_retry_after = 120;
+  Harness harness([](AcmeIssuerConfig& config) { config.client.maxInlineRetryAfterMs = 500; });
+  harness.server.newOrder503RetryAfter = 120;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_FALSE(issued.ok());
-  CHECK(detail.retry_after_ms == 120'000);
-  CHECK(detail.http_status == 503);
+  CHECK(detail.retryAfterMs == 120'000);
+  CHECK(detail.httpStatus == 503);
   CHECK(std::string(detail.reason) == "http_5xx");
   CHECK(detail.failure == FailureClass::kTransient);
 }
 
 TEST_CASE("acme order: a 5xx from the CA is transient and points at the CA") {
   Harness harness;
-  harness.server.new_order_500 = true;
+  harness.server.newOrder500 = true;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_FALSE(issued.ok());
   CHECK(detail.failure == FailureClass::kTransient);
   CHECK(std::string(detail.reason) == "http_5xx");
-  CHECK(detail.http_status == 500);
-  CHECK(detail.points_at_ca);
+  CHECK(detail.httpStatus == 500);
+  CHECK(detail.pointsAtCa);
   CHECK(issued.error().kind == ErrorKind::kUnavailable);
   CHECK(issued.error().message.find("serverInternal") != std::string::npos);
 }
 
 TEST_CASE("acme order: rejectedIdentifier is permanent") {
   Harness harness;
-  harness.server.reject_identifier = true;
+  harness.server.rejectIdentifier = true;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_FALSE(issued.ok());
   CHECK(detail.failure == FailureClass::kPermanent);
   CHECK(std::string(detail.reason) == "rejected");
-  CHECK_FALSE(detail.points_at_ca);
+  CHECK_FALSE(detail.pointsAtCa);
   CHECK(issued.error().kind == ErrorKind::kInvalid);
 }
 
-TEST_CASE("acme order: an authorization still pending at the end is deactivated, records kept "
-          "only if that fails") {
+TEST_CASE(
+    "acme order: an authorization still pending at the end is deactivated, records kept "
+    "only if that fails") {
   Harness harness;
-  harness.server.validation_hangs = true;
+  harness.server.validationHangs = true;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_FALSE(issued.ok());
@@ -166,7 +167,7 @@ TEST_CASE("acme order: an authorization still pending at the end is deactivated,
 
 TEST_CASE("acme order: a reused order with a failed authorization is abandoned for a new one") {
   Harness harness;
-  harness.server.failed_orders = 1;
+  harness.server.failedOrders = 1;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_MESSAGE(issued.ok(), issued.error().message);
@@ -176,7 +177,7 @@ TEST_CASE("acme order: a reused order with a failed authorization is abandoned f
 
 TEST_CASE("acme order: orders that keep arriving failed give up after max_orders") {
   Harness harness;
-  harness.server.failed_orders = 100;
+  harness.server.failedOrders = 100;
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_FALSE(issued.ok());
@@ -186,14 +187,14 @@ TEST_CASE("acme order: orders that keep arriving failed give up after max_orders
 }
 
 TEST_CASE("acme order: challenges wait for the TXT records to be visible") {
-  std::vector<std::string> looked_up;
+  std::vector<std::string> lookedUp;
   FakeDns* dns_view = nullptr;
   Harness harness([&](AcmeIssuerConfig& config) {
-    config.order.propagation_timeout_ms = 2'000;
-    config.order.lookup_txt = [&](const std::string& name) -> Result<std::vector<std::string>> {
-      looked_up.push_back(name);
+    config.order.propagationTimeoutMs = 2'000;
+    config.order.lookupTxt = [&](const std::string& name) -> Result<std::vector<std::string>> {
+      lookedUp.push_back(name);
       // Invisible at the first look, then what the provider holds.
-      if (looked_up.size() == 1) return std::vector<std::string>{};
+      if (lookedUp.size() == 1) return std::vector<std::string>{};
       return dns_view->valuesOf(name);
     };
   });
@@ -201,14 +202,14 @@ TEST_CASE("acme order: challenges wait for the TXT records to be visible") {
   FailureDetail detail;
   auto issued = harness.issue(detail);
   REQUIRE_MESSAGE(issued.ok(), issued.error().message);
-  REQUIRE(looked_up.size() == 2);
-  CHECK(looked_up[0] == "_acme-challenge.abc123.example.com");
+  REQUIRE(lookedUp.size() == 2);
+  CHECK(lookedUp[0] == "_acme-challenge.abc123.example.com");
 }
 
 TEST_CASE("acme order: records that never propagate fail as dns trouble, transient") {
   Harness harness([](AcmeIssuerConfig& config) {
-    config.order.propagation_timeout_ms = 50;
-    config.order.lookup_txt = [](const std::string&) -> Result<std::vector<std::string>> {
+    config.order.propagationTimeoutMs = 50;
+    config.order.lookupTxt = [](const std::string&) -> Result<std::vector<std::string>> {
       return std::vector<std::string>{};
     };
   });
@@ -225,27 +226,27 @@ TEST_CASE("acme order: records that never propagate fail as dns trouble, transie
 
 TEST_CASE("acme order: missing configuration is refused before anything is contacted") {
   AcmeIssuerConfig config;
-  config.client.directory_url = "http://127.0.0.1:1/dir";
-  auto no_key = AcmeIssuer::create(config, std::make_unique<FakeDns>());
-  REQUIRE_FALSE(no_key.ok());
-  CHECK(no_key.error().kind == ErrorKind::kInvalid);
-  config.client.account_key_jwk = jws::generateAccountKeyJwk().value();
-  config.client.eab_kid = "kid-only";
-  auto half_eab = AcmeIssuer::create(config, std::make_unique<FakeDns>());
-  REQUIRE_FALSE(half_eab.ok());
-  CHECK(half_eab.error().message.find("ACME_EAB_HMAC_KEY") != std::string::npos);
-  config.client.eab_kid.clear();
-  auto no_dns = AcmeIssuer::create(config, nullptr);
-  CHECK_FALSE(no_dns.ok());
+  config.client.directoryUrl = "http://127.0.0.1:1/dir";
+  auto noKey = AcmeIssuer::create(config, std::make_unique<FakeDns>());
+  REQUIRE_FALSE(noKey.ok());
+  CHECK(noKey.error().kind == ErrorKind::kInvalid);
+  config.client.accountKeyJwk = jws::generateAccountKeyJwk().value();
+  config.client.eabKid = "kid-only";
+  auto halfEab = AcmeIssuer::create(config, std::make_unique<FakeDns>());
+  REQUIRE_FALSE(halfEab.ok());
+  CHECK(halfEab.error().message.find("ACME_EAB_HMAC_KEY") != std::string::npos);
+  config.client.eabKid.clear();
+  auto noDns = AcmeIssuer::create(config, nullptr);
+  CHECK_FALSE(noDns.ok());
 }
 
 TEST_CASE("acme order: an unreachable CA is a transient network failure") {
   AcmeIssuerConfig config;
   {
     FakeAcmeServer closed;  // its port is free again once it is gone
-    config.client.directory_url = closed.directoryUrl();
+    config.client.directoryUrl = closed.directoryUrl();
   }
-  config.client.account_key_jwk = jws::generateAccountKeyJwk().value();
+  config.client.accountKeyJwk = jws::generateAccountKeyJwk().value();
   auto issuer = AcmeIssuer::create(config, std::make_unique<FakeDns>());
   REQUIRE(issuer.ok());
   FailureDetail detail;

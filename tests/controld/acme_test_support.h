@@ -61,12 +61,12 @@ inline bool verifyEs256(EVP_PKEY* key, const std::string& input, const std::vect
   ECDSA_SIG* sig = ECDSA_SIG_new();
   ECDSA_SIG_set0(sig, BN_bin2bn(raw.data(), 32, nullptr), BN_bin2bn(raw.data() + 32, 32, nullptr));
   unsigned char* der = nullptr;
-  const int der_length = i2d_ECDSA_SIG(sig, &der);
+  const int derLength = i2d_ECDSA_SIG(sig, &der);
   ECDSA_SIG_free(sig);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   const bool ok =
       EVP_DigestVerifyInit(ctx, nullptr, EVP_sha256(), nullptr, key) == 1 &&
-      EVP_DigestVerify(ctx, der, static_cast<size_t>(der_length),
+      EVP_DigestVerify(ctx, der, static_cast<size_t>(derLength),
                        reinterpret_cast<const unsigned char*>(input.data()), input.size()) == 1;
   EVP_MD_CTX_free(ctx);
   OPENSSL_free(der);
@@ -129,23 +129,23 @@ struct FakeResponse {
 class FakeAcmeServer {
  public:
   // Scripts (set before use; read under mutex_).
-  int bad_nonces = 0;                 // reject this many signed requests with badNonce
-  int new_order_503_retry_after = 0;  // first newOrder: 503 with this Retry-After (s)
-  bool new_order_500 = false;         // every newOrder: 500 serverInternal
-  bool reject_identifier = false;     // every newOrder: 400 rejectedIdentifier
-  bool validation_hangs = false;      // answered challenges stay processing forever
-  int failed_orders = 0;              // this many first orders arrive with an invalid authz
-  std::string require_eab_kid;        // newAccount must carry an EAB with this kid
-  FakeDns* dns = nullptr;             // when set, a challenge is valid only if its TXT value is there
+  int badNonces = 0;              // reject this many signed requests with badNonce
+  int newOrder503RetryAfter = 0;  // first newOrder: 503 with this Retry-After (s)
+  bool newOrder500 = false;       // every newOrder: 500 serverInternal
+  bool rejectIdentifier = false;  // every newOrder: 400 rejectedIdentifier
+  bool validationHangs = false;   // answered challenges stay processing forever
+  int failedOrders = 0;           // this many first orders arrive with an invalid authz
+  std::string requireEabKid;      // newAccount must carry an EAB with this kid
+  FakeDns* dns = nullptr;         // when set, a challenge is valid only if its TXT value is there
 
   // Observations.
   int orders = 0;
-  int bad_nonce_sent = 0;
-  int signed_requests = 0;
-  int eab_seen = 0;
+  int badNonceSent = 0;
+  int signedRequests = 0;
+  int eabSeen = 0;
   std::vector<std::string> deactivated;  // authorization URLs
   std::vector<std::string> answered;     // challenge URLs
-  std::string last_dns_value;            // of an answered challenge's token, as the client sent
+  std::string lastDnsValue;              // of an answered challenge's token, as the client sent
 
   FakeAcmeServer() {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
@@ -158,7 +158,7 @@ class FakeAcmeServer {
     REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
     REQUIRE(listen(fd_, 16) == 0);
     base_ = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-    ca_key_ = generateEcKey("P-256").value();
+    caKey_ = generateEcKey("P-256").value();
     thread_ = std::thread([this] { serve(); });
   }
   ~FakeAcmeServer() {
@@ -175,7 +175,7 @@ class FakeAcmeServer {
     std::string host;
     bool wildcard = false;
     std::string status = "pending";
-    std::string challenge_status = "pending";
+    std::string challengeStatus = "pending";
     std::string token;
   };
   struct Order {
@@ -190,37 +190,37 @@ class FakeAcmeServer {
       if (client < 0) continue;
       std::string request;
       char buffer[4096];
-      size_t header_end = std::string::npos;
-      size_t content_length = 0;
+      size_t headerEnd = std::string::npos;
+      size_t contentLength = 0;
       for (;;) {
         const ssize_t got = read(client, buffer, sizeof buffer);
         if (got <= 0) break;
         request.append(buffer, static_cast<size_t>(got));
-        if (header_end == std::string::npos) {
-          header_end = request.find("\r\n\r\n");
-          if (header_end != std::string::npos) {
+        if (headerEnd == std::string::npos) {
+          headerEnd = request.find("\r\n\r\n");
+          if (headerEnd != std::string::npos) {
             const auto at = request.find("Content-Length: ");
-            if (at != std::string::npos && at < header_end) {
-              content_length = std::stoul(request.substr(at + 16));
+            if (at != std::string::npos && at < headerEnd) {
+              contentLength = std::stoul(request.substr(at + 16));
             }
           }
         }
-        if (header_end != std::string::npos && request.size() >= header_end + 4 + content_length) {
+        if (headerEnd != std::string::npos && request.size() >= headerEnd + 4 + contentLength) {
           break;
         }
       }
-      if (header_end == std::string::npos) {
+      if (headerEnd == std::string::npos) {
         close(client);
         continue;
       }
       const std::string line = request.substr(0, request.find("\r\n"));
       const std::string method = line.substr(0, line.find(' '));
-      const size_t path_start = line.find(' ') + 1;
-      const std::string path = line.substr(path_start, line.find(' ', path_start) - path_start);
+      const size_t pathStart = line.find(' ') + 1;
+      const std::string path = line.substr(pathStart, line.find(' ', pathStart) - pathStart);
       FakeResponse response;
       {
         const std::lock_guard lock(mutex_);
-        response = handle(method, path, request.substr(header_end + 4));
+        response = handle(method, path, request.substr(headerEnd + 4));
       }
       std::string out = "HTTP/1.1 " + std::to_string(response.status) + " X\r\n";
       out += "Replay-Nonce: " + newNonce() + "\r\nConnection: close\r\n";
@@ -238,13 +238,13 @@ class FakeAcmeServer {
   }
 
   std::string newNonce() {
-    const std::lock_guard lock(nonce_mutex_);
-    std::string nonce = "nonce" + std::to_string(++nonce_counter_);
+    const std::lock_guard lock(nonceMutex_);
+    std::string nonce = "nonce" + std::to_string(++nonceCounter_);
     nonces_.insert(nonce);
     return nonce;
   }
   bool useNonce(const std::string& nonce) {
-    const std::lock_guard lock(nonce_mutex_);
+    const std::lock_guard lock(nonceMutex_);
     return nonces_.erase(nonce) == 1;
   }
 
@@ -267,7 +267,7 @@ class FakeAcmeServer {
                {{{"type", "dns-01"},
                  {"url", base_ + "/chall/" + std::to_string(id)},
                  {"token", authz.token},
-                 {"status", authz.challenge_status}}}}};
+                 {"status", authz.challengeStatus}}}}};
     if (authz.wildcard) body["wildcard"] = true;
     return body;
   }
@@ -294,21 +294,22 @@ class FakeAcmeServer {
   }
 
   FakeResponse handle(const std::string& method, const std::string& path, const std::string& body);
-  FakeResponse handleSigned(const std::string& path, const json& header, const std::string& payload);
-  std::string issue(const std::string& csr_b64url);
+  FakeResponse handleSigned(const std::string& path, const json& header,
+                            const std::string& payload);
+  std::string issue(const std::string& csrB64url);
 
   int fd_ = -1;
   std::string base_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
-  std::mutex nonce_mutex_;
+  std::mutex nonceMutex_;
   std::set<std::string> nonces_;
-  int nonce_counter_ = 0;
-  json account_jwk_;
+  int nonceCounter_ = 0;
+  json accountJwk_;
   std::map<int, Authz> authzs_;
   std::map<int, Order> orders_;
-  int next_id_ = 1;
-  EvpPkeyPtr ca_key_;
+  int nextId_ = 1;
+  EvpPkeyPtr caKey_;
 };
 
 inline FakeResponse FakeAcmeServer::handle(const std::string& method, const std::string& path,
@@ -317,7 +318,7 @@ inline FakeResponse FakeAcmeServer::handle(const std::string& method, const std:
     return jsonResponse(200, {{"newNonce", base_ + "/nonce"},
                               {"newAccount", base_ + "/account"},
                               {"newOrder", base_ + "/order"},
-                              {"meta", {{"externalAccountRequired", !require_eab_kid.empty()}}}});
+                              {"meta", {{"externalAccountRequired", !requireEabKid.empty()}}}});
   }
   if (path == "/nonce") return {method == "HEAD" ? 200 : 204, "", {}};
   if (method != "POST") return problem(405, "malformed", "POST only");
@@ -326,9 +327,9 @@ inline FakeResponse FakeAcmeServer::handle(const std::string& method, const std:
   const json header = json::parse(decodeText(jws.value("protected", "")), nullptr, false);
   const std::string payload =
       jws.value("payload", "").empty() ? std::string() : decodeText(jws.value("payload", ""));
-  ++signed_requests;
+  ++signedRequests;
   // The key: the JWK in the header (newAccount) or the account's (kid).
-  const json jwk = header.contains("jwk") ? header["jwk"] : account_jwk_;
+  const json jwk = header.contains("jwk") ? header["jwk"] : accountJwk_;
   if (!jwk.is_object()) return problem(401, "accountDoesNotExist", "unknown account");
   if (header.contains("kid") && header.value("kid", "") != base_ + "/acct/1") {
     return problem(401, "unauthorized", "wrong kid");
@@ -341,8 +342,8 @@ inline FakeResponse FakeAcmeServer::handle(const std::string& method, const std:
     return problem(400, "malformed", "bad signature");
   }
   if (header.value("url", "") != base_ + path) return problem(400, "unauthorized", "url mismatch");
-  if (!useNonce(header.value("nonce", "")) || bad_nonce_sent < bad_nonces) {
-    ++bad_nonce_sent;
+  if (!useNonce(header.value("nonce", "")) || badNonceSent < badNonces) {
+    ++badNonceSent;
     return problem(400, "badNonce", "try again");
   }
   return handleSigned(path, header, payload);
@@ -353,44 +354,43 @@ inline FakeResponse FakeAcmeServer::handleSigned(const std::string& path, const 
   const json request = payload.empty() ? json() : json::parse(payload, nullptr, false);
   auto idOf = [&path](const std::string& prefix) { return std::stoi(path.substr(prefix.size())); };
   if (path == "/account") {
-    if (!require_eab_kid.empty()) {
+    if (!requireEabKid.empty()) {
       const json eab = request.value("externalAccountBinding", json());
       if (!eab.is_object()) return problem(401, "externalAccountRequired", "no EAB");
-      const json eab_header = json::parse(decodeText(eab.value("protected", "")));
-      if (eab_header.value("kid", "") != require_eab_kid ||
-          eab_header.value("alg", "") != "HS256" ||
+      const json eabHeader = json::parse(decodeText(eab.value("protected", "")));
+      if (eabHeader.value("kid", "") != requireEabKid || eabHeader.value("alg", "") != "HS256" ||
           json::parse(decodeText(eab.value("payload", ""))) != header["jwk"]) {
         return problem(401, "unauthorized", "bad EAB");
       }
-      ++eab_seen;
+      ++eabSeen;
     }
-    account_jwk_ = header["jwk"];
+    accountJwk_ = header["jwk"];
     return jsonResponse(201, {{"status", "valid"}}, base_ + "/acct/1");
   }
   if (path == "/order") {
-    if (reject_identifier) return problem(400, "rejectedIdentifier", "no such names");
-    if (new_order_500) return problem(500, "serverInternal", "down");
-    if (new_order_503_retry_after > 0) {
+    if (rejectIdentifier) return problem(400, "rejectedIdentifier", "no such names");
+    if (newOrder500) return problem(500, "serverInternal", "down");
+    if (newOrder503RetryAfter > 0) {
       FakeResponse busy = problem(503, "serverInternal", "busy");
-      busy.headers.emplace_back("Retry-After", std::to_string(new_order_503_retry_after));
-      new_order_503_retry_after = 0;
+      busy.headers.emplace_back("Retry-After", std::to_string(newOrder503RetryAfter));
+      newOrder503RetryAfter = 0;
       return busy;
     }
     ++orders;
-    const int order_id = next_id_++;
-    Order& order = orders_[order_id];
+    const int orderId = nextId_++;
+    Order& order = orders_[orderId];
     for (const auto& identifier : request.at("identifiers")) {
       std::string host = identifier.at("value").get<std::string>();
-      const int authz_id = next_id_++;
-      Authz& authz = authzs_[authz_id];
+      const int authzId = nextId_++;
+      Authz& authz = authzs_[authzId];
       authz.wildcard = host.rfind("*.", 0) == 0;
       authz.host = authz.wildcard ? host.substr(2) : host;
-      authz.token = "token" + std::to_string(authz_id);
-      if (failed_orders > 0) authz.status = "invalid";
-      order.authzs.push_back(authz_id);
+      authz.token = "token" + std::to_string(authzId);
+      if (failedOrders > 0) authz.status = "invalid";
+      order.authzs.push_back(authzId);
     }
-    if (failed_orders > 0) --failed_orders;
-    return jsonResponse(201, orderJson(order_id), base_ + "/order/" + std::to_string(order_id));
+    if (failedOrders > 0) --failedOrders;
+    return jsonResponse(201, orderJson(orderId), base_ + "/order/" + std::to_string(orderId));
   }
   if (path.rfind("/order/", 0) == 0) return jsonResponse(200, orderJson(idOf("/order/")));
   if (path.rfind("/authz/", 0) == 0) {
@@ -405,20 +405,19 @@ inline FakeResponse FakeAcmeServer::handleSigned(const std::string& path, const 
     const int id = idOf("/chall/");
     Authz& authz = authzs_[id];
     answered.push_back(base_ + path);
-    const std::string expected =
-        jws::dns01Value(authz.token, jws::thumbprint(account_jwk_));
+    const std::string expected = jws::dns01Value(authz.token, jws::thumbprint(accountJwk_));
     const auto values = dns != nullptr ? dns->valuesOf("_acme-challenge." + authz.host)
                                        : std::vector<std::string>{expected};
-    if (validation_hangs) {
-      authz.challenge_status = "processing";
+    if (validationHangs) {
+      authz.challengeStatus = "processing";
     } else if (std::find(values.begin(), values.end(), expected) == values.end()) {
-      authz.challenge_status = "invalid";
+      authz.challengeStatus = "invalid";
       authz.status = "invalid";
     } else {
-      authz.challenge_status = "valid";
+      authz.challengeStatus = "valid";
       authz.status = "valid";
     }
-    return jsonResponse(200, {{"type", "dns-01"}, {"status", authz.challenge_status}});
+    return jsonResponse(200, {{"type", "dns-01"}, {"status", authz.challengeStatus}});
   }
   if (path.rfind("/finalize/", 0) == 0) {
     const int id = idOf("/finalize/");
@@ -428,22 +427,23 @@ inline FakeResponse FakeAcmeServer::handleSigned(const std::string& path, const 
     return jsonResponse(200, orderJson(id));
   }
   if (path.rfind("/cert/", 0) == 0) {
-    return {200, orders_[idOf("/cert/")].certificate,
+    return {200,
+            orders_[idOf("/cert/")].certificate,
             {{"Content-Type", "application/pem-certificate-chain"}}};
   }
   return problem(404, "malformed", "no such resource");
 }
 
 // A certificate for the CSR's key, valid from 2030-01-01 for 90 days, signed by the fake CA.
-inline std::string FakeAcmeServer::issue(const std::string& csr_b64url) {
-  auto der = base64::decodeUrl(csr_b64url);
+inline std::string FakeAcmeServer::issue(const std::string& csrB64url) {
+  auto der = base64::decodeUrl(csrB64url);
   if (!der) return {};
   const unsigned char* cursor = der->data();
   X509ReqPtr csr(d2i_X509_REQ(nullptr, &cursor, static_cast<long>(der->size())));
   if (!csr) return {};
   X509Ptr certificate(X509_new());
   X509_set_version(certificate.get(), 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(certificate.get()), next_id_++);
+  ASN1_INTEGER_set(X509_get_serialNumber(certificate.get()), nextId_++);
   X509_set_subject_name(certificate.get(), X509_REQ_get_subject_name(csr.get()));
   X509_NAME* issuer = X509_NAME_new();
   X509_NAME_add_entry_by_txt(issuer, "CN", MBSTRING_ASC,
@@ -453,7 +453,7 @@ inline std::string FakeAcmeServer::issue(const std::string& csr_b64url) {
   ASN1_TIME_set(X509_getm_notBefore(certificate.get()), 1893456000);  // 2030-01-01
   ASN1_TIME_set(X509_getm_notAfter(certificate.get()), 1893456000 + 90 * 86400);
   X509_set_pubkey(certificate.get(), X509_REQ_get0_pubkey(csr.get()));
-  X509_sign(certificate.get(), ca_key_.get(), EVP_sha256());
+  X509_sign(certificate.get(), caKey_.get(), EVP_sha256());
   auto pem = certificatePem(certificate.get());
   return pem ? *pem : std::string();
 }

@@ -31,21 +31,21 @@ class InterferingStore final : public testing::ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
 
-  std::atomic<bool> fail_count_jobs{false};
-  std::atomic<bool> write_after_read{false};
-  std::atomic<int> count_jobs_calls{0};
+  std::atomic<bool> failCountJobs{false};
+  std::atomic<bool> writeAfterRead{false};
+  std::atomic<int> countJobsCalls{0};
 
   Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override {
     auto read = inner_.getTunnel(id);
-    if (write_after_read && read.ok() && read->has_value()) {
+    if (writeAfterRead && read.ok() && read->has_value()) {
       REQUIRE(inner_.updateTunnel((*read)->record, (*read)->revision).ok());
     }
     return read;
   }
-  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
-    ++count_jobs_calls;
-    if (fail_count_jobs) return Error{ErrorKind::kUnavailable, "storage unavailable (test)"};
-    return inner_.countJobs(status, since_ms);
+  Result<int64_t> countJobs(JobStatus status, int64_t sinceMs) override {
+    ++countJobsCalls;
+    if (failCountJobs) return Error{ErrorKind::kUnavailable, "storage unavailable (test)"};
+    return inner_.countJobs(status, sinceMs);
   }
 };
 
@@ -60,9 +60,9 @@ Job pendingJob(const std::string& id) {
   Job job;
   job.id = id;
   job.kind = JobKind::kIssue;
-  job.tunnel_id = "elsewhere";
-  job.queued_at_ms = testing::kStartMs;
-  job.next_run_at_ms = testing::kStartMs;
+  job.tunnelId = "elsewhere";
+  job.queuedAtMs = testing::kStartMs;
+  job.nextRunAtMs = testing::kStartMs;
   return job;
 }
 
@@ -88,8 +88,8 @@ TEST_CASE("api: tunnels per client address are rate limited") {
     CAPTURE(db->name());
     auto store = db->openMigrated();
     TunnelServiceConfig config = testing::testConfig();
-    config.create_rate_per_hour = 30;  // one every 2 minutes
-    config.create_rate_burst = 2;
+    config.createRatePerHour = 30;  // one every 2 minutes
+    config.createRateBurst = 2;
     TestApi api(*store, config);
 
     api.create("", "203.0.113.7");
@@ -136,8 +136,8 @@ TEST_CASE("api: new certificates per tunnel are rate limited; rebinding is free"
     CAPTURE(db->name());
     auto store = db->openMigrated();
     TunnelServiceConfig config = testing::testConfig();
-    config.issuance_rate_per_day = 5;  // one every 4.8 hours
-    config.issuance_rate_burst = 2;
+    config.issuanceRatePerDay = 5;  // one every 4.8 hours
+    config.issuanceRateBurst = 2;
     TestApi api(*store, config);
     const CreatedForTest tunnel = api.create();
     const CreatedForTest other = api.create();
@@ -148,14 +148,14 @@ TEST_CASE("api: new certificates per tunnel are rate limited; rebinding is free"
     const std::string current = tunnelCsr(tunnel.id, true);
     REQUIRE(api.bind(tunnel, current).status == 202);
     api.finishIssuance(tunnel.id, CertificateState::kReady);
-    const StoredTunnel before_refusal = api.stored(tunnel.id);
+    const StoredTunnel beforeRefusal = api.stored(tunnel.id);
     const ApiResponse refused = api.bind(tunnel, tunnelCsr(tunnel.id));
     checkError(refused, 429, "RateLimitedError");
     CHECK(headerOf(refused, "Retry-After") == "17280");
     CHECK(parseBody(refused)["message"] ==
           "This tunnel has asked for too many new certificates; try again in about 5 hours");
     // The refused request's claim on the record was given back: the certificate is as before.
-    CHECK(api.stored(tunnel.id).record == before_refusal.record);
+    CHECK(api.stored(tunnel.id).record == beforeRefusal.record);
     CHECK(api.pendingJobs() == 2);
 
     CHECK(api.bind(tunnel, current).status == 200);
@@ -174,8 +174,8 @@ TEST_CASE("api: a rate of 0 disables its limit") {
     CAPTURE(db->name());
     auto store = db->openMigrated();
     TunnelServiceConfig config = testing::testConfig();
-    config.create_rate_per_hour = 0;
-    config.issuance_rate_per_day = 0;
+    config.createRatePerHour = 0;
+    config.issuanceRatePerDay = 0;
     TestApi api(*store, config);
     CreatedForTest tunnel;
     for (int i = 0; i < 15; ++i) tunnel = api.create();
@@ -193,7 +193,7 @@ TEST_CASE("api: while the issuance backlog is over its limit, creates and new CS
     auto real = db->openMigrated();
     InterferingStore store(*real);
     TunnelServiceConfig config = testing::testConfig();
-    config.issuance_backlog_limit = 2;
+    config.issuanceBacklogLimit = 2;
     TestApi api(store, config, real.get());
 
     const CreatedForTest tunnel = api.create();  // reads the count: 0
@@ -206,17 +206,17 @@ TEST_CASE("api: while the issuance backlog is over its limit, creates and new CS
     // The count is cached for 5 s.
     api.clock.advance(4999);
     api.create();
-    CHECK(store.count_jobs_calls == 1);
+    CHECK(store.countJobsCalls == 1);
     api.finishIssuance(tunnel.id);  // so that another CSR may be bound
     api.clock.advance(1);
     const ApiResponse busy = api.call("POST", "/api/tunnel");
     checkError(busy, 503, "ServiceUnavailableError");
     CHECK(headerOf(busy, "Retry-After") == "30");
-    CHECK(store.count_jobs_calls == 2);
-    const ApiResponse busy_bind = api.bind(tunnel, tunnelCsr(tunnel.id, true));
-    checkError(busy_bind, 503, "ServiceUnavailableError");
-    CHECK(headerOf(busy_bind, "Retry-After") == "30");
-    CHECK(store.count_jobs_calls == 2);
+    CHECK(store.countJobsCalls == 2);
+    const ApiResponse busyBind = api.bind(tunnel, tunnelCsr(tunnel.id, true));
+    checkError(busyBind, 503, "ServiceUnavailableError");
+    CHECK(headerOf(busyBind, "Retry-After") == "30");
+    CHECK(store.countJobsCalls == 2);
     // Rebinding the current CSR, and reading, still work.
     CHECK(api.bind(tunnel, csr).status == 200);
     CHECK(api.call("GET", "/api/tunnel/" + tunnel.id, "", bearer(tunnel.token)).status == 200);
@@ -234,16 +234,16 @@ TEST_CASE("api: while the issuance backlog is over its limit, creates and new CS
     // If the count cannot be read, nothing is refused.
     REQUIRE(real->addJob(pendingJob("backlog-3")).ok());
     REQUIRE(real->addJob(pendingJob("backlog-4")).ok());
-    store.fail_count_jobs = true;
+    store.failCountJobs = true;
     api.clock.advance(5000);
     api.create();
     CHECK(api.bind(tunnel, tunnelCsr(tunnel.id, true)).status == 202);
-    store.fail_count_jobs = false;
+    store.failCountJobs = false;
     api.clock.advance(5000);
     checkError(api.call("POST", "/api/tunnel"), 503, "ServiceUnavailableError");
 
     // A limit of 0 never refuses.
-    config.issuance_backlog_limit = 0;
+    config.issuanceBacklogLimit = 0;
     TestApi unlimited(store, config);
     unlimited.create();
   }
@@ -277,10 +277,10 @@ TEST_CASE("api: with storage down, every route that needs it answers 503") {
     CAPTURE(down.name);
     StoreOptions options;
     options.url = down.url;
-    options.pool_size = 2;
-    options.acquire_timeout_ms = 1000;
-    options.connect_timeout_ms = 1000;
-    options.statement_timeout_ms = 1000;
+    options.poolSize = 2;
+    options.acquireTimeoutMs = 1000;
+    options.connectTimeoutMs = 1000;
+    options.statementTimeoutMs = 1000;
     auto opened = SqlStore::open(options);
     REQUIRE(opened.ok());
     auto store = std::move(opened).value();
@@ -288,22 +288,22 @@ TEST_CASE("api: with storage down, every route that needs it answers 503") {
       CAPTURE(limited);
       TunnelServiceConfig config = testing::testConfig();
       if (!limited) {
-        config.create_rate_per_hour = 0;
-        config.issuance_rate_per_day = 0;
-        config.issuance_backlog_limit = 0;
+        config.createRatePerHour = 0;
+        config.issuanceRatePerDay = 0;
+        config.issuanceBacklogLimit = 0;
       }
       TestApi api(*store, config);
       const std::string unavailable =
           R"({"_tag":"ServiceUnavailableError","message":"storage unavailable"})";
       const auto token = bearer("some-token");
-      const std::string csr_body = nlohmann::json{{"csr", tunnelCsr("abc")}}.dump();
+      const std::string csrBody = nlohmann::json{{"csr", tunnelCsr("abc")}}.dump();
       for (const ApiResponse& response :
            {api.call("POST", "/api/tunnel"),
             api.call("POST", "/api/tunnel", R"({"id":"abc"})", jsonType()),
             api.call("GET", "/api/tunnel/abc", "", token),
             api.call("DELETE", "/api/tunnel/abc", "", token),
             api.call("GET", "/api/tunnel/abc/certificate", "", token),
-            api.call("PUT", "/api/tunnel/abc/certificate", csr_body, jsonType(token)),
+            api.call("PUT", "/api/tunnel/abc/certificate", csrBody, jsonType(token)),
             api.call("GET", "/health")}) {
         CHECK(response.status == 503);
         CHECK(response.body == unavailable);
@@ -329,7 +329,7 @@ TEST_CASE("api: a write that loses to another writer answers 503; the retry relo
     const std::string stale =
         R"({"_tag":"ServiceUnavailableError","message":"the tunnel changed; retry"})";
 
-    store.write_after_read = true;
+    store.writeAfterRead = true;
     const ApiResponse lost = api.bind(tunnel, tunnelCsr(tunnel.id));
     CHECK(lost.status == 503);
     CHECK(lost.body == stale);
@@ -341,14 +341,14 @@ TEST_CASE("api: a write that loses to another writer answers 503; the retry relo
     CHECK(api.notifier.count() == 0);
     CHECK(api.publisher.records().size() == published);
 
-    const ApiResponse lost_delete =
+    const ApiResponse lostDelete =
         api.call("DELETE", "/api/tunnel/" + tunnel.id, "", bearer(tunnel.token));
-    CHECK(lost_delete.status == 503);
-    CHECK(lost_delete.body == stale);
+    CHECK(lostDelete.status == 503);
+    CHECK(lostDelete.body == stale);
     CHECK_FALSE(api.stored(tunnel.id).record.deleted());
     CHECK(api.publisher.deleted().empty());
 
-    store.write_after_read = false;
+    store.writeAfterRead = false;
     CHECK(api.bind(tunnel, tunnelCsr(tunnel.id)).status == 202);
     CHECK(api.stored(tunnel.id).revision == 6);  // one more of theirs (the delete), then ours
     CHECK(api.pendingJobs() == 1);

@@ -2,13 +2,14 @@
 // gets 429 + Retry-After for requests with credentials until its window ends, and a client
 // address that is not an address is never used as one. The inner handler answers 401 unless the
 // token is "right"; the clock is the test's.
+#include "controld/api/api_source_guard.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <string>
 
 #include "common/metrics.h"
-#include "controld/api/api_source_guard.h"
 
 namespace ot::controld {
 namespace {
@@ -25,7 +26,7 @@ struct Guarded {
     limits.windowMs = 60'000;
     handler = withSourceGuard(
         [this](const ApiRequest& request) {
-          seenAddress = request.client_address;
+          seenAddress = request.clientAddress;
           const auto auth = request.header("Authorization");
           if (auth && *auth == "Bearer right") return ApiResponse::json(200, "{}");
           return ApiResponse::error(401, "UnauthorizedError", "no");
@@ -37,8 +38,9 @@ struct Guarded {
     ApiRequest request;
     request.method = "GET";
     request.path = "/api/tunnel/abc";
-    request.client_address = address;
-    if (token != nullptr) request.headers.emplace_back("Authorization", std::string("Bearer ") + token);
+    request.clientAddress = address;
+    if (token != nullptr)
+      request.headers.emplace_back("Authorization", std::string("Bearer ") + token);
     return handler(request);
   }
 
@@ -81,7 +83,8 @@ TEST_CASE("api source guard: an IPv6 /64 is one source") {
 
 TEST_CASE("api source guard: a client address that is not an address is dropped, not used") {
   Guarded api(2);
-  for (const char* endpoint : {"203.0.113.7:40001", "203.0.113.7:40002", "[2001:db8::1]:443", "junk"}) {
+  for (const char* endpoint :
+       {"203.0.113.7:40001", "203.0.113.7:40002", "[2001:db8::1]:443", "junk"}) {
     CHECK(api.call(endpoint, "wrong").status == 401);
     CHECK(api.seenAddress.empty());
   }

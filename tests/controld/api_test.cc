@@ -53,9 +53,9 @@ TEST_CASE("api: create, read and delete a tunnel") {
 
     // Only the token's hash is kept.
     const StoredTunnel stored = api.stored(id);
-    CHECK(stored.record.token_sha256_hex == crypto::toHex(crypto::sha256(token)));
+    CHECK(stored.record.tokenSha256Hex == crypto::toHex(crypto::sha256(token)));
     CHECK(toJson(stored.record).find(token) == std::string::npos);
-    CHECK(stored.record.created_at_ms == kStartMs);
+    CHECK(stored.record.createdAtMs == kStartMs);
     REQUIRE(api.publisher.records().size() == 1);
     CHECK(api.publisher.records()[0].record == stored.record);
     CHECK(api.publisher.records()[0].revision == stored.revision);
@@ -77,7 +77,7 @@ TEST_CASE("api: create, read and delete a tunnel") {
     REQUIRE(deleted.status == 200);
     CHECK(deleted.body == R"({"deleted":true})");
     CHECK(api.publisher.deleted() == std::vector<std::string>{id});
-    CHECK(api.stored(id).record.deleted_at_ms == kStartMs + 1000);
+    CHECK(api.stored(id).record.deletedAtMs == kStartMs + 1000);
 
     // Deleted tunnels are gone for every route, and their ID stays taken.
     checkError(api.call("GET", "/api/tunnel/" + id, "", bearer(token)), 404, "NotFoundError");
@@ -111,15 +111,15 @@ TEST_CASE("api: a wanted id is used when free and valid") {
       CAPTURE(bad);
       checkError(api.call("POST", "/api/tunnel", bad, jsonType()), 400, "BadRequestError");
     }
-    const ApiResponse not_string = api.call("POST", "/api/tunnel", R"({"id":7})", jsonType());
-    checkError(not_string, 400, "BadRequestError");
-    CHECK(parseBody(not_string)["message"] == "id must be a string");
+    const ApiResponse notString = api.call("POST", "/api/tunnel", R"({"id":7})", jsonType());
+    checkError(notString, 400, "BadRequestError");
+    CHECK(parseBody(notString)["message"] == "id must be a string");
 
     // 63 characters is the longest label; null and unknown fields mean "no wish".
     CHECK(api.create(std::string(63, 'z')).id == std::string(63, 'z'));
-    const ApiResponse null_id =
+    const ApiResponse nullId =
         api.call("POST", "/api/tunnel", R"({"id":null,"extra":1})", jsonType());
-    CHECK(null_id.status == 201);
+    CHECK(nullId.status == 201);
     CHECK(api.publisher.records().size() == 3);
   }
 }
@@ -130,8 +130,8 @@ TEST_CASE("api: request bodies must be JSON objects declared as application/json
     auto store = db->openMigrated();
     TestApi api(*store);
     const CreatedForTest tunnel = api.create();
-    const std::string cert_path = "/api/tunnel/" + tunnel.id + "/certificate";
-    const Headers text_plain = {{{"Content-Type", "text/plain"}}};
+    const std::string certPath = "/api/tunnel/" + tunnel.id + "/certificate";
+    const Headers textPlain = {{{"Content-Type", "text/plain"}}};
     const Headers form = {{{"Content-Type", "application/x-www-form-urlencoded"}}};
 
     // POST /api/tunnel: the body is optional.
@@ -141,9 +141,9 @@ TEST_CASE("api: request bodies must be JSON objects declared as application/json
     CHECK(api.call("POST", "/api/tunnel", "{}",
                    {{{"content-type", "Application/JSON; charset=utf-8"}}})
               .status == 201);
-    checkError(api.call("POST", "/api/tunnel", "{}", text_plain), 415, "UnsupportedMediaTypeError");
+    checkError(api.call("POST", "/api/tunnel", "{}", textPlain), 415, "UnsupportedMediaTypeError");
     checkError(api.call("POST", "/api/tunnel", "id=abc", form), 415, "UnsupportedMediaTypeError");
-    checkError(api.call("POST", "/api/tunnel", "", text_plain), 415, "UnsupportedMediaTypeError");
+    checkError(api.call("POST", "/api/tunnel", "", textPlain), 415, "UnsupportedMediaTypeError");
     checkError(api.call("POST", "/api/tunnel", "{}", {}), 415, "UnsupportedMediaTypeError");
     for (const std::string bad :
          {"{", "not json", "[]", "\"id\"", "42", "null", "{\"id\":\"a\"} x"}) {
@@ -153,14 +153,14 @@ TEST_CASE("api: request bodies must be JSON objects declared as application/json
 
     // PUT .../certificate: the body is required.
     const Headers auth = bearer(tunnel.token);
-    checkError(api.call("PUT", cert_path, "", auth), 400, "BadRequestError");
-    checkError(api.call("PUT", cert_path, "", jsonType(auth)), 400, "BadRequestError");
-    checkError(api.call("PUT", cert_path, "{", jsonType(auth)), 400, "BadRequestError");
-    checkError(api.call("PUT", cert_path, "{}", jsonType(auth)), 400, "BadRequestError");
-    checkError(api.call("PUT", cert_path, R"({"csr":5})", jsonType(auth)), 400, "BadRequestError");
-    Headers text_auth = auth;
-    text_auth.list.emplace_back("Content-Type", "text/plain");
-    checkError(api.call("PUT", cert_path, tunnelCsr(tunnel.id), text_auth), 415,
+    checkError(api.call("PUT", certPath, "", auth), 400, "BadRequestError");
+    checkError(api.call("PUT", certPath, "", jsonType(auth)), 400, "BadRequestError");
+    checkError(api.call("PUT", certPath, "{", jsonType(auth)), 400, "BadRequestError");
+    checkError(api.call("PUT", certPath, "{}", jsonType(auth)), 400, "BadRequestError");
+    checkError(api.call("PUT", certPath, R"({"csr":5})", jsonType(auth)), 400, "BadRequestError");
+    Headers textAuth = auth;
+    textAuth.list.emplace_back("Content-Type", "text/plain");
+    checkError(api.call("PUT", certPath, tunnelCsr(tunnel.id), textAuth), 415,
                "UnsupportedMediaTypeError");
     // Nothing above reached storage as a write.
     CHECK(api.pendingJobs() == 0);
@@ -294,11 +294,11 @@ TEST_CASE("api: a tunnel is online exactly while the registry has a live bridge 
           parseBody(api.call("GET", "/api/tunnel/" + tunnel.id, "", bearer(tunnel.token)));
       return std::make_pair(body["state"].get<std::string>(), body["bridges"].get<int>());
     };
-    const auto bridge = [](std::string bridge_id, std::string tunnel_id) {
+    const auto bridge = [](std::string bridgeId, std::string tunnelId) {
       BridgeEntry entry;
-      entry.bridge_id = std::move(bridge_id);
-      entry.tunnel_id = std::move(tunnel_id);
-      entry.attached_at_ms = kStartMs;
+      entry.bridgeId = std::move(bridgeId);
+      entry.tunnelId = std::move(tunnelId);
+      entry.attachedAtMs = kStartMs;
       return entry;
     };
 
@@ -323,12 +323,12 @@ TEST_CASE("api: binding a CSR queues one issuance; binding it again changes noth
     CAPTURE(db->name());
     auto store = db->openMigrated();
     TunnelServiceConfig config = testing::testConfig();
-    config.issuance_rate_burst = 2;
+    config.issuanceRateBurst = 2;
     TestApi api(*store, config);
     const CreatedForTest tunnel = api.create();
     const std::string host = tunnel.id + ".tunnel.test";
     const std::string csr = tunnelCsr(tunnel.id, /*wildcard=*/true);
-    const size_t published_before = api.publisher.records().size();
+    const size_t publishedBefore = api.publisher.records().size();
 
     api.clock.advance(5000);
     const ApiResponse bound = api.bind(tunnel, csr);
@@ -339,22 +339,22 @@ TEST_CASE("api: binding a CSR queues one issuance; binding it again changes noth
     const CertificateInfo& certificate = stored.record.certificate;
     CHECK(certificate.state == CertificateState::kIssuing);
     CHECK(certificate.id.size() == 32);
-    CHECK(certificate.csr_pem == csr);
-    CHECK(certificate.csr_sha256 == checkTunnelCsr(csr, tunnel.id, "tunnel.test")->der_sha256_hex);
+    CHECK(certificate.csrPem == csr);
+    CHECK(certificate.csrSha256 == checkTunnelCsr(csr, tunnel.id, "tunnel.test")->derSha256Hex);
     CHECK(certificate.identifiers == std::vector<std::string>{host, "*." + host});
-    CHECK(certificate.requested_at_ms == kStartMs + 5000);
+    CHECK(certificate.requestedAtMs == kStartMs + 5000);
     CHECK(stored.revision == 2);
 
     auto job = store->getJob(certificate.id);
     REQUIRE(job.ok());
     REQUIRE(job->has_value());
     CHECK((*job)->kind == JobKind::kIssue);
-    CHECK((*job)->tunnel_id == tunnel.id);
+    CHECK((*job)->tunnelId == tunnel.id);
     CHECK((*job)->status == JobStatus::kPending);
-    CHECK((*job)->queued_at_ms == kStartMs + 5000);
-    CHECK((*job)->next_run_at_ms == kStartMs + 5000);
+    CHECK((*job)->queuedAtMs == kStartMs + 5000);
+    CHECK((*job)->nextRunAtMs == kStartMs + 5000);
     CHECK(api.notifier.count() == 1);
-    REQUIRE(api.publisher.records().size() == published_before + 1);
+    REQUIRE(api.publisher.records().size() == publishedBefore + 1);
     CHECK(api.publisher.records().back().record == stored.record);
     CHECK(api.publisher.records().back().revision == 2);
 
@@ -371,7 +371,7 @@ TEST_CASE("api: binding a CSR queues one issuance; binding it again changes noth
     CHECK(api.stored(tunnel.id).revision == 2);
     CHECK(api.pendingJobs() == 1);
     CHECK(api.notifier.count() == 1);
-    CHECK(api.publisher.records().size() == published_before + 1);
+    CHECK(api.publisher.records().size() == publishedBefore + 1);
 
     const ApiResponse polled =
         api.call("GET", "/api/tunnel/" + tunnel.id + "/certificate", "", bearer(tunnel.token));
@@ -381,20 +381,20 @@ TEST_CASE("api: binding a CSR queues one issuance; binding it again changes noth
     // The job runner finishes it (as it would: a revisioned write of the record).
     StoredTunnel done = api.stored(tunnel.id);
     done.record.certificate.state = CertificateState::kReady;
-    done.record.certificate.chain_pem =
+    done.record.certificate.chainPem =
         "-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----\n";
-    done.record.certificate.not_after_ms = 1'707'776'000'000;  // 2024-02-12T22:13:20.000Z
-    done.record.renew_at_ms = 1'705'000'000'000;
+    done.record.certificate.notAfterMs = 1'707'776'000'000;  // 2024-02-12T22:13:20.000Z
+    done.record.renewAtMs = 1'705'000'000'000;
     REQUIRE(store->updateTunnel(done.record, done.revision).ok());
 
-    const std::string ready_body =
+    const std::string readyBody =
         R"({"state":"ready","chain":"-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----\n",)"
         R"("notAfter":"2024-02-12T22:13:20.000Z","error":null})";
     const ApiResponse rebound = api.bind(tunnel, csr);
     CHECK(rebound.status == 200);
-    CHECK(rebound.body == ready_body);
+    CHECK(rebound.body == readyBody);
     CHECK(api.call("GET", "/api/tunnel/" + tunnel.id + "/certificate", "", bearer(tunnel.token))
-              .body == ready_body);
+              .body == readyBody);
     const Json view =
         parseBody(api.call("GET", "/api/tunnel/" + tunnel.id, "", bearer(tunnel.token)));
     CHECK(view["certificate"].dump() ==
@@ -407,8 +407,8 @@ TEST_CASE("api: binding a CSR queues one issuance; binding it again changes noth
     const StoredTunnel after = api.stored(tunnel.id);
     CHECK(after.record.certificate.id != certificate.id);
     CHECK(after.record.certificate.identifiers == std::vector<std::string>{host});
-    CHECK(after.record.certificate.chain_pem.empty());
-    CHECK_FALSE(after.record.renew_at_ms.has_value());
+    CHECK(after.record.certificate.chainPem.empty());
+    CHECK_FALSE(after.record.renewAtMs.has_value());
     CHECK(api.pendingJobs() == 2);
     CHECK(api.notifier.count() == 2);
   }
@@ -462,7 +462,7 @@ TEST_CASE("api: CSRs for other names are refused with the checker's reason") {
         }(),
         [] {
           auto spec = testing::hostCsr("attacker.tunnel.test", true);
-          spec.corrupt_signature = true;
+          spec.corruptSignature = true;
           return testing::buildCsrPem(spec);
         }(),
         tunnelCsr("attacker", false, TestKey::kEd25519),
@@ -514,8 +514,8 @@ TEST_CASE("api: a different CSR while one is issuing gets 409, queues nothing, c
     CAPTURE(db->name());
     auto store = db->openMigrated();
     TunnelServiceConfig config = testing::testConfig();
-    config.issuance_rate_per_day = 5;
-    config.issuance_rate_burst = 2;
+    config.issuanceRatePerDay = 5;
+    config.issuanceRateBurst = 2;
     TestApi api(*store, config);
     const CreatedForTest tunnel = api.create();
     const std::string first = tunnelCsr(tunnel.id);
@@ -551,8 +551,8 @@ TEST_CASE("api: different CSRs bound at once through two services: one wins, one
     CAPTURE(db->name());
     auto store = db->openMigrated();
     TunnelServiceConfig config = testing::testConfig();
-    config.issuance_rate_per_day = 5;
-    config.issuance_rate_burst = 5;
+    config.issuanceRatePerDay = 5;
+    config.issuanceRateBurst = 5;
     TestApi a(*store, config);
     TestApi b(*store, config);
     for (int round = 0; round < 5; ++round) {
@@ -562,17 +562,16 @@ TEST_CASE("api: different CSRs bound at once through two services: one wins, one
       std::vector<int> statuses(csrs.size(), 0);
       std::vector<std::thread> threads;
       for (size_t i = 0; i < csrs.size(); ++i) {
-        threads.emplace_back([&, i] {
-          statuses[i] = (i % 2 == 0 ? a : b).bind(tunnel, csrs[i]).status;
-        });
+        threads.emplace_back(
+            [&, i] { statuses[i] = (i % 2 == 0 ? a : b).bind(tunnel, csrs[i]).status; });
       }
       for (auto& thread : threads) thread.join();
       CHECK(std::count(statuses.begin(), statuses.end(), 202) == 1);
       CHECK(std::count(statuses.begin(), statuses.end(), 409) == 7);
-      const size_t winner = static_cast<size_t>(
-          std::find(statuses.begin(), statuses.end(), 202) - statuses.begin());
+      const size_t winner =
+          static_cast<size_t>(std::find(statuses.begin(), statuses.end(), 202) - statuses.begin());
       REQUIRE(winner < csrs.size());
-      CHECK(a.stored(tunnel.id).record.certificate.csr_pem == csrs[winner]);
+      CHECK(a.stored(tunnel.id).record.certificate.csrPem == csrs[winner]);
       // One charge of five: four more new certificates pass, the fifth is refused.
       for (int i = 0; i < 4; ++i) {
         a.finishIssuance(tunnel.id);
@@ -597,7 +596,7 @@ TEST_CASE("api: tokens and CSRs never reach the logs") {
     auto db = testing::TestDatabase::sqlite();
     auto store = db->openMigrated();
     TunnelServiceConfig config = testing::testConfig();
-    config.create_rate_burst = 1;
+    config.createRateBurst = 1;
     TestApi api(*store, config);
     const CreatedForTest tunnel = api.create();
     const std::string csr = tunnelCsr(tunnel.id, true);
@@ -614,8 +613,8 @@ TEST_CASE("api: tokens and CSRs never reach the logs") {
     CHECK(text.find(tunnel.token) == std::string::npos);
     CHECK(text.find(crypto::toHex(crypto::sha256(tunnel.token))) == std::string::npos);
     CHECK(text.find("BEGIN CERTIFICATE REQUEST") == std::string::npos);
-    const std::string base64_line = csr.substr(csr.find('\n') + 1, 40);
-    CHECK(text.find(base64_line) == std::string::npos);
+    const std::string base64Line = csr.substr(csr.find('\n') + 1, 40);
+    CHECK(text.find(base64Line) == std::string::npos);
   }
   log::init({});
 }

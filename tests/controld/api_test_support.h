@@ -16,9 +16,9 @@
 
 #include "common/clock.h"
 #include "controld/api/api_routes.h"
+#include "controld/api/tunnel_service.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
-#include "controld/api/tunnel_service.h"
 #include "tests/controld/csr_builder.h"
 #include "tests/controld/recording_publisher.h"
 #include "tests/controld/test_database.h"
@@ -99,8 +99,7 @@ class TestApi {
       : store_(inspect != nullptr ? *inspect : store),
         service_(std::make_unique<TunnelService>(std::move(config),
                                                  TunnelServiceStores{store, store, store, store},
-                                                 registry, publisher,
-                                                 notifier, clock.clock())),
+                                                 registry, publisher, notifier, clock.clock())),
         router_(std::make_shared<ApiRouter>(buildApiRouter(*service_))),
         handler_(makeApiHandler(router_)) {}
 
@@ -111,27 +110,27 @@ class TestApi {
     request.path = path;
     request.headers = headers.list;
     request.body = body;
-    request.client_address = client;
+    request.clientAddress = client;
     ApiResponse response = handler_(request);
     checkDocumented(method, path, response.status);
     return response;
   }
 
   // POST /api/tunnel, which must succeed.
-  CreatedForTest create(const std::string& wanted_id = "",
+  CreatedForTest create(const std::string& wantedId = "",
                         const std::string& client = kClient) const {
-    const std::string body = wanted_id.empty() ? "" : nlohmann::json{{"id", wanted_id}}.dump();
+    const std::string body = wantedId.empty() ? "" : nlohmann::json{{"id", wantedId}}.dump();
     const ApiResponse response =
-        call("POST", "/api/tunnel", body, wanted_id.empty() ? Headers{} : jsonType(), client);
+        call("POST", "/api/tunnel", body, wantedId.empty() ? Headers{} : jsonType(), client);
     INFO("body: " << response.body);
     REQUIRE(response.status == 201);
     const auto json = parseBody(response);
     return {json.at("id").get<std::string>(), json.at("token").get<std::string>()};
   }
 
-  ApiResponse bind(const CreatedForTest& tunnel, const std::string& csr_pem) const {
+  ApiResponse bind(const CreatedForTest& tunnel, const std::string& csrPem) const {
     return call("PUT", "/api/tunnel/" + tunnel.id + "/certificate",
-                nlohmann::json{{"csr", csr_pem}}.dump(), jsonType(bearer(tunnel.token)));
+                nlohmann::json{{"csr", csrPem}}.dump(), jsonType(bearer(tunnel.token)));
   }
 
   StoredTunnel stored(const std::string& id) const {

@@ -19,8 +19,8 @@ using testing::CountingNotifier;
 using testing::RecordingPublisher;
 using testing::testDatabases;
 
-constexpr const char* kProxy = "198.51.100.10";     // inside the trusted range below
-constexpr const char* kDirect = "203.0.113.7";      // a client connecting straight to us
+constexpr const char* kProxy = "198.51.100.10";  // inside the trusted range below
+constexpr const char* kDirect = "203.0.113.7";   // a client connecting straight to us
 
 // The real router and service behind withTrustedProxies, with a create burst of 2.
 class ProxiedApi {
@@ -39,7 +39,7 @@ class ProxiedApi {
     ApiRequest request;
     request.method = "POST";
     request.path = "/api/tunnel";
-    request.client_address = connection;
+    request.clientAddress = connection;
     for (auto& value : forwarded) request.headers.emplace_back("CF-Connecting-IP", value);
     return handler_(request).status;
   }
@@ -47,8 +47,8 @@ class ProxiedApi {
  private:
   static TunnelServiceConfig makeConfig() {
     TunnelServiceConfig config = testing::testConfig();
-    config.create_rate_per_hour = 30;
-    config.create_rate_burst = 2;
+    config.createRatePerHour = 30;
+    config.createRateBurst = 2;
     return config;
   }
 
@@ -63,15 +63,15 @@ class ProxiedApi {
 TEST_CASE("api: effectiveClientAddress believes CF-Connecting-IP only from trusted proxies") {
   const IpRanges trusted = *parseTrustedProxyRanges("198.51.100.0/24,2001:db8:cf::/48");
   ApiRequest request;
-  request.client_address = kDirect;
+  request.clientAddress = kDirect;
   request.headers = {{"cf-connecting-ip", "192.0.2.1"}};
   CHECK(effectiveClientAddress(request, trusted) == kDirect);
-  request.client_address = kProxy;
+  request.clientAddress = kProxy;
   CHECK(effectiveClientAddress(request, trusted) == "192.0.2.1");
-  request.client_address = "2001:db8:cf::5";
+  request.clientAddress = "2001:db8:cf::5";
   request.headers = {{"CF-Connecting-IP", "2001:DB8:1:2::1"}};
   CHECK(effectiveClientAddress(request, trusted) == "2001:db8:1:2::1");
-  request.client_address = kProxy;
+  request.clientAddress = kProxy;
   // Not an address, repeated, or absent: the connection's own address.
   request.headers = {{"CF-Connecting-IP", "192.0.2.1, 192.0.2.2"}};
   CHECK(effectiveClientAddress(request, trusted) == kProxy);

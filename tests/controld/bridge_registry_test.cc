@@ -1,6 +1,6 @@
-#include <doctest/doctest.h>
-
 #include "controld/relays/bridge_registry.h"
+
+#include <doctest/doctest.h>
 
 using ot::controld::BridgeEntry;
 using ot::controld::BridgeRegistry;
@@ -9,8 +9,8 @@ namespace {
 
 BridgeEntry bridge(std::string id, std::string tunnel) {
   BridgeEntry entry;
-  entry.bridge_id = std::move(id);
-  entry.tunnel_id = std::move(tunnel);
+  entry.bridgeId = std::move(id);
+  entry.tunnelId = std::move(tunnel);
   entry.routes = {""};
   return entry;
 }
@@ -19,7 +19,8 @@ BridgeEntry bridge(std::string id, std::string tunnel) {
 
 TEST_CASE("bridge registry: snapshots replace a relay's bridges, deltas adjust them") {
   BridgeRegistry registry;
-  registry.replaceRelay("m1/1", {bridge("b1", "alpha"), bridge("b2", "alpha"), bridge("b3", "beta")});
+  registry.replaceRelay("m1/1",
+                        {bridge("b1", "alpha"), bridge("b2", "alpha"), bridge("b3", "beta")});
   CHECK(registry.bridgeCount("alpha") == 2);
   CHECK(registry.bridgeCount("beta") == 1);
   CHECK(registry.bridgeCount("gamma") == 0);
@@ -45,7 +46,7 @@ TEST_CASE("bridge registry: snapshots replace a relay's bridges, deltas adjust t
   registry.dropRelay("m2/7");
   CHECK(registry.bridgeCount("alpha") == 0);
   CHECK(registry.bridgesOf("beta").size() == 1);
-  CHECK(registry.bridgesOf("beta").front().bridge_id == "b9");
+  CHECK(registry.bridgesOf("beta").front().bridgeId == "b9");
   CHECK(registry.totals().tunnels == 1);
 }
 

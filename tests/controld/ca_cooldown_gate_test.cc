@@ -26,22 +26,22 @@ using issuance_testing::GateIssuer;
 using issuance_testing::hostOf;
 using issuance_testing::kDay;
 using issuance_testing::kMinute;
+using issuance_testing::kStartMs;
 using issuance_testing::loadCa;
 using issuance_testing::loadJob;
-using ot::ManualClock;
-using issuance_testing::kStartMs;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
 using issuance_testing::runnerStores;
 using issuance_testing::waitUntil;
+using ot::ManualClock;
 using testing::testDatabases;
 
 FailureDetail caFailure() {
   FailureDetail detail;
   detail.failure = FailureClass::kTransient;
   detail.reason = "http_5xx";
-  detail.points_at_ca = true;
-  detail.http_status = 502;
+  detail.pointsAtCa = true;
+  detail.httpStatus = 502;
   return detail;
 }
 
@@ -125,17 +125,17 @@ std::string queueRenewal(Store& store, const std::string& id, int64_t now) {
   const StoredTunnel ready = bindTunnel(store, id, now, false, false);
   editTunnel(store, id, [&](TunnelRecord& record) {
     record.certificate.state = CertificateState::kReady;
-    record.certificate.chain_pem = "old chain";
-    record.certificate.not_after_ms = now + 10 * kDay;
+    record.certificate.chainPem = "old chain";
+    record.certificate.notAfterMs = now + 10 * kDay;
   });
   CertificateInfo held = ready.record.certificate;
-  held.not_after_ms = now + 10 * kDay;
+  held.notAfterMs = now + 10 * kDay;
   Job renewal;
   renewal.id = renewalJobId(held, now);
   renewal.kind = JobKind::kRenew;
-  renewal.tunnel_id = id;
-  renewal.queued_at_ms = now;
-  renewal.next_run_at_ms = now;
+  renewal.tunnelId = id;
+  renewal.queuedAtMs = now;
+  renewal.nextRunAtMs = now;
   auto added = store.addJob(renewal);
   REQUIRE(added.ok());
   REQUIRE(*added);
@@ -146,62 +146,62 @@ TEST_CASE("ca cooldown: two machines count one run through meta and read it ever
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     ManualClock clock(kStartMs);
-    auto store_a = db->openMigrated();
-    auto store_b = db->openMigrated();
-    CountingStore counted_a(*store_a);
-    int started_a = 0;
-    int started_b = 0;
-    CaCooldownGate a(counted_a, {clock.clock(), 15'000, 5, [&] { ++started_a; }});
-    CaCooldownGate b(*store_b, {clock.clock(), 15'000, 5, [&] { ++started_b; }});
+    auto storeA = db->openMigrated();
+    auto storeB = db->openMigrated();
+    CountingStore countedA(*storeA);
+    int startedA = 0;
+    int startedB = 0;
+    CaCooldownGate a(countedA, {clock.clock(), 15'000, 5, [&] { ++startedA; }});
+    CaCooldownGate b(*storeB, {clock.clock(), 15'000, 5, [&] { ++startedB; }});
 
     CHECK_FALSE(a.pausedUntil().has_value());
-    CHECK(counted_a.reads == 1);
+    CHECK(countedA.reads == 1);
     CHECK_FALSE(b.pausedUntil().has_value());
     // Failures that are not the CA's touch nothing.
     FailureDetail dns;
     dns.reason = "dns";
     a.recordFailure(dns);
-    CHECK(counted_a.reads == 1);
-    CHECK_FALSE(store_a->getMeta(kCaCooldownMetaKey)->has_value());
+    CHECK(countedA.reads == 1);
+    CHECK_FALSE(storeA->getMeta(kCaCooldownMetaKey)->has_value());
 
     for (int i = 0; i < 4; ++i) a.recordFailure(caFailure());
-    CHECK(storedState(*store_a) == CaCooldownState{0, 0, 4});
+    CHECK(storedState(*storeA) == CaCooldownState{0, 0, 4});
     // The fifth failure in a row happens on the other machine: it starts the cool-down.
     clock.advance(1000);
     b.recordFailure(caFailure());
     const int64_t until = clock.nowMs() + kMinute;
-    CHECK(started_b == 1);
-    CHECK(started_a == 0);
-    CHECK(storedState(*store_a) == CaCooldownState{until, 1, 0});
+    CHECK(startedB == 1);
+    CHECK(startedA == 0);
+    CHECK(storedState(*storeA) == CaCooldownState{until, 1, 0});
     CHECK(b.pausedUntil() == until);
 
     // Machine a read the row when it last wrote; it looks again only 15 s later.
-    const int reads = counted_a.reads;
+    const int reads = countedA.reads;
     clock.advance(13'999);
     CHECK_FALSE(a.pausedUntil().has_value());
-    CHECK(counted_a.reads == reads);
+    CHECK(countedA.reads == reads);
     clock.advance(1);
     CHECK(a.pausedUntil() == until);
-    CHECK(counted_a.reads == reads + 1);
+    CHECK(countedA.reads == reads + 1);
     CHECK(a.pausedUntil() == until);
-    CHECK(counted_a.reads == reads + 1);
+    CHECK(countedA.reads == reads + 1);
 
     // A success on a ends it for everyone; b sees it within 15 s.
     clock.advance(5000);
     a.recordSuccess();
-    CHECK(storedState(*store_a) == CaCooldownState{});
+    CHECK(storedState(*storeA) == CaCooldownState{});
     CHECK_FALSE(a.pausedUntil().has_value());
     clock.advance(15'000);
     CHECK_FALSE(b.pausedUntil().has_value());
-    CHECK(started_a == 0);
-    CHECK(started_b == 1);
+    CHECK(startedA == 0);
+    CHECK(startedB == 1);
 
     // An unreadable row pauses nothing and is replaced by the next report.
-    REQUIRE(*store_a->compareAndSetMeta(kCaCooldownMetaKey, encodeCaCooldown({}), "junk"));
+    REQUIRE(*storeA->compareAndSetMeta(kCaCooldownMetaKey, encodeCaCooldown({}), "junk"));
     clock.advance(15'000);
     CHECK_FALSE(a.pausedUntil().has_value());
     a.recordFailure(caFailure());
-    CHECK(storedState(*store_a) == CaCooldownState{0, 0, 1});
+    CHECK(storedState(*storeA) == CaCooldownState{0, 0, 1});
   }
 }
 
@@ -220,8 +220,8 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
 
     std::vector<std::string> jobs;
     for (int i = 0; i < 6; ++i) {
-      jobs.push_back(bindTunnel(*store, "first" + std::to_string(i), clock.nowMs())
-                         .record.certificate.id);
+      jobs.push_back(
+          bindTunnel(*store, "first" + std::to_string(i), clock.nowMs()).record.certificate.id);
     }
     issuer.failNext(6, caFailure());
     // Five CA failures start the cool-down; the sixth job is not even claimed.
@@ -235,7 +235,7 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
     std::string waiting;
     for (const std::string& id : jobs) {
       bool ran = false;
-      for (const JobRun& run : runs) ran |= run.job_id == id;
+      for (const JobRun& run : runs) ran |= run.jobId == id;
       if (!ran) waiting = id;
     }
     CHECK(loadJob(*store, waiting).attempts == 0);
@@ -245,7 +245,7 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
     clock.advance(1000);
     runs = runner.runDue();
     REQUIRE(runs.size() == 1);
-    CHECK(runs[0].job_id == renewal);
+    CHECK(runs[0].jobId == renewal);
     CHECK(runs[0].outcome == JobOutcome::kRetry);
     CHECK(loadJob(*store, waiting).attempts == 0);
     CHECK(started == 1);
@@ -256,7 +256,7 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
     REQUIRE(gate.pausedUntil().has_value());
     runs = runner.runDue();
     REQUIRE(runs.size() == 7);
-    CHECK(runs[0].job_id == renewal);
+    CHECK(runs[0].jobId == renewal);
     for (const JobRun& run : runs) CHECK(run.outcome == JobOutcome::kDone);
     CHECK(storedState(*store) == CaCooldownState{});
     CHECK(loadJob(*store, waiting).status == JobStatus::kDone);
@@ -269,7 +269,7 @@ TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
     CAPTURE(db->name());
     auto store = db->openMigrated();
     auto ca = loadCa(*store);
-    GateIssuer gate_issuer(*ca);
+    GateIssuer gateIssuer(*ca);
     Publisher publisher;
     const int64_t now = unixNowMs();
     // Another machine started a cool-down that lasts an hour.
@@ -280,27 +280,27 @@ TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
     for (const char* id : {"renew1", "renew2", "renew3"}) queueRenewal(*store, id, now);
     JobRunnerConfig config = runnerConfig("machine-a", nullptr);
     config.concurrency = 4;
-    JobRunner runner(config, runnerStores(*store), gate_issuer, publisher);
+    JobRunner runner(config, runnerStores(*store), gateIssuer, publisher);
     runner.setCaCooldown(&gate);
     runner.start();
-    REQUIRE(gate_issuer.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
+    REQUIRE(gateIssuer.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
     // Wake the runner a few times: nothing else may start while the probe runs.
     for (int i = 0; i < 5; ++i) {
       runner.jobAdded();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    CHECK(gate_issuer.maxInFlight() == 1);
+    CHECK(gateIssuer.maxInFlight() == 1);
     CHECK(runner.runningNames().size() == 1);
     CHECK(runner.runningNames().count(hostOf("fresh")) == 0);
 
     // The probe's success ends the cool-down: everything else follows.
-    gate_issuer.release();
-    const bool all_done = waitUntil([&] {
+    gateIssuer.release();
+    const bool allDone = waitUntil([&] {
       auto done = store->countJobs(JobStatus::kDone, 0);
       return done.ok() && *done == 4;
     });
     runner.stop();
-    CHECK(all_done);
+    CHECK(allDone);
     CHECK(storedState(*store) == CaCooldownState{});
   }
 }
@@ -308,49 +308,49 @@ TEST_CASE("job runner: during a CA cool-down renewals run one at a time") {
 TEST_CASE("job runner: during a CA cool-down two machines run one probe between them") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    auto store_a = db->openMigrated();
-    auto store_b = db->open();
-    auto ca = loadCa(*store_a);
-    GateIssuer gate_issuer(*ca);  // both machines' attempts pass through it
+    auto storeA = db->openMigrated();
+    auto storeB = db->open();
+    auto ca = loadCa(*storeA);
+    GateIssuer gateIssuer(*ca);  // both machines' attempts pass through it
     Publisher publisher;
     const int64_t now = unixNowMs();
-    REQUIRE(*store_a->insertMetaIfAbsent(kCaCooldownMetaKey,
-                                         encodeCaCooldown({now + 60 * kMinute, 1, 0})));
-    CaCooldownGate gate_a(*store_a, {});
-    CaCooldownGate gate_b(*store_b, {});
-    for (const char* id : {"renew1", "renew2", "renew3", "renew4"}) queueRenewal(*store_a, id, now);
-    JobRunnerConfig config_a = runnerConfig("machine-a", nullptr);
-    JobRunnerConfig config_b = runnerConfig("machine-b", nullptr);
-    config_a.concurrency = 4;
-    config_b.concurrency = 4;
-    JobRunner a(config_a, runnerStores(*store_a), gate_issuer, publisher);
-    JobRunner b(config_b, runnerStores(*store_b), gate_issuer, publisher);
-    a.setCaCooldown(&gate_a);
-    b.setCaCooldown(&gate_b);
+    REQUIRE(*storeA->insertMetaIfAbsent(kCaCooldownMetaKey,
+                                        encodeCaCooldown({now + 60 * kMinute, 1, 0})));
+    CaCooldownGate gateA(*storeA, {});
+    CaCooldownGate gateB(*storeB, {});
+    for (const char* id : {"renew1", "renew2", "renew3", "renew4"}) queueRenewal(*storeA, id, now);
+    JobRunnerConfig configA = runnerConfig("machine-a", nullptr);
+    JobRunnerConfig configB = runnerConfig("machine-b", nullptr);
+    configA.concurrency = 4;
+    configB.concurrency = 4;
+    JobRunner a(configA, runnerStores(*storeA), gateIssuer, publisher);
+    JobRunner b(configB, runnerStores(*storeB), gateIssuer, publisher);
+    a.setCaCooldown(&gateA);
+    b.setCaCooldown(&gateB);
     a.start();
     b.start();
-    REQUIRE(gate_issuer.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
+    REQUIRE(gateIssuer.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
     // Wake both runners a few times: the machine without the probe must not start another.
     for (int i = 0; i < 5; ++i) {
       a.jobAdded();
       b.jobAdded();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    CHECK(gate_issuer.maxInFlight() == 1);
+    CHECK(gateIssuer.maxInFlight() == 1);
     CHECK(a.runningNames().size() + b.runningNames().size() == 1);
     CHECK(a.clusterRunningNames().value().size() == 1);
     CHECK(b.clusterRunningNames().value().size() == 1);
 
     // The probe succeeds: the cool-down ends for both, and the rest run on either machine.
-    gate_issuer.release();
-    const bool all_done = waitUntil([&] {
-      auto done = store_a->countJobs(JobStatus::kDone, 0);
+    gateIssuer.release();
+    const bool allDone = waitUntil([&] {
+      auto done = storeA->countJobs(JobStatus::kDone, 0);
       return done.ok() && *done == 4;
     });
     a.stop();
     b.stop();
-    CHECK(all_done);
-    CHECK(storedState(*store_a) == CaCooldownState{});
+    CHECK(allDone);
+    CHECK(storedState(*storeA) == CaCooldownState{});
   }
 }
 

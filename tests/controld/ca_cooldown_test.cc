@@ -17,18 +17,18 @@ FailureDetail caFailure() {
   FailureDetail detail;
   detail.failure = FailureClass::kTransient;
   detail.reason = "http_5xx";
-  detail.points_at_ca = true;
-  detail.http_status = 503;
+  detail.pointsAtCa = true;
+  detail.httpStatus = 503;
   return detail;
 }
 
-FailureDetail rateLimit(int64_t retry_after_ms) {
+FailureDetail rateLimit(int64_t retryAfterMs) {
   FailureDetail detail;
   detail.failure = FailureClass::kTransient;
   detail.reason = "http_429";
-  detail.rate_limited = true;
-  detail.retry_after_ms = retry_after_ms;
-  detail.http_status = 429;
+  detail.rateLimited = true;
+  detail.retryAfterMs = retryAfterMs;
+  detail.httpStatus = 429;
   return detail;
 }
 
@@ -63,7 +63,7 @@ TEST_CASE("ca cooldown: five CA failures in a row start one; four do not") {
   int64_t now = kT0;
   CaCooldownState state;
   CHECK(failTimes(state, 4, now) == 0);
-  CHECK(state.consecutive_failures == 4);
+  CHECK(state.consecutiveFailures == 4);
   CHECK_FALSE(state.activeAt(now));
 
   now += 1000;
@@ -71,8 +71,8 @@ TEST_CASE("ca cooldown: five CA failures in a row start one; four do not") {
   CHECK(fifth.started);
   CHECK_FALSE(fifth.ended);
   CHECK(fifth.next.level == 1);
-  CHECK(fifth.next.until_ms == now + kMinute);
-  CHECK(fifth.next.consecutive_failures == 0);
+  CHECK(fifth.next.untilMs == now + kMinute);
+  CHECK(fifth.next.consecutiveFailures == 0);
   CHECK(fifth.next.activeAt(now + kMinute - 1));
   CHECK_FALSE(fifth.next.activeAt(now + kMinute));
 }
@@ -104,7 +104,7 @@ TEST_CASE("ca cooldown: a success forgets the run, the level and any cool-down")
   state = step.next;
   CHECK(failTimes(state, 5, kT0 + 20'000) == 1);
   CHECK(state.level == 1);
-  CHECK(state.until_ms == kT0 + 20'000 + kMinute);
+  CHECK(state.untilMs == kT0 + 20'000 + kMinute);
 }
 
 TEST_CASE("ca cooldown: each cool-down before a success lasts twice as long, at most an hour") {
@@ -114,8 +114,8 @@ TEST_CASE("ca cooldown: each cool-down before a success lasts twice as long, at 
   for (const int64_t minutes : expected) {
     CAPTURE(minutes);
     REQUIRE(failTimes(state, 5, now) == 1);
-    CHECK(state.until_ms == now + minutes * kMinute);
-    now = state.until_ms;  // the CA still fails once it is over
+    CHECK(state.untilMs == now + minutes * kMinute);
+    now = state.untilMs;  // the CA still fails once it is over
   }
   CHECK(state.level == 8);
 }
@@ -123,17 +123,17 @@ TEST_CASE("ca cooldown: each cool-down before a success lasts twice as long, at 
 TEST_CASE("ca cooldown: failures while one lasts count but do not extend it") {
   CaCooldownState state;
   REQUIRE(failTimes(state, 5, kT0) == 1);
-  const int64_t until = state.until_ms;
+  const int64_t until = state.untilMs;
   // Attempts already running, and the probing renewal, fail during the cool-down.
   CHECK(failTimes(state, 7, kT0 + 1000) == 0);
-  CHECK(state.until_ms == until);
+  CHECK(state.untilMs == until);
   CHECK(state.level == 1);
-  CHECK(state.consecutive_failures == 7);
+  CHECK(state.consecutiveFailures == 7);
   // Once it is over, the next CA failure starts the second one (the run is long enough).
   const CaCooldownStep next = caCooldownAfterFailure(state, caFailure(), until);
   CHECK(next.started);
   CHECK(next.next.level == 2);
-  CHECK(next.next.until_ms == until + 2 * kMinute);
+  CHECK(next.next.untilMs == until + 2 * kMinute);
 }
 
 TEST_CASE("ca cooldown: one rate limit starts one, at least as long as its Retry-After") {
@@ -141,17 +141,17 @@ TEST_CASE("ca cooldown: one rate limit starts one, at least as long as its Retry
     const CaCooldownStep step = caCooldownAfterFailure({}, rateLimit(5'000), kT0);
     CHECK(step.started);
     CHECK(step.next.level == 1);
-    CHECK(step.next.until_ms == kT0 + kMinute);
+    CHECK(step.next.untilMs == kT0 + kMinute);
   }
   SUBCASE("none at all: the minute") {
     const CaCooldownStep step = caCooldownAfterFailure({}, rateLimit(0), kT0);
     CHECK(step.started);
-    CHECK(step.next.until_ms == kT0 + kMinute);
+    CHECK(step.next.untilMs == kT0 + kMinute);
   }
   SUBCASE("a long Retry-After wins, even past the hour") {
     const CaCooldownStep step = caCooldownAfterFailure({}, rateLimit(3 * kHour), kT0);
     CHECK(step.started);
-    CHECK(step.next.until_ms == kT0 + 3 * kHour);
+    CHECK(step.next.untilMs == kT0 + 3 * kHour);
   }
   SUBCASE("during a cool-down it only pushes the end out") {
     CaCooldownState state;
@@ -159,9 +159,9 @@ TEST_CASE("ca cooldown: one rate limit starts one, at least as long as its Retry
     CaCooldownStep step = caCooldownAfterFailure(state, rateLimit(10 * kMinute), kT0 + 1000);
     CHECK_FALSE(step.started);
     CHECK(step.next.level == 1);
-    CHECK(step.next.until_ms == kT0 + 1000 + 10 * kMinute);
+    CHECK(step.next.untilMs == kT0 + 1000 + 10 * kMinute);
     step = caCooldownAfterFailure(step.next, rateLimit(1000), kT0 + 2000);
-    CHECK(step.next.until_ms == kT0 + 1000 + 10 * kMinute);
+    CHECK(step.next.untilMs == kT0 + 1000 + 10 * kMinute);
   }
 }
 
@@ -175,9 +175,12 @@ TEST_CASE("ca cooldown: the meta encoding round-trips and refuses what is not on
   CHECK_FALSE(decodeCaCooldown("junk").has_value());
   CHECK_FALSE(decodeCaCooldown("[]").has_value());
   CHECK_FALSE(decodeCaCooldown(R"({"until_ms":1,"level":1})").has_value());
-  CHECK_FALSE(decodeCaCooldown(R"({"until_ms":"1","level":1,"consecutive_failures":0})").has_value());
-  CHECK_FALSE(decodeCaCooldown(R"({"until_ms":1,"level":-1,"consecutive_failures":0})").has_value());
-  CHECK_FALSE(decodeCaCooldown(R"({"until_ms":1.5,"level":1,"consecutive_failures":0})").has_value());
+  CHECK_FALSE(
+      decodeCaCooldown(R"({"until_ms":"1","level":1,"consecutive_failures":0})").has_value());
+  CHECK_FALSE(
+      decodeCaCooldown(R"({"until_ms":1,"level":-1,"consecutive_failures":0})").has_value());
+  CHECK_FALSE(
+      decodeCaCooldown(R"({"until_ms":1.5,"level":1,"consecutive_failures":0})").has_value());
 }
 
 }  // namespace

@@ -24,16 +24,16 @@
 #include <vector>
 
 #include "common/crypto.h"
+#include "controld/base/openssl_util.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/control_service.h"
 #include "controld/relays/grpc_server.h"
-#include "controld/base/openssl_util.h"
 #include "controld/relays/record_publisher.h"
 #include "controld/relays/relay_hub.h"
 #include "controld/store/store.h"
 #include "controld/store/tunnel_record.h"
-#include "tests/controld/forwarding_store.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
+#include "tests/controld/forwarding_store.h"
 
 namespace ot::controld::testing {
 
@@ -69,20 +69,20 @@ inline TunnelRecord readyTunnel(const std::string& id) {
   TunnelRecord record;
   record.id = id;
   record.hostname = id + ".tunnels.test";
-  record.token_sha256_hex = sha256Hex("token-" + id);
-  record.created_at_ms = kNowMs - kDayMs;
+  record.tokenSha256Hex = sha256Hex("token-" + id);
+  record.createdAtMs = kNowMs - kDayMs;
   record.certificate.id = "cert-" + id;
   record.certificate.state = CertificateState::kReady;
-  record.certificate.chain_pem = "-----BEGIN CERTIFICATE-----\n(test)\n-----END CERTIFICATE-----\n";
-  record.certificate.not_after_ms = kNowMs + 30 * kDayMs;
+  record.certificate.chainPem = "-----BEGIN CERTIFICATE-----\n(test)\n-----END CERTIFICATE-----\n";
+  record.certificate.notAfterMs = kNowMs + 30 * kDayMs;
   return record;
 }
 
-inline cv1::Bridge makeBridge(const std::string& bridge_id, const std::string& tunnel_id,
+inline cv1::Bridge makeBridge(const std::string& bridgeId, const std::string& tunnelId,
                               std::vector<std::string> routes = {""}) {
   cv1::Bridge bridge;
-  bridge.set_bridge_id(bridge_id);
-  bridge.set_tunnel_id(tunnel_id);
+  bridge.set_bridge_id(bridgeId);
+  bridge.set_tunnel_id(tunnelId);
   for (auto& route : routes) bridge.add_routes(std::move(route));
   bridge.set_origin("laptop");
   bridge.set_profile("wss-443");
@@ -115,14 +115,14 @@ class FlakyStore final : public ForwardingStore {
     if (down) return unreachable();
     return inner_.updateTunnel(record, expected);
   }
-  Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override {
+  Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) override {
     if (down) return unreachable();
-    return inner_.leasedJobs(now_ms, limit);
+    return inner_.leasedJobs(nowMs, limit);
   }
-  Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
-                  int64_t bytes_out, int64_t connections) override {
+  Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
+                  int64_t bytesOut, int64_t connections) override {
     if (down) return unreachable();
-    return inner_.addUsage(tunnel_id, hour_start_ms, bytes_in, bytes_out, connections);
+    return inner_.addUsage(tunnelId, hourStartMs, bytesIn, bytesOut, connections);
   }
 
  private:
@@ -137,7 +137,7 @@ struct TestCertificate {
   std::string fingerprint;
 };
 
-inline TestCertificate selfSignedCertificate(const std::string& common_name) {
+inline TestCertificate selfSignedCertificate(const std::string& commonName) {
   auto key = generateEcKey("P-256");
   REQUIRE(key.ok());
   X509Ptr cert(X509_new());
@@ -148,20 +148,20 @@ inline TestCertificate selfSignedCertificate(const std::string& common_name) {
   REQUIRE(X509_gmtime_adj(X509_getm_notAfter(cert.get()), 3600) != nullptr);
   X509_NAME* name = X509_get_subject_name(cert.get());
   REQUIRE(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                                     reinterpret_cast<const unsigned char*>(common_name.c_str()),
-                                     -1, -1, 0) == 1);
+                                     reinterpret_cast<const unsigned char*>(commonName.c_str()), -1,
+                                     -1, 0) == 1);
   REQUIRE(X509_set_issuer_name(cert.get(), name) == 1);
   REQUIRE(X509_set_pubkey(cert.get(), key->get()) == 1);
   REQUIRE(X509_sign(cert.get(), key->get(), EVP_sha256()) > 0);
 
   TestCertificate out;
   auto chain = certificatePem(cert.get());
-  auto key_pem = privateKeyPem(key->get());
+  auto keyPem = privateKeyPem(key->get());
   REQUIRE(chain.ok());
-  REQUIRE(key_pem.ok());
-  out.pem.chain_pem = *chain;
-  out.pem.key_pem = *key_pem;
-  out.pem.not_after_ms = kNowMs + 3'600'000;
+  REQUIRE(keyPem.ok());
+  out.pem.chainPem = *chain;
+  out.pem.keyPem = *keyPem;
+  out.pem.notAfterMs = kNowMs + 3'600'000;
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   REQUIRE(X509_digest(cert.get(), EVP_sha256(), digest, &size) == 1);
@@ -192,9 +192,9 @@ class TempDir {
 inline std::unique_ptr<Store> openTestStore(const std::filesystem::path& file) {
   StoreOptions options;
   options.url = "sqlite:" + file.string();
-  options.pool_size = 4;
-  options.acquire_timeout_ms = 5000;
-  options.statement_timeout_ms = 5000;
+  options.poolSize = 4;
+  options.acquireTimeoutMs = 5000;
+  options.statementTimeoutMs = 5000;
   auto store = openStore(options);
   REQUIRE_MESSAGE(store.ok(), (store.ok() ? "" : store.error().message));
   const Status migrated = (*store)->migrate();
@@ -203,7 +203,7 @@ inline std::unique_ptr<Store> openTestStore(const std::filesystem::path& file) {
 }
 
 struct HarnessOptions {
-  size_t queue_limit = 10000;
+  size_t queueLimit = 10000;
   Store* store = nullptr;  // nullptr: the harness's own SQLite store
   bool serving = true;     // set health to SERVING once started
 };
@@ -212,10 +212,10 @@ struct HarnessOptions {
 class Harness {
  public:
   explicit Harness(HarnessOptions options = {})
-      : own_store_(openTestStore(dir_.path() / "store.db")),
-        store_(options.store != nullptr ? *options.store : *own_store_),
+      : ownStore_(openTestStore(dir_.path() / "store.db")),
+        store_(options.store != nullptr ? *options.store : *ownStore_),
         hub_(registry_,
-             RelayHubOptions{options.queue_limit, "controld-test", [] { return kNowMs; }}),
+             RelayHubOptions{options.queueLimit, "controld-test", [] { return kNowMs; }}),
         service_(store_, registry_, hub_,
                  ControlServiceOptions{std::chrono::milliseconds(4000),
                                        std::chrono::milliseconds(2000), [] { return kNowMs; }}),
@@ -250,7 +250,7 @@ class Harness {
 
  private:
   TempDir dir_;
-  std::unique_ptr<Store> own_store_;
+  std::unique_ptr<Store> ownStore_;
   Store& store_;
   BridgeRegistry registry_;
   RelayHub hub_;
@@ -260,18 +260,18 @@ class Harness {
 
 // One row of usage_hourly in a SQLite store file; -1s when there is none.
 struct UsageInDb {
-  long long bytes_in = -1, bytes_out = -1, connections = -1;
+  long long bytesIn = -1, bytesOut = -1, connections = -1;
 };
 
 inline UsageInDb usageInDb(const std::filesystem::path& file, const std::string& tunnel,
                            int64_t hour) {
   soci::session sql(soci::sqlite3, "db=" + file.string());
   UsageInDb usage;
-  const long long hour_start = hour;
+  const long long hourStart = hour;
   sql << "SELECT bytes_in, bytes_out, connections FROM usage_hourly"
          " WHERE tunnel_id = :t AND hour_start = :h",
-      soci::into(usage.bytes_in), soci::into(usage.bytes_out), soci::into(usage.connections),
-      soci::use(tunnel), soci::use(hour_start);
+      soci::into(usage.bytesIn), soci::into(usage.bytesOut), soci::into(usage.connections),
+      soci::use(tunnel), soci::use(hourStart);
   return usage;
 }
 
@@ -287,9 +287,9 @@ class RelayClient {
   }
 
   // Sends Hello and reads SessionAccepted.
-  cv1::SessionAccepted hello(const std::string& machine_id, uint64_t epoch, bool draining = false) {
+  cv1::SessionAccepted hello(const std::string& machineId, uint64_t epoch, bool draining = false) {
     cv1::RelayMessage message;
-    message.mutable_hello()->set_machine_id(machine_id);
+    message.mutable_hello()->set_machine_id(machineId);
     message.mutable_hello()->set_epoch(epoch);
     message.mutable_hello()->set_started_at_unix_ms(kNowMs - 60'000);
     message.mutable_hello()->set_version("0.1.0-test");
@@ -313,10 +313,10 @@ class RelayClient {
     *message.mutable_attached()->mutable_bridge() = bridge;
     write(message);
   }
-  void detached(const std::string& bridge_id, const std::string& tunnel_id) {
+  void detached(const std::string& bridgeId, const std::string& tunnelId) {
     cv1::RelayMessage message;
-    message.mutable_detached()->set_bridge_id(bridge_id);
-    message.mutable_detached()->set_tunnel_id(tunnel_id);
+    message.mutable_detached()->set_bridge_id(bridgeId);
+    message.mutable_detached()->set_tunnel_id(tunnelId);
     message.mutable_detached()->set_reason(cv1::DETACH_REASON_CLIENT_CLOSE);
     message.mutable_detached()->set_detached_at_unix_ms(kNowMs);
     write(message);
@@ -350,9 +350,9 @@ class RelayClient {
 
 // The bridge ids the registry holds for a tunnel.
 inline std::set<std::string> bridgeIds(const BridgeRegistry& registry,
-                                       const std::string& tunnel_id) {
+                                       const std::string& tunnelId) {
   std::set<std::string> ids;
-  for (const auto& bridge : registry.bridgesOf(tunnel_id)) ids.insert(bridge.bridge_id);
+  for (const auto& bridge : registry.bridgesOf(tunnelId)) ids.insert(bridge.bridgeId);
   return ids;
 }
 

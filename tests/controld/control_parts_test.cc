@@ -32,18 +32,18 @@ TEST_CASE("control: token hashes convert from hex to 32 bytes") {
 TEST_CASE("control: a certificate is usable while a chain exists and has not expired") {
   CertificateInfo info;
   CHECK_FALSE(certificateUsable(info, kNowMs));  // never issued
-  info.chain_pem = "chain";
-  info.not_after_ms = kNowMs + 1;
+  info.chainPem = "chain";
+  info.notAfterMs = kNowMs + 1;
   info.state = CertificateState::kReady;
   CHECK(certificateUsable(info, kNowMs));
   info.state = CertificateState::kIssuing;  // a renewal is running
   CHECK(certificateUsable(info, kNowMs));
   info.state = CertificateState::kFailed;  // the renewal gave up; the old chain still serves
   CHECK(certificateUsable(info, kNowMs));
-  info.not_after_ms = kNowMs;  // expired at this very millisecond
+  info.notAfterMs = kNowMs;  // expired at this very millisecond
   CHECK_FALSE(certificateUsable(info, kNowMs));
-  info.not_after_ms = kNowMs + kDayMs;
-  info.chain_pem.clear();
+  info.notAfterMs = kNowMs + kDayMs;
+  info.chainPem.clear();
   CHECK_FALSE(certificateUsable(info, kNowMs));
 }
 
@@ -63,9 +63,9 @@ TEST_CASE("control: a stored record becomes the TunnelRecord relayd caches") {
   CHECK(proto.origins_size() == 0);
   CHECK_FALSE(proto.deleted());
 
-  CHECK_FALSE(toProtoRecord(record, 1, record.certificate.not_after_ms).cert_ready());
-  record.token_sha256_hex = "not hex";
-  record.deleted_at_ms = kNowMs;
+  CHECK_FALSE(toProtoRecord(record, 1, record.certificate.notAfterMs).cert_ready());
+  record.tokenSha256Hex = "not hex";
+  record.deletedAtMs = kNowMs;
   proto = toProtoRecord(record, -3, kNowMs);
   CHECK(proto.token_sha256().empty());  // matches no token
   CHECK(proto.deleted());
@@ -82,17 +82,17 @@ TEST_CASE("control: the API certificate message carries the leaf's fingerprint")
   REQUIRE(proto.ok());
   CHECK(proto->fingerprint_sha256() == certificate.fingerprint);
   CHECK(proto->fingerprint_sha256().size() == 64);
-  CHECK(proto->certificate_chain_pem() == certificate.pem.chain_pem);
-  CHECK(proto->private_key_pem() == certificate.pem.key_pem);
-  CHECK(proto->not_after_unix_ms() == certificate.pem.not_after_ms);
+  CHECK(proto->certificate_chain_pem() == certificate.pem.chainPem);
+  CHECK(proto->private_key_pem() == certificate.pem.keyPem);
+  CHECK(proto->not_after_unix_ms() == certificate.pem.notAfterMs);
 
   // The leaf comes first: an intermediate after it does not change the fingerprint.
   const auto other = testing::selfSignedCertificate("intermediate.test");
   ApiCertificatePem chain = certificate.pem;
-  chain.chain_pem += other.pem.chain_pem;
-  auto with_intermediate = toProtoCertificate(chain);
-  REQUIRE(with_intermediate.ok());
-  CHECK(with_intermediate->fingerprint_sha256() == certificate.fingerprint);
+  chain.chainPem += other.pem.chainPem;
+  auto withIntermediate = toProtoCertificate(chain);
+  REQUIRE(withIntermediate.ok());
+  CHECK(withIntermediate->fingerprint_sha256() == certificate.fingerprint);
 
   auto empty = toProtoCertificate(ApiCertificatePem{});
   REQUIRE_FALSE(empty.ok());
@@ -104,14 +104,14 @@ TEST_CASE("control: the API certificate message carries the leaf's fingerprint")
 TEST_CASE("control: relay bridges convert into registry entries") {
   const cv1::Bridge bridge = testing::makeBridge("b1", "alpha", {"", "api"});
   const BridgeEntry entry = bridgeEntryFromProto(bridge);
-  CHECK(entry.bridge_id == "b1");
-  CHECK(entry.tunnel_id == "alpha");
+  CHECK(entry.bridgeId == "b1");
+  CHECK(entry.tunnelId == "alpha");
   CHECK(entry.routes == std::vector<std::string>{"", "api"});
   CHECK(entry.origin == "laptop");
   CHECK(entry.profile == "wss-443");
-  CHECK(entry.max_conns == 64);
-  CHECK(entry.attached_at_ms == kNowMs - 1000);
-  CHECK(entry.peer_address == "192.0.2.7:40000");
+  CHECK(entry.maxConns == 64);
+  CHECK(entry.attachedAtMs == kNowMs - 1000);
+  CHECK(entry.peerAddress == "192.0.2.7:40000");
 }
 
 cv1::ControlMessage deletion(const std::string& id) {
@@ -178,7 +178,7 @@ TEST_CASE("control: counters become hourly usage rows") {
   counters.set_interval_end_unix_ms(0);  // no end: now
   rows = usageRows(counters, kNowMs);
   REQUIRE_FALSE(rows.empty());
-  CHECK(rows[0].hour_start_ms == hourStart(kNowMs));
+  CHECK(rows[0].hourStartMs == hourStart(kNowMs));
 }
 
 TEST_CASE("control: the usage recorder sums per hour and keeps what it could not write") {
@@ -187,9 +187,9 @@ TEST_CASE("control: the usage recorder sums per hour and keeps what it could not
   testing::FlakyStore store(*real);
   UsageRecorder recorder(
       store, UsageRecorderOptions{std::chrono::milliseconds(60'000), 2, [] { return kNowMs; }});
-  auto report = [](const std::string& tunnel, int64_t end_ms, uint64_t bytes) {
+  auto report = [](const std::string& tunnel, int64_t endMs, uint64_t bytes) {
     cv1::Counters counters;
-    counters.set_interval_end_unix_ms(end_ms);
+    counters.set_interval_end_unix_ms(endMs);
     auto* entry = counters.add_tunnels();
     entry->set_tunnel_id(tunnel);
     entry->set_bytes_in(bytes);
@@ -220,13 +220,13 @@ TEST_CASE("control: the usage recorder sums per hour and keeps what it could not
   CHECK(recorder.pending() == 0);
   const auto file = dir.path() / "store.db";
   testing::UsageInDb usage = testing::usageInDb(file, "alpha", hour);
-  CHECK(usage.bytes_in == 106);
-  CHECK(usage.bytes_out == 212);
+  CHECK(usage.bytesIn == 106);
+  CHECK(usage.bytesOut == 212);
   CHECK(usage.connections == 3);
   usage = testing::usageInDb(file, "alpha", hour + kHourMs);
-  CHECK(usage.bytes_in == 7);
+  CHECK(usage.bytesIn == 7);
   CHECK(usage.connections == 1);
-  CHECK(testing::usageInDb(file, "bravo", hour).bytes_in == -1);
+  CHECK(testing::usageInDb(file, "bravo", hour).bytesIn == -1);
 
   // The background thread: its last round, when stopped, adds to the stored row.
   recorder.add(report("alpha", hour + 40, 1000));
@@ -234,8 +234,8 @@ TEST_CASE("control: the usage recorder sums per hour and keeps what it could not
   recorder.stop();
   CHECK(recorder.pending() == 0);
   usage = testing::usageInDb(file, "alpha", hour);
-  CHECK(usage.bytes_in == 1106);
-  CHECK(usage.bytes_out == 2212);
+  CHECK(usage.bytesIn == 1106);
+  CHECK(usage.bytesOut == 2212);
   CHECK(usage.connections == 4);
 }
 

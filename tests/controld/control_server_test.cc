@@ -24,10 +24,10 @@ using testing::soon;
 
 // A second controld's parts on the same store.
 struct SecondControld {
-  explicit SecondControld(Store& store, const std::string& socket_path)
+  explicit SecondControld(Store& store, const std::string& socketPath)
       : hub(registry),
         service(store, registry, hub),
-        server(GrpcServerOptions{socket_path}, service, hub) {}
+        server(GrpcServerOptions{socketPath}, service, hub) {}
   BridgeRegistry registry;
   RelayHub hub;
   ControlService service;
@@ -124,12 +124,12 @@ TEST_CASE("control: socket lock: stale sockets are replaced, other files are not
     CHECK(std::filesystem::exists(path + ".lock"));  // never removed
   }
   SUBCASE("paths that cannot work") {
-    auto too_long = SocketLock::acquire("/tmp/" + std::string(120, 's'));
-    REQUIRE_FALSE(too_long.ok());
-    CHECK(too_long.error().kind == ErrorKind::kInvalid);
-    auto no_directory = SocketLock::acquire((dir.path() / "missing" / "control.sock").string());
-    REQUIRE_FALSE(no_directory.ok());
-    CHECK(no_directory.error().kind == ErrorKind::kUnavailable);
+    auto tooLong = SocketLock::acquire("/tmp/" + std::string(120, 's'));
+    REQUIRE_FALSE(tooLong.ok());
+    CHECK(tooLong.error().kind == ErrorKind::kInvalid);
+    auto noDirectory = SocketLock::acquire((dir.path() / "missing" / "control.sock").string());
+    REQUIRE_FALSE(noDirectory.ok());
+    CHECK(noDirectory.error().kind == ErrorKind::kUnavailable);
   }
 }
 

@@ -26,11 +26,11 @@ cv1::AuthorizeAttachResponse authorize(cv1::RelayControl::Stub& stub,
   return response;
 }
 
-cv1::AuthorizeAttachRequest attachRequest(const std::string& tunnel_id,
+cv1::AuthorizeAttachRequest attachRequest(const std::string& tunnelId,
                                           std::vector<std::string> routes = {"", "api"}) {
   cv1::AuthorizeAttachRequest request;
-  request.set_tunnel_id(tunnel_id);
-  request.set_token("token-" + tunnel_id);
+  request.set_tunnel_id(tunnelId);
+  request.set_token("token-" + tunnelId);
   for (auto& route : routes) request.add_routes(std::move(route));
   request.set_origin("laptop");
   request.set_bridge_id("b-new");
@@ -49,7 +49,7 @@ TEST_CASE("control: AuthorizeAttach") {
   Harness h;
   const StoredTunnel alpha = h.addTunnel(readyTunnel("alpha"));
   TunnelRecord gone = readyTunnel("gone");
-  gone.deleted_at_ms = kNowMs - 1;
+  gone.deletedAtMs = kNowMs - 1;
   h.addTunnel(gone);
   auto stub = h.stub();
   cv1::AuthorizeAttachRequest request = attachRequest("alpha");
@@ -107,22 +107,22 @@ TEST_CASE("control: AuthorizeAttach") {
     CHECK(response.message() == "a route is longer than one DNS label");
     CHECK(authorize(*stub, attachRequest("alpha", {std::string(63, 'a')})).result() ==
           cv1::ATTACH_RESULT_OK);
-    cv1::AuthorizeAttachRequest bad_token = attachRequest("alpha", {"Api"});
-    bad_token.set_token("wrong");
-    CHECK(authorize(*stub, bad_token).result() == cv1::ATTACH_RESULT_BAD_TOKEN);
+    cv1::AuthorizeAttachRequest badToken = attachRequest("alpha", {"Api"});
+    badToken.set_token("wrong");
+    CHECK(authorize(*stub, badToken).result() == cv1::ATTACH_RESULT_BAD_TOKEN);
   }
   SUBCASE("a certificate that is not ready") {
     TunnelRecord issuing = readyTunnel("fresh");  // first issuance still running
     issuing.certificate.state = CertificateState::kIssuing;
-    issuing.certificate.chain_pem.clear();
-    issuing.certificate.not_after_ms = 0;
+    issuing.certificate.chainPem.clear();
+    issuing.certificate.notAfterMs = 0;
     h.addTunnel(issuing);
     auto response = authorize(*stub, attachRequest("fresh"));
     CHECK(response.result() == cv1::ATTACH_RESULT_CERT_NOT_READY);
     CHECK_FALSE(response.has_record());
 
     TunnelRecord expired = readyTunnel("expired");
-    expired.certificate.not_after_ms = kNowMs;
+    expired.certificate.notAfterMs = kNowMs;
     h.addTunnel(expired);
     CHECK(authorize(*stub, attachRequest("expired")).result() == cv1::ATTACH_RESULT_CERT_NOT_READY);
 
@@ -166,7 +166,7 @@ TEST_CASE("control: FetchTunnel") {
   Harness h;
   const StoredTunnel alpha = h.addTunnel(readyTunnel("alpha"));
   TunnelRecord gone = readyTunnel("gone");
-  gone.deleted_at_ms = kNowMs - 1;
+  gone.deletedAtMs = kNowMs - 1;
   h.addTunnel(gone);
   auto stub = h.stub();
   auto fetch = [&](const std::string& id) {

@@ -71,18 +71,18 @@ TEST_CASE("control: hello is answered with SessionAccepted, then the API certifi
   CHECK(accepted.server_time_unix_ms() == kNowMs);
   cv1::ControlMessage message = relay.read();
   REQUIRE(message.kind_case() == cv1::ControlMessage::kApiCertificate);
-  CHECK(message.api_certificate().certificate_chain_pem() == first.pem.chain_pem);
-  CHECK(message.api_certificate().private_key_pem() == first.pem.key_pem);
-  CHECK(message.api_certificate().not_after_unix_ms() == first.pem.not_after_ms);
+  CHECK(message.api_certificate().certificate_chain_pem() == first.pem.chainPem);
+  CHECK(message.api_certificate().private_key_pem() == first.pem.keyPem);
+  CHECK(message.api_certificate().not_after_unix_ms() == first.pem.notAfterMs);
   CHECK(message.api_certificate().fingerprint_sha256() == first.fingerprint);
 
   const auto relays = h.hub().relays();
   REQUIRE(relays.size() == 1);
-  CHECK(relays[0].relay_key == "machine-a/11400714819323198485");
-  CHECK(relays[0].machine_id == "machine-a");
+  CHECK(relays[0].relayKey == "machine-a/11400714819323198485");
+  CHECK(relays[0].machineId == "machine-a");
   CHECK(relays[0].version == "0.1.0-test");
   CHECK(relays[0].draining);  // the hello said so
-  CHECK_FALSE(relays[0].snapshot_complete);
+  CHECK_FALSE(relays[0].snapshotComplete);
 
   // A renewal reaches the live session; a chain without a certificate is not pushed.
   const auto second = testing::selfSignedCertificate("api.tunnels.test");
@@ -107,9 +107,9 @@ TEST_CASE("control: hello is answered with SessionAccepted, then the API certifi
 TEST_CASE("control: a snapshot in parts becomes the relay's bridges; their records follow") {
   Harness h;
   const StoredTunnel alpha = h.addTunnel(readyTunnel("alpha"));
-  TunnelRecord beta_record = readyTunnel("beta");
-  beta_record.deleted_at_ms = kNowMs - 5;
-  const StoredTunnel beta = h.addTunnel(beta_record);
+  TunnelRecord betaRecord = readyTunnel("beta");
+  betaRecord.deletedAtMs = kNowMs - 5;
+  const StoredTunnel beta = h.addTunnel(betaRecord);
   h.addTunnel(readyTunnel("gamma"));  // no bridge: not pushed
   auto stub = h.stub();
 
@@ -145,11 +145,11 @@ TEST_CASE("control: a snapshot in parts becomes the relay's bridges; their recor
   CHECK(a3[0].routes == std::vector<std::string>{"web"});
   CHECK(a3[0].origin == "laptop");
   CHECK(a3[0].profile == "wss-443");
-  CHECK(a3[0].max_conns == 64);
-  CHECK(a3[0].attached_at_ms == kNowMs - 1000);
-  CHECK(a3[0].peer_address == "192.0.2.7:40000");
+  CHECK(a3[0].maxConns == 64);
+  CHECK(a3[0].attachedAtMs == kNowMs - 1000);
+  CHECK(a3[0].peerAddress == "192.0.2.7:40000");
   CHECK(h.registry().totals().bridges == 3);
-  CHECK(h.hub().relays().at(0).snapshot_complete);
+  CHECK(h.hub().relays().at(0).snapshotComplete);
 
   SUBCASE("then attached and detached deltas") {
     relay.attached(makeBridge("a5", "alpha", {"db"}));
@@ -208,15 +208,15 @@ TEST_CASE("control: records and deletions are published to every live relay sess
   }
 
   // A record that was deleted goes out as a deletion with the deleting write's revision.
-  changed.deleted_at_ms = kNowMs;
-  auto deleted_revision = h.store().updateTunnel(changed, *revision);
-  REQUIRE(deleted_revision.ok());
-  h.hub().publishRecord(StoredTunnel{changed, *deleted_revision});
+  changed.deletedAtMs = kNowMs;
+  auto deletedRevision = h.store().updateTunnel(changed, *revision);
+  REQUIRE(deletedRevision.ok());
+  h.hub().publishRecord(StoredTunnel{changed, *deletedRevision});
   for (RelayClient* relay : {&a, &b}) {
     const cv1::ControlMessage message = relay->read();
     REQUIRE(message.kind_case() == cv1::ControlMessage::kTunnelDeleted);
     CHECK(message.tunnel_deleted().tunnel_id() == "alpha");
-    CHECK(message.tunnel_deleted().revision() == static_cast<uint64_t>(*deleted_revision));
+    CHECK(message.tunnel_deleted().revision() == static_cast<uint64_t>(*deletedRevision));
   }
   REQUIRE(a.close().ok());
   REQUIRE(b.close().ok());
@@ -247,7 +247,7 @@ TEST_CASE("control: a relay session that ends drops only that relay's bridges") 
   CHECK(h.registry().bridgeCount("bravo") == 1);
   CHECK(h.registry().totals().relays == 1);
   CHECK(eventually([&] { return h.hub().relays().size() == 1; }));
-  CHECK(h.hub().relays().at(0).relay_key == "machine-b/2");
+  CHECK(h.hub().relays().at(0).relayKey == "machine-b/2");
 
   // The other session goes on.
   h.hub().publishDeleted("x");
@@ -277,7 +277,7 @@ TEST_CASE("control: a relay that reconnects with the same epoch replaces its old
   }));
   const auto relays = h.hub().relays();
   REQUIRE(relays.size() == 1);
-  CHECK(relays[0].relay_key == "machine-a/7");
+  CHECK(relays[0].relayKey == "machine-a/7");
   CHECK(h.registry().totals().relays == 1);
   REQUIRE(second.close().ok());
   CHECK(eventually([&] { return h.registry().totals().bridges == 0; }));
@@ -286,20 +286,20 @@ TEST_CASE("control: a relay that reconnects with the same epoch replaces its old
 TEST_CASE("control: the hub ignores a superseded session and keeps the bridges on shutdown") {
   BridgeRegistry registry;
   RelayHub hub(registry, RelayHubOptions{100, "hub-test", [] { return kNowMs; }});
-  int cancelled_first = 0;
+  int cancelledFirst = 0;
   cv1::Hello hello;
   hello.set_machine_id("m");
   hello.set_epoch(3);
-  auto first = hub.open(hello, [&] { ++cancelled_first; });
+  auto first = hub.open(hello, [&] { ++cancelledFirst; });
   REQUIRE(first != nullptr);
   CHECK(first->relayKey() == "m/3");
   hub.snapshotComplete(first, {BridgeEntry{"b1", "alpha", {""}, "", "", 1, 1, ""}});
   CHECK(registry.bridgeCount("alpha") == 1);
 
-  int cancelled_second = 0;
-  auto second = hub.open(hello, [&] { ++cancelled_second; });
+  int cancelledSecond = 0;
+  auto second = hub.open(hello, [&] { ++cancelledSecond; });
   REQUIRE(second != nullptr);
-  CHECK(cancelled_first == 1);
+  CHECK(cancelledFirst == 1);
   // The old session's late messages and its end change nothing.
   hub.bridgeAttached(first, BridgeEntry{"b9", "alpha", {""}, "", "", 1, 1, ""});
   hub.snapshotComplete(first, {});
@@ -310,7 +310,7 @@ TEST_CASE("control: the hub ignores a superseded session and keeps the bridges o
   hub.bridgeAttached(second, BridgeEntry{"b2", "alpha", {"x"}, "", "", 1, 1, ""});
   CHECK(bridgeIds(registry, "alpha") == std::set<std::string>{"b1", "b2"});
   hub.shutdown();
-  CHECK(cancelled_second == 1);
+  CHECK(cancelledSecond == 1);
   CHECK_FALSE(hub.close(second));  // controld stopping: the bridges stay
   CHECK(registry.bridgeCount("alpha") == 2);
   CHECK(hub.open(hello, [] {}) == nullptr);
@@ -337,9 +337,9 @@ TEST_CASE("control: commands go to one relay or to all; acks reach the handler")
   Harness h;
   std::mutex mutex;
   std::vector<std::pair<std::string, cv1::Ack>> acks;
-  h.hub().setAckHandler([&](const std::string& relay_key, const cv1::Ack& ack) {
+  h.hub().setAckHandler([&](const std::string& relayKey, const cv1::Ack& ack) {
     const std::lock_guard lock(mutex);
-    acks.emplace_back(relay_key, ack);
+    acks.emplace_back(relayKey, ack);
   });
   auto stub = h.stub();
   RelayClient a(*stub);
@@ -348,10 +348,10 @@ TEST_CASE("control: commands go to one relay or to all; acks reach the handler")
   b.hello("machine-b", 2);
   REQUIRE(eventually([&] { return h.hub().relays().size() == 2; }));
 
-  cv1::Command close_bridge;
-  close_bridge.mutable_close_bridge()->set_bridge_id("a1");
-  close_bridge.mutable_close_bridge()->set_reason(cv1::DETACH_REASON_SERVER_CLOSE);
-  const auto one = h.hub().sendCommand("machine-a/1", close_bridge);
+  cv1::Command closeBridge;
+  closeBridge.mutable_close_bridge()->set_bridge_id("a1");
+  closeBridge.mutable_close_bridge()->set_reason(cv1::DETACH_REASON_SERVER_CLOSE);
+  const auto one = h.hub().sendCommand("machine-a/1", closeBridge);
   CHECK(one.relays == 1);
   cv1::ControlMessage message = a.read();
   REQUIRE(message.kind_case() == cv1::ControlMessage::kCommand);
@@ -401,10 +401,10 @@ TEST_CASE("control: counters reach the usage recorder; draining keeps the relay'
                                                          [] { return kNowMs; }});
   std::mutex mutex;
   std::vector<std::string> reporters;
-  h.hub().setCountersHandler([&](const std::string& relay_key, const cv1::Counters& counters) {
+  h.hub().setCountersHandler([&](const std::string& relayKey, const cv1::Counters& counters) {
     {
       const std::lock_guard lock(mutex);
-      reporters.push_back(relay_key);
+      reporters.push_back(relayKey);
     }
     recorder.add(counters);
   });
@@ -435,8 +435,8 @@ TEST_CASE("control: counters reach the usage recorder; draining keeps the relay'
   CHECK(recorder.pending() == 0);
   const testing::UsageInDb usage =
       testing::usageInDb(h.dir() / "store.db", "alpha", hourStart(kNowMs));
-  CHECK(usage.bytes_in == 200);
-  CHECK(usage.bytes_out == 4000);
+  CHECK(usage.bytesIn == 200);
+  CHECK(usage.bytesOut == 4000);
   CHECK(usage.connections == 6);
 
   cv1::RelayMessage draining;

@@ -103,17 +103,17 @@ inline EVP_PKEY* testKey(TestKey kind) {
 struct CsrSpec {
   TestKey key = TestKey::kP256;
   std::vector<std::pair<std::string, std::string>> subject;  // e.g. {"CN", "abc.tunnel.test"}
-  bool add_san = true;
+  bool addSan = true;
   std::vector<std::string> dns;
   std::vector<std::string> ips;
   std::vector<std::string> emails;
   std::vector<std::string> uris;
-  bool san_twice = false;
+  bool sanTwice = false;
   // Extra extensions as `openssl req` config would name them, e.g. {"keyUsage", "keyCertSign"}.
   std::vector<std::pair<std::string, std::string>> extensions;
-  bool challenge_password = false;
+  bool challengePassword = false;
   const EVP_MD* digest = nullptr;  // null: SHA-256 (Ed25519 always signs without one)
-  bool corrupt_signature = false;  // flip a bit in the last byte of the DER (the signature)
+  bool corruptSignature = false;   // flip a bit in the last byte of the DER (the signature)
 };
 
 // CN=host, subjectAltName host and, if asked, *.host.
@@ -156,14 +156,14 @@ inline std::vector<uint8_t> buildCsrDer(const CsrSpec& spec) {
 
   X509_EXTENSIONS* extensions = sk_X509_EXTENSION_new_null();
   REQUIRE(extensions != nullptr);
-  const X509ExtensionsPtr extensions_owner(extensions);
-  if (spec.add_san) {
+  const X509ExtensionsPtr extensionsOwner(extensions);
+  if (spec.addSan) {
     const GeneralNamesPtr names(sk_GENERAL_NAME_new_null());
     for (const std::string& name : spec.dns) addGeneralName(names.get(), GEN_DNS, name);
     for (const std::string& ip : spec.ips) addGeneralName(names.get(), GEN_IPADD, ip);
     for (const std::string& email : spec.emails) addGeneralName(names.get(), GEN_EMAIL, email);
     for (const std::string& uri : spec.uris) addGeneralName(names.get(), GEN_URI, uri);
-    for (int copy = 0; copy < (spec.san_twice ? 2 : 1); ++copy) {
+    for (int copy = 0; copy < (spec.sanTwice ? 2 : 1); ++copy) {
       REQUIRE(X509V3_add1_i2d(&extensions, NID_subject_alt_name, names.get(), 0,
                               X509V3_ADD_APPEND) == 1);
     }
@@ -181,7 +181,7 @@ inline std::vector<uint8_t> buildCsrDer(const CsrSpec& spec) {
   if (sk_X509_EXTENSION_num(extensions) > 0) {
     REQUIRE(X509_REQ_add_extensions(request.get(), extensions) == 1);
   }
-  if (spec.challenge_password) {
+  if (spec.challengePassword) {
     REQUIRE(X509_REQ_add1_attr_by_NID(request.get(), NID_pkcs9_challengePassword, MBSTRING_ASC,
                                       reinterpret_cast<const unsigned char*>("secret"), -1) == 1);
   }
@@ -195,17 +195,17 @@ inline std::vector<uint8_t> buildCsrDer(const CsrSpec& spec) {
   std::vector<uint8_t> der(static_cast<size_t>(length));
   unsigned char* cursor = der.data();
   REQUIRE(i2d_X509_REQ(request.get(), &cursor) == length);
-  if (spec.corrupt_signature) der.back() ^= 0x01;
+  if (spec.corruptSignature) der.back() ^= 0x01;
   return der;
 }
 
 inline std::string pemOf(const std::vector<uint8_t>& der,
-                         std::string_view label = "CERTIFICATE REQUEST", size_t line_length = 64,
+                         std::string_view label = "CERTIFICATE REQUEST", size_t lineLength = 64,
                          std::string_view newline = "\n") {
   const std::string body = base64::encode(der);
   std::string pem = "-----BEGIN " + std::string(label) + "-----" + std::string(newline);
-  for (size_t i = 0; i < body.size(); i += line_length) {
-    pem += body.substr(i, line_length) + std::string(newline);
+  for (size_t i = 0; i < body.size(); i += lineLength) {
+    pem += body.substr(i, lineLength) + std::string(newline);
   }
   pem += "-----END " + std::string(label) + "-----" + std::string(newline);
   return pem;

@@ -55,10 +55,10 @@ TEST_CASE("csr: the hostname alone, or with its wildcard, is accepted") {
     const Result<CsrInfo> info = checkTunnel(pemOf(der));
     REQUIRE_MESSAGE(info.ok(), info.error().message);
     CHECK(info->names == std::vector<std::string>{kHost});
-    CHECK(info->key_type == CsrKeyType::kEcdsaP256);
-    CHECK(info->key_bits == 256);
-    CHECK(info->der_sha256_hex == crypto::toHex(crypto::sha256(std::span<const uint8_t>(der))));
-    CHECK(info->der_sha256_hex.size() == 64);
+    CHECK(info->keyType == CsrKeyType::kEcdsaP256);
+    CHECK(info->keyBits == 256);
+    CHECK(info->derSha256Hex == crypto::toHex(crypto::sha256(std::span<const uint8_t>(der))));
+    CHECK(info->derSha256Hex.size() == 64);
   }
   SUBCASE("wildcard listed first still comes back second") {
     CsrSpec spec = hostCsr(kHost);
@@ -73,17 +73,17 @@ TEST_CASE("csr: the hostname alone, or with its wildcard, is accepted") {
     p384.digest = EVP_sha384();
     Result<CsrInfo> info = checkTunnel(buildCsrPem(p384));
     REQUIRE_MESSAGE(info.ok(), info.error().message);
-    CHECK(info->key_type == CsrKeyType::kEcdsaP384);
-    CHECK(info->key_bits == 384);
-    CHECK(std::string(csrKeyTypeName(info->key_type)) == "ecdsa-p384");
+    CHECK(info->keyType == CsrKeyType::kEcdsaP384);
+    CHECK(info->keyBits == 384);
+    CHECK(std::string(csrKeyTypeName(info->keyType)) == "ecdsa-p384");
 
     CsrSpec rsa = hostCsr(kHost, true);
     rsa.key = TestKey::kRsa2048;
     rsa.digest = EVP_sha512();
     info = checkTunnel(buildCsrPem(rsa));
     REQUIRE_MESSAGE(info.ok(), info.error().message);
-    CHECK(info->key_type == CsrKeyType::kRsa);
-    CHECK(info->key_bits == 2048);
+    CHECK(info->keyType == CsrKeyType::kRsa);
+    CHECK(info->keyBits == 2048);
     CHECK(info->names == std::vector<std::string>{kHost, kWildcard});
   }
   SUBCASE("extensions that agree with what is issued are tolerated") {
@@ -107,12 +107,12 @@ TEST_CASE("csr: PEM layout does not change the fingerprint") {
     CAPTURE(pem);
     const Result<CsrInfo> info = checkTunnel(pem);
     REQUIRE_MESSAGE(info.ok(), info.error().message);
-    CHECK(info->der_sha256_hex == plain->der_sha256_hex);
+    CHECK(info->derSha256Hex == plain->derSha256Hex);
   }
   // Another request for the same names (a new signature) is a different CSR.
   const Result<CsrInfo> other = checkTunnel(buildCsrPem(hostCsr(kHost, true)));
   REQUIRE(other.ok());
-  CHECK(other->der_sha256_hex != plain->der_sha256_hex);
+  CHECK(other->derSha256Hex != plain->derSha256Hex);
 }
 
 TEST_CASE("csr: names in any case are accepted and come back lowercase") {
@@ -166,7 +166,7 @@ TEST_CASE("csr: the subject must be exactly CN=<hostname>") {
 TEST_CASE("csr: subjectAltName must list exactly the tunnel's names") {
   SUBCASE("missing") {
     CsrSpec spec = hostCsr(kHost);
-    spec.add_san = false;
+    spec.addSan = false;
     CHECK(refusal(spec) == "CSR has no subjectAltName extension");
   }
   SUBCASE("present but empty") {
@@ -233,7 +233,7 @@ TEST_CASE("csr: each name at most once") {
   CHECK(refusal(withDns({kHost, kWildcard, "*.K3XQ9V2M7PTA.tunnel.test"})) ==
         "CSR lists " + kWildcard + " more than once");
   CsrSpec twice = hostCsr(kHost);
-  twice.san_twice = true;
+  twice.sanTwice = true;
   CHECK(refusal(twice) ==
         "CSR asks for the X509v3 Subject Alternative Name extension more than once");
 }
@@ -242,7 +242,7 @@ TEST_CASE("csr: the signature must verify with an accepted algorithm") {
   for (const TestKey key : {TestKey::kP256, TestKey::kRsa2048}) {
     CsrSpec spec = hostCsr(kHost, true);
     spec.key = key;
-    spec.corrupt_signature = true;
+    spec.corruptSignature = true;
     CHECK(refusal(spec) == "CSR signature does not verify");
   }
   CsrSpec sha1 = hostCsr(kHost);
@@ -268,7 +268,7 @@ TEST_CASE("csr: key types") {
     spec.key = TestKey::kRsa4096;
     const Result<CsrInfo> info = checkTunnel(buildCsrPem(spec));
     REQUIRE_MESSAGE(info.ok(), info.error().message);
-    CHECK(info->key_bits == 4096);
+    CHECK(info->keyBits == 4096);
   }
   SUBCASE("Ed25519: no public CA issues for it and browsers do not accept it") {
     spec.key = TestKey::kEd25519;
@@ -320,7 +320,7 @@ TEST_CASE("csr: other extensions and attributes are refused") {
     CHECK(refusal(spec) == "CSR asks for the X509v3 Key Usage extension more than once");
   }
   SUBCASE("a challenge password") {
-    spec.challenge_password = true;
+    spec.challengePassword = true;
     CHECK(refusal(spec) ==
           "CSR attribute challengePassword is not accepted; only extensionRequest is");
   }
@@ -353,9 +353,9 @@ TEST_CASE("csr: the text must be one CERTIFICATE REQUEST block and nothing else"
   std::string headers = pem;
   headers.insert(headers.find('\n') + 1, "Proc-Type: 4,ENCRYPTED\n\n");
   CHECK(refusal(checkTunnel(headers)) == kBase64);
-  std::string bad_character = pem;
-  bad_character[40] = '!';
-  CHECK(refusal(checkTunnel(bad_character)) == kBase64);
+  std::string badCharacter = pem;
+  badCharacter[40] = '!';
+  CHECK(refusal(checkTunnel(badCharacter)) == kBase64);
   CHECK(refusal(checkTunnel("-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE "
                             "REQUEST-----\n")) == "CSR PEM block is empty");
 }
@@ -379,10 +379,10 @@ TEST_CASE("csr: the DER must be one PKCS#10 request") {
 
 TEST_CASE("csr: at most 16 KiB of text") {
   const std::string pem = buildCsrPem(hostCsr(kHost));
-  const std::string at_limit = pem + std::string(kMaxCsrPemSize - pem.size(), '\n');
-  REQUIRE(at_limit.size() == 16384);
-  CHECK(checkTunnel(at_limit).ok());
-  CHECK(refusal(checkTunnel(at_limit + "\n")) == "CSR is larger than 16384 bytes");
+  const std::string atLimit = pem + std::string(kMaxCsrPemSize - pem.size(), '\n');
+  REQUIRE(atLimit.size() == 16384);
+  CHECK(checkTunnel(atLimit).ok());
+  CHECK(refusal(checkTunnel(atLimit + "\n")) == "CSR is larger than 16384 bytes");
   // A well-formed request that is too large on its own.
   CsrSpec big = hostCsr(kHost);
   for (int i = 0; i < 800; ++i) big.dns.push_back("name" + std::to_string(i) + ".tunnel.test");

@@ -22,12 +22,12 @@ std::string refusal(std::string_view text) {
 
 TEST_CASE("database URL: SQLite forms and the default") {
   CHECK(parsed("").backend == DatabaseBackend::kSqlite);
-  CHECK(parsed("").sqlite_path == "default.db");
-  CHECK(parsed("sqlite:/var/lib/opentunnel/ot.db").sqlite_path == "/var/lib/opentunnel/ot.db");
-  CHECK(parsed("sqlite:data/ot.db").sqlite_path == "data/ot.db");
-  CHECK(parsed("sqlite:///var/lib/ot.db").sqlite_path == "/var/lib/ot.db");
-  CHECK(parsed("SQLITE:x.db").sqlite_path == "x.db");
-  CHECK(parsed("sqlite:/tmp/with%20space.db").sqlite_path == "/tmp/with space.db");
+  CHECK(parsed("").sqlitePath == "default.db");
+  CHECK(parsed("sqlite:/var/lib/opentunnel/ot.db").sqlitePath == "/var/lib/opentunnel/ot.db");
+  CHECK(parsed("sqlite:data/ot.db").sqlitePath == "data/ot.db");
+  CHECK(parsed("sqlite:///var/lib/ot.db").sqlitePath == "/var/lib/ot.db");
+  CHECK(parsed("SQLITE:x.db").sqlitePath == "x.db");
+  CHECK(parsed("sqlite:/tmp/with%20space.db").sqlitePath == "/tmp/with space.db");
   CHECK(parsed("sqlite:x.db").loopback);
 
   refusal("sqlite:");
@@ -50,7 +50,7 @@ TEST_CASE("database URL: MySQL parts, percent-decoded") {
   CHECK(url.port == 3307);
   CHECK(url.database == "open_tunnel");
   CHECK(url.tls == DatabaseTls::kVerifyIdentity);
-  CHECK(url.ssl_ca == "/etc/ssl/certs/ca-certificates.crt");
+  CHECK(url.sslCa == "/etc/ssl/certs/ca-certificates.crt");
   CHECK_FALSE(url.loopback);
 
   const DatabaseUrl plain = parsed("mariadb://root@127.0.0.1/");
@@ -106,8 +106,8 @@ TEST_CASE("database URL: TLS is required with verification unless the host is lo
       "mysql://u:p@db.example.com/ot?SSL_MODE=VERIFY_IDENTITY&sslca=/ca.pem"
       "&ssl_cert=/c.pem&ssl-key=/k.pem");
   CHECK(remote.tls == DatabaseTls::kVerifyIdentity);
-  CHECK(remote.ssl_cert == "/c.pem");
-  CHECK(remote.ssl_key == "/k.pem");
+  CHECK(remote.sslCert == "/c.pem");
+  CHECK(remote.sslKey == "/k.pem");
 
   CHECK(parsed("mysql://u:p@localhost/ot?ssl-mode=disabled").tls == DatabaseTls::kDisabled);
   // A CA turns verification on for loopback hosts too.
@@ -134,9 +134,9 @@ TEST_CASE("database URL: loopback hosts") {
 
 TEST_CASE("database URL: SOCI connect strings quote values and carry the bounds") {
   DatabaseTimeouts timeouts;
-  timeouts.connect_ms = 20000;
-  timeouts.read_write_ms = 10001;  // rounded up to whole seconds
-  timeouts.busy_ms = 250;          // at least one second
+  timeouts.connectMs = 20000;
+  timeouts.readWriteMs = 10001;  // rounded up to whole seconds
+  timeouts.busyMs = 250;         // at least one second
 
   CHECK(sociConnectString(parsed("mysql://ot:it's%5Cx@127.0.0.1:3307/db"), timeouts) ==
         "host='127.0.0.1' port=3307 user='ot' password='it\\'s\\\\x' db='db' charset=utf8mb4"

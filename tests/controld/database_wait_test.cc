@@ -14,26 +14,26 @@ namespace {
 // A clock that moves only when the wait sleeps (and by `attempt_ms` per attempt).
 struct ManualWait {
   int64_t now = 1'000'000;
-  int64_t attempt_ms = 0;
-  int failures_left = 1'000'000;  // attempts that fail before one works
+  int64_t attemptMs = 0;
+  int failuresLeft = 1'000'000;  // attempts that fail before one works
   ErrorKind failure = ErrorKind::kUnavailable;
-  int64_t stop_at = -1;  // a signal arrives while sleeping past this time
-  std::vector<int64_t> attempts_at;
+  int64_t stopAt = -1;  // a signal arrives while sleeping past this time
+  std::vector<int64_t> attemptsAt;
   std::vector<int64_t> sleeps;
 
   DatabaseWaitHooks hooks() {
     DatabaseWaitHooks hooks;
     hooks.attempt = [this]() -> Status {
-      attempts_at.push_back(now);
-      now += attempt_ms;
-      if (failures_left-- > 0) return Error{failure, "connection refused"};
+      attemptsAt.push_back(now);
+      now += attemptMs;
+      if (failuresLeft-- > 0) return Error{failure, "connection refused"};
       return Ok{};
     };
-    hooks.now_ms = [this] { return now; };
-    hooks.sleep_or_stop = [this](int64_t ms) {
+    hooks.nowMs = [this] { return now; };
+    hooks.sleepOrStop = [this](int64_t ms) {
       sleeps.push_back(ms);
-      if (stop_at >= 0 && now + ms > stop_at) {
-        now = stop_at;
+      if (stopAt >= 0 && now + ms > stopAt) {
+        now = stopAt;
         return true;
       }
       now += ms;
@@ -43,19 +43,18 @@ struct ManualWait {
   }
 };
 
-DatabaseWaitOptions withTimeout(int64_t timeout_ms) {
+DatabaseWaitOptions withTimeout(int64_t timeoutMs) {
   DatabaseWaitOptions options;
-  options.timeout_ms = timeout_ms;
+  options.timeoutMs = timeoutMs;
   return options;
 }
 
 TEST_CASE("database wait: the backoff doubles from 200 ms up to 15 s") {
   ManualWait wait;
-  wait.failures_left = 9;
+  wait.failuresLeft = 9;
   CHECK(waitForDatabase(withTimeout(0), wait.hooks()) == DatabaseWaitOutcome::kReady);
-  CHECK(wait.sleeps ==
-        std::vector<int64_t>{200, 400, 800, 1600, 3200, 6400, 12800, 15000, 15000});
-  CHECK(wait.attempts_at.size() == 10);
+  CHECK(wait.sleeps == std::vector<int64_t>{200, 400, 800, 1600, 3200, 6400, 12800, 15000, 15000});
+  CHECK(wait.attemptsAt.size() == 10);
 }
 
 TEST_CASE("database wait: the last sleep ends at the deadline, where one last attempt is made") {
@@ -64,13 +63,13 @@ TEST_CASE("database wait: the last sleep ends at the deadline, where one last at
   // 200 + 400 + 800 = 1400 ms, then 100 ms (not 1600) to the deadline.
   CHECK(waitForDatabase(withTimeout(1500), wait.hooks()) == DatabaseWaitOutcome::kTimedOut);
   CHECK(wait.sleeps == std::vector<int64_t>{200, 400, 800, 100});
-  CHECK(wait.attempts_at.back() == started + 1500);
+  CHECK(wait.attemptsAt.back() == started + 1500);
   CHECK(wait.now == started + 1500);
 }
 
 TEST_CASE("database wait: slow attempts count against the timeout too") {
   ManualWait wait;
-  wait.attempt_ms = 700;
+  wait.attemptMs = 700;
   const int64_t started = wait.now;
   CHECK(waitForDatabase(withTimeout(2000), wait.hooks()) == DatabaseWaitOutcome::kTimedOut);
   // attempt 0-700, sleep 200, attempt 900-1600, sleep 400 (to 2000), attempt 2000-2700, done.
@@ -92,7 +91,7 @@ TEST_CASE("database wait: every timeout ends at the deadline plus one attempt at
 TEST_CASE("database wait: success, an unusable database and a stop end the wait at once") {
   {
     ManualWait wait;
-    wait.failures_left = 2;
+    wait.failuresLeft = 2;
     CHECK(waitForDatabase(withTimeout(1500), wait.hooks()) == DatabaseWaitOutcome::kReady);
     CHECK(wait.sleeps == std::vector<int64_t>{200, 400});
   }
@@ -104,7 +103,7 @@ TEST_CASE("database wait: success, an unusable database and a stop end the wait 
   }
   {
     ManualWait wait;
-    wait.stop_at = wait.now + 300;
+    wait.stopAt = wait.now + 300;
     CHECK(waitForDatabase(withTimeout(0), wait.hooks()) == DatabaseWaitOutcome::kStopped);
     CHECK(wait.sleeps == std::vector<int64_t>{200, 400});
   }

@@ -56,10 +56,10 @@ uint16_t freePort() {
     REQUIRE(::getsockname(tcp, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
     const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
     REQUIRE(udp >= 0);
-    const bool udp_free = ::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    const bool udpFree = ::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(udp);
     ::close(tcp);
-    if (udp_free) return ntohs(addr.sin_port);
+    if (udpFree) return ntohs(addr.sin_port);
   }
   FAIL("no free port");
   return 0;
@@ -121,8 +121,8 @@ uint16_t read16(const std::vector<uint8_t>& msg, size_t pos) {
 
 // The TXT strings in the answer section of the reply to `query`.
 std::multiset<std::string> txtAnswers(uint16_t port, const std::string& name) {
-  static uint16_t next_id = 0x4100;
-  const uint16_t id = ++next_id;
+  static uint16_t nextId = 0x4100;
+  const uint16_t id = ++nextId;
   const std::vector<uint8_t> query = txtQuery(id, name);
   const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
   REQUIRE(fd >= 0);
@@ -174,9 +174,9 @@ std::multiset<std::string> txtAnswers(uint16_t port, const std::string& name) {
 // pebble-challtestsrv on free ports for one test; stopped (SIGTERM, then reaped) at the end.
 class Challtestsrv {
  public:
-  explicit Challtestsrv(const std::string& binary) : dns_port_(freePort()), mgmt_port_(freePort()) {
-    const std::string dns = "127.0.0.1:" + std::to_string(dns_port_);
-    const std::string mgmt = "127.0.0.1:" + std::to_string(mgmt_port_);
+  explicit Challtestsrv(const std::string& binary) : dnsPort_(freePort()), mgmtPort_(freePort()) {
+    const std::string dns = "127.0.0.1:" + std::to_string(dnsPort_);
+    const std::string mgmt = "127.0.0.1:" + std::to_string(mgmtPort_);
     std::vector<std::string> args = {binary, "-dns01",   dns, "-management", mgmt, "-http01",
                                      "",     "-https01", "",  "-tlsalpn01",  ""};
     std::vector<char*> argv;
@@ -191,7 +191,7 @@ class Challtestsrv {
     REQUIRE(spawned == 0);
     // Ready once both listeners accept connections (DNS listens on TCP too).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!(acceptsTcp(mgmt_port_) && acceptsTcp(dns_port_))) {
+    while (!(acceptsTcp(mgmtPort_) && acceptsTcp(dnsPort_))) {
       int status = 0;
       REQUIRE_MESSAGE(::waitpid(pid_, &status, WNOHANG) == 0, "pebble-challtestsrv exited");
       REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
@@ -209,14 +209,14 @@ class Challtestsrv {
   Challtestsrv(const Challtestsrv&) = delete;
   Challtestsrv& operator=(const Challtestsrv&) = delete;
 
-  [[nodiscard]] uint16_t dnsPort() const { return dns_port_; }
+  [[nodiscard]] uint16_t dnsPort() const { return dnsPort_; }
   [[nodiscard]] std::string managementUrl() const {
-    return "http://127.0.0.1:" + std::to_string(mgmt_port_);
+    return "http://127.0.0.1:" + std::to_string(mgmtPort_);
   }
 
  private:
-  uint16_t dns_port_;
-  uint16_t mgmt_port_;
+  uint16_t dnsPort_;
+  uint16_t mgmtPort_;
   pid_t pid_ = -1;
 };
 

@@ -33,10 +33,10 @@ struct Harness {
 
   CloudflareOptions options(const std::string& token = kToken) {
     CloudflareOptions o;
-    o.zone_id = kZone;
-    o.api_token = token;
-    o.api_url = fake.baseUrl();
-    o.sleep_ms = [this](int64_t ms) { sleeps.push_back(ms); };
+    o.zoneId = kZone;
+    o.apiToken = token;
+    o.apiUrl = fake.baseUrl();
+    o.sleepMs = [this](int64_t ms) { sleeps.push_back(ms); };
     return o;
   }
 
@@ -55,7 +55,7 @@ TEST_CASE("dns cloudflare: creates a TXT record with name, value and TTL 60") {
   CHECK(created->id.size() == 32);
   CHECK(created->name == "_acme-challenge.abc.tunnel.test");
   CHECK(created->value == kValue);
-  CHECK(created->created_unix_ms == 1'750'000'000'123);
+  CHECK(created->createdUnixMs == 1'750'000'000'123);
 
   REQUIRE(h.fake.bodies().size() == 1);
   const auto body = nlohmann::json::parse(h.fake.bodies()[0]);
@@ -90,7 +90,7 @@ TEST_CASE("dns cloudflare: the host and its wildcard share a name; an identical 
 TEST_CASE("dns cloudflare: lists challenge records under the domain across pages") {
   Harness h;
   CloudflareOptions options = h.options();
-  options.page_size = 3;
+  options.pageSize = 3;
   CloudflareDns dns(options);
   std::set<std::string> expected;
   for (int i = 0; i < 7; ++i) {
@@ -110,7 +110,7 @@ TEST_CASE("dns cloudflare: lists challenge records under the domain across pages
     CHECK(record.value == kValue);  // quoted content is unquoted
     CHECK(record.id.size() == 32);
     const int index = record.name[17] - '0';  // the digit after "_acme-challenge.t"
-    CHECK(record.created_unix_ms == 1'700'000'000'000 + index * 1000);
+    CHECK(record.createdUnixMs == 1'700'000'000'000 + index * 1000);
   }
   CHECK(listed->size() == 7);
   CHECK(names == expected);
@@ -195,10 +195,10 @@ TEST_CASE("dns cloudflare: an API nobody answers is unavailable") {
   ::close(fd);
   std::vector<int64_t> sleeps;
   CloudflareOptions options;
-  options.zone_id = kZone;
-  options.api_token = kToken;
-  options.api_url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/client/v4";
-  options.sleep_ms = [&](int64_t ms) { sleeps.push_back(ms); };
+  options.zoneId = kZone;
+  options.apiToken = kToken;
+  options.apiUrl = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/client/v4";
+  options.sleepMs = [&](int64_t ms) { sleeps.push_back(ms); };
   CloudflareDns dns(options);
   auto listed = dns.listChallengeRecords("tunnel.test");
   REQUIRE_FALSE(listed.ok());

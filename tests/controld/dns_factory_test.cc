@@ -12,31 +12,31 @@ TEST_CASE("dns factory: builds the named provider or says what is missing") {
   ControldConfig config;
   std::string error;
 
-  config.dns_provider = "challtestsrv";
+  config.dnsProvider = "challtestsrv";
   auto challtestsrv = makeDnsProvider(config, &error);
   REQUIRE(challtestsrv != nullptr);
   CHECK(std::string(challtestsrv->name()) == "challtestsrv");
-  config.challtestsrv_url.clear();
+  config.challtestsrvUrl.clear();
   CHECK(makeDnsProvider(config, &error) == nullptr);
   CHECK(error == "DNS_PROVIDER=challtestsrv needs CHALLTESTSRV_URL");
 
-  config.dns_provider = "cloudflare";
+  config.dnsProvider = "cloudflare";
   error.clear();
   CHECK(makeDnsProvider(config, &error) == nullptr);
   CHECK(error == "DNS_PROVIDER=cloudflare needs CLOUDFLARE_ZONE_ID and CLOUDFLARE_API_TOKEN");
-  config.cloudflare_zone_id = "zone";
+  config.cloudflareZoneId = "zone";
   CHECK(makeDnsProvider(config, &error) == nullptr);
-  config.cloudflare_api_token = "secret-token";
+  config.cloudflareApiToken = "secret-token";
   error.clear();
   auto cloudflare = makeDnsProvider(config, &error);
   REQUIRE(cloudflare != nullptr);
   CHECK(std::string(cloudflare->name()) == "cloudflare");
   CHECK(error.empty());
 
-  config.dns_provider = "route53";
+  config.dnsProvider = "route53";
   CHECK(makeDnsProvider(config, &error) == nullptr);
   CHECK(error == "unknown DNS_PROVIDER \"route53\" (cloudflare or challtestsrv)");
-  config.dns_provider = "";
+  config.dnsProvider = "";
   CHECK(makeDnsProvider(config, nullptr) == nullptr);
   CHECK(makeDnsProvider(config, &error) == nullptr);
   CHECK(error == "DNS_PROVIDER is not set");

@@ -32,21 +32,21 @@ class FakeCloudflare {
   struct Record {
     std::string name;
     std::string content;
-    int64_t created_ms = 0;
+    int64_t createdMs = 0;
   };
 
   FakeCloudflare(std::string zone, std::string token)
       : zone_(std::move(zone)), token_(std::move(token)) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(listen_fd_ >= 0);
+    listenFd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listenFd_ >= 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
-    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(listen_fd_, 64) == 0);
+    REQUIRE(::bind(listenFd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(listenFd_, 64) == 0);
     socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    REQUIRE(::getsockname(listenFd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
     port_ = ntohs(addr.sin_port);
     REQUIRE(::pipe(wake_) == 0);
     thread_ = std::thread([this] { serve(); });
@@ -56,7 +56,7 @@ class FakeCloudflare {
     const char byte = 'x';
     (void)!::write(wake_[1], &byte, 1);
     thread_.join();
-    ::close(listen_fd_);
+    ::close(listenFd_);
     ::close(wake_[0]);
     ::close(wake_[1]);
   }
@@ -69,9 +69,9 @@ class FakeCloudflare {
   }
   [[nodiscard]] uint16_t port() const { return port_; }
 
-  std::string addRecord(const std::string& name, const std::string& content, int64_t created_ms) {
+  std::string addRecord(const std::string& name, const std::string& content, int64_t createdMs) {
     const std::lock_guard lock(mutex_);
-    return addLocked(name, content, created_ms);
+    return addLocked(name, content, createdMs);
   }
   [[nodiscard]] std::map<std::string, Record> records() {
     const std::lock_guard lock(mutex_);
@@ -86,19 +86,19 @@ class FakeCloudflare {
     return bodies_;
   }
   // The next `count` requests (after the token check) answer `status`, with Retry-After if set.
-  void failNext(int status, const std::string& retry_after, int count) {
+  void failNext(int status, const std::string& retryAfter, int count) {
     const std::lock_guard lock(mutex_);
-    for (int i = 0; i < count; ++i) failures_.emplace_back(status, retry_after);
+    for (int i = 0; i < count; ++i) failures_.emplace_back(status, retryAfter);
   }
   // Cloudflare answers a delete of a missing record 404; some paths answer 400 with 81044.
   void setMissingStatus(int status) {
     const std::lock_guard lock(mutex_);
-    missing_status_ = status;
+    missingStatus_ = status;
   }
   // The creation time of records created through the API.
   void setNow(int64_t ms) {
     const std::lock_guard lock(mutex_);
-    now_ms_ = ms;
+    nowMs_ = ms;
   }
 
   static std::string rfc3339(int64_t ms) {
@@ -116,13 +116,13 @@ class FakeCloudflare {
   struct Response {
     int status = 200;
     nlohmann::json body;
-    std::string retry_after;
+    std::string retryAfter;
   };
 
-  std::string addLocked(const std::string& name, const std::string& content, int64_t created_ms) {
+  std::string addLocked(const std::string& name, const std::string& content, int64_t createdMs) {
     char id[33];
-    std::snprintf(id, sizeof id, "%032llx", static_cast<unsigned long long>(++next_id_));
-    records_[id] = Record{name, content, created_ms};
+    std::snprintf(id, sizeof id, "%032llx", static_cast<unsigned long long>(++nextId_));
+    records_[id] = Record{name, content, createdMs};
     return id;
   }
 
@@ -133,8 +133,8 @@ class FakeCloudflare {
             {"content", quoted ? "\"" + record.content + "\"" : record.content},
             {"ttl", 60},
             {"proxied", false},
-            {"created_on", rfc3339(record.created_ms)},
-            {"modified_on", rfc3339(record.created_ms)}};
+            {"created_on", rfc3339(record.createdMs)},
+            {"modified_on", rfc3339(record.createdMs)}};
   }
 
   static Response failure(int status, int code, const std::string& message) {
@@ -199,7 +199,7 @@ class FakeCloudflare {
       auto [status, retry_after] = failures_.front();
       failures_.pop_front();
       Response response = failure(status, status == 429 ? 971 : 10001, "injected failure");
-      response.retry_after = retry_after;
+      response.retryAfter = retry_after;
       return response;
     }
     const std::string prefix = "/client/v4/zones/" + zone_ + "/dns_records";
@@ -221,7 +221,7 @@ class FakeCloudflare {
           return failure(400, 81058, "An identical record already exists.");
         }
       }
-      const std::string id = addLocked(name, content, now_ms_);
+      const std::string id = addLocked(name, content, nowMs_);
       return {200, success(recordJson(id, records_[id], false)), ""};
     }
     if (method == "GET" && path == prefix) {
@@ -244,25 +244,25 @@ class FakeCloudflare {
         }
         matched.emplace_back(id, record);
       }
-      const size_t per_page =
+      const size_t perPage =
           params.count("per_page") != 0 ? std::stoul(params.at("per_page")) : 100;
       const size_t page = params.count("page") != 0 ? std::stoul(params.at("page")) : 1;
       nlohmann::json result = nlohmann::json::array();
-      for (size_t i = (page - 1) * per_page; i < matched.size() && i < page * per_page; ++i) {
+      for (size_t i = (page - 1) * perPage; i < matched.size() && i < page * perPage; ++i) {
         // Cloudflare has been seen to hand TXT content back in quotes; every other one is.
         result.push_back(recordJson(matched[i].first, matched[i].second, i % 2 == 1));
       }
       nlohmann::json reply = success(result);
       reply["result_info"] = {{"page", page},
-                              {"per_page", per_page},
+                              {"per_page", perPage},
                               {"count", result.size()},
                               {"total_count", matched.size()},
-                              {"total_pages", (matched.size() + per_page - 1) / per_page}};
+                              {"total_pages", (matched.size() + perPage - 1) / perPage}};
       return {200, reply, ""};
     }
     if (method == "DELETE" && path.rfind(prefix + "/", 0) == 0) {
       const std::string id = path.substr(prefix.size() + 1);
-      if (records_.erase(id) == 0) return failure(missing_status_, 81044, "Record does not exist.");
+      if (records_.erase(id) == 0) return failure(missingStatus_, 81044, "Record does not exist.");
       return {200, success({{"id", id}}), ""};
     }
     return failure(404, 7003, "Could not route to " + path);
@@ -270,11 +270,11 @@ class FakeCloudflare {
 
   void serve() {
     for (;;) {
-      pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      pollfd fds[2] = {{listenFd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
       if (::poll(fds, 2, -1) < 0) continue;
       if ((fds[1].revents & POLLIN) != 0) return;
       if ((fds[0].revents & POLLIN) == 0) continue;
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      const int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
       handle(fd);
       ::close(fd);
@@ -284,47 +284,47 @@ class FakeCloudflare {
   void handle(int fd) {
     std::string data;
     char buffer[4096];
-    size_t header_end = std::string::npos;
-    while ((header_end = data.find("\r\n\r\n")) == std::string::npos) {
+    size_t headerEnd = std::string::npos;
+    while ((headerEnd = data.find("\r\n\r\n")) == std::string::npos) {
       const ssize_t got = ::read(fd, buffer, sizeof buffer);
       if (got <= 0) return;
       data.append(buffer, static_cast<size_t>(got));
     }
     std::map<std::string, std::string> headers;
-    const std::string head = data.substr(0, header_end);
-    size_t line_end = head.find("\r\n");
-    const std::string request_line = head.substr(0, line_end);
-    while (line_end != std::string::npos) {
-      const size_t next = head.find("\r\n", line_end + 2);
+    const std::string head = data.substr(0, headerEnd);
+    size_t lineEnd = head.find("\r\n");
+    const std::string requestLine = head.substr(0, lineEnd);
+    while (lineEnd != std::string::npos) {
+      const size_t next = head.find("\r\n", lineEnd + 2);
       const std::string line = head.substr(
-          line_end + 2, next == std::string::npos ? std::string::npos : next - line_end - 2);
+          lineEnd + 2, next == std::string::npos ? std::string::npos : next - lineEnd - 2);
       const size_t colon = line.find(':');
       if (colon != std::string::npos) {
         size_t value = colon + 1;
         while (value < line.size() && line[value] == ' ') ++value;
         headers[lower(line.substr(0, colon))] = line.substr(value);
       }
-      line_end = next;
+      lineEnd = next;
     }
     size_t length = 0;
     if (headers.count("content-length") != 0) length = std::stoul(headers["content-length"]);
-    std::string body = data.substr(header_end + 4);
+    std::string body = data.substr(headerEnd + 4);
     while (body.size() < length) {
       const ssize_t got = ::read(fd, buffer, sizeof buffer);
       if (got <= 0) return;
       body.append(buffer, static_cast<size_t>(got));
     }
-    const size_t space1 = request_line.find(' ');
-    const size_t space2 = request_line.find(' ', space1 + 1);
+    const size_t space1 = requestLine.find(' ');
+    const size_t space2 = requestLine.find(' ', space1 + 1);
     const Response response =
-        route(request_line.substr(0, space1), request_line.substr(space1 + 1, space2 - space1 - 1),
+        route(requestLine.substr(0, space1), requestLine.substr(space1 + 1, space2 - space1 - 1),
               headers, body);
     const std::string text = response.body.dump();
     std::string out = "HTTP/1.1 " + std::to_string(response.status) +
                       " Fake\r\nContent-Type: application/json\r\nConnection: close\r\n"
                       "Content-Length: " +
                       std::to_string(text.size()) + "\r\n";
-    if (!response.retry_after.empty()) out += "Retry-After: " + response.retry_after + "\r\n";
+    if (!response.retryAfter.empty()) out += "Retry-After: " + response.retryAfter + "\r\n";
     out += "\r\n" + text;
     size_t sent = 0;
     while (sent < out.size()) {
@@ -336,7 +336,7 @@ class FakeCloudflare {
 
   std::string zone_;
   std::string token_;
-  int listen_fd_ = -1;
+  int listenFd_ = -1;
   int wake_[2] = {-1, -1};
   uint16_t port_ = 0;
   std::thread thread_;
@@ -345,9 +345,9 @@ class FakeCloudflare {
   std::vector<std::string> requests_;
   std::vector<std::string> bodies_;
   std::deque<std::pair<int, std::string>> failures_;
-  int missing_status_ = 404;
-  int64_t now_ms_ = 1'700'000'000'000;
-  uint64_t next_id_ = 0;
+  int missingStatus_ = 404;
+  int64_t nowMs_ = 1'700'000'000'000;
+  uint64_t nextId_ = 0;
 };
 
 }  // namespace ot::controld::testing

@@ -37,11 +37,11 @@ constexpr int64_t kMinute = 60'000;
 
 CloudflareOptions cloudflareOptions(const FakeCloudflare& fake) {
   CloudflareOptions options;
-  options.zone_id = kZone;
-  options.api_token = kToken;
-  options.api_url = fake.baseUrl();
-  options.page_size = 4;
-  options.sleep_ms = [](int64_t) {};
+  options.zoneId = kZone;
+  options.apiToken = kToken;
+  options.apiUrl = fake.baseUrl();
+  options.pageSize = 4;
+  options.sleepMs = [](int64_t) {};
   return options;
 }
 
@@ -49,8 +49,8 @@ DnsSweeperOptions sweeperOptions(const std::string& owner, const ManualClock& cl
   DnsSweeperOptions options;
   options.domain = "tunnel.test";
   options.owner = owner;
-  options.deletes_per_second = 1000;
-  options.now_ms = clock.clock();
+  options.deletesPerSecond = 1000;
+  options.nowMs = clock.clock();
   return options;
 }
 
@@ -87,7 +87,7 @@ TEST_CASE("dns sweeper: deletes old challenge records, keeps new, foreign and ac
   DnsRecordMetrics counters(metrics);
   ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
-  options.active_names = []() -> Result<std::set<std::string>> {
+  options.activeNames = []() -> Result<std::set<std::string>> {
     return std::set<std::string>{"*.busy.tunnel.test", "gone.tunnel.test"};
   };
   DnsSweeper sweeper(*store, dns, options, &counters);
@@ -102,7 +102,7 @@ TEST_CASE("dns sweeper: deletes old challenge records, keeps new, foreign and ac
   CHECK_FALSE(report->stopped);
   CHECK(remainingNames(fake) == kKept);
   CHECK(counters.swept.Value() == 4);
-  CHECK(counters.delete_failed.Value() == 0);
+  CHECK(counters.deleteFailed.Value() == 0);
   CHECK(metrics.render().find("opentunnel_acme_dns_records_total{event=\"swept\"} 4") !=
         std::string::npos);
 
@@ -128,8 +128,8 @@ class WatchedDns final : public DnsProvider {
     return inner_.createTxt(name, value);
   }
   Status deleteTxt(const TxtRecord& record) override {
-    Status status = fail_deletes_ ? Status(Error{ErrorKind::kUnavailable, "injected"})
-                                  : inner_.deleteTxt(record);
+    Status status = failDeletes_ ? Status(Error{ErrorKind::kUnavailable, "injected"})
+                                 : inner_.deleteTxt(record);
     {
       const std::lock_guard lock(mutex_);
       ++deletes_;
@@ -153,7 +153,7 @@ class WatchedDns final : public DnsProvider {
     return changed_.wait_for(lock, std::chrono::seconds(10),
                              [&] { return lists_ >= lists && deletes_ >= deletes; });
   }
-  void failDeletes(bool fail) { fail_deletes_ = fail; }
+  void failDeletes(bool fail) { failDeletes_ = fail; }
   int deletes() {
     const std::lock_guard lock(mutex_);
     return deletes_;
@@ -165,7 +165,7 @@ class WatchedDns final : public DnsProvider {
   std::condition_variable changed_;
   int lists_ = 0;
   int deletes_ = 0;
-  std::atomic<bool> fail_deletes_{false};
+  std::atomic<bool> failDeletes_{false};
 };
 
 TEST_CASE("dns sweeper: at most max_deletes per sweep, oldest first; failures are counted") {
@@ -179,7 +179,7 @@ TEST_CASE("dns sweeper: at most max_deletes per sweep, oldest first; failures ar
   DnsRecordMetrics counters(metrics);
   ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
-  options.max_deletes = 2;
+  options.maxDeletes = 2;
   DnsSweeper sweeper(*store, dns, options, &counters);
   auto report = sweeper.sweepOnce();
   REQUIRE(report.ok());
@@ -199,36 +199,36 @@ TEST_CASE("dns sweeper: at most max_deletes per sweep, oldest first; failures ar
   CHECK(failing->stale == 2);
   CHECK(failing->deleted == 0);
   CHECK(failing->failed == 2);
-  CHECK(counters.delete_failed.Value() == 2);
+  CHECK(counters.deleteFailed.Value() == 2);
   CHECK(counters.swept.Value() == 2);
   CHECK(remainingNames(fake) == expected);
 }
 
 TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   auto db = TestDatabase::sqlite();
-  auto store_a = db->openMigrated();
-  auto store_b = db->open();
+  auto storeA = db->openMigrated();
+  auto storeB = db->open();
   FakeCloudflare fake(kZone, kToken);
   seed(fake);
   CloudflareDns dns(cloudflareOptions(fake));
   ManualClock clock(kNow);
-  DnsSweeper a(*store_a, dns, sweeperOptions("machine-a", clock), nullptr);
-  DnsSweeper b(*store_b, dns, sweeperOptions("machine-b", clock), nullptr);
+  DnsSweeper a(*storeA, dns, sweeperOptions("machine-a", clock), nullptr);
+  DnsSweeper b(*storeB, dns, sweeperOptions("machine-b", clock), nullptr);
 
   // Both start at the same moment: exactly one takes the lease and deletes each record once.
   std::promise<void> go;
   std::shared_future<void> start = go.get_future().share();
-  auto run_a = std::async(std::launch::async, [&] {
+  auto runA = std::async(std::launch::async, [&] {
     start.wait();
     return a.sweepOnce();
   });
-  auto run_b = std::async(std::launch::async, [&] {
+  auto runB = std::async(std::launch::async, [&] {
     start.wait();
     return b.sweepOnce();
   });
   go.set_value();
-  auto report_a = run_a.get();
-  auto report_b = run_b.get();
+  auto report_a = runA.get();
+  auto report_b = runB.get();
   REQUIRE_MESSAGE(report_a.ok(), (report_a.ok() ? "" : report_a.error().message));
   REQUIRE_MESSAGE(report_b.ok(), (report_b.ok() ? "" : report_b.error().message));
   CHECK(report_a->leased != report_b->leased);
@@ -236,19 +236,19 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   size_t deletes = 0;
   for (const std::string& request : fake.requests()) deletes += request.rfind("DELETE", 0) == 0;
   CHECK(deletes == 5);
-  const bool a_won = report_a->leased;
-  DnsSweeper& winner = a_won ? a : b;
-  DnsSweeper& loser = a_won ? b : a;
+  const bool aWon = report_a->leased;
+  DnsSweeper& winner = aWon ? a : b;
+  DnsSweeper& loser = aWon ? b : a;
 
   // While the lease lasts the other machine does nothing, not even list.
   fake.addRecord("_acme-challenge.later.tunnel.test", kValue, kNow - 120 * kMinute);
-  const size_t requests_before = fake.requests().size();
+  const size_t requestsBefore = fake.requests().size();
   clock.advance(10 * kMinute - 1);
   auto refused = loser.sweepOnce();
   REQUIRE(refused.ok());
   CHECK_FALSE(refused->leased);
   CHECK(refused->listed == 0);
-  CHECK(fake.requests().size() == requests_before);
+  CHECK(fake.requests().size() == requestsBefore);
 
   // Once it runs out, the other machine takes it over.
   clock.advance(1);
@@ -256,14 +256,14 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   REQUIRE(taken.ok());
   CHECK(taken->leased);
   CHECK(taken->deleted == 1);
-  auto lease = store_a->getMeta(kDnsSweeperMetaKey);
+  auto lease = storeA->getMeta(kDnsSweeperMetaKey);
   REQUIRE(lease.ok());
   REQUIRE(lease->has_value());
   CHECK(**lease ==
-        std::string(a_won ? "machine-b" : "machine-a") + "@" + std::to_string(kNow + 20 * kMinute));
-  auto shut_out = winner.sweepOnce();
-  REQUIRE(shut_out.ok());
-  CHECK_FALSE(shut_out->leased);
+        std::string(aWon ? "machine-b" : "machine-a") + "@" + std::to_string(kNow + 20 * kMinute));
+  auto shutOut = winner.sweepOnce();
+  REQUIRE(shutOut.ok());
+  CHECK_FALSE(shutOut->leased);
 }
 
 TEST_CASE("dns sweeper: the thread sweeps after its delay and stops promptly mid-sweep") {
@@ -275,9 +275,9 @@ TEST_CASE("dns sweeper: the thread sweeps after its delay and stops promptly mid
   WatchedDns dns(cloudflare);
   ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
-  options.initial_delay_ms = 0;
-  options.interval_ms = 3'600'000;
-  options.deletes_per_second = 0.001;  // 1,000 s between deletes: the sweep is still running
+  options.initialDelayMs = 0;
+  options.intervalMs = 3'600'000;
+  options.deletesPerSecond = 0.001;  // 1,000 s between deletes: the sweep is still running
   DnsSweeper sweeper(*store, dns, options, nullptr);
   sweeper.start();
   REQUIRE(dns.waitFor(1, 1));
@@ -302,7 +302,7 @@ TEST_CASE("dns sweeper: an active-names failure skips the sweep") {
   CloudflareDns dns(cloudflareOptions(fake));
   ManualClock clock(kNow);
   DnsSweeperOptions options = sweeperOptions("machine-a", clock);
-  options.active_names = []() -> Result<std::set<std::string>> {
+  options.activeNames = []() -> Result<std::set<std::string>> {
     return Error{ErrorKind::kUnavailable, "database down"};
   };
   DnsSweeper sweeper(*store, dns, options, nullptr);

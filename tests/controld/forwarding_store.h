@@ -19,37 +19,37 @@ class ForwardingStore : public Store {
   Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override {
     return inner_.getTunnel(id);
   }
-  Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expected_revision) override {
-    return inner_.updateTunnel(record, expected_revision);
+  Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expectedRevision) override {
+    return inner_.updateTunnel(record, expectedRevision);
   }
-  Result<std::vector<StoredTunnel>> listTunnels(const std::string& after_id, int limit) override {
-    return inner_.listTunnels(after_id, limit);
+  Result<std::vector<StoredTunnel>> listTunnels(const std::string& afterId, int limit) override {
+    return inner_.listTunnels(afterId, limit);
   }
-  Result<std::vector<StoredTunnel>> dueAlarms(int64_t now_ms, int limit) override {
-    return inner_.dueAlarms(now_ms, limit);
+  Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) override {
+    return inner_.dueAlarms(nowMs, limit);
   }
-  Result<bool> clearAlarm(const std::string& id, int64_t alarm_at_ms) override {
-    return inner_.clearAlarm(id, alarm_at_ms);
+  Result<bool> clearAlarm(const std::string& id, int64_t alarmAtMs) override {
+    return inner_.clearAlarm(id, alarmAtMs);
   }
   Result<bool> addJob(const Job& job) override { return inner_.addJob(job); }
   Result<std::optional<Job>> getJob(const std::string& id) override { return inner_.getJob(id); }
-  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t now_ms, int64_t lease_ms,
-                                      bool include_issue) override {
-    return inner_.claimJob(owner, now_ms, lease_ms, include_issue);
+  Result<std::optional<Job>> claimJob(const std::string& owner, int64_t nowMs, int64_t leaseMs,
+                                      bool includeIssue) override {
+    return inner_.claimJob(owner, nowMs, leaseMs, includeIssue);
   }
-  Result<bool> extendLease(const std::string& job_id, const std::string& owner,
-                           int64_t lease_until_ms) override {
-    return inner_.extendLease(job_id, owner, lease_until_ms);
+  Result<bool> extendLease(const std::string& jobId, const std::string& owner,
+                           int64_t leaseUntilMs) override {
+    return inner_.extendLease(jobId, owner, leaseUntilMs);
   }
   Result<bool> finishJob(const Job& job, const std::string& owner) override {
     return inner_.finishJob(job, owner);
   }
   Status releaseLeases(const std::string& owner) override { return inner_.releaseLeases(owner); }
-  Result<int64_t> countJobs(JobStatus status, int64_t since_ms) override {
-    return inner_.countJobs(status, since_ms);
+  Result<int64_t> countJobs(JobStatus status, int64_t sinceMs) override {
+    return inner_.countJobs(status, sinceMs);
   }
-  Result<std::vector<Job>> leasedJobs(int64_t now_ms, int limit) override {
-    return inner_.leasedJobs(now_ms, limit);
+  Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) override {
+    return inner_.leasedJobs(nowMs, limit);
   }
   Result<std::optional<std::string>> getMeta(const std::string& key) override {
     return inner_.getMeta(key);
@@ -68,14 +68,14 @@ class ForwardingStore : public Store {
   Status putServerCertificate(const ServerCertificate& certificate) override {
     return inner_.putServerCertificate(certificate);
   }
-  Result<RateDecision> acquireRate(const std::string& key, int64_t now_ms, int64_t interval_ms,
+  Result<RateDecision> acquireRate(const std::string& key, int64_t nowMs, int64_t intervalMs,
                                    int64_t burst) override {
-    return inner_.acquireRate(key, now_ms, interval_ms, burst);
+    return inner_.acquireRate(key, nowMs, intervalMs, burst);
   }
-  Status pruneRates(int64_t now_ms) override { return inner_.pruneRates(now_ms); }
-  Status addUsage(const std::string& tunnel_id, int64_t hour_start_ms, int64_t bytes_in,
-                  int64_t bytes_out, int64_t connections) override {
-    return inner_.addUsage(tunnel_id, hour_start_ms, bytes_in, bytes_out, connections);
+  Status pruneRates(int64_t nowMs) override { return inner_.pruneRates(nowMs); }
+  Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
+                  int64_t bytesOut, int64_t connections) override {
+    return inner_.addUsage(tunnelId, hourStartMs, bytesIn, bytesOut, connections);
   }
 
  protected:

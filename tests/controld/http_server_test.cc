@@ -259,7 +259,7 @@ struct Fixture {
                        {"path", request.path},
                        {"query", request.query},
                        {"body", request.body},
-                       {"client_address", request.client_address},
+                       {"client_address", request.clientAddress},
                        {"client_address_header", request.header(kClientAddressHeader).has_value()}};
     return ApiResponse::json(200, echo.dump());
   }

@@ -69,10 +69,10 @@ TEST_CASE("ip ranges: IPv6 ranges match on bit boundaries") {
 }
 
 TEST_CASE("ip ranges: malformed ranges are refused, saying why") {
-  for (const char* bad : {"", "/24", "192.0.2.0/", "192.0.2.0/33", "192.0.2.0/-1", "192.0.2.0/+8",
-                          "192.0.2.0/2 4", "192.0.2.0/24/8", "2001:db8::/129", "192.0.2.1/24",
-                          "2001:db8::1/64", "[2001:db8::]/32", "::ffff:192.0.2.0/120",
-                          "cloudflare.com/24", "192.0.2.0/0x18"}) {
+  for (const char* bad :
+       {"", "/24", "192.0.2.0/", "192.0.2.0/33", "192.0.2.0/-1", "192.0.2.0/+8", "192.0.2.0/2 4",
+        "192.0.2.0/24/8", "2001:db8::/129", "192.0.2.1/24", "2001:db8::1/64", "[2001:db8::]/32",
+        "::ffff:192.0.2.0/120", "cloudflare.com/24", "192.0.2.0/0x18"}) {
     CAPTURE(bad);
     auto range = parseCidr(bad);
     REQUIRE_FALSE(range.ok());

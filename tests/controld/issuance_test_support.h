@@ -141,8 +141,8 @@ class GateIssuer final : public Issuer {
     {
       std::lock_guard lock(mutex_);
       ++started_;
-      in_flight_.push_back(name);
-      max_in_flight_ = std::max(max_in_flight_, static_cast<int>(in_flight_.size()));
+      inFlight_.push_back(name);
+      maxInFlight_ = std::max(maxInFlight_, static_cast<int>(inFlight_.size()));
     }
     changed_.notify_all();
     bool released = false;
@@ -156,7 +156,7 @@ class GateIssuer final : public Issuer {
     }
     {
       std::lock_guard lock(mutex_);
-      in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), name));
+      inFlight_.erase(std::find(inFlight_.begin(), inFlight_.end(), name));
       if (!released) ++cancelled_;
     }
     changed_.notify_all();
@@ -177,11 +177,11 @@ class GateIssuer final : public Issuer {
   // For waitFor predicates (called with the lock held).
   [[nodiscard]] int startedLocked() const { return started_; }
   [[nodiscard]] int cancelledLocked() const { return cancelled_; }
-  [[nodiscard]] const std::vector<std::string>& inFlightLocked() const { return in_flight_; }
+  [[nodiscard]] const std::vector<std::string>& inFlightLocked() const { return inFlight_; }
 
   [[nodiscard]] int maxInFlight() const {
     std::lock_guard lock(mutex_);
-    return max_in_flight_;
+    return maxInFlight_;
   }
   [[nodiscard]] int cancelled() const {
     std::lock_guard lock(mutex_);
@@ -194,41 +194,43 @@ class GateIssuer final : public Issuer {
   std::condition_variable changed_;
   int started_ = 0;
   int cancelled_ = 0;
-  int max_in_flight_ = 0;
+  int maxInFlight_ = 0;
   bool released_ = false;
-  std::vector<std::string> in_flight_;
+  std::vector<std::string> inFlight_;
 };
 
-inline std::string hostOf(const std::string& tunnel_id) {
-  return tunnel_id + "." + kDomain;
+inline std::string hostOf(const std::string& tunnelId) {
+  return tunnelId + "." + kDomain;
 }
 
 // One store in every role the runner takes, as controld wires it.
-inline JobRunnerStores runnerStores(Store& store) { return {store, store, store, store}; }
+inline JobRunnerStores runnerStores(Store& store) {
+  return {store, store, store, store};
+}
 
 // A tunnel bound to a CSR for its own names, as TunnelService::bindCertificate leaves it, with
 // its first-issuance job queued at `now`.
 inline StoredTunnel bindTunnel(Store& store, const std::string& id, int64_t now,
-                               bool wildcard = false, bool queue_job = true) {
+                               bool wildcard = false, bool queueJob = true) {
   TunnelRecord record = testing::sampleTunnel(id);
   REQUIRE(record.hostname == hostOf(id));
   record.certificate.id = "c" + testing::randomHex(31);
   record.certificate.state = CertificateState::kIssuing;
-  record.certificate.csr_pem = testing::buildCsrPem(testing::hostCsr(record.hostname, wildcard));
-  auto csr = checkTunnelCsr(record.certificate.csr_pem, id, kDomain);
+  record.certificate.csrPem = testing::buildCsrPem(testing::hostCsr(record.hostname, wildcard));
+  auto csr = checkTunnelCsr(record.certificate.csrPem, id, kDomain);
   REQUIRE(csr.ok());
-  record.certificate.csr_sha256 = csr->der_sha256_hex;
+  record.certificate.csrSha256 = csr->derSha256Hex;
   record.certificate.identifiers = csr->names;
-  record.certificate.requested_at_ms = now;
+  record.certificate.requestedAtMs = now;
   auto revision = store.insertTunnel(record);
   REQUIRE(revision.ok());
-  if (queue_job) {
+  if (queueJob) {
     Job job;
     job.id = record.certificate.id;
     job.kind = JobKind::kIssue;
-    job.tunnel_id = id;
-    job.queued_at_ms = now;
-    job.next_run_at_ms = now;
+    job.tunnelId = id;
+    job.queuedAtMs = now;
+    job.nextRunAtMs = now;
     auto added = store.addJob(job);
     REQUIRE(added.ok());
     REQUIRE(*added);
@@ -259,8 +261,8 @@ inline void editTunnel(Store& store, const std::string& id,
 }
 
 inline std::unique_ptr<LocalCa> loadCa(Store& store, Clock clock = {},
-                                       int64_t validity_ms = LocalCa::kDefaultLeafValidityMs) {
-  auto ca = LocalCa::load(store, validity_ms, std::move(clock));
+                                       int64_t validityMs = LocalCa::kDefaultLeafValidityMs) {
+  auto ca = LocalCa::load(store, validityMs, std::move(clock));
   REQUIRE_MESSAGE(ca.ok(), (ca.ok() ? "" : ca.error().message));
   return std::move(ca).value();
 }
@@ -271,16 +273,16 @@ inline JobRunnerConfig runnerConfig(const std::string& owner, ManualClock* clock
   JobRunnerConfig config;
   config.owner = owner;
   config.domain = kDomain;
-  if (clock != nullptr) config.now_ms = clock->clock();
+  if (clock != nullptr) config.nowMs = clock->clock();
   config.jitter = [] { return 0.5; };
   return config;
 }
 
 // Counts the runner's attempts in `acme_metrics` through the on_attempt hook, as ControldServer
 // does.
-inline void countAttemptsIn(JobRunnerConfig& config, AcmeMetrics& acme_metrics) {
-  config.on_attempt = [&acme_metrics](JobKind kind, JobOutcome outcome, double seconds) {
-    acme_metrics.attempt(kind, outcome, seconds);
+inline void countAttemptsIn(JobRunnerConfig& config, AcmeMetrics& acmeMetrics) {
+  config.onAttempt = [&acmeMetrics](JobKind kind, JobOutcome outcome, double seconds) {
+    acmeMetrics.attempt(kind, outcome, seconds);
   };
 }
 
@@ -330,7 +332,7 @@ inline void writeFile(const std::string& path, const std::string& text) {
 }
 
 struct CommandResult {
-  int exit_code = -1;
+  int exitCode = -1;
   std::string output;
 };
 
@@ -343,25 +345,25 @@ inline CommandResult runCommand(const std::string& command) {
     result.output += chunk.data();
   }
   const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
 
 // The real `openssl verify` of a chain's leaf against the local CA's file, for a TLS server named
 // `hostname`, at `at_ms` (0: now).
-inline void checkVerifies(const LocalCa& ca, const std::string& chain_pem,
-                          const std::string& hostname, int64_t at_ms = 0) {
+inline void checkVerifies(const LocalCa& ca, const std::string& chainPem,
+                          const std::string& hostname, int64_t atMs = 0) {
   const TempDir dir;
-  const std::string ca_file = dir.file("ca.pem");
-  const std::string leaf_file = dir.file("leaf.pem");
-  REQUIRE(ca.writeCaFile(ca_file).ok());
-  writeFile(leaf_file, chain_pem);
-  std::string command = "/usr/bin/openssl verify -CAfile " + ca_file +
+  const std::string caFile = dir.file("ca.pem");
+  const std::string leafFile = dir.file("leaf.pem");
+  REQUIRE(ca.writeCaFile(caFile).ok());
+  writeFile(leafFile, chainPem);
+  std::string command = "/usr/bin/openssl verify -CAfile " + caFile +
                         " -purpose sslserver -verify_hostname '" + hostname + "'";
-  if (at_ms != 0) command += " -attime " + std::to_string(at_ms / 1000);
-  const CommandResult result = runCommand(command + " " + leaf_file);
+  if (atMs != 0) command += " -attime " + std::to_string(atMs / 1000);
+  const CommandResult result = runCommand(command + " " + leafFile);
   INFO("openssl verify: " << result.output);
-  CHECK(result.exit_code == 0);
+  CHECK(result.exitCode == 0);
   CHECK(result.output.find(": OK") != std::string::npos);
 }
 

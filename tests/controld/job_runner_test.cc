@@ -32,16 +32,16 @@ using issuance_testing::kDay;
 using issuance_testing::kDomain;
 using issuance_testing::kHour;
 using issuance_testing::kMinute;
+using issuance_testing::kStartMs;
 using issuance_testing::loadCa;
 using issuance_testing::loadJob;
 using issuance_testing::loadTunnel;
-using ot::ManualClock;
-using issuance_testing::kStartMs;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
 using issuance_testing::runnerStores;
 using issuance_testing::ScriptedIssuer;
 using issuance_testing::waitUntil;
+using ot::ManualClock;
 using testing::testDatabases;
 
 std::vector<JobOutcome> outcomes(const std::vector<JobRun>& runs) {
@@ -74,20 +74,20 @@ TEST_CASE("job policy: failure classes, backoff, renewal times and job names") {
   CHECK(retryDelayMs(policy, 1, std::numeric_limits<double>::quiet_NaN()) == 15'000);
   CHECK(retryDelayMs(policy, 1, 7.0) == 30'000);
   RetryPolicy tiny;
-  tiny.base_delay_ms = 1;
+  tiny.baseDelayMs = 1;
   CHECK(retryDelayMs(tiny, 1, 0.0) == 1);
 
   // Permanent: never again. Other: three attempts in all.
   CHECK_FALSE(decideRetry(policy, FailureClass::kPermanent, 1, 0, 0, 0.5).retry);
   RetryDecision other = decideRetry(policy, FailureClass::kOther, 1, 0, 1000, 0.5);
   CHECK(other.retry);
-  CHECK(other.next_run_at_ms == 1000 + 22'500);
+  CHECK(other.nextRunAtMs == 1000 + 22'500);
   CHECK(decideRetry(policy, FailureClass::kOther, 2, 0, 0, 0.5).retry);
   CHECK_FALSE(decideRetry(policy, FailureClass::kOther, 3, 0, 0, 0.5).retry);
   // Transient: while the next run starts within a day of queued_at.
   const RetryDecision transient = decideRetry(policy, FailureClass::kTransient, 1, 0, 0, 0.5);
   CHECK(transient.retry);
-  CHECK(transient.next_run_at_ms == 22'500);
+  CHECK(transient.nextRunAtMs == 22'500);
   CHECK(decideRetry(policy, FailureClass::kTransient, 1, 0, kDay - 22'500, 0.5).retry);
   CHECK_FALSE(decideRetry(policy, FailureClass::kTransient, 1, 0, kDay - 22'499, 0.5).retry);
   CHECK(decideRetry(policy, FailureClass::kTransient, 40, 0, kDay - kHour, 1.0).retry);
@@ -103,14 +103,14 @@ TEST_CASE("job policy: failure classes, backoff, renewal times and job names") {
 
   CertificateInfo certificate;
   certificate.id = "abc123";
-  certificate.not_after_ms = 1'700'000'000'000;
+  certificate.notAfterMs = 1'700'000'000'000;
   const std::string renewal = renewalJobId(certificate, 1'690'000'000'000);
   CHECK(renewal == "abc123:renew:1700000000000:1690000000000");
   CHECK(isRenewalOf(renewal, certificate));
   CHECK_FALSE(isRenewalOf("abc123:renew:1700000000000:", certificate));
   CHECK_FALSE(isRenewalOf("abc123", certificate));
   CertificateInfo renewed = certificate;
-  renewed.not_after_ms += 1;
+  renewed.notAfterMs += 1;
   CHECK_FALSE(isRenewalOf(renewal, renewed));
   CertificateInfo rebound = certificate;
   rebound.id = "abc124";
@@ -131,52 +131,52 @@ TEST_CASE("job policy: failure classes, backoff, renewal times and job names") {
 TEST_CASE("job runner: 30 jobs on two runners are each issued exactly once") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    auto store_a = db->openMigrated();
-    auto store_b = db->open();
-    auto ca_a = loadCa(*store_a);
-    auto ca_b = loadCa(*store_b);
-    REQUIRE(ca_a->caCertificatePem() == ca_b->caCertificatePem());
-    ScriptedIssuer issuer_a(ca_a.get());
-    ScriptedIssuer issuer_b(ca_b.get());
-    Publisher publisher_a;
-    Publisher publisher_b;
+    auto storeA = db->openMigrated();
+    auto storeB = db->open();
+    auto caA = loadCa(*storeA);
+    auto caB = loadCa(*storeB);
+    REQUIRE(caA->caCertificatePem() == caB->caCertificatePem());
+    ScriptedIssuer issuerA(caA.get());
+    ScriptedIssuer issuerB(caB.get());
+    Publisher publisherA;
+    Publisher publisherB;
 
     const int64_t now = unixNowMs();
     std::vector<std::string> ids;
     for (int i = 0; i < 30; ++i) {
       ids.push_back("many" + std::to_string(i));
-      bindTunnel(*store_a, ids.back(), now, i % 2 == 0);
+      bindTunnel(*storeA, ids.back(), now, i % 2 == 0);
     }
-    JobRunner a(runnerConfig("machine-a", nullptr), runnerStores(*store_a), issuer_a, publisher_a);
-    JobRunner b(runnerConfig("machine-b", nullptr), runnerStores(*store_b), issuer_b, publisher_b);
+    JobRunner a(runnerConfig("machine-a", nullptr), runnerStores(*storeA), issuerA, publisherA);
+    JobRunner b(runnerConfig("machine-b", nullptr), runnerStores(*storeB), issuerB, publisherB);
     a.start();
     b.start();
-    const bool all_done = waitUntil([&] {
-      auto done = store_a->countJobs(JobStatus::kDone, 0);
+    const bool allDone = waitUntil([&] {
+      auto done = storeA->countJobs(JobStatus::kDone, 0);
       return done.ok() && *done == 30;
     });
     a.stop();
     b.stop();
-    REQUIRE(all_done);
+    REQUIRE(allDone);
 
-    CHECK(issuer_a.total() + issuer_b.total() == 30);
+    CHECK(issuerA.total() + issuerB.total() == 30);
     for (const std::string& id : ids) {
       CAPTURE(id);
-      CHECK(issuer_a.calls(hostOf(id)) + issuer_b.calls(hostOf(id)) == 1);
-      const StoredTunnel stored = loadTunnel(*store_a, id);
+      CHECK(issuerA.calls(hostOf(id)) + issuerB.calls(hostOf(id)) == 1);
+      const StoredTunnel stored = loadTunnel(*storeA, id);
       CHECK(stored.record.certificate.state == CertificateState::kReady);
       CHECK(stored.record.certificate.error.empty());
-      CHECK(stored.record.renew_at_ms.has_value());
-      const Job job = loadJob(*store_a, stored.record.certificate.id);
+      CHECK(stored.record.renewAtMs.has_value());
+      const Job job = loadJob(*storeA, stored.record.certificate.id);
       CHECK(job.status == JobStatus::kDone);
       CHECK(job.attempts == 1);
-      CHECK(job.lease_owner.empty());
-      CHECK(publisher_a.recordsOf(id).size() + publisher_b.recordsOf(id).size() == 1);
+      CHECK(job.leaseOwner.empty());
+      CHECK(publisherA.recordsOf(id).size() + publisherB.recordsOf(id).size() == 1);
     }
-    CHECK(*store_a->countJobs(JobStatus::kPending, 0) == 0);
+    CHECK(*storeA->countJobs(JobStatus::kPending, 0) == 0);
     for (size_t i = 0; i < 3; ++i) {
-      const StoredTunnel stored = loadTunnel(*store_a, ids[i]);
-      checkVerifies(*ca_a, stored.record.certificate.chain_pem, hostOf(ids[i]));
+      const StoredTunnel stored = loadTunnel(*storeA, ids[i]);
+      checkVerifies(*caA, stored.record.certificate.chainPem, hostOf(ids[i]));
     }
   }
 }
@@ -185,21 +185,21 @@ TEST_CASE("job runner: an expired lease is taken over by the other runner") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     ManualClock clock(kStartMs);
-    auto store_a = db->openMigrated();
-    auto store_b = db->open();
-    auto ca = loadCa(*store_b, clock.clock());
+    auto storeA = db->openMigrated();
+    auto storeB = db->open();
+    auto ca = loadCa(*storeB, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    const StoredTunnel bound = bindTunnel(*store_a, "crashy", clock.nowMs());
-    const std::string job_id = bound.record.certificate.id;
+    const StoredTunnel bound = bindTunnel(*storeA, "crashy", clock.nowMs());
+    const std::string jobId = bound.record.certificate.id;
 
     // Machine A claims the job and "crashes": it never extends nor finishes it.
-    auto claimed = store_a->claimJob("machine-a", clock.nowMs(), 2 * kMinute, true);
+    auto claimed = storeA->claimJob("machine-a", clock.nowMs(), 2 * kMinute, true);
     REQUIRE(claimed.ok());
     REQUIRE(claimed->has_value());
     CHECK((*claimed)->attempts == 1);
 
-    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*store_b), issuer, publisher);
+    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*storeB), issuer, publisher);
     CHECK(b.runDue().empty());  // the lease still holds
     // B runs nothing itself, yet the DNS sweep on B must keep A's challenge name.
     CHECK(b.runningNames().empty());
@@ -211,23 +211,23 @@ TEST_CASE("job runner: an expired lease is taken over by the other runner") {
     clock.advance(1);  // the lease has run out
     CHECK(outcomes(b.runDue()) == Outcomes{JobOutcome::kDone});
     CHECK(issuer.calls(hostOf("crashy")) == 1);
-    const Job job = loadJob(*store_a, job_id);
+    const Job job = loadJob(*storeA, jobId);
     CHECK(job.status == JobStatus::kDone);
     CHECK(job.attempts == 2);
-    CHECK(job.lease_owner.empty());
+    CHECK(job.leaseOwner.empty());
     CHECK(b.clusterRunningNames().value().empty());
 
     // A waking up late records nothing.
     Job late = **claimed;
     late.status = JobStatus::kFailed;
-    auto finished = store_a->finishJob(late, "machine-a");
+    auto finished = storeA->finishJob(late, "machine-a");
     REQUIRE(finished.ok());
     CHECK_FALSE(*finished);
-    CHECK(loadJob(*store_a, job_id).status == JobStatus::kDone);
+    CHECK(loadJob(*storeA, jobId).status == JobStatus::kDone);
 
-    const StoredTunnel stored = loadTunnel(*store_a, "crashy");
+    const StoredTunnel stored = loadTunnel(*storeA, "crashy");
     CHECK(stored.record.certificate.state == CertificateState::kReady);
-    checkVerifies(*ca, stored.record.certificate.chain_pem, hostOf("crashy"), clock.nowMs());
+    checkVerifies(*ca, stored.record.certificate.chainPem, hostOf("crashy"), clock.nowMs());
   }
 }
 
@@ -244,15 +244,15 @@ TEST_CASE("job runner: transient failures are retried with backoff, then succeed
     JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     const int64_t start = clock.nowMs();
     const StoredTunnel bound = bindTunnel(*store, "flaky", start, true);
-    const std::string job_id = bound.record.certificate.id;
+    const std::string jobId = bound.record.certificate.id;
 
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
-    Job job = loadJob(*store, job_id);
+    Job job = loadJob(*store, jobId);
     CHECK(job.status == JobStatus::kPending);
     CHECK(job.attempts == 1);
-    CHECK(job.next_run_at_ms == start + 22'500);  // 30 s, jittered to three quarters
-    CHECK(job.last_error == "CA unreachable");
-    CHECK(job.lease_owner.empty());
+    CHECK(job.nextRunAtMs == start + 22'500);  // 30 s, jittered to three quarters
+    CHECK(job.lastError == "CA unreachable");
+    CHECK(job.leaseOwner.empty());
     CHECK(loadTunnel(*store, "flaky").record.certificate.state == CertificateState::kIssuing);
     CHECK(publisher.records().empty());
 
@@ -260,14 +260,14 @@ TEST_CASE("job runner: transient failures are retried with backoff, then succeed
     CHECK(runner.runDue().empty());
     clock.set(start + 22'500);
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
-    job = loadJob(*store, job_id);
+    job = loadJob(*store, jobId);
     CHECK(job.attempts == 2);
-    CHECK(job.next_run_at_ms == start + 22'500 + 45'000);  // doubled
-    CHECK(job.last_error == "CA too slow");
+    CHECK(job.nextRunAtMs == start + 22'500 + 45'000);  // doubled
+    CHECK(job.lastError == "CA too slow");
 
-    clock.set(job.next_run_at_ms);
+    clock.set(job.nextRunAtMs);
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
-    job = loadJob(*store, job_id);
+    job = loadJob(*store, jobId);
     CHECK(job.status == JobStatus::kDone);
     CHECK(job.attempts == 3);
     CHECK(issuer.calls(hostOf("flaky")) == 3);
@@ -275,15 +275,15 @@ TEST_CASE("job runner: transient failures are retried with backoff, then succeed
     const StoredTunnel stored = loadTunnel(*store, "flaky");
     const CertificateInfo& certificate = stored.record.certificate;
     CHECK(certificate.state == CertificateState::kReady);
-    CHECK(certificate.id == job_id);
-    auto validity = leafValidity(certificate.chain_pem);
+    CHECK(certificate.id == jobId);
+    auto validity = leafValidity(certificate.chainPem);
     REQUIRE(validity.ok());
-    CHECK(certificate.not_after_ms == validity->not_after_ms);
-    CHECK(stored.record.renew_at_ms == certificate.not_after_ms - 30 * kDay);
+    CHECK(certificate.notAfterMs == validity->notAfterMs);
+    CHECK(stored.record.renewAtMs == certificate.notAfterMs - 30 * kDay);
     REQUIRE(publisher.recordsOf("flaky").size() == 1);
     CHECK(publisher.recordsOf("flaky")[0].record == stored.record);
-    checkVerifies(*ca, certificate.chain_pem, hostOf("flaky"), clock.nowMs());
-    checkVerifies(*ca, certificate.chain_pem, "www." + hostOf("flaky"), clock.nowMs());
+    checkVerifies(*ca, certificate.chainPem, hostOf("flaky"), clock.nowMs());
+    checkVerifies(*ca, certificate.chainPem, "www." + hostOf("flaky"), clock.nowMs());
   }
 }
 
@@ -297,23 +297,23 @@ TEST_CASE("job runner: transient failures give up a day after the job was queued
     Publisher publisher;
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
     config.jitter = [] { return 1.0; };
-    config.retry.base_delay_ms = kHour;  // every wait is the cap: an hour
+    config.retry.baseDelayMs = kHour;  // every wait is the cap: an hour
     JobRunner runner(config, runnerStores(*store), issuer, publisher);
     const int64_t start = clock.nowMs();
-    const std::string job_id = bindTunnel(*store, "down", start).record.certificate.id;
+    const std::string jobId = bindTunnel(*store, "down", start).record.certificate.id;
 
     for (int hour = 0; hour < 24; ++hour) {
       CAPTURE(hour);
       clock.set(start + hour * kHour);
       CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
     }
-    CHECK(loadJob(*store, job_id).next_run_at_ms == start + 24 * kHour);
+    CHECK(loadJob(*store, jobId).nextRunAtMs == start + 24 * kHour);
     clock.set(start + 24 * kHour);
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
-    const Job job = loadJob(*store, job_id);
+    const Job job = loadJob(*store, jobId);
     CHECK(job.status == JobStatus::kFailed);
     CHECK(job.attempts == 25);
-    CHECK(job.last_error == "CA unreachable");
+    CHECK(job.lastError == "CA unreachable");
     const StoredTunnel stored = loadTunnel(*store, "down");
     CHECK(stored.record.certificate.state == CertificateState::kFailed);
     CHECK(stored.record.certificate.error == "CA unreachable");
@@ -332,14 +332,14 @@ TEST_CASE("job runner: other failures get three attempts") {
     issuer.failAlways(Error{ErrorKind::kInternal, "unreadable answer"});
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
-    const std::string job_id = bindTunnel(*store, "odd", clock.nowMs()).record.certificate.id;
+    const std::string jobId = bindTunnel(*store, "odd", clock.nowMs()).record.certificate.id;
 
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
-    clock.set(loadJob(*store, job_id).next_run_at_ms);
+    clock.set(loadJob(*store, jobId).nextRunAtMs);
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRetry});
-    clock.set(loadJob(*store, job_id).next_run_at_ms);
+    clock.set(loadJob(*store, jobId).nextRunAtMs);
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
-    CHECK(loadJob(*store, job_id).attempts == 3);
+    CHECK(loadJob(*store, jobId).attempts == 3);
     CHECK(issuer.total() == 3);
     CHECK(loadTunnel(*store, "odd").record.certificate.state == CertificateState::kFailed);
   }
@@ -355,19 +355,19 @@ TEST_CASE("job runner: a permanent failure fails at once and marks the certifica
     issuer.script({Error{ErrorKind::kInvalid, "rejectedIdentifier: no"}});
     Publisher publisher;
     JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
-    const std::string job_id = bindTunnel(*store, "nope", clock.nowMs()).record.certificate.id;
+    const std::string jobId = bindTunnel(*store, "nope", clock.nowMs()).record.certificate.id;
 
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
-    const Job job = loadJob(*store, job_id);
+    const Job job = loadJob(*store, jobId);
     CHECK(job.status == JobStatus::kFailed);
     CHECK(job.attempts == 1);
-    CHECK(job.last_error == "rejectedIdentifier: no");
-    CHECK(job.lease_owner.empty());
+    CHECK(job.lastError == "rejectedIdentifier: no");
+    CHECK(job.leaseOwner.empty());
     const StoredTunnel stored = loadTunnel(*store, "nope");
     CHECK(stored.record.certificate.state == CertificateState::kFailed);
     CHECK(stored.record.certificate.error == "rejectedIdentifier: no");
-    CHECK(stored.record.certificate.chain_pem.empty());
-    CHECK_FALSE(stored.record.renew_at_ms.has_value());
+    CHECK(stored.record.certificate.chainPem.empty());
+    CHECK_FALSE(stored.record.renewAtMs.has_value());
     REQUIRE(publisher.recordsOf("nope").size() == 1);
     CHECK(publisher.recordsOf("nope")[0].record == stored.record);
     // Nothing left to run, however much time passes.
@@ -388,54 +388,53 @@ TEST_CASE("job runner: a deleted or rebound tunnel's job ends abandoned") {
     JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
 
     // Deleted before the attempt: the issuer is never asked.
-    std::string job_id = bindTunnel(*store, "gone", clock.nowMs()).record.certificate.id;
-    editTunnel(*store, "gone", [&](TunnelRecord& record) { record.deleted_at_ms = clock.nowMs(); });
+    std::string jobId = bindTunnel(*store, "gone", clock.nowMs()).record.certificate.id;
+    editTunnel(*store, "gone", [&](TunnelRecord& record) { record.deletedAtMs = clock.nowMs(); });
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
-    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
-    CHECK(loadJob(*store, job_id).last_error == "no longer wanted");
+    CHECK(loadJob(*store, jobId).status == JobStatus::kAbandoned);
+    CHECK(loadJob(*store, jobId).lastError == "no longer wanted");
     CHECK(issuer.total() == 0);
 
     // A new bind replaced the certificate: the old job is not issued.
-    job_id = bindTunnel(*store, "rebound", clock.nowMs()).record.certificate.id;
+    jobId = bindTunnel(*store, "rebound", clock.nowMs()).record.certificate.id;
     editTunnel(*store, "rebound",
                [](TunnelRecord& record) { record.certificate.id = "cnewcertificate"; });
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
-    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
+    CHECK(loadJob(*store, jobId).status == JobStatus::kAbandoned);
     CHECK(issuer.total() == 0);
     CHECK(loadTunnel(*store, "rebound").record.certificate.state == CertificateState::kIssuing);
 
     // The tunnel row does not exist.
     Job orphan;
     orphan.id = "corphan";
-    orphan.tunnel_id = "neverexisted";
-    orphan.queued_at_ms = clock.nowMs();
-    orphan.next_run_at_ms = clock.nowMs();
+    orphan.tunnelId = "neverexisted";
+    orphan.queuedAtMs = clock.nowMs();
+    orphan.nextRunAtMs = clock.nowMs();
     REQUIRE(*store->addJob(orphan));
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
     CHECK(issuer.total() == 0);
     CHECK(publisher.records().empty());
 
     // Deleted while a failing attempt ran: abandoned, not retried.
-    job_id = bindTunnel(*store, "vanish", clock.nowMs()).record.certificate.id;
+    jobId = bindTunnel(*store, "vanish", clock.nowMs()).record.certificate.id;
     issuer.script({Error{ErrorKind::kUnavailable, "CA unreachable"}});
     issuer.during([&] {
-      editTunnel(*store, "vanish", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
+      editTunnel(*store, "vanish", [](TunnelRecord& record) { record.deletedAtMs = 1; });
     });
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
-    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
+    CHECK(loadJob(*store, jobId).status == JobStatus::kAbandoned);
     CHECK(issuer.total() == 1);
 
     // Deleted while a successful attempt ran: nothing is written.
-    job_id = bindTunnel(*store, "late", clock.nowMs()).record.certificate.id;
-    issuer.during([&] {
-      editTunnel(*store, "late", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
-    });
+    jobId = bindTunnel(*store, "late", clock.nowMs()).record.certificate.id;
+    issuer.during(
+        [&] { editTunnel(*store, "late", [](TunnelRecord& record) { record.deletedAtMs = 1; }); });
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kAbandoned});
-    CHECK(loadJob(*store, job_id).status == JobStatus::kAbandoned);
+    CHECK(loadJob(*store, jobId).status == JobStatus::kAbandoned);
     CHECK(issuer.total() == 2);
     const StoredTunnel late = loadTunnel(*store, "late");
     CHECK(late.record.certificate.state == CertificateState::kIssuing);
-    CHECK(late.record.certificate.chain_pem.empty());
+    CHECK(late.record.certificate.chainPem.empty());
     CHECK(publisher.records().empty());
   }
 }
@@ -449,7 +448,7 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
   const std::vector<Tamper> tampers = {
       {"a CSR for another tunnel's name, identifiers to match",
        [&](TunnelRecord& record) {
-         record.certificate.csr_pem = testing::buildCsrPem(testing::hostCsr(victim, true));
+         record.certificate.csrPem = testing::buildCsrPem(testing::hostCsr(victim, true));
          record.certificate.identifiers = {victim, "*." + victim};
        }},
       {"identifiers edited to another tunnel's name",
@@ -462,12 +461,12 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
        [](TunnelRecord& record) {
          testing::CsrSpec spec = testing::hostCsr(record.hostname);
          spec.dns.push_back(std::string("*.") + kDomain);
-         record.certificate.csr_pem = testing::buildCsrPem(spec);
+         record.certificate.csrPem = testing::buildCsrPem(spec);
          record.certificate.identifiers = {record.hostname, std::string("*.") + kDomain};
        }},
       {"the hostname edited to another tunnel's",
        [&](TunnelRecord& record) { record.hostname = victim; }},
-      {"a CSR that is not one", [](TunnelRecord& record) { record.certificate.csr_pem = "junk"; }},
+      {"a CSR that is not one", [](TunnelRecord& record) { record.certificate.csrPem = "junk"; }},
   };
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
@@ -478,28 +477,28 @@ TEST_CASE("job runner: hostile records are refused without an issuer call") {
     Publisher publisher;
     // Each refusal is counted as ControldServer wires the metrics: through the on_attempt hook.
     metrics::Metrics metrics;
-    AcmeMetrics acme_metrics(metrics);
+    AcmeMetrics acmeMetrics(metrics);
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
-    countAttemptsIn(config, acme_metrics);
+    countAttemptsIn(config, acmeMetrics);
     JobRunner runner(config, runnerStores(*store), issuer, publisher);
     bindTunnel(*store, "victim", clock.nowMs(), true, false);
 
     for (size_t i = 0; i < tampers.size(); ++i) {
       CAPTURE(tampers[i].what);
       const std::string id = "attacker" + std::to_string(i);
-      const std::string job_id = bindTunnel(*store, id, clock.nowMs()).record.certificate.id;
+      const std::string jobId = bindTunnel(*store, id, clock.nowMs()).record.certificate.id;
       editTunnel(*store, id, tampers[i].change);
 
       CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kRefused});
       CHECK(issuer.total() == 0);
-      const Job job = loadJob(*store, job_id);
+      const Job job = loadJob(*store, jobId);
       CHECK(job.status == JobStatus::kFailed);
       CHECK(job.attempts == 1);
-      CHECK(job.last_error.rfind("refused: ", 0) == 0);
+      CHECK(job.lastError.rfind("refused: ", 0) == 0);
       const StoredTunnel stored = loadTunnel(*store, id);
       CHECK(stored.record.certificate.state == CertificateState::kFailed);
-      CHECK(stored.record.certificate.error == job.last_error);
-      CHECK(stored.record.certificate.chain_pem.empty());
+      CHECK(stored.record.certificate.error == job.lastError);
+      CHECK(stored.record.certificate.chainPem.empty());
       REQUIRE(publisher.recordsOf(id).size() == 1);
       CHECK(publisher.recordsOf(id)[0].record.certificate.state == CertificateState::kFailed);
       CHECK(acmeAttempts(metrics, "issue", "refused") == static_cast<double>(i + 1));
@@ -527,7 +526,7 @@ TEST_CASE("job runner: an outcome that reached the record but not the job is not
     }
     editTunnel(*store, "wasready", [](TunnelRecord& record) {
       record.certificate.state = CertificateState::kReady;
-      record.certificate.chain_pem = "chain";
+      record.certificate.chainPem = "chain";
     });
     editTunnel(*store, "wasfailed", [](TunnelRecord& record) {
       record.certificate.state = CertificateState::kFailed;
@@ -537,11 +536,11 @@ TEST_CASE("job runner: an outcome that reached the record but not the job is not
     auto runs = runner.runDue();
     REQUIRE(runs.size() == 2);
     CHECK(issuer.total() == 0);
-    const Job ready_job = loadJob(*store, ready);
-    CHECK(ready_job.status == JobStatus::kDone);
-    const Job failed_job = loadJob(*store, failed);
-    CHECK(failed_job.status == JobStatus::kFailed);
-    CHECK(failed_job.last_error == "rejectedIdentifier");
+    const Job readyJob = loadJob(*store, ready);
+    CHECK(readyJob.status == JobStatus::kDone);
+    const Job failedJob = loadJob(*store, failed);
+    CHECK(failedJob.status == JobStatus::kFailed);
+    CHECK(failedJob.lastError == "rejectedIdentifier");
   }
 }
 
@@ -549,85 +548,84 @@ TEST_CASE("job runner: a renewal alarm fires once across two runners and renews"
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     ManualClock clock(kStartMs);
-    auto store_a = db->openMigrated();
-    auto store_b = db->open();
-    auto ca = loadCa(*store_a, clock.clock(), 9 * kDay);
+    auto storeA = db->openMigrated();
+    auto storeB = db->open();
+    auto ca = loadCa(*storeA, clock.clock(), 9 * kDay);
     ScriptedIssuer issuer(ca.get());
-    Publisher publisher_a;
-    Publisher publisher_b;
-    JobRunner a(runnerConfig("machine-a", &clock), runnerStores(*store_a), issuer, publisher_a);
-    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*store_b), issuer, publisher_b);
+    Publisher publisherA;
+    Publisher publisherB;
+    JobRunner a(runnerConfig("machine-a", &clock), runnerStores(*storeA), issuer, publisherA);
+    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*storeB), issuer, publisherB);
     const std::string host = hostOf("renewme");
-    bindTunnel(*store_a, "renewme", clock.nowMs(), true);
+    bindTunnel(*storeA, "renewme", clock.nowMs(), true);
     CHECK(outcomes(a.runDue()) == Outcomes{JobOutcome::kDone});
 
-    const StoredTunnel first = loadTunnel(*store_a, "renewme");
+    const StoredTunnel first = loadTunnel(*storeA, "renewme");
     const CertificateInfo& issued = first.record.certificate;
     REQUIRE(issued.state == CertificateState::kReady);
-    auto validity = leafValidity(issued.chain_pem);
+    auto validity = leafValidity(issued.chainPem);
     REQUIRE(validity.ok());
     // Short-lived: renewed a third of its validity before expiry, not 30 days.
-    const int64_t renew_at = renewAtMs(validity->not_before_ms, validity->not_after_ms);
-    CHECK(first.record.renew_at_ms == renew_at);
-    CHECK(renew_at ==
-          validity->not_after_ms - (validity->not_after_ms - validity->not_before_ms) / 3);
+    const int64_t renewAt = renewAtMs(validity->notBeforeMs, validity->notAfterMs);
+    CHECK(first.record.renewAtMs == renewAt);
+    CHECK(renewAt == validity->notAfterMs - (validity->notAfterMs - validity->notBeforeMs) / 3);
 
-    clock.set(renew_at - 1);
+    clock.set(renewAt - 1);
     CHECK(*a.runAlarms() == 0);
     CHECK(*b.runAlarms() == 0);
-    clock.set(renew_at);
+    clock.set(renewAt);
     std::atomic<int> added{0};
     auto fire = [&](JobRunner& runner) {
       auto fired = runner.runAlarms();
       CHECK(fired.ok());
       if (fired.ok()) added += *fired;
     };
-    std::thread fire_a([&] { fire(a); });
-    std::thread fire_b([&] { fire(b); });
-    fire_a.join();
-    fire_b.join();
+    std::thread fireA([&] { fire(a); });
+    std::thread fireB([&] { fire(b); });
+    fireA.join();
+    fireB.join();
     CHECK(added.load() == 1);
     CHECK(*a.runAlarms() == 0);
     CHECK(*b.runAlarms() == 0);
 
-    const std::string renewal_id = renewalJobId(issued, renew_at);
-    const Job queued = loadJob(*store_a, renewal_id);
+    const std::string renewalId = renewalJobId(issued, renewAt);
+    const Job queued = loadJob(*storeA, renewalId);
     CHECK(queued.kind == JobKind::kRenew);
-    CHECK(queued.tunnel_id == "renewme");
+    CHECK(queued.tunnelId == "renewme");
     CHECK(queued.status == JobStatus::kPending);
 
-    std::vector<JobRun> runs_a;
-    std::vector<JobRun> runs_b;
-    std::thread run_a([&] { runs_a = a.runDue(); });
-    std::thread run_b([&] { runs_b = b.runDue(); });
-    run_a.join();
-    run_b.join();
-    CHECK(runs_a.size() + runs_b.size() == 1);
+    std::vector<JobRun> runsA;
+    std::vector<JobRun> runsB;
+    std::thread runA([&] { runsA = a.runDue(); });
+    std::thread runB([&] { runsB = b.runDue(); });
+    runA.join();
+    runB.join();
+    CHECK(runsA.size() + runsB.size() == 1);
     CHECK(issuer.calls(host) == 2);
-    CHECK(loadJob(*store_a, renewal_id).status == JobStatus::kDone);
+    CHECK(loadJob(*storeA, renewalId).status == JobStatus::kDone);
 
-    const StoredTunnel renewed = loadTunnel(*store_a, "renewme");
-    const CertificateInfo& now_held = renewed.record.certificate;
-    CHECK(now_held.id == issued.id);
-    CHECK(now_held.state == CertificateState::kReady);
-    CHECK(now_held.chain_pem != issued.chain_pem);
-    CHECK(now_held.not_after_ms > issued.not_after_ms);
-    CHECK(now_held.csr_pem == issued.csr_pem);
-    CHECK(now_held.identifiers == issued.identifiers);
-    REQUIRE(renewed.record.renew_at_ms.has_value());
-    CHECK(*renewed.record.renew_at_ms > renew_at);
-    CHECK(publisher_a.recordsOf("renewme").size() + publisher_b.recordsOf("renewme").size() == 2);
-    checkVerifies(*ca, now_held.chain_pem, host, clock.nowMs());
-    checkVerifies(*ca, now_held.chain_pem, "api." + host, clock.nowMs());
+    const StoredTunnel renewed = loadTunnel(*storeA, "renewme");
+    const CertificateInfo& nowHeld = renewed.record.certificate;
+    CHECK(nowHeld.id == issued.id);
+    CHECK(nowHeld.state == CertificateState::kReady);
+    CHECK(nowHeld.chainPem != issued.chainPem);
+    CHECK(nowHeld.notAfterMs > issued.notAfterMs);
+    CHECK(nowHeld.csrPem == issued.csrPem);
+    CHECK(nowHeld.identifiers == issued.identifiers);
+    REQUIRE(renewed.record.renewAtMs.has_value());
+    CHECK(*renewed.record.renewAtMs > renewAt);
+    CHECK(publisherA.recordsOf("renewme").size() + publisherB.recordsOf("renewme").size() == 2);
+    checkVerifies(*ca, nowHeld.chainPem, host, clock.nowMs());
+    checkVerifies(*ca, nowHeld.chainPem, "api." + host, clock.nowMs());
 
     // A renewal job for the generation just replaced (an alarm seen late) renews nothing.
     Job stale;
-    stale.id = renewalJobId(issued, renew_at + 1);
+    stale.id = renewalJobId(issued, renewAt + 1);
     stale.kind = JobKind::kRenew;
-    stale.tunnel_id = "renewme";
-    stale.queued_at_ms = clock.nowMs();
-    stale.next_run_at_ms = clock.nowMs();
-    REQUIRE(*store_a->addJob(stale));
+    stale.tunnelId = "renewme";
+    stale.queuedAtMs = clock.nowMs();
+    stale.nextRunAtMs = clock.nowMs();
+    REQUIRE(*storeA->addJob(stale));
     CHECK(outcomes(a.runDue()) == Outcomes{JobOutcome::kAbandoned});
     CHECK(issuer.calls(host) == 2);
   }
@@ -645,20 +643,19 @@ TEST_CASE("job runner: a renewal that gives up keeps the certificate and tries a
     bindTunnel(*store, "stubborn", clock.nowMs());
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
     const StoredTunnel first = loadTunnel(*store, "stubborn");
-    REQUIRE(first.record.renew_at_ms.has_value());
+    REQUIRE(first.record.renewAtMs.has_value());
 
-    clock.set(*first.record.renew_at_ms);
+    clock.set(*first.record.renewAtMs);
     issuer.script({Error{ErrorKind::kInvalid, "badCSR"}});
     CHECK(*runner.runAlarms() == 1);
     CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kFailed});
     const StoredTunnel kept = loadTunnel(*store, "stubborn");
     CHECK(kept.record.certificate.state == CertificateState::kReady);
-    CHECK(kept.record.certificate.chain_pem == first.record.certificate.chain_pem);
+    CHECK(kept.record.certificate.chainPem == first.record.certificate.chainPem);
     CHECK(kept.record.certificate.error == "badCSR");
-    CHECK(kept.record.renew_at_ms == clock.nowMs() + kDay);
-    CHECK(
-        loadJob(*store, renewalJobId(first.record.certificate, *first.record.renew_at_ms)).status ==
-        JobStatus::kFailed);
+    CHECK(kept.record.renewAtMs == clock.nowMs() + kDay);
+    CHECK(loadJob(*store, renewalJobId(first.record.certificate, *first.record.renewAtMs)).status ==
+          JobStatus::kFailed);
 
     clock.advance(kDay);
     CHECK(*runner.runAlarms() == 1);
@@ -666,7 +663,7 @@ TEST_CASE("job runner: a renewal that gives up keeps the certificate and tries a
     const StoredTunnel renewed = loadTunnel(*store, "stubborn");
     CHECK(renewed.record.certificate.state == CertificateState::kReady);
     CHECK(renewed.record.certificate.error.empty());
-    CHECK(renewed.record.certificate.not_after_ms > first.record.certificate.not_after_ms);
+    CHECK(renewed.record.certificate.notAfterMs > first.record.certificate.notAfterMs);
     CHECK(issuer.total() == 3);
   }
 }
@@ -678,18 +675,18 @@ TEST_CASE("job runner: stop() cancels a slow issue and releases its lease") {
     auto ca = loadCa(*store);
     GateIssuer gate(*ca);
     Publisher publisher;
-    const std::string job_id = bindTunnel(*store, "slow", unixNowMs()).record.certificate.id;
+    const std::string jobId = bindTunnel(*store, "slow", unixNowMs()).record.certificate.id;
     {
       JobRunner runner(runnerConfig("machine-a", nullptr), runnerStores(*store), gate, publisher);
       runner.start();
       REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
-      CHECK(loadJob(*store, job_id).lease_owner == "machine-a");
+      CHECK(loadJob(*store, jobId).leaseOwner == "machine-a");
       runner.stop();
     }
     CHECK(gate.cancelled() == 1);
-    const Job job = loadJob(*store, job_id);
+    const Job job = loadJob(*store, jobId);
     CHECK(job.status == JobStatus::kPending);
-    CHECK(job.lease_owner.empty());
+    CHECK(job.leaseOwner.empty());
     CHECK(job.attempts == 1);
     CHECK(loadTunnel(*store, "slow").record.certificate.state == CertificateState::kIssuing);
     CHECK(publisher.records().empty());
@@ -698,7 +695,7 @@ TEST_CASE("job runner: stop() cancels a slow issue and releases its lease") {
     ScriptedIssuer plain(ca.get());
     JobRunner other(runnerConfig("machine-b", nullptr), runnerStores(*store), plain, publisher);
     CHECK(outcomes(other.runDue()) == Outcomes{JobOutcome::kDone});
-    CHECK(loadJob(*store, job_id).attempts == 2);
+    CHECK(loadJob(*store, jobId).attempts == 2);
   }
 }
 
@@ -709,21 +706,21 @@ TEST_CASE("job runner: a lost lease cancels the running issue and drops its resu
     auto ca = loadCa(*store);
     GateIssuer gate(*ca);
     Publisher publisher;
-    const std::string job_id = bindTunnel(*store, "stolen", unixNowMs()).record.certificate.id;
+    const std::string jobId = bindTunnel(*store, "stolen", unixNowMs()).record.certificate.id;
     JobRunnerConfig config = runnerConfig("machine-a", nullptr);
-    config.lease_extend_ms = 20;
+    config.leaseExtendMs = 20;
     JobRunner runner(config, runnerStores(*store), gate, publisher);
     runner.start();
     REQUIRE(gate.waitFor([](const GateIssuer& g) { return g.startedLocked() >= 1; }));
     {
       auto raw = db->raw();
-      *raw << "UPDATE jobs SET lease_owner = 'thief' WHERE id = :id", soci::use(job_id);
+      *raw << "UPDATE jobs SET lease_owner = 'thief' WHERE id = :id", soci::use(jobId);
     }
     CHECK(gate.waitFor([](const GateIssuer& g) { return g.cancelledLocked() == 1; }));
     runner.stop();
-    const Job job = loadJob(*store, job_id);
+    const Job job = loadJob(*store, jobId);
     CHECK(job.status == JobStatus::kPending);
-    CHECK(job.lease_owner == "thief");
+    CHECK(job.leaseOwner == "thief");
     CHECK(loadTunnel(*store, "stolen").record.certificate.state == CertificateState::kIssuing);
     CHECK(publisher.records().empty());
   }
@@ -754,17 +751,17 @@ TEST_CASE("job runner: first issuance never takes the last slot") {
     const StoredTunnel ready = bindTunnel(*store, "renewal", now, false, false);
     editTunnel(*store, "renewal", [&](TunnelRecord& record) {
       record.certificate.state = CertificateState::kReady;
-      record.certificate.chain_pem = "old chain";
-      record.certificate.not_after_ms = now + 10 * kDay;
+      record.certificate.chainPem = "old chain";
+      record.certificate.notAfterMs = now + 10 * kDay;
     });
     CertificateInfo held = ready.record.certificate;
-    held.not_after_ms = now + 10 * kDay;
+    held.notAfterMs = now + 10 * kDay;
     Job renewal;
     renewal.id = renewalJobId(held, now);
     renewal.kind = JobKind::kRenew;
-    renewal.tunnel_id = "renewal";
-    renewal.queued_at_ms = now;
-    renewal.next_run_at_ms = now;
+    renewal.tunnelId = "renewal";
+    renewal.queuedAtMs = now;
+    renewal.nextRunAtMs = now;
     REQUIRE(*store->addJob(renewal));
     runner.jobAdded();
     CHECK(gate.waitFor([&](const GateIssuer& g) {
@@ -774,14 +771,14 @@ TEST_CASE("job runner: first issuance never takes the last slot") {
     CHECK(gate.maxInFlight() == 2);
 
     gate.release();
-    const bool all_done = waitUntil([&] {
+    const bool allDone = waitUntil([&] {
       auto done = store->countJobs(JobStatus::kDone, 0);
       return done.ok() && *done == 4;
     });
     runner.stop();
-    CHECK(all_done);
+    CHECK(allDone);
     CHECK(gate.maxInFlight() == 2);
-    CHECK(loadTunnel(*store, "renewal").record.certificate.chain_pem != "old chain");
+    CHECK(loadTunnel(*store, "renewal").record.certificate.chainPem != "old chain");
   }
 }
 
@@ -789,29 +786,29 @@ TEST_CASE("job runner: the reconcile adds a missing issuance job once") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     ManualClock clock(kStartMs);
-    auto store_a = db->openMigrated();
-    auto store_b = db->open();
-    auto ca = loadCa(*store_a, clock.clock());
+    auto storeA = db->openMigrated();
+    auto storeB = db->open();
+    auto ca = loadCa(*storeA, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    JobRunner a(runnerConfig("machine-a", &clock), runnerStores(*store_a), issuer, publisher);
-    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*store_b), issuer, publisher);
+    JobRunner a(runnerConfig("machine-a", &clock), runnerStores(*storeA), issuer, publisher);
+    JobRunner b(runnerConfig("machine-b", &clock), runnerStores(*storeB), issuer, publisher);
     const std::string missing =
-        bindTunnel(*store_a, "unqueued", clock.nowMs(), false, false).record.certificate.id;
-    bindTunnel(*store_a, "queued", clock.nowMs());
-    bindTunnel(*store_a, "deleted", clock.nowMs(), false, false);
-    editTunnel(*store_a, "deleted", [](TunnelRecord& record) { record.deleted_at_ms = 1; });
-    REQUIRE(store_a->insertTunnel(testing::sampleTunnel("plain")).ok());
+        bindTunnel(*storeA, "unqueued", clock.nowMs(), false, false).record.certificate.id;
+    bindTunnel(*storeA, "queued", clock.nowMs());
+    bindTunnel(*storeA, "deleted", clock.nowMs(), false, false);
+    editTunnel(*storeA, "deleted", [](TunnelRecord& record) { record.deletedAtMs = 1; });
+    REQUIRE(storeA->insertTunnel(testing::sampleTunnel("plain")).ok());
 
     CHECK(*a.reconcile() == 1);
     CHECK(*b.reconcile() == 0);
     CHECK(*a.reconcile() == 0);
-    const Job job = loadJob(*store_a, missing);
+    const Job job = loadJob(*storeA, missing);
     CHECK(job.kind == JobKind::kIssue);
-    CHECK(job.tunnel_id == "unqueued");
+    CHECK(job.tunnelId == "unqueued");
     CHECK(job.status == JobStatus::kPending);
     CHECK(a.runDue().size() == 2);
-    CHECK(loadTunnel(*store_a, "unqueued").record.certificate.state == CertificateState::kReady);
+    CHECK(loadTunnel(*storeA, "unqueued").record.certificate.state == CertificateState::kReady);
   }
 }
 

@@ -73,7 +73,7 @@ std::string readFile(const std::string& path) {
 }
 
 struct CommandResult {
-  int exit_code = -1;
+  int exitCode = -1;
   std::string output;
 };
 
@@ -87,18 +87,18 @@ CommandResult run(const std::string& command) {
     result.output += chunk.data();
   }
   const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
 
 // `openssl verify` of the leaf against the CA file, at the time of the injected clock, for a
 // TLS server of `hostname`.
-CommandResult opensslVerify(const std::string& ca_file, const std::string& leaf_file,
-                            const std::string& hostname, int64_t at_ms = kNowMs) {
+CommandResult opensslVerify(const std::string& caFile, const std::string& leafFile,
+                            const std::string& hostname, int64_t atMs = kNowMs) {
   REQUIRE_MESSAGE(std::filesystem::exists(kOpenssl), "the openssl binary is missing");
-  return run(std::string(kOpenssl) + " verify -CAfile " + ca_file +
-             " -purpose sslserver -x509_strict -attime " + std::to_string(at_ms / 1000) +
-             " -verify_hostname '" + hostname + "' " + leaf_file);
+  return run(std::string(kOpenssl) + " verify -CAfile " + caFile +
+             " -purpose sslserver -x509_strict -attime " + std::to_string(atMs / 1000) +
+             " -verify_hostname '" + hostname + "' " + leafFile);
 }
 
 X509Ptr parseCertificate(const std::string& pem) {
@@ -161,9 +161,9 @@ struct SqliteStore {
 };
 
 std::unique_ptr<LocalCa> loadCa(
-    Store& store, int64_t validity_ms = LocalCa::kDefaultLeafValidityMs,
+    Store& store, int64_t validityMs = LocalCa::kDefaultLeafValidityMs,
     Clock clock = [] { return kNowMs; }) {
-  Result<std::unique_ptr<LocalCa>> ca = LocalCa::load(store, validity_ms, std::move(clock));
+  Result<std::unique_ptr<LocalCa>> ca = LocalCa::load(store, validityMs, std::move(clock));
   REQUIRE_MESSAGE(ca.ok(), ca.error().message);
   return std::move(ca).value();
 }
@@ -179,32 +179,32 @@ TEST_CASE("local ca: the real openssl verifies an issued leaf against the CA fil
   SqliteStore db;
   const auto ca = loadCa(*db.store);
   const TempDir dir;
-  const std::string ca_file = dir.file("ca.pem");
-  const Status written = ca->writeCaFile(ca_file);
+  const std::string caFile = dir.file("ca.pem");
+  const Status written = ca->writeCaFile(caFile);
   REQUIRE_MESSAGE(written.ok(), written.error().message);
-  CHECK(readFile(ca_file) == ca->caCertificatePem());
+  CHECK(readFile(caFile) == ca->caCertificatePem());
 
   for (const TestKey key : {TestKey::kP256, TestKey::kRsa2048}) {
     CAPTURE(static_cast<int>(key));
     CsrSpec spec = hostCsr(kHost, true);
     spec.key = key;
     const IssuedCertificate issued = issueFor(*ca, spec, {kHost, kWildcard});
-    const std::string leaf_file = dir.file("leaf.pem");
-    writeFile(leaf_file, issued.chain_pem);
+    const std::string leafFile = dir.file("leaf.pem");
+    writeFile(leafFile, issued.chainPem);
 
-    CommandResult verified = opensslVerify(ca_file, leaf_file, kHost);
-    CHECK_MESSAGE(verified.exit_code == 0, verified.output);
-    CHECK(verified.output == leaf_file + ": OK\n");
-    verified = opensslVerify(ca_file, leaf_file, "www." + kHost);
-    CHECK_MESSAGE(verified.exit_code == 0, verified.output);
+    CommandResult verified = opensslVerify(caFile, leafFile, kHost);
+    CHECK_MESSAGE(verified.exitCode == 0, verified.output);
+    CHECK(verified.output == leafFile + ": OK\n");
+    verified = opensslVerify(caFile, leafFile, "www." + kHost);
+    CHECK_MESSAGE(verified.exitCode == 0, verified.output);
     // The check can fail: another tunnel's name, a time before the leaf, another root.
-    CHECK(opensslVerify(ca_file, leaf_file, "other.tunnel.test").exit_code != 0);
-    CHECK(opensslVerify(ca_file, leaf_file, kHost, kNowMs - 120'000).exit_code != 0);
-    SqliteStore other_db;
-    const auto other_ca = loadCa(*other_db.store);
-    const std::string other_file = dir.file("other-ca.pem");
-    REQUIRE(other_ca->writeCaFile(other_file).ok());
-    CHECK(opensslVerify(other_file, leaf_file, kHost).exit_code != 0);
+    CHECK(opensslVerify(caFile, leafFile, "other.tunnel.test").exitCode != 0);
+    CHECK(opensslVerify(caFile, leafFile, kHost, kNowMs - 120'000).exitCode != 0);
+    SqliteStore otherDb;
+    const auto otherCa = loadCa(*otherDb.store);
+    const std::string otherFile = dir.file("other-ca.pem");
+    REQUIRE(otherCa->writeCaFile(otherFile).ok());
+    CHECK(opensslVerify(otherFile, leafFile, kHost).exitCode != 0);
   }
 }
 
@@ -218,8 +218,8 @@ TEST_CASE("local ca: a leaf has exactly the requested names, usages and validity
     CsrSpec spec = hostCsr(kHost, true);
     spec.key = key;
     const IssuedCertificate issued = issueFor(*ca, spec, {kHost, kWildcard});
-    CHECK(countBlocks(issued.chain_pem) == 1);
-    const X509Ptr leaf = parseCertificate(issued.chain_pem);
+    CHECK(countBlocks(issued.chainPem) == 1);
+    const X509Ptr leaf = parseCertificate(issued.chainPem);
 
     CHECK(X509_get_version(leaf.get()) == X509_VERSION_3);
     CHECK(subjectText(X509_get_subject_name(leaf.get())) == "CN=" + kHost);
@@ -230,12 +230,12 @@ TEST_CASE("local ca: a leaf has exactly the requested names, usages and validity
     CHECK(X509_verify(leaf.get(), X509_get0_pubkey(root.get())) == 1);
 
     // Validity: a minute before the injected now, for the default 90 days, in whole seconds.
-    const int64_t not_before_s = (kNowMs - 60'000) / 1000;
-    const int64_t not_after_s = (kNowMs + 90LL * 86'400'000) / 1000;
-    CHECK(ASN1_TIME_cmp_time_t(X509_get0_notBefore(leaf.get()), not_before_s) == 0);
-    CHECK(ASN1_TIME_cmp_time_t(X509_get0_notAfter(leaf.get()), not_after_s) == 0);
-    CHECK(issued.not_before_ms == not_before_s * 1000);
-    CHECK(issued.not_after_ms == not_after_s * 1000);
+    const int64_t notBeforeS = (kNowMs - 60'000) / 1000;
+    const int64_t notAfterS = (kNowMs + 90LL * 86'400'000) / 1000;
+    CHECK(ASN1_TIME_cmp_time_t(X509_get0_notBefore(leaf.get()), notBeforeS) == 0);
+    CHECK(ASN1_TIME_cmp_time_t(X509_get0_notAfter(leaf.get()), notAfterS) == 0);
+    CHECK(issued.notBeforeMs == notBeforeS * 1000);
+    CHECK(issued.notAfterMs == notAfterS * 1000);
 
     // Extensions: an end entity for TLS servers, tied to the root by key identifiers.
     CHECK(X509_check_ca(leaf.get()) == 0);
@@ -245,11 +245,11 @@ TEST_CASE("local ca: a leaf has exactly the requested names, usages and validity
                                                     : KU_DIGITAL_SIGNATURE;
     CHECK(X509_get_key_usage(leaf.get()) == usage);
     CHECK(X509_get_extended_key_usage(leaf.get()) == XKU_SSL_SERVER);
-    const ASN1_OCTET_STRING* root_id = X509_get0_subject_key_id(root.get());
-    const ASN1_OCTET_STRING* authority_id = X509_get0_authority_key_id(leaf.get());
-    REQUIRE(root_id != nullptr);
-    REQUIRE(authority_id != nullptr);
-    CHECK(ASN1_OCTET_STRING_cmp(root_id, authority_id) == 0);
+    const ASN1_OCTET_STRING* rootId = X509_get0_subject_key_id(root.get());
+    const ASN1_OCTET_STRING* authorityId = X509_get0_authority_key_id(leaf.get());
+    REQUIRE(rootId != nullptr);
+    REQUIRE(authorityId != nullptr);
+    CHECK(ASN1_OCTET_STRING_cmp(rootId, authorityId) == 0);
     REQUIRE(X509_get0_subject_key_id(leaf.get()) != nullptr);
     CHECK(X509_get_ext_count(leaf.get()) == 6);
     serialHex(leaf.get());  // positive, 16 bytes
@@ -257,7 +257,7 @@ TEST_CASE("local ca: a leaf has exactly the requested names, usages and validity
 
   SUBCASE("the hostname alone") {
     const IssuedCertificate issued = issueFor(*ca, hostCsr(kHost), {kHost});
-    const X509Ptr leaf = parseCertificate(issued.chain_pem);
+    const X509Ptr leaf = parseCertificate(issued.chainPem);
     CHECK(dnsNames(leaf.get()) == std::vector<std::string>{kHost});
   }
 }
@@ -301,7 +301,7 @@ TEST_CASE("local ca: serials differ, also across threads") {
       for (size_t i = t * 4; i < t * 4 + 4; ++i) {
         const Result<IssuedCertificate> issued =
             ca->issue(IssueRequest{csr, {kHost}}, kNotCancelled);
-        if (issued.ok()) chains[i] = issued->chain_pem;
+        if (issued.ok()) chains[i] = issued->chainPem;
       }
     });
   }
@@ -319,12 +319,12 @@ TEST_CASE("local ca: every controld on one database loads the same root") {
   for (const auto& database : testDatabases()) {
     CAPTURE(database->name());
     SUBCASE("one after the other") {
-      const auto first_store = database->openMigrated();
-      const auto second_store = database->open();
-      const auto first = loadCa(*first_store);
-      const auto second = loadCa(*second_store, 3'600'000, [] { return kNowMs + 86'400'000; });
+      const auto firstStore = database->openMigrated();
+      const auto secondStore = database->open();
+      const auto first = loadCa(*firstStore);
+      const auto second = loadCa(*secondStore, 3'600'000, [] { return kNowMs + 86'400'000; });
       CHECK(first->caCertificatePem() == second->caCertificatePem());
-      const Result<std::optional<std::string>> row = first_store->getMeta("local_ca");
+      const Result<std::optional<std::string>> row = firstStore->getMeta("local_ca");
       REQUIRE(row.ok());
       REQUIRE(row->has_value());
       CHECK((*row)->find("\"cert\":\"-----BEGIN CERTIFICATE-----") != std::string::npos);
@@ -332,9 +332,9 @@ TEST_CASE("local ca: every controld on one database loads the same root") {
       // What one signs, the other's file verifies.
       const TempDir dir;
       REQUIRE(second->writeCaFile(dir.file("ca.pem")).ok());
-      writeFile(dir.file("leaf.pem"), issueFor(*first, hostCsr(kHost), {kHost}).chain_pem);
+      writeFile(dir.file("leaf.pem"), issueFor(*first, hostCsr(kHost), {kHost}).chainPem);
       const CommandResult verified = opensslVerify(dir.file("ca.pem"), dir.file("leaf.pem"), kHost);
-      CHECK_MESSAGE(verified.exit_code == 0, verified.output);
+      CHECK_MESSAGE(verified.exitCode == 0, verified.output);
     }
     SUBCASE("at the same time: both create, one insert wins, both read it back") {
       const auto setup = database->openMigrated();
@@ -369,23 +369,23 @@ TEST_CASE("local ca: every controld on one database loads the same root") {
 
 TEST_CASE("local ca: a row that does not hold a usable root is a clear error") {
   // Pieces for well-formed but wrong rows: another root, and a leaf with its key.
-  SqliteStore source_db;
-  const auto source = loadCa(*source_db.store);
-  const Result<std::optional<std::string>> source_row = source_db.store->getMeta("local_ca");
-  REQUIRE(source_row.ok());
-  const auto source_json = nlohmann::json::parse(**source_row);
-  SqliteStore other_db;
-  loadCa(*other_db.store);
-  const auto other_json = nlohmann::json::parse(**other_db.store->getMeta("local_ca"));
-  const std::string leaf_pem = issueFor(*source, hostCsr(kHost), {kHost}).chain_pem;
-  const Result<std::string> leaf_key_pem = privateKeyPem(testing::testKey(TestKey::kP256));
-  REQUIRE(leaf_key_pem.ok());
+  SqliteStore sourceDb;
+  const auto source = loadCa(*sourceDb.store);
+  const Result<std::optional<std::string>> sourceRow = sourceDb.store->getMeta("local_ca");
+  REQUIRE(sourceRow.ok());
+  const auto sourceJson = nlohmann::json::parse(**sourceRow);
+  SqliteStore otherDb;
+  loadCa(*otherDb.store);
+  const auto otherJson = nlohmann::json::parse(**otherDb.store->getMeta("local_ca"));
+  const std::string leafPem = issueFor(*source, hostCsr(kHost), {kHost}).chainPem;
+  const Result<std::string> leafKeyPem = privateKeyPem(testing::testKey(TestKey::kP256));
+  REQUIRE(leafKeyPem.ok());
 
   const auto json = [](const std::string& cert, const std::string& key) {
     return nlohmann::json{{"cert", cert}, {"key", key}}.dump();
   };
-  const std::string cert = source_json["cert"];
-  const std::string key = source_json["key"];
+  const std::string cert = sourceJson["cert"];
+  const std::string key = sourceJson["key"];
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{not json", "not JSON"},
       {"[1,2]", "not JSON"},
@@ -393,8 +393,8 @@ TEST_CASE("local ca: a row that does not hold a usable root is a clear error") {
       {"{\"cert\": 1, \"key\": \"x\"}", "expected {\"cert\": PEM, \"key\": PEM}"},
       {json("garbage", key), "the certificate does not parse"},
       {json(cert, "garbage"), "the private key does not parse"},
-      {json(cert, other_json["key"]), "the private key does not match the certificate"},
-      {json(leaf_pem, *leaf_key_pem), "the certificate is not a CA"},
+      {json(cert, otherJson["key"]), "the private key does not match the certificate"},
+      {json(leafPem, *leafKeyPem), "the certificate is not a CA"},
   };
   for (const auto& bad : cases) {
     const std::string& row = bad.first;
@@ -417,17 +417,17 @@ TEST_CASE("local ca: leaf validity is configurable and never outlives the root")
   ManualClock clock(kNowMs);
   const auto ca = loadCa(*db.store, 3'600'000, clock.clock());
   IssuedCertificate issued = issueFor(*ca, hostCsr(kHost), {kHost});
-  CHECK(issued.not_before_ms == (kNowMs - 60'000) / 1000 * 1000);
-  CHECK(issued.not_after_ms == (kNowMs + 3'600'000) / 1000 * 1000);
+  CHECK(issued.notBeforeMs == (kNowMs - 60'000) / 1000 * 1000);
+  CHECK(issued.notAfterMs == (kNowMs + 3'600'000) / 1000 * 1000);
 
-  const int64_t root_not_after_ms = (kNowMs / 1000 + 3653LL * 86400) * 1000;
-  clock.set(root_not_after_ms - 1'800'000);  // half an hour before the root expires
+  const int64_t rootNotAfterMs = (kNowMs / 1000 + 3653LL * 86400) * 1000;
+  clock.set(rootNotAfterMs - 1'800'000);  // half an hour before the root expires
   issued = issueFor(*ca, hostCsr(kHost), {kHost});
-  CHECK(issued.not_after_ms == root_not_after_ms);
-  const X509Ptr leaf = parseCertificate(issued.chain_pem);
-  CHECK(ASN1_TIME_cmp_time_t(X509_get0_notAfter(leaf.get()), root_not_after_ms / 1000) == 0);
+  CHECK(issued.notAfterMs == rootNotAfterMs);
+  const X509Ptr leaf = parseCertificate(issued.chainPem);
+  CHECK(ASN1_TIME_cmp_time_t(X509_get0_notAfter(leaf.get()), rootNotAfterMs / 1000) == 0);
 
-  clock.set(root_not_after_ms);
+  clock.set(rootNotAfterMs);
   const Result<IssuedCertificate> expired =
       ca->issue(IssueRequest{buildCsrPem(hostCsr(kHost)), {kHost}}, kNotCancelled);
   REQUIRE_FALSE(expired.ok());
@@ -456,7 +456,7 @@ TEST_CASE("local ca: issue checks the CSR again and honours cancellation") {
   CHECK(issued.error().kind == ErrorKind::kInvalid);
 
   CsrSpec forged = hostCsr(kHost);
-  forged.corrupt_signature = true;
+  forged.corruptSignature = true;
   issued = ca->issue(IssueRequest{buildCsrPem(forged), {kHost}}, kNotCancelled);
   REQUIRE_FALSE(issued.ok());
   CHECK(issued.error().message == "CSR signature does not verify");

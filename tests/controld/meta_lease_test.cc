@@ -24,8 +24,8 @@ TEST_CASE("meta lease: text form round trips and rejects malformed values") {
   CHECK(decodeMetaLease(encodeMetaLease(held)) == held);
   const MetaLease released{"", 5};
   CHECK(decodeMetaLease(encodeMetaLease(released)) == released);
-  const MetaLease odd_owner{"ops@host", 7};  // the last '@' separates
-  CHECK(decodeMetaLease(encodeMetaLease(odd_owner)) == odd_owner);
+  const MetaLease oddOwner{"ops@host", 7};  // the last '@' separates
+  CHECK(decodeMetaLease(encodeMetaLease(oddOwner)) == oddOwner);
   for (const char* bad : {"", "machine-a", "machine-a@x", "machine-a@-1", "machine-a@12x",
                           "machine-a@", "machine-a@99999999999999999999"}) {
     CAPTURE(bad);
@@ -72,17 +72,17 @@ TEST_CASE("meta lease: of two machines taking it at once, exactly one wins") {
       const std::string key = kKey + std::to_string(round);
       // Round 0..9: the row is absent (insert race); 10..19: an expired lease (compare-and-set).
       if (round >= 10) REQUIRE(a->insertMetaIfAbsent(key, encodeMetaLease({"gone", 1})).value());
-      Result<bool> took_a = false;
-      Result<bool> took_b = false;
-      std::thread other([&] { took_b = takeMetaLease(*b, key, "machine-b", kNow, kNow + kTerm); });
-      took_a = takeMetaLease(*a, key, "machine-a", kNow, kNow + kTerm);
+      Result<bool> tookA = false;
+      Result<bool> tookB = false;
+      std::thread other([&] { tookB = takeMetaLease(*b, key, "machine-b", kNow, kNow + kTerm); });
+      tookA = takeMetaLease(*a, key, "machine-a", kNow, kNow + kTerm);
       other.join();
-      REQUIRE(took_a.ok());
-      REQUIRE(took_b.ok());
-      CHECK(*took_a != *took_b);
+      REQUIRE(tookA.ok());
+      REQUIRE(tookB.ok());
+      CHECK(*tookA != *tookB);
       const auto holder = decodeMetaLease(*a->getMeta(key).value());
       REQUIRE(holder.has_value());
-      CHECK(holder->owner == (*took_a ? "machine-a" : "machine-b"));
+      CHECK(holder->owner == (*tookA ? "machine-a" : "machine-b"));
     }
   }
 }

@@ -96,19 +96,19 @@ TEST_CASE("openapi: the document lists exactly the routes the router serves") {
 
   // Document -> router: each documented operation is served, by the route of that template.
   std::set<std::pair<std::string, std::string>> documented;
-  for (const auto& path_entry : paths.items()) {
-    const std::string path = path_entry.key();
-    const Json& item = path_entry.value();
-    for (const auto& method_entry : item.items()) {
-      const std::string method = method_entry.key();
-      const Json& operation = method_entry.value();
+  for (const auto& pathEntry : paths.items()) {
+    const std::string path = pathEntry.key();
+    const Json& item = pathEntry.value();
+    for (const auto& methodEntry : item.items()) {
+      const std::string method = methodEntry.key();
+      const Json& operation = methodEntry.value();
       CAPTURE(path);
       CAPTURE(method);
       documented.insert({upper(method), path});
       const auto match = f.router.match(upper(method), concrete(path));
       REQUIRE(match.kind == ApiRouter::MatchKind::kMatched);
       CHECK(match.route->path == path);
-      CHECK(operation.at("operationId") == match.route->doc.operation_id);
+      CHECK(operation.at("operationId") == match.route->doc.operationId);
     }
   }
   // Router -> document: each route is documented, once.
@@ -161,16 +161,16 @@ TEST_CASE("openapi: every reference resolves and every operation is complete") {
   }
   CHECK(doc.at("/components/securitySchemes/bearerAuth/scheme"_json_pointer) == "bearer");
 
-  std::set<std::string> operation_ids;
-  for (const auto& path_entry : doc.at("paths").items()) {
-    const std::string path = path_entry.key();
-    const Json& item = path_entry.value();
-    for (const auto& method_entry : item.items()) {
-      const std::string method = method_entry.key();
-      const Json& op = method_entry.value();
+  std::set<std::string> operationIds;
+  for (const auto& pathEntry : doc.at("paths").items()) {
+    const std::string path = pathEntry.key();
+    const Json& item = pathEntry.value();
+    for (const auto& methodEntry : item.items()) {
+      const std::string method = methodEntry.key();
+      const Json& op = methodEntry.value();
       CAPTURE(path);
       CAPTURE(method);
-      CHECK(operation_ids.insert(op.at("operationId").get<std::string>()).second);
+      CHECK(operationIds.insert(op.at("operationId").get<std::string>()).second);
       CHECK_FALSE(op.at("summary").get<std::string>().empty());
 
       std::vector<std::string> parameters;
@@ -183,9 +183,9 @@ TEST_CASE("openapi: every reference resolves and every operation is complete") {
 
       const Json& responses = op.at("responses");
       REQUIRE_FALSE(responses.empty());
-      for (const auto& status_entry : responses.items()) {
-        const std::string status = status_entry.key();
-        const Json& response = status_entry.value();
+      for (const auto& statusEntry : responses.items()) {
+        const std::string status = statusEntry.key();
+        const Json& response = statusEntry.value();
         CAPTURE(status);
         CHECK_FALSE(response.at("description").get<std::string>().empty());
         if (std::stoi(status) >= 400) {
@@ -201,9 +201,9 @@ TEST_CASE("openapi: every reference resolves and every operation is complete") {
         CHECK(op.at("security") == Json::parse(R"([{"bearerAuth":[]}])"));
         CHECK(responses.at("401").at("headers").contains("WWW-Authenticate"));
       }
-      const bool has_body = method == "post" || method == "put";
-      CHECK(op.contains("requestBody") == has_body);
-      if (has_body) {
+      const bool hasBody = method == "post" || method == "put";
+      CHECK(op.contains("requestBody") == hasBody);
+      if (hasBody) {
         CHECK(responses.contains("413"));
         CHECK(responses.contains("415"));
         CHECK(responses.contains("429"));
@@ -241,7 +241,7 @@ TEST_CASE("openapi: a route added to a table appears in its document, with its p
   ApiRouter router;
   router.addSchema("Thing", Json{{"type", "object"}});
   RouteDoc doc;
-  doc.operation_id = "getThing";
+  doc.operationId = "getThing";
   doc.summary = "A thing";
   doc.parameters = {{"a", "first"}, {"b", "second"}};
   doc.responses = {{200, "ok", "Thing", {"Retry-After", "X-Custom"}}};
@@ -269,7 +269,7 @@ TEST_CASE("openapi: a route added to a table appears in its document, with its p
 
 RouteDoc minimalDoc() {
   RouteDoc doc;
-  doc.operation_id = "op";
+  doc.operationId = "op";
   doc.summary = "op";
   doc.responses = {{200, "ok", "", {}}};
   return doc;
@@ -316,7 +316,7 @@ TEST_CASE("api router: refuses a table that the document could not describe trut
   CHECK_THROWS_AS(router.add({"PUT", "/e",
                               [] {
                                 RouteDoc doc = minimalDoc();
-                                doc.request_body = ApiBodyDoc{"Undefined", true, ""};
+                                doc.requestBody = ApiBodyDoc{"Undefined", true, ""};
                                 return doc;
                               }(),
                               ok}),
@@ -348,11 +348,11 @@ TEST_CASE("api router: the most specific template wins, then the method decides"
       return ApiResponse::json(200, text + ":" + std::string(params.get("id")));
     };
   };
-  RouteDoc with_id = minimalDoc();
-  with_id.parameters = {{"id", "id"}};
-  router.add({"GET", "/t/{id}", with_id, answer("param")});
+  RouteDoc withId = minimalDoc();
+  withId.parameters = {{"id", "id"}};
+  router.add({"GET", "/t/{id}", withId, answer("param")});
   router.add({"GET", "/t/stats", minimalDoc(), answer("literal")});
-  router.add({"DELETE", "/t/{id}", with_id, answer("delete")});
+  router.add({"DELETE", "/t/{id}", withId, answer("delete")});
 
   ApiRequest request;
   request.method = "GET";

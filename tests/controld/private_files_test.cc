@@ -40,7 +40,7 @@ void touch(const std::string& path, mode_t mode) {
 }
 
 TEST_CASE("private files: directories and the database are made with exact modes") {
-  const OpenUmask open_umask;
+  const OpenUmask openUmask;
   const std::string root = tempDirectory();
   REQUIRE(makeDirectories(root + "/a/b", kStateDirectoryMode).ok());
   CHECK(modeOf(root + "/a") == 0700);

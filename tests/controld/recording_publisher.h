@@ -16,9 +16,9 @@ class RecordingPublisher final : public RecordPublisher {
     const std::lock_guard lock(mutex_);
     records_.push_back(tunnel);
   }
-  void publishDeleted(const std::string& tunnel_id) override {
+  void publishDeleted(const std::string& tunnelId) override {
     const std::lock_guard lock(mutex_);
-    deleted_.push_back(tunnel_id);
+    deleted_.push_back(tunnelId);
   }
   void publishApiCertificate(const ApiCertificatePem& certificate) override {
     const std::lock_guard lock(mutex_);

@@ -26,10 +26,9 @@ using issuance_testing::checkVerifies;
 using issuance_testing::countAttemptsIn;
 using issuance_testing::kDay;
 using issuance_testing::kDomain;
+using issuance_testing::kStartMs;
 using issuance_testing::loadCa;
 using issuance_testing::loadJob;
-using ot::ManualClock;
-using issuance_testing::kStartMs;
 using issuance_testing::Notifier;
 using issuance_testing::Publisher;
 using issuance_testing::runnerConfig;
@@ -37,6 +36,7 @@ using issuance_testing::runnerStores;
 using issuance_testing::ScriptedIssuer;
 using issuance_testing::TempDir;
 using issuance_testing::writeFile;
+using ot::ManualClock;
 using testing::testDatabases;
 
 // The certificate role of a real store, counting the writes of the server_certificates row.
@@ -49,31 +49,33 @@ class CountingStore final : public CertificateStore {
     return inner_.getServerCertificate(domain);
   }
   Status putServerCertificate(const ServerCertificate& certificate) override {
-    if (certificate.chain_pem.empty()) {
-      ++key_writes_;
+    if (certificate.chainPem.empty()) {
+      ++keyWrites_;
     } else {
-      ++certificate_writes_;
+      ++certificateWrites_;
     }
     return inner_.putServerCertificate(certificate);
   }
 
-  [[nodiscard]] int keyWrites() const { return key_writes_.load(); }
-  [[nodiscard]] int certificateWrites() const { return certificate_writes_.load(); }
+  [[nodiscard]] int keyWrites() const { return keyWrites_.load(); }
+  [[nodiscard]] int certificateWrites() const { return certificateWrites_.load(); }
 
  private:
   CertificateStore& inner_;
-  std::atomic<int> key_writes_{0};
-  std::atomic<int> certificate_writes_{0};
+  std::atomic<int> keyWrites_{0};
+  std::atomic<int> certificateWrites_{0};
 };
 
 // One store in every role, as controld wires it.
-ServerCertificatesStores certificatesStores(Store& store) { return {store, store, store}; }
+ServerCertificatesStores certificatesStores(Store& store) {
+  return {store, store, store};
+}
 
 ServerCertificatesConfig issuedConfig(const std::string& owner, ManualClock& clock) {
   ServerCertificatesConfig config;
   config.domain = kDomain;
   config.owner = owner;
-  config.now_ms = clock.clock();
+  config.nowMs = clock.clock();
   return config;
 }
 
@@ -94,132 +96,132 @@ TEST_CASE("server certificates: made once across two machines, issued, renewed n
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     ManualClock clock(kStartMs);
-    auto sql_a = db->openMigrated();
-    auto sql_b = db->open();
-    CountingStore store_a(*sql_a);
-    CountingStore store_b(*sql_b);
-    auto ca = loadCa(*sql_a, clock.clock());
+    auto sqlA = db->openMigrated();
+    auto sqlB = db->open();
+    CountingStore storeA(*sqlA);
+    CountingStore storeB(*sqlB);
+    auto ca = loadCa(*sqlA, clock.clock());
     ScriptedIssuer issuer(ca.get());
-    Publisher publisher_a;
-    Publisher publisher_b;
-    Notifier notifier_a;
-    Notifier notifier_b;
-    ServerCertificates certs_a(issuedConfig("machine-a", clock), {store_a, *sql_a, *sql_a},
-                               publisher_a, &notifier_a);
-    ServerCertificates certs_b(issuedConfig("machine-b", clock), {store_b, *sql_b, *sql_b},
-                               publisher_b, &notifier_b);
-    CHECK_FALSE(certs_a.usesFiles());
+    Publisher publisherA;
+    Publisher publisherB;
+    Notifier notifierA;
+    Notifier notifierB;
+    ServerCertificates certsA(issuedConfig("machine-a", clock), {storeA, *sqlA, *sqlA}, publisherA,
+                              &notifierA);
+    ServerCertificates certsB(issuedConfig("machine-b", clock), {storeB, *sqlB, *sqlB}, publisherB,
+                              &notifierB);
+    CHECK_FALSE(certsA.usesFiles());
 
     // Both start at once.
-    std::thread check_a([&] { CHECK(certs_a.check().ok()); });
-    std::thread check_b([&] { CHECK(certs_b.check().ok()); });
-    check_a.join();
-    check_b.join();
+    std::thread checkA([&] { CHECK(certsA.check().ok()); });
+    std::thread checkB([&] { CHECK(certsB.check().ok()); });
+    checkA.join();
+    checkB.join();
     // The loser of the key claim waits for the winner's row; a second round sees it.
-    CHECK(certs_a.check().ok());
-    CHECK(certs_b.check().ok());
-    CHECK(store_a.keyWrites() + store_b.keyWrites() == 1);
-    const ServerCertificate made = storedRow(*sql_a);
-    CHECK_FALSE(made.key_pem.empty());
-    CHECK(made.chain_pem.empty());
-    const std::string first_job = serverJobId(kDomain, 1);
-    CHECK(metaValue(*sql_a, serverJobMetaKey(kDomain)) == first_job);
-    CHECK(loadJob(*sql_a, first_job).kind == JobKind::kServer);
-    CHECK(loadJob(*sql_a, first_job).status == JobStatus::kPending);
-    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 1);
-    CHECK(notifier_a.count() + notifier_b.count() == 1);
-    CHECK_FALSE(certs_a.current().has_value());
-    CHECK(certs_a.waiting());
+    CHECK(certsA.check().ok());
+    CHECK(certsB.check().ok());
+    CHECK(storeA.keyWrites() + storeB.keyWrites() == 1);
+    const ServerCertificate made = storedRow(*sqlA);
+    CHECK_FALSE(made.keyPem.empty());
+    CHECK(made.chainPem.empty());
+    const std::string firstJob = serverJobId(kDomain, 1);
+    CHECK(metaValue(*sqlA, serverJobMetaKey(kDomain)) == firstJob);
+    CHECK(loadJob(*sqlA, firstJob).kind == JobKind::kServer);
+    CHECK(loadJob(*sqlA, firstJob).status == JobStatus::kPending);
+    CHECK(*sqlA->countJobs(JobStatus::kPending, 0) == 1);
+    CHECK(notifierA.count() + notifierB.count() == 1);
+    CHECK_FALSE(certsA.current().has_value());
+    CHECK(certsA.waiting());
 
     // Machine B's runner issues it; B installs it at once, A at its next check.
-    JobRunner runner_a(runnerConfig("machine-a", &clock), {*sql_a, *sql_a, *sql_a, store_a}, issuer,
-                       publisher_a);
-    JobRunner runner_b(runnerConfig("machine-b", &clock), {*sql_b, *sql_b, *sql_b, store_b}, issuer,
-                       publisher_b);
-    runner_a.setServerCertificateHandler(
-        [&](const ServerCertificate& certificate) { certs_a.adopt(certificate); });
-    runner_b.setServerCertificateHandler(
-        [&](const ServerCertificate& certificate) { certs_b.adopt(certificate); });
-    auto runs = runner_b.runDue();
+    JobRunner runnerA(runnerConfig("machine-a", &clock), {*sqlA, *sqlA, *sqlA, storeA}, issuer,
+                      publisherA);
+    JobRunner runnerB(runnerConfig("machine-b", &clock), {*sqlB, *sqlB, *sqlB, storeB}, issuer,
+                      publisherB);
+    runnerA.setServerCertificateHandler(
+        [&](const ServerCertificate& certificate) { certsA.adopt(certificate); });
+    runnerB.setServerCertificateHandler(
+        [&](const ServerCertificate& certificate) { certsB.adopt(certificate); });
+    auto runs = runnerB.runDue();
     REQUIRE(runs.size() == 1);
     CHECK(runs[0].outcome == JobOutcome::kDone);
     CHECK(issuer.calls(kDomain) == 1);
     CHECK(issuer.total() == 1);
-    CHECK(loadJob(*sql_a, first_job).status == JobStatus::kDone);
-    const ServerCertificate issued = storedRow(*sql_a);
-    CHECK(issued.key_pem == made.key_pem);
-    CHECK(issued.csr_pem == made.csr_pem);
-    REQUIRE_FALSE(issued.chain_pem.empty());
-    REQUIRE(certs_b.current().has_value());
-    CHECK(certs_b.current()->chain_pem == issued.chain_pem);
-    CHECK(certs_b.current()->key_pem == issued.key_pem);
-    CHECK(certs_b.current()->not_after_ms == issued.not_after_ms);
-    CHECK_FALSE(certs_b.waiting());
-    REQUIRE(publisher_b.api().size() == 1);
-    CHECK(publisher_b.api()[0].chain_pem == issued.chain_pem);
-    CHECK_FALSE(certs_a.current().has_value());
-    CHECK(certs_a.check().ok());
-    REQUIRE(certs_a.current().has_value());
-    CHECK(certs_a.current()->chain_pem == issued.chain_pem);
-    CHECK(publisher_a.api().size() == 1);
-    CHECK(checkApiCertificate(issued.chain_pem, issued.key_pem).ok());
-    checkVerifies(*ca, issued.chain_pem, kDomain, clock.nowMs());
+    CHECK(loadJob(*sqlA, firstJob).status == JobStatus::kDone);
+    const ServerCertificate issued = storedRow(*sqlA);
+    CHECK(issued.keyPem == made.keyPem);
+    CHECK(issued.csrPem == made.csrPem);
+    REQUIRE_FALSE(issued.chainPem.empty());
+    REQUIRE(certsB.current().has_value());
+    CHECK(certsB.current()->chainPem == issued.chainPem);
+    CHECK(certsB.current()->keyPem == issued.keyPem);
+    CHECK(certsB.current()->notAfterMs == issued.notAfterMs);
+    CHECK_FALSE(certsB.waiting());
+    REQUIRE(publisherB.api().size() == 1);
+    CHECK(publisherB.api()[0].chainPem == issued.chainPem);
+    CHECK_FALSE(certsA.current().has_value());
+    CHECK(certsA.check().ok());
+    REQUIRE(certsA.current().has_value());
+    CHECK(certsA.current()->chainPem == issued.chainPem);
+    CHECK(publisherA.api().size() == 1);
+    CHECK(checkApiCertificate(issued.chainPem, issued.keyPem).ok());
+    checkVerifies(*ca, issued.chainPem, kDomain, clock.nowMs());
 
     // Not due: checks change nothing.
-    CHECK(certs_a.check().ok());
-    CHECK(certs_b.check().ok());
-    CHECK(metaValue(*sql_a, serverJobMetaKey(kDomain)) == first_job);
-    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 0);
-    CHECK(publisher_a.api().size() == 1);
-    CHECK(publisher_b.api().size() == 1);
+    CHECK(certsA.check().ok());
+    CHECK(certsB.check().ok());
+    CHECK(metaValue(*sqlA, serverJobMetaKey(kDomain)) == firstJob);
+    CHECK(*sqlA->countJobs(JobStatus::kPending, 0) == 0);
+    CHECK(publisherA.api().size() == 1);
+    CHECK(publisherB.api().size() == 1);
 
     // 30 days before expiry (90-day certificates), both machines ask; one job is added.
-    auto validity = leafValidity(issued.chain_pem);
+    auto validity = leafValidity(issued.chainPem);
     REQUIRE(validity.ok());
-    CHECK(validity->not_after_ms == issued.not_after_ms);
-    clock.set(issued.not_after_ms - 30 * kDay - 1);
-    CHECK(certs_a.check().ok());
-    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 0);
-    clock.set(issued.not_after_ms - 30 * kDay);
-    std::thread renew_a([&] { CHECK(certs_a.check().ok()); });
-    std::thread renew_b([&] { CHECK(certs_b.check().ok()); });
-    renew_a.join();
-    renew_b.join();
-    const std::string second_job = serverJobId(kDomain, 2);
-    CHECK(metaValue(*sql_a, serverJobMetaKey(kDomain)) == second_job);
-    CHECK(*sql_a->countJobs(JobStatus::kPending, 0) == 1);
-    CHECK_FALSE(sql_a->getJob(serverJobId(kDomain, 3))->has_value());
-    CHECK(certs_a.waiting());
+    CHECK(validity->notAfterMs == issued.notAfterMs);
+    clock.set(issued.notAfterMs - 30 * kDay - 1);
+    CHECK(certsA.check().ok());
+    CHECK(*sqlA->countJobs(JobStatus::kPending, 0) == 0);
+    clock.set(issued.notAfterMs - 30 * kDay);
+    std::thread renewA([&] { CHECK(certsA.check().ok()); });
+    std::thread renewB([&] { CHECK(certsB.check().ok()); });
+    renewA.join();
+    renewB.join();
+    const std::string secondJob = serverJobId(kDomain, 2);
+    CHECK(metaValue(*sqlA, serverJobMetaKey(kDomain)) == secondJob);
+    CHECK(*sqlA->countJobs(JobStatus::kPending, 0) == 1);
+    CHECK_FALSE(sqlA->getJob(serverJobId(kDomain, 3))->has_value());
+    CHECK(certsA.waiting());
 
-    runs = runner_a.runDue();
+    runs = runnerA.runDue();
     REQUIRE(runs.size() == 1);
     CHECK(runs[0].outcome == JobOutcome::kDone);
     CHECK(issuer.total() == 2);
-    const ServerCertificate renewed = storedRow(*sql_a);
-    CHECK(renewed.key_pem == made.key_pem);
-    CHECK(renewed.not_after_ms > issued.not_after_ms);
-    CHECK(renewed.chain_pem != issued.chain_pem);
-    REQUIRE(certs_a.current().has_value());
-    CHECK(certs_a.current()->chain_pem == renewed.chain_pem);
-    CHECK(publisher_a.api().size() == 2);
-    CHECK(certs_b.check().ok());
-    CHECK(certs_b.current()->chain_pem == renewed.chain_pem);
-    CHECK(publisher_b.api().size() == 2);
+    const ServerCertificate renewed = storedRow(*sqlA);
+    CHECK(renewed.keyPem == made.keyPem);
+    CHECK(renewed.notAfterMs > issued.notAfterMs);
+    CHECK(renewed.chainPem != issued.chainPem);
+    REQUIRE(certsA.current().has_value());
+    CHECK(certsA.current()->chainPem == renewed.chainPem);
+    CHECK(publisherA.api().size() == 2);
+    CHECK(certsB.check().ok());
+    CHECK(certsB.current()->chainPem == renewed.chainPem);
+    CHECK(publisherB.api().size() == 2);
     // Reading the older row again never goes back.
-    certs_b.adopt(issued);
-    CHECK(certs_b.current()->chain_pem == renewed.chain_pem);
-    CHECK(store_a.keyWrites() + store_b.keyWrites() == 1);
-    CHECK(store_a.certificateWrites() + store_b.certificateWrites() == 2);
-    checkVerifies(*ca, renewed.chain_pem, kDomain, clock.nowMs());
+    certsB.adopt(issued);
+    CHECK(certsB.current()->chainPem == renewed.chainPem);
+    CHECK(storeA.keyWrites() + storeB.keyWrites() == 1);
+    CHECK(storeA.certificateWrites() + storeB.certificateWrites() == 2);
+    checkVerifies(*ca, renewed.chainPem, kDomain, clock.nowMs());
 
     // A job that is no longer the named one ends abandoned without an issuance.
     Job old;
-    old.id = first_job + "0";
+    old.id = firstJob + "0";
     old.kind = JobKind::kServer;
-    old.queued_at_ms = clock.nowMs();
-    old.next_run_at_ms = clock.nowMs();
-    REQUIRE(*sql_a->addJob(old));
-    runs = runner_a.runDue();
+    old.queuedAtMs = clock.nowMs();
+    old.nextRunAtMs = clock.nowMs();
+    REQUIRE(*sqlA->addJob(old));
+    runs = runnerA.runDue();
     REQUIRE(runs.size() == 1);
     CHECK(runs[0].outcome == JobOutcome::kAbandoned);
     CHECK(issuer.total() == 2);
@@ -235,8 +237,8 @@ TEST_CASE("server certificates: a failed server job is followed by a new one") {
     ScriptedIssuer issuer(ca.get());
     issuer.script({Error{ErrorKind::kInvalid, "malformed"}});
     Publisher publisher;
-    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store), publisher,
-                             nullptr);
+    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store),
+                             publisher, nullptr);
     JobRunner runner(runnerConfig("machine-a", &clock), runnerStores(*store), issuer, publisher);
     CHECK(certs.check().ok());
     auto runs = runner.runDue();
@@ -252,7 +254,7 @@ TEST_CASE("server certificates: a failed server job is followed by a new one") {
     CHECK(runs[0].outcome == JobOutcome::kDone);
     // Without a handler the runner publishes the certificate itself.
     REQUIRE(publisher.api().size() == 1);
-    CHECK(publisher.api()[0].chain_pem == storedRow(*store).chain_pem);
+    CHECK(publisher.api()[0].chainPem == storedRow(*store).chainPem);
     CHECK(certs.check().ok());
     CHECK(certs.current().has_value());
   }
@@ -266,21 +268,21 @@ TEST_CASE("server certificates: a server job for other names never reaches the i
     auto ca = loadCa(*store, clock.clock());
     ScriptedIssuer issuer(ca.get());
     Publisher publisher;
-    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store), publisher,
-                             nullptr);
+    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store),
+                             publisher, nullptr);
     CHECK(certs.check().ok());
     // Someone rewrote the row with a CSR for another name.
     ServerCertificate row = storedRow(*store);
     auto evil = makeServerKeyAndCsr("evil.example");
     REQUIRE(evil.ok());
-    row.key_pem = evil->key_pem;
-    row.csr_pem = evil->csr_pem;
+    row.keyPem = evil->keyPem;
+    row.csrPem = evil->csrPem;
     REQUIRE(store->putServerCertificate(row).ok());
 
     metrics::Metrics metrics;
-    AcmeMetrics acme_metrics(metrics);
+    AcmeMetrics acmeMetrics(metrics);
     JobRunnerConfig config = runnerConfig("machine-a", &clock);
-    countAttemptsIn(config, acme_metrics);
+    countAttemptsIn(config, acmeMetrics);
     JobRunner runner(config, runnerStores(*store), issuer, publisher);
     auto runs = runner.runDue();
     REQUIRE(runs.size() == 1);
@@ -289,8 +291,8 @@ TEST_CASE("server certificates: a server job for other names never reaches the i
     CHECK(acmeAttempts(metrics, "server", "refused") == 1);
     const Job job = loadJob(*store, serverJobId(kDomain, 1));
     CHECK(job.status == JobStatus::kFailed);
-    CHECK(job.last_error.rfind("refused: ", 0) == 0);
-    CHECK(storedRow(*store).chain_pem.empty());
+    CHECK(job.lastError.rfind("refused: ", 0) == 0);
+    CHECK(storedRow(*store).chainPem.empty());
     CHECK(publisher.api().empty());
   }
 }
@@ -304,8 +306,8 @@ TEST_CASE("server certificates: a key claim left by a dead machine is taken over
     // Claimed by a machine that died before writing the key; its claim runs 5 minutes.
     REQUIRE(*store->insertMetaIfAbsent(serverKeyMetaKey(kDomain),
                                        encodeMetaLease({"machine-dead", clock.nowMs() + 300'000})));
-    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store), publisher,
-                             nullptr);
+    ServerCertificates certs(issuedConfig("machine-a", clock), certificatesStores(*store),
+                             publisher, nullptr);
     CHECK(certs.check().ok());
     CHECK_FALSE(store->getServerCertificate(kDomain)->has_value());
     CHECK(*store->countJobs(JobStatus::kPending, 0) == 0);
@@ -323,13 +325,13 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
   const auto& db = dbs.front();
   auto store = db->openMigrated();
   auto ca = loadCa(*store, clock.clock());
-  const std::atomic<bool> not_cancelled{false};
+  const std::atomic<bool> notCancelled{false};
   auto issue = [&](const std::string& name) {
     auto made = makeServerKeyAndCsr(name);
     REQUIRE(made.ok());
-    auto issued = ca->issue(IssueRequest{made->csr_pem, {name}}, not_cancelled);
+    auto issued = ca->issue(IssueRequest{made->csrPem, {name}}, notCancelled);
     REQUIRE(issued.ok());
-    return std::make_pair(issued->chain_pem, made->key_pem);
+    return std::make_pair(issued->chainPem, made->keyPem);
   };
   const auto [chain1, key1] = issue(kDomain);
   const auto [chain2, key2] = issue(kDomain);
@@ -349,12 +351,12 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
   // Broken blocks after a good leaf are refused, not ignored.
   const std::string begin = "-----BEGIN CERTIFICATE-----\n";
   const std::string end = "-----END CERTIFICATE-----\n";
-  auto short_block = checkApiCertificate(chain1 + begin + "AAAA\n" + end, key1);
-  REQUIRE_FALSE(short_block.ok());
-  CHECK(short_block.error().message == "the chain holds an unreadable certificate");
-  auto bad_base64 = checkApiCertificate(chain1 + begin + "!!!!\n" + end, key1);
-  REQUIRE_FALSE(bad_base64.ok());
-  CHECK(bad_base64.error().message == "the chain holds a broken PEM block");
+  auto shortBlock = checkApiCertificate(chain1 + begin + "AAAA\n" + end, key1);
+  REQUIRE_FALSE(shortBlock.ok());
+  CHECK(shortBlock.error().message == "the chain holds an unreadable certificate");
+  auto badBase64 = checkApiCertificate(chain1 + begin + "!!!!\n" + end, key1);
+  REQUIRE_FALSE(badBase64.ok());
+  CHECK(badBase64.error().message == "the chain holds a broken PEM block");
   CHECK_FALSE(checkApiCertificate(chain1 + begin + "MIIB\n", key1).ok());
   CHECK(checkApiCertificate("text before\n" + chain1 + "\n\n", key1).ok());
   CHECK(leafCoversHost(chain1, kDomain));
@@ -362,14 +364,14 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
   CHECK_FALSE(leafCoversHost("junk", kDomain));
 
   TempDir dir;
-  const std::string cert_file = dir.file("cert.pem");
-  const std::string key_file = dir.file("key.pem");
+  const std::string certFile = dir.file("cert.pem");
+  const std::string keyFile = dir.file("key.pem");
   ServerCertificatesConfig config;
   config.domain = kDomain;
   config.owner = "machine-a";
-  config.cert_file = cert_file;
-  config.key_file = key_file;
-  config.now_ms = clock.clock();
+  config.certFile = certFile;
+  config.keyFile = keyFile;
+  config.nowMs = clock.clock();
   Publisher publisher;
   Notifier notifier;
   ServerCertificates certs(config, certificatesStores(*store), publisher, &notifier);
@@ -379,35 +381,35 @@ TEST_CASE("server certificates: files are checked, loaded, and reloaded when the
   CHECK_FALSE(certs.check().ok());
   CHECK_FALSE(certs.current().has_value());
 
-  writeFile(cert_file, chain1);
-  writeFile(key_file, key1);
+  writeFile(certFile, chain1);
+  writeFile(keyFile, key1);
   CHECK(certs.check().ok());
   REQUIRE(certs.current().has_value());
-  CHECK(certs.current()->chain_pem == chain1);
-  CHECK(certs.current()->key_pem == key1);
+  CHECK(certs.current()->chainPem == chain1);
+  CHECK(certs.current()->keyPem == key1);
   auto validity = leafValidity(chain1);
   REQUIRE(validity.ok());
-  CHECK(certs.current()->not_after_ms == validity->not_after_ms);
+  CHECK(certs.current()->notAfterMs == validity->notAfterMs);
   CHECK(publisher.api().size() == 1);
   CHECK(certs.check().ok());  // unchanged: nothing published again
   CHECK(publisher.api().size() == 1);
 
   // Half-replaced (new certificate, old key): refused, the old pair stays.
-  writeFile(cert_file, chain2);
+  writeFile(certFile, chain2);
   CHECK_FALSE(certs.check().ok());
-  CHECK(certs.current()->chain_pem == chain1);
+  CHECK(certs.current()->chainPem == chain1);
   CHECK(publisher.api().size() == 1);
   auto again = certs.check();  // the same bad pair: still an error, logged only once
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().message == "the private key does not belong to the certificate");
   CHECK(publisher.api().size() == 1);
 
-  writeFile(key_file, key2);
+  writeFile(keyFile, key2);
   CHECK(certs.check().ok());
-  CHECK(certs.current()->chain_pem == chain2);
-  CHECK(certs.current()->key_pem == key2);
+  CHECK(certs.current()->chainPem == chain2);
+  CHECK(certs.current()->keyPem == key2);
   REQUIRE(publisher.api().size() == 2);
-  CHECK(publisher.api()[1].chain_pem == chain2);
+  CHECK(publisher.api()[1].chainPem == chain2);
 
   // Files never touch the database's issuance.
   CHECK_FALSE(store->getServerCertificate(kDomain)->has_value());
@@ -422,7 +424,7 @@ TEST_CASE("server certificates: start() checks on its own thread and stop() ends
   Publisher publisher;
   Notifier notifier;
   ServerCertificatesConfig config = issuedConfig("machine-a", clock);
-  config.pending_check_interval_ms = 10;
+  config.pendingCheckIntervalMs = 10;
   ServerCertificates certs(config, certificatesStores(*store), publisher, &notifier);
   certs.start();
   CHECK(issuance_testing::waitUntil([&] { return notifier.count() == 1; }));

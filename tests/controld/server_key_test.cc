@@ -26,33 +26,33 @@ EvpPkeyPtr csrKey(const std::string& pem) {
 TEST_CASE("csr: the API domain's key and CSR pass the server check") {
   const Result<ServerKeyAndCsr> made = makeServerKeyAndCsr("Tunnel.Test");
   REQUIRE_MESSAGE(made.ok(), made.error().message);
-  CHECK(made->key_pem.starts_with("-----BEGIN PRIVATE KEY-----\n"));
-  CHECK(made->csr_pem.starts_with("-----BEGIN CERTIFICATE REQUEST-----\n"));
-  const Result<CsrInfo> info = checkServerCsr(made->csr_pem, "tunnel.test");
+  CHECK(made->keyPem.starts_with("-----BEGIN PRIVATE KEY-----\n"));
+  CHECK(made->csrPem.starts_with("-----BEGIN CERTIFICATE REQUEST-----\n"));
+  const Result<CsrInfo> info = checkServerCsr(made->csrPem, "tunnel.test");
   REQUIRE_MESSAGE(info.ok(), info.error().message);
   CHECK(info->names == std::vector<std::string>{"tunnel.test"});
-  CHECK(info->key_type == CsrKeyType::kEcdsaP256);
+  CHECK(info->keyType == CsrKeyType::kEcdsaP256);
 
-  const EvpPkeyPtr key = parseKey(made->key_pem);
+  const EvpPkeyPtr key = parseKey(made->keyPem);
   REQUIRE(key != nullptr);
-  CHECK(EVP_PKEY_eq(key.get(), csrKey(made->csr_pem).get()) == 1);
+  CHECK(EVP_PKEY_eq(key.get(), csrKey(made->csrPem).get()) == 1);
 
   // A fresh key each time.
   const Result<ServerKeyAndCsr> again = makeServerKeyAndCsr("tunnel.test");
   REQUIRE(again.ok());
-  CHECK(again->key_pem != made->key_pem);
+  CHECK(again->keyPem != made->keyPem);
 }
 
 TEST_CASE("csr: a renewal CSR reuses the stored key") {
   const Result<ServerKeyAndCsr> made = makeServerKeyAndCsr("tunnel.test");
   REQUIRE(made.ok());
-  const Result<std::string> csr = makeCsr({"tunnel.test"}, made->key_pem);
+  const Result<std::string> csr = makeCsr({"tunnel.test"}, made->keyPem);
   REQUIRE_MESSAGE(csr.ok(), csr.error().message);
-  CHECK(*csr != made->csr_pem);  // ECDSA signatures are randomized
+  CHECK(*csr != made->csrPem);  // ECDSA signatures are randomized
   CHECK(checkServerCsr(*csr, "tunnel.test").ok());
-  CHECK(EVP_PKEY_eq(csrKey(*csr).get(), csrKey(made->csr_pem).get()) == 1);
+  CHECK(EVP_PKEY_eq(csrKey(*csr).get(), csrKey(made->csrPem).get()) == 1);
 
-  const Result<std::string> two = makeCsr({"a.tunnel.test", "*.a.tunnel.test"}, made->key_pem);
+  const Result<std::string> two = makeCsr({"a.tunnel.test", "*.a.tunnel.test"}, made->keyPem);
   REQUIRE(two.ok());
   const Result<CsrInfo> info = checkTunnelCsr(*two, "a", "tunnel.test");
   REQUIRE_MESSAGE(info.ok(), info.error().message);
@@ -60,18 +60,18 @@ TEST_CASE("csr: a renewal CSR reuses the stored key") {
 }
 
 TEST_CASE("csr: bad inputs for the API domain's key and CSR") {
-  const Result<ServerKeyAndCsr> bad_domain = makeServerKeyAndCsr("not a domain");
-  REQUIRE_FALSE(bad_domain.ok());
-  CHECK(bad_domain.error().kind == ErrorKind::kInvalid);
-  CHECK(bad_domain.error().message == "domain not a domain is not a valid hostname");
+  const Result<ServerKeyAndCsr> badDomain = makeServerKeyAndCsr("not a domain");
+  REQUIRE_FALSE(badDomain.ok());
+  CHECK(badDomain.error().kind == ErrorKind::kInvalid);
+  CHECK(badDomain.error().message == "domain not a domain is not a valid hostname");
 
-  const Result<std::string> bad_key = makeCsr({"tunnel.test"}, "not a key");
-  REQUIRE_FALSE(bad_key.ok());
-  CHECK(bad_key.error().kind == ErrorKind::kInvalid);
-  CHECK(bad_key.error().message.starts_with("the private key does not parse"));
-  const Result<std::string> no_names = makeCsr({}, "not a key");
-  REQUIRE_FALSE(no_names.ok());
-  CHECK(no_names.error().message == "a CSR needs at least one name");
+  const Result<std::string> badKey = makeCsr({"tunnel.test"}, "not a key");
+  REQUIRE_FALSE(badKey.ok());
+  CHECK(badKey.error().kind == ErrorKind::kInvalid);
+  CHECK(badKey.error().message.starts_with("the private key does not parse"));
+  const Result<std::string> noNames = makeCsr({}, "not a key");
+  REQUIRE_FALSE(noNames.ok());
+  CHECK(noNames.error().message == "a CSR needs at least one name");
 }
 
 }  // namespace

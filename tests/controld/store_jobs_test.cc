@@ -15,13 +15,13 @@ using testing::testDatabases;
 
 constexpr int64_t kNow = 1'750'000'000'000;
 
-Job pendingJob(const std::string& id, JobKind kind, int64_t next_run_at_ms) {
+Job pendingJob(const std::string& id, JobKind kind, int64_t nextRunAtMs) {
   Job job;
   job.id = id;
   job.kind = kind;
-  job.tunnel_id = kind == JobKind::kServer ? "" : "t" + id;
-  job.queued_at_ms = kNow - 1000;
-  job.next_run_at_ms = next_run_at_ms;
+  job.tunnelId = kind == JobKind::kServer ? "" : "t" + id;
+  job.queuedAtMs = kNow - 1000;
+  job.nextRunAtMs = nextRunAtMs;
   return job;
 }
 
@@ -34,16 +34,16 @@ TEST_CASE("store: each due alarm fires once across two stores racing in two thre
     std::set<std::string> due;
     for (int i = 0; i < 12; ++i) {
       TunnelRecord record = sampleTunnel("due" + std::to_string(i));
-      record.renew_at_ms = kNow - 1000 + i;
+      record.renewAtMs = kNow - 1000 + i;
       REQUIRE(first->insertTunnel(record).ok());
       due.insert(record.id);
     }
     TunnelRecord future = sampleTunnel("future");
-    future.renew_at_ms = kNow + 60'000;
+    future.renewAtMs = kNow + 60'000;
     REQUIRE(first->insertTunnel(future).ok());
     TunnelRecord gone = sampleTunnel("gone");
-    gone.renew_at_ms = kNow - 5000;
-    gone.deleted_at_ms = kNow - 4000;
+    gone.renewAtMs = kNow - 5000;
+    gone.deletedAtMs = kNow - 4000;
     REQUIRE(first->insertTunnel(gone).ok());
     REQUIRE(first->insertTunnel(sampleTunnel("noalarm")).ok());
 
@@ -57,9 +57,9 @@ TEST_CASE("store: each due alarm fires once across two stores racing in two thre
         CHECK(alarms.ok());
         if (!alarms.ok() || alarms->empty()) return;
         for (const auto& tunnel : *alarms) {
-          CHECK(tunnel.record.renew_at_ms.has_value());
-          if (!tunnel.record.renew_at_ms) return;
-          auto cleared = store.clearAlarm(tunnel.record.id, *tunnel.record.renew_at_ms);
+          CHECK(tunnel.record.renewAtMs.has_value());
+          if (!tunnel.record.renewAtMs) return;
+          auto cleared = store.clearAlarm(tunnel.record.id, *tunnel.record.renewAtMs);
           CHECK(cleared.ok());
           if (!cleared.ok()) return;
           if (cleared.value()) {
@@ -97,7 +97,7 @@ TEST_CASE("store: jobs are added once and read back whole") {
     auto store = db->openMigrated();
     Job job = pendingJob("cert-1", JobKind::kRenew, kNow);
     job.attempts = 2;
-    job.last_error = "ACME said no";
+    job.lastError = "ACME said no";
     CHECK(store->addJob(job).value() == true);
     Job again = job;
     again.kind = JobKind::kIssue;
@@ -109,14 +109,14 @@ TEST_CASE("store: jobs are added once and read back whole") {
     const Job& read = **loaded;
     CHECK(read.id == "cert-1");
     CHECK(read.kind == JobKind::kRenew);
-    CHECK(read.tunnel_id == "tcert-1");
+    CHECK(read.tunnelId == "tcert-1");
     CHECK(read.status == JobStatus::kPending);
     CHECK(read.attempts == 2);
-    CHECK(read.queued_at_ms == kNow - 1000);
-    CHECK(read.next_run_at_ms == kNow);
-    CHECK(read.lease_owner.empty());
-    CHECK(read.lease_until_ms == 0);
-    CHECK(read.last_error == "ACME said no");
+    CHECK(read.queuedAtMs == kNow - 1000);
+    CHECK(read.nextRunAtMs == kNow);
+    CHECK(read.leaseOwner.empty());
+    CHECK(read.leaseUntilMs == 0);
+    CHECK(read.lastError == "ACME said no");
     CHECK_FALSE(store->getJob("cert-2").value().has_value());
     CHECK(store->countJobs(JobStatus::kPending, 0).value() == 1);
   }
@@ -142,8 +142,8 @@ TEST_CASE("store: 30 jobs on two stores in two threads each run exactly once") {
         CHECK(claimed.ok());  // not REQUIRE: this runs on its own thread
         if (!claimed.ok() || !claimed->has_value()) return;
         Job job = **claimed;
-        CHECK(job.lease_owner == owner);
-        CHECK(job.lease_until_ms == kNow + 120'000);
+        CHECK(job.leaseOwner == owner);
+        CHECK(job.leaseUntilMs == kNow + 120'000);
         CHECK(job.attempts == 1);
         {
           std::lock_guard lock(mutex);
@@ -180,8 +180,8 @@ TEST_CASE("store: claims prefer renewals and server jobs, and can skip first iss
     REQUIRE(store->addJob(pendingJob("server", JobKind::kServer, kNow - 20)).ok());
     REQUIRE(store->addJob(pendingJob("renew-later", JobKind::kRenew, kNow + 5000)).ok());
 
-    auto claim = [&](bool include_issue) -> std::string {
-      auto claimed = store->claimJob("me", kNow, 60'000, include_issue);
+    auto claim = [&](bool includeIssue) -> std::string {
+      auto claimed = store->claimJob("me", kNow, 60'000, includeIssue);
       REQUIRE(claimed.ok());
       return claimed->has_value() ? (*claimed)->id : "";
     };
@@ -215,23 +215,23 @@ TEST_CASE("store: an expired lease is taken over and the old holder can no longe
     auto taken = b->claimJob("machine-b", kNow + 1500, 1000, true);
     REQUIRE(taken.ok());
     REQUIRE(taken->has_value());
-    CHECK((*taken)->lease_owner == "machine-b");
+    CHECK((*taken)->leaseOwner == "machine-b");
     CHECK((*taken)->attempts == 2);
 
     Job late = **first;
     late.status = JobStatus::kFailed;
-    late.last_error = "from the old holder";
+    late.lastError = "from the old holder";
     CHECK(a->finishJob(late, "machine-a").value() == false);
     CHECK(a->extendLease("renew-1", "machine-a", kNow + 9000).value() == false);
 
     Job done = **taken;
     done.status = JobStatus::kDone;
     CHECK(b->finishJob(done, "machine-b").value() == true);
-    auto final_state = a->getJob("renew-1");
-    REQUIRE(final_state.ok());
-    CHECK((*final_state)->status == JobStatus::kDone);
-    CHECK((*final_state)->last_error.empty());
-    CHECK((*final_state)->lease_owner.empty());
+    auto finalState = a->getJob("renew-1");
+    REQUIRE(finalState.ok());
+    CHECK((*finalState)->status == JobStatus::kDone);
+    CHECK((*finalState)->lastError.empty());
+    CHECK((*finalState)->leaseOwner.empty());
   }
 }
 
@@ -252,26 +252,26 @@ TEST_CASE("store: finishJob by a non-holder is refused; released leases are clai
     auto unchanged = b->getJob("issue-1");
     REQUIRE(unchanged.ok());
     CHECK((*unchanged)->status == JobStatus::kPending);
-    CHECK((*unchanged)->lease_owner == "machine-a");
+    CHECK((*unchanged)->leaseOwner == "machine-a");
 
     // A retry: the holder puts it back with a later run time, which also ends its lease.
     Job retry = **claimed;
-    retry.next_run_at_ms = kNow + 10'000;
-    retry.last_error = "try again";
+    retry.nextRunAtMs = kNow + 10'000;
+    retry.lastError = "try again";
     CHECK(a->finishJob(retry, "machine-a").value() == true);
     CHECK_FALSE(b->claimJob("machine-b", kNow + 5000, 60'000, true).value().has_value());
     auto retried = b->claimJob("machine-b", kNow + 10'000, 60'000, true);
     REQUIRE(retried.ok());
     REQUIRE(retried->has_value());
     CHECK((*retried)->attempts == 2);
-    CHECK((*retried)->last_error == "try again");
+    CHECK((*retried)->lastError == "try again");
 
     // A clean shutdown releases the lease; another machine takes the job at once.
     REQUIRE(b->releaseLeases("machine-b").ok());
     auto resumed = a->claimJob("machine-a", kNow + 10'001, 60'000, true);
     REQUIRE(resumed.ok());
     REQUIRE(resumed->has_value());
-    CHECK((*resumed)->lease_owner == "machine-a");
+    CHECK((*resumed)->leaseOwner == "machine-a");
     CHECK(a->claimJob("", kNow, 1000, true).error().kind == ErrorKind::kInvalid);
   }
 }
@@ -304,7 +304,7 @@ TEST_CASE("store: leasedJobs lists the attempts running on every machine, and on
     auto leased = a->leasedJobs(kNow + 500, 100);
     REQUIRE(leased.ok());
     std::map<std::string, std::string> owners;
-    for (const Job& job : *leased) owners[job.id] = job.lease_owner;
+    for (const Job& job : *leased) owners[job.id] = job.leaseOwner;
     CHECK(owners == std::map<std::string, std::string>{
                         {"1", "machine-b"}, {"2", "machine-a"}, {"3", "machine-b"}});
     CHECK(a->leasedJobs(kNow + 500, 2).value().size() == 2);

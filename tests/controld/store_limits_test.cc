@@ -28,16 +28,16 @@ TEST_CASE("store: GCRA allows exactly the burst at once, then one per interval")
     for (int i = 0; i < kBurst; ++i) CHECK(acquire(kNow).allowed);
     RateDecision refused = acquire(kNow);
     CHECK_FALSE(refused.allowed);
-    CHECK(refused.retry_after_ms == 1000);
+    CHECK(refused.retryAfterMs == 1000);
     // A refusal does not spend budget.
     refused = acquire(kNow + 999);
     CHECK_FALSE(refused.allowed);
-    CHECK(refused.retry_after_ms == 1);
+    CHECK(refused.retryAfterMs == 1);
 
     CHECK(acquire(kNow + 1000).allowed);
     refused = acquire(kNow + 1000);
     CHECK_FALSE(refused.allowed);
-    CHECK(refused.retry_after_ms == 1000);
+    CHECK(refused.retryAfterMs == 1000);
     CHECK(acquire(kNow + 2500).allowed);
     CHECK_FALSE(acquire(kNow + 2500).allowed);
 
@@ -117,15 +117,15 @@ TEST_CASE("store: usage from several reporters adds up per tunnel and hour") {
     REQUIRE(first->addUsage("alpha", kHour, 5'000'000'000'000, 0, 0).ok());
 
     auto sql = db->raw();
-    long long bytes_in = 0;
-    long long bytes_out = 0;
+    long long bytesIn = 0;
+    long long bytesOut = 0;
     long long connections = 0;
     long long hour = kHour;
     *sql << "SELECT bytes_in, bytes_out, connections FROM usage_hourly"
             " WHERE tunnel_id = 'alpha' AND hour_start = :h",
-        soci::into(bytes_in), soci::into(bytes_out), soci::into(connections), soci::use(hour);
-    CHECK(bytes_in == 5'000'000'000'120);
-    CHECK(bytes_out == 1300);
+        soci::into(bytesIn), soci::into(bytesOut), soci::into(connections), soci::use(hour);
+    CHECK(bytesIn == 5'000'000'000'120);
+    CHECK(bytesOut == 1300);
     CHECK(connections == 3);
     CHECK(countRows(*sql, "usage_hourly") == 3);
   }

@@ -2,13 +2,12 @@
 // after real calls.
 #include "controld/store/store_metrics.h"
 
-#include "controld/store/sql_store.h"
-
 #include <string>
 
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "controld/issuance/job_gauges.h"
+#include "controld/store/sql_store.h"
 #include "tests/controld/test_database.h"
 
 namespace ot::controld {
@@ -31,7 +30,7 @@ TEST_CASE("store metrics: pool stats count open and leased connections") {
   REQUIRE(store.getTunnel("nobody").ok());
   const PoolStats stats = store.poolStats();
   CHECK(stats.open == 1);
-  CHECK(stats.in_use == 0);
+  CHECK(stats.inUse == 0);
 }
 
 TEST_CASE("store metrics: times each call and counts failures by operation") {
@@ -78,21 +77,21 @@ TEST_CASE("store metrics: job gauges count pending and failed jobs, keep them on
   for (const char* id : {"job-a", "job-b"}) {
     Job job;
     job.id = id;
-    job.tunnel_id = "t";
+    job.tunnelId = "t";
     REQUIRE(store.addJob(job).ok());
   }
   // A finished job's next_run_at is when it finished: only failures of the last 24 h count.
-  const int64_t now_ms = unixNowMs();
+  const int64_t nowMs = unixNowMs();
   Job failed;
   failed.id = "job-c";
-  failed.tunnel_id = "t";
+  failed.tunnelId = "t";
   failed.status = JobStatus::kFailed;
-  failed.next_run_at_ms = now_ms - 60'000;
+  failed.nextRunAtMs = nowMs - 60'000;
   REQUIRE(store.addJob(failed).ok());
-  Job old_failure = failed;
-  old_failure.id = "job-d";
-  old_failure.next_run_at_ms = now_ms - 25LL * 3600 * 1000;
-  REQUIRE(store.addJob(old_failure).ok());
+  Job oldFailure = failed;
+  oldFailure.id = "job-d";
+  oldFailure.nextRunAtMs = nowMs - 25LL * 3600 * 1000;
+  REQUIRE(store.addJob(oldFailure).ok());
 
   gauges.refresh();
   std::string text = metrics.render();

@@ -46,9 +46,9 @@ TEST_CASE("store: with every connection busy, a call gives up after the acquire 
     REQUIRE(db->openMigrated()->insertTunnel(sampleTunnel("locked")).ok());
 
     StoreOptions options = db->options();
-    options.pool_size = 1;
-    options.acquire_timeout_ms = 200;
-    options.statement_timeout_ms = 3000;
+    options.poolSize = 1;
+    options.acquireTimeoutMs = 200;
+    options.statementTimeoutMs = 3000;
     auto store = db->open(options);
     REQUIRE(store->ping().ok());  // the one connection is open
 
@@ -61,7 +61,7 @@ TEST_CASE("store: with every connection busy, a call gives up after the acquire 
     // pause between probes lets the write take the connection: the pool is not fair, and a
     // probe in a tight loop could keep it from ever getting it.
     std::optional<Error> refused;
-    int64_t refused_after_ms = 0;
+    int64_t refusedAfterMs = 0;
     const auto deadline = Clock::now() + std::chrono::seconds(3);
     while (!refused && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -69,14 +69,14 @@ TEST_CASE("store: with every connection busy, a call gives up after the acquire 
       auto read = store->getTunnel("locked");
       if (!read.ok()) {
         refused = read.error();
-        refused_after_ms = msSince(start);
+        refusedAfterMs = msSince(start);
       }
     }
     REQUIRE(refused.has_value());
     CHECK(refused->kind == ErrorKind::kUnavailable);
     CHECK(refused->message == "storage unavailable: no free connection");
-    CHECK(refused_after_ms >= 180);
-    CHECK(refused_after_ms < 2500);  // well before the write lets go
+    CHECK(refusedAfterMs >= 180);
+    CHECK(refusedAfterMs < 2500);  // well before the write lets go
 
     // The write gives up at its own bound, as a timeout.
     const Result<int64_t> write = blocked.get();
@@ -123,16 +123,16 @@ TEST_CASE("store: reconnects by itself after the MariaDB server restarts") {
   if (!testing::mariadbServer()) return;  // SQLite has no server to lose
   PrivateServer server;
   testing::MariadbServer info;
-  info.base_url = testing::readFirstLine(server.urlFile());
-  auto parsed = parseDatabaseUrl(info.base_url, "");
+  info.baseUrl = testing::readFirstLine(server.urlFile());
+  auto parsed = parseDatabaseUrl(info.baseUrl, "");
   REQUIRE(parsed.ok());
   info.parsed = *parsed;
   auto db = TestDatabase::mariadb(info);
 
   StoreOptions options = db->options();
-  options.pool_size = 2;
-  options.connect_timeout_ms = 2000;
-  options.statement_timeout_ms = 2000;
+  options.poolSize = 2;
+  options.connectTimeoutMs = 2000;
+  options.statementTimeoutMs = 2000;
   auto store = db->openMigrated();
   store = db->open(options);
   REQUIRE(store->insertTunnel(sampleTunnel("survivor")).ok());
@@ -168,7 +168,7 @@ TEST_CASE("store: reconnects by itself after the MariaDB server restarts") {
     CHECK(b.get().ok());
   }
   TunnelRecord changed = sampleTunnel("survivor");
-  changed.last_connected_at_ms = 42;
+  changed.lastConnectedAtMs = 42;
   auto written = store->updateTunnel(changed, 1);
   REQUIRE(written.ok());
   CHECK(written.value() == 2);
@@ -181,15 +181,15 @@ TEST_CASE("store: a statement whose connection dies after it was sent is not run
   if (!server) return;
   auto db = TestDatabase::mariadb(*server);
   StoreOptions options = db->options();
-  options.pool_size = 1;
-  options.statement_timeout_ms = 10'000;
+  options.poolSize = 1;
+  options.statementTimeoutMs = 10'000;
   auto store = db->openMigrated();
   store = db->open(options);
   REQUIRE(store->insertTunnel(sampleTunnel("in-flight")).ok());
 
   RowLock lock(*db, "in-flight");
   TunnelRecord changed = sampleTunnel("in-flight");
-  changed.last_connected_at_ms = 7;
+  changed.lastConnectedAtMs = 7;
   auto write = std::async(std::launch::async, [&] { return store->updateTunnel(changed, 1); });
 
   // The store's connection, found while its UPDATE waits for the row lock, is killed by the
@@ -227,17 +227,17 @@ TEST_CASE("store: TLS to MariaDB verifies the server's chain and name") {
   if (!server) return;
   REQUIRE(serverNameCheckInstalled());
   auto db = TestDatabase::mariadb(*server);
-  const std::string tls_dir = server->dir + "/tls";
+  const std::string tlsDir = server->dir + "/tls";
   const DatabaseUrl& base = server->parsed;
   auto urlFor = [&](const std::string& host, const std::string& ca) {
     return "mysql://" + base.user + ":" + base.password + "@" + host + ":" +
            std::to_string(base.port) + "/" + db->database() + "?ssl-ca=" + ca;
   };
   StoreOptions options = db->options();
-  options.pool_size = 1;
+  options.poolSize = 1;
 
   SUBCASE("the right CA and host") {
-    options.url = urlFor("127.0.0.1", tls_dir + "/ca.pem");
+    options.url = urlFor("127.0.0.1", tlsDir + "/ca.pem");
     auto store = db->open(options);
     const Status migrated = store->migrate();
     REQUIRE_MESSAGE(migrated.ok(), (migrated.ok() ? "" : migrated.error().message));
@@ -254,14 +254,14 @@ TEST_CASE("store: TLS to MariaDB verifies the server's chain and name") {
     CHECK_FALSE(cipher.empty());
   }
   SUBCASE("a certificate from another CA is refused") {
-    options.url = urlFor("127.0.0.1", tls_dir + "/other-ca.pem");
+    options.url = urlFor("127.0.0.1", tlsDir + "/other-ca.pem");
     const Status pinged = db->open(options)->ping();
     REQUIRE_FALSE(pinged.ok());
     CHECK(pinged.error().kind == ErrorKind::kUnavailable);
   }
   SUBCASE("a certificate that does not name the host is refused") {
     // The server also listens on 127.0.0.2; its certificate names 127.0.0.1 only.
-    options.url = urlFor("127.0.0.2", tls_dir + "/ca.pem");
+    options.url = urlFor("127.0.0.2", tlsDir + "/ca.pem");
     const Status pinged = db->open(options)->ping();
     REQUIRE_FALSE(pinged.ok());
     CHECK(pinged.error().kind == ErrorKind::kUnavailable);

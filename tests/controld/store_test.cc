@@ -15,10 +15,10 @@ using testing::TestDatabase;
 using testing::testDatabases;
 
 long long appliedAt(soci::session& sql, int version) {
-  long long applied_at = 0;
-  sql << "SELECT applied_at FROM schema_migrations WHERE version = :v", soci::into(applied_at),
+  long long appliedAt = 0;
+  sql << "SELECT applied_at FROM schema_migrations WHERE version = :v", soci::into(appliedAt),
       soci::use(version);
-  return applied_at;
+  return appliedAt;
 }
 
 bool tableExists(soci::session& sql, SqlDialect dialect, const std::string& table) {
@@ -40,8 +40,8 @@ TEST_CASE("store: migrate creates every table and records schema version 1") {
     auto store = db->open();
     auto report = store->migrateWithReport();
     REQUIRE(report.ok());
-    CHECK(report->found_version == 0);
-    CHECK(report->recorded_version);
+    CHECK(report->foundVersion == 0);
+    CHECK(report->recordedVersion);
     std::vector<std::string> all;
     for (const auto& object : schemaObjects(db->dialect())) all.push_back(object.name);
     CHECK(report->created == all);
@@ -61,19 +61,19 @@ TEST_CASE("store: a second migrate changes nothing and runs no DDL") {
     CAPTURE(db->name());
     auto store = db->openMigrated();
     auto sql = db->raw();
-    const long long first_applied = appliedAt(*sql, 1);
+    const long long firstApplied = appliedAt(*sql, 1);
     auto again = store->migrateWithReport();
     REQUIRE(again.ok());
-    CHECK(again->found_version == 1);
+    CHECK(again->foundVersion == 1);
     CHECK(again->created.empty());
-    CHECK_FALSE(again->recorded_version);
+    CHECK_FALSE(again->recordedVersion);
     // A second store (another controld) sees a current database too.
     auto other = db->open()->migrateWithReport();
     REQUIRE(other.ok());
     CHECK(other->created.empty());
-    CHECK_FALSE(other->recorded_version);
+    CHECK_FALSE(other->recordedVersion);
     CHECK(countRows(*sql, "schema_migrations") == 1);
-    CHECK(appliedAt(*sql, 1) == first_applied);
+    CHECK(appliedAt(*sql, 1) == firstApplied);
 
     if (db->dialect() == SqlDialect::kSqlite) {
       // Another connection holds the write lock: any INSERT (or DDL that changes the schema)
@@ -81,11 +81,11 @@ TEST_CASE("store: a second migrate changes nothing and runs no DDL") {
       // CREATE TABLE IF NOT EXISTS on an existing table as a no-op needing no lock, so for DDL
       // the report above is the evidence; MariaDB below checks it against real privileges.)
       StoreOptions options = db->options();
-      options.statement_timeout_ms = 300;
-      auto locked_out = db->open(options);
+      options.statementTimeoutMs = 300;
+      auto lockedOut = db->open(options);
       *sql << "BEGIN IMMEDIATE";
-      const Status migrated = locked_out->migrate();
-      const auto write = locked_out->insertTunnel(sampleTunnel("blocked"));
+      const Status migrated = lockedOut->migrate();
+      const auto write = lockedOut->insertTunnel(sampleTunnel("blocked"));
       *sql << "ROLLBACK";
       CHECK_MESSAGE(migrated.ok(), (migrated.ok() ? "" : migrated.error().message));
       REQUIRE_FALSE(write.ok());
@@ -145,7 +145,7 @@ TEST_CASE("store: insert, get and update tunnels with revisions") {
     TunnelRecord record = sampleTunnel("alpha1");
     record.certificate.state = CertificateState::kIssuing;
     record.certificate.identifiers = {"alpha1.tunnel.test", "*.alpha1.tunnel.test"};
-    record.renew_at_ms = 1'700'000'100'000;
+    record.renewAtMs = 1'700'000'100'000;
     auto inserted = store->insertTunnel(record);
     REQUIRE(inserted.ok());
     CHECK(inserted.value() == 1);
@@ -169,21 +169,21 @@ TEST_CASE("store: insert, get and update tunnels with revisions") {
       std::string json;
       int deleted = -1;
       int issuing = -1;
-      long long alarm_at = 0;
-      soci::indicator alarm_indicator = soci::i_null;
+      long long alarmAt = 0;
+      soci::indicator alarmIndicator = soci::i_null;
       *sql << "SELECT record, deleted, issuing, alarm_at FROM tunnels WHERE id = 'alpha1'",
           soci::into(json), soci::into(deleted), soci::into(issuing),
-          soci::into(alarm_at, alarm_indicator);
+          soci::into(alarmAt, alarmIndicator);
       CHECK(json == toJson(record));
       CHECK(deleted == 0);
       CHECK(issuing == 1);
-      REQUIRE(alarm_indicator == soci::i_ok);
-      CHECK(alarm_at == 1'700'000'100'000);
+      REQUIRE(alarmIndicator == soci::i_ok);
+      CHECK(alarmAt == 1'700'000'100'000);
     }
 
     TunnelRecord changed = record;
     changed.certificate.state = CertificateState::kReady;
-    changed.last_connected_at_ms = 1'700'000'200'000;
+    changed.lastConnectedAtMs = 1'700'000'200'000;
     auto updated = store->updateTunnel(changed, 1);
     REQUIRE(updated.ok());
     CHECK(updated.value() == 2);
@@ -200,26 +200,26 @@ TEST_CASE("store: insert, get and update tunnels with revisions") {
 
     // Deleting clears the alarm column even though the record keeps its renewAt.
     TunnelRecord deleted = changed;
-    deleted.deleted_at_ms = 1'700'000'300'000;
+    deleted.deletedAtMs = 1'700'000'300'000;
     REQUIRE(store->updateTunnel(deleted, 2).ok());
     {
-      int deleted_column = -1;
+      int deletedColumn = -1;
       int issuing = -1;
-      long long alarm_at = 0;
-      soci::indicator alarm_indicator = soci::i_ok;
+      long long alarmAt = 0;
+      soci::indicator alarmIndicator = soci::i_ok;
       *sql << "SELECT deleted, issuing, alarm_at FROM tunnels WHERE id = 'alpha1'",
-          soci::into(deleted_column), soci::into(issuing), soci::into(alarm_at, alarm_indicator);
-      CHECK(deleted_column == 1);
+          soci::into(deletedColumn), soci::into(issuing), soci::into(alarmAt, alarmIndicator);
+      CHECK(deletedColumn == 1);
       CHECK(issuing == 0);
-      CHECK(alarm_indicator == soci::i_null);
+      CHECK(alarmIndicator == soci::i_null);
     }
 
     auto missing = store->getTunnel("nosuch");
     REQUIRE(missing.ok());
     CHECK_FALSE(missing->has_value());
-    auto update_missing = store->updateTunnel(sampleTunnel("nosuch"), 1);
-    REQUIRE_FALSE(update_missing.ok());
-    CHECK(update_missing.error().kind == ErrorKind::kConflict);
+    auto updateMissing = store->updateTunnel(sampleTunnel("nosuch"), 1);
+    REQUIRE_FALSE(updateMissing.ok());
+    CHECK(updateMissing.error().kind == ErrorKind::kConflict);
   }
 }
 
@@ -282,35 +282,35 @@ TEST_CASE("store: of two concurrent updates from one revision, on two stores, ex
       const int64_t revision = (*current)->revision;
 
       TunnelRecord from_first = (*current)->record;
-      from_first.last_connected_at_ms = 1000 + round;
+      from_first.lastConnectedAtMs = 1000 + round;
       TunnelRecord from_second = (*current)->record;
-      from_second.last_connected_at_ms = 2000 + round;
+      from_second.lastConnectedAtMs = 2000 + round;
 
       std::barrier start(2);
-      std::optional<Result<int64_t>> result_first;
-      std::optional<Result<int64_t>> result_second;
+      std::optional<Result<int64_t>> resultFirst;
+      std::optional<Result<int64_t>> resultSecond;
       std::thread a([&] {
         start.arrive_and_wait();
-        result_first.emplace(first->updateTunnel(from_first, revision));
+        resultFirst.emplace(first->updateTunnel(from_first, revision));
       });
       std::thread b([&] {
         start.arrive_and_wait();
-        result_second.emplace(second->updateTunnel(from_second, revision));
+        resultSecond.emplace(second->updateTunnel(from_second, revision));
       });
       a.join();
       b.join();
 
-      const bool first_won = result_first->ok();
-      const bool second_won = result_second->ok();
-      REQUIRE(first_won != second_won);
-      const Result<int64_t>& loser = first_won ? *result_second : *result_first;
+      const bool firstWon = resultFirst->ok();
+      const bool secondWon = resultSecond->ok();
+      REQUIRE(firstWon != secondWon);
+      const Result<int64_t>& loser = firstWon ? *resultSecond : *resultFirst;
       CHECK(loser.error().kind == ErrorKind::kConflict);
 
       auto after = second->getTunnel("contested");
       REQUIRE(after.ok());
       REQUIRE(after->has_value());
       CHECK((*after)->revision == revision + 1);
-      CHECK((*after)->record == (first_won ? from_first : from_second));
+      CHECK((*after)->record == (firstWon ? from_first : from_second));
     }
   }
 }
@@ -359,19 +359,19 @@ TEST_CASE("store: the server certificate is stored and replaced") {
     REQUIRE(loaded.ok());
     REQUIRE(loaded->has_value());
     CHECK((*loaded)->domain == "tunnel.test");
-    CHECK((*loaded)->key_pem == "KEY");
-    CHECK((*loaded)->chain_pem == "CHAIN");
-    CHECK((*loaded)->not_after_ms == 1'800'000'000'000);
+    CHECK((*loaded)->keyPem == "KEY");
+    CHECK((*loaded)->chainPem == "CHAIN");
+    CHECK((*loaded)->notAfterMs == 1'800'000'000'000);
 
-    certificate.chain_pem = "NEW CHAIN";
-    certificate.not_after_ms = 1'900'000'000'000;
+    certificate.chainPem = "NEW CHAIN";
+    certificate.notAfterMs = 1'900'000'000'000;
     REQUIRE(store->putServerCertificate(certificate).ok());
     auto replaced = store->getServerCertificate("tunnel.test");
     REQUIRE(replaced.ok());
     REQUIRE(replaced->has_value());
-    CHECK((*replaced)->chain_pem == "NEW CHAIN");
-    CHECK((*replaced)->csr_pem == "CSR");
-    CHECK((*replaced)->not_after_ms == 1'900'000'000'000);
+    CHECK((*replaced)->chainPem == "NEW CHAIN");
+    CHECK((*replaced)->csrPem == "CSR");
+    CHECK((*replaced)->notAfterMs == 1'900'000'000'000);
     CHECK(countRows(*db->raw(), "server_certificates") == 1);
   }
 }
@@ -383,13 +383,13 @@ TEST_CASE("store: openStore validates its options and connects lazily") {
   options.url = "mysql://u:p@127.0.0.1:9/";
   CHECK(openStore(options).error().kind == ErrorKind::kInvalid);  // no database
   options.url = "sqlite:/tmp/x.db";
-  options.pool_size = 0;
+  options.poolSize = 0;
   CHECK(openStore(options).error().kind == ErrorKind::kInvalid);
 
   // Nothing listens on port 9: opening succeeds, the first use reports the outage.
-  options.pool_size = 1;
+  options.poolSize = 1;
   options.url = "mysql://u:p@127.0.0.1:9/opentunnel";
-  options.connect_timeout_ms = 2000;
+  options.connectTimeoutMs = 2000;
   auto store = openStore(options);
   REQUIRE(store.ok());
   const Status pinged = (*store)->ping();

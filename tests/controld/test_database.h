@@ -38,7 +38,7 @@ inline std::string randomHex(size_t length) {
 
 // The fixture's server: its base URL (no database) and the directory mariadb.sh manages.
 struct MariadbServer {
-  std::string base_url;  // mysql://user:pass@127.0.0.1:PORT/
+  std::string baseUrl;  // mysql://user:pass@127.0.0.1:PORT/
   DatabaseUrl parsed;
   std::string dir;
 };
@@ -74,9 +74,9 @@ inline std::optional<MariadbServer> mariadbServer() {
 
 inline DatabaseTimeouts quickTimeouts() {
   DatabaseTimeouts timeouts;
-  timeouts.connect_ms = 5000;
-  timeouts.read_write_ms = 10000;
-  timeouts.busy_ms = 5000;
+  timeouts.connectMs = 5000;
+  timeouts.readWriteMs = 10000;
+  timeouts.busyMs = 5000;
   return timeouts;
 }
 
@@ -105,7 +105,7 @@ class TestDatabase {
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     db->name_ = "sqlite";
     db->dialect_ = SqlDialect::kSqlite;
-    db->temp_dir_ = pattern;
+    db->tempDir_ = pattern;
     db->url_ = "sqlite:" + pattern + "/store.db";
     return db;
   }
@@ -118,14 +118,14 @@ class TestDatabase {
     db->database_ = "ot_test_" + randomHex(16);
     auto admin = adminSession(server);
     *admin << "CREATE DATABASE " + db->database_ + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
-    db->url_ = server.base_url + db->database_;
+    db->url_ = server.baseUrl + db->database_;
     return db;
   }
 
   ~TestDatabase() {
     try {
       if (dialect_ == SqlDialect::kSqlite) {
-        std::filesystem::remove_all(temp_dir_);
+        std::filesystem::remove_all(tempDir_);
       } else {
         DatabaseUrl url = server_.parsed;
         url.database.clear();
@@ -146,10 +146,10 @@ class TestDatabase {
   [[nodiscard]] StoreOptions options() const {
     StoreOptions options;
     options.url = url_;
-    options.pool_size = 4;
-    options.acquire_timeout_ms = 5000;
-    options.statement_timeout_ms = 5000;
-    options.connect_timeout_ms = 5000;
+    options.poolSize = 4;
+    options.acquireTimeoutMs = 5000;
+    options.statementTimeoutMs = 5000;
+    options.connectTimeoutMs = 5000;
     return options;
   }
 
@@ -175,7 +175,7 @@ class TestDatabase {
     REQUIRE(url.ok());
     if (dialect_ == SqlDialect::kSqlite) {
       // Made private the way the store makes it, which refuses a file others can read.
-      REQUIRE(prepareDatabaseFile(url->sqlite_path).ok());
+      REQUIRE(prepareDatabaseFile(url->sqlitePath).ok());
       auto session =
           std::make_unique<soci::session>(soci::sqlite3, sociConnectString(*url, quickTimeouts()));
       *session << "PRAGMA busy_timeout = 5000";
@@ -190,7 +190,7 @@ class TestDatabase {
   std::string name_;
   SqlDialect dialect_ = SqlDialect::kSqlite;
   std::string url_;
-  std::string temp_dir_;
+  std::string tempDir_;
   std::string database_;
   MariadbServer server_;
 };
@@ -207,8 +207,8 @@ inline TunnelRecord sampleTunnel(const std::string& id) {
   TunnelRecord record;
   record.id = id;
   record.hostname = id + ".tunnel.test";
-  record.token_sha256_hex = std::string(64, 'a');
-  record.created_at_ms = 1'700'000'000'000;
+  record.tokenSha256Hex = std::string(64, 'a');
+  record.createdAtMs = 1'700'000'000'000;
   return record;
 }
 

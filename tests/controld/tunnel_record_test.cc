@@ -13,20 +13,20 @@ TunnelRecord fullRecord() {
   TunnelRecord r;
   r.id = "k3xq9v2m7pta";
   r.hostname = "k3xq9v2m7pta.tunnel.test";
-  r.token_sha256_hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
-  r.created_at_ms = 1'700'000'000'123;
-  r.last_connected_at_ms = 1'700'000'500'000;
+  r.tokenSha256Hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  r.createdAtMs = 1'700'000'000'123;
+  r.lastConnectedAtMs = 1'700'000'500'000;
   r.certificate.id = "cert-7";
   r.certificate.state = CertificateState::kReady;
-  r.certificate.csr_pem =
+  r.certificate.csrPem =
       "-----BEGIN CERTIFICATE REQUEST-----\nAAA\n-----END CERTIFICATE REQUEST-----\n";
-  r.certificate.csr_sha256 = "5f1e2b0c9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
+  r.certificate.csrSha256 = "5f1e2b0c9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
   r.certificate.identifiers = {"k3xq9v2m7pta.tunnel.test", "*.k3xq9v2m7pta.tunnel.test"};
-  r.certificate.chain_pem = "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----\n";
-  r.certificate.not_after_ms = 1'707'776'000'000;
-  r.certificate.requested_at_ms = 1'700'000'001'000;
+  r.certificate.chainPem = "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----\n";
+  r.certificate.notAfterMs = 1'707'776'000'000;
+  r.certificate.requestedAtMs = 1'700'000'001'000;
   r.certificate.error = "";
-  r.renew_at_ms = 1'705'000'000'000;
+  r.renewAtMs = 1'705'000'000'000;
   return r;
 }
 
@@ -34,8 +34,8 @@ TEST_CASE("tunnel record: JSON has a fixed key order and exact text") {
   TunnelRecord r;
   r.id = "abc";
   r.hostname = "abc.d.test";
-  r.token_sha256_hex = "00ff";
-  r.created_at_ms = 5;
+  r.tokenSha256Hex = "00ff";
+  r.createdAtMs = 5;
   CHECK(toJson(r) ==
         R"({"id":"abc","hostname":"abc.d.test","tokenHash":"00ff","createdAt":5,)"
         R"("lastConnectedAt":null,"certificate":{"id":"","state":"none","csr":"","csrSha256":"",)"
@@ -44,7 +44,7 @@ TEST_CASE("tunnel record: JSON has a fixed key order and exact text") {
 
   r.certificate.state = CertificateState::kIssuing;
   r.certificate.identifiers = {"abc.d.test"};
-  r.deleted_at_ms = 9;
+  r.deletedAtMs = 9;
   CHECK(
       toJson(r) ==
       R"({"id":"abc","hostname":"abc.d.test","tokenHash":"00ff","createdAt":5,)"
@@ -66,9 +66,9 @@ TEST_CASE("tunnel record: round trips through JSON, every field and state") {
     CHECK(toJson(back.value()) == json);
   }
   TunnelRecord deleted = fullRecord();
-  deleted.deleted_at_ms = 1'710'000'000'000;
-  deleted.renew_at_ms.reset();
-  deleted.last_connected_at_ms.reset();
+  deleted.deletedAtMs = 1'710'000'000'000;
+  deleted.renewAtMs.reset();
+  deleted.lastConnectedAtMs.reset();
   auto back = tunnelRecordFromJson(toJson(deleted));
   REQUIRE(back.ok());
   CHECK(back.value() == deleted);
@@ -81,10 +81,10 @@ TEST_CASE("tunnel record: parsing tolerates key order and absent optional fields
       R"({"deletedAt":null,"tokenHash":"t","hostname":"h.d","id":"h","createdAt":1})");
   REQUIRE(r.ok());
   CHECK(r->id == "h");
-  CHECK(r->created_at_ms == 1);
+  CHECK(r->createdAtMs == 1);
   CHECK(r->certificate.state == CertificateState::kNone);
-  CHECK(r->certificate.csr_sha256.empty());
-  CHECK_FALSE(r->renew_at_ms.has_value());
+  CHECK(r->certificate.csrSha256.empty());
+  CHECK_FALSE(r->renewAtMs.has_value());
   CHECK(toJson(*r) == toJson(*tunnelRecordFromJson(toJson(*r))));
 }
 

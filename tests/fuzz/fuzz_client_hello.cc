@@ -44,7 +44,7 @@ class Splitter {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> input(data, size);
   using ot::ClientHelloStatus;
 
@@ -87,20 +87,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   if (expected.status == ClientHelloStatus::kDone) {
     const auto& info = expected.info;
-    check(at == info.hello_end && info.hello_end <= size);
+    check(at == info.helloEnd && info.helloEnd <= size);
     // The budget is exact: a hello fits a budget of its own size and not one byte less.
-    ot::ClientHelloReader exact(info.hello_end);
+    ot::ClientHelloReader exact(info.helloEnd);
     check(exact.feed(input) == expected);
-    ot::ClientHelloReader tight(info.hello_end - 1);
+    ot::ClientHelloReader tight(info.helloEnd - 1);
     const auto refused = tight.feed(input);
     check(refused.status == ClientHelloStatus::kError &&
           refused.error == ot::ClientHelloError::kTooLarge);
     // A valid name is already normal; anything else leaves the name empty.
     if (info.sni == ot::SniStatus::kValid) {
-      const auto again = ot::normalizeHostName(info.server_name);
-      check(again.has_value() && *again == info.server_name);
+      const auto again = ot::normalizeHostName(info.serverName);
+      check(again.has_value() && *again == info.serverName);
     } else {
-      check(info.server_name.empty());
+      check(info.serverName.empty());
     }
     for (const auto& protocol : info.alpn) check(!protocol.empty() && protocol.size() <= 255);
   }

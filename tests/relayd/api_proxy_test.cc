@@ -322,7 +322,8 @@ TEST_CASE("api proxy: JSON error answers are exact and escaped") {
   CHECK(invalid.find("\"message\":\"\xef\xbf\xbd\"") != std::string::npos);
 }
 
-TEST_CASE("api proxy: failAll ends every call in flight at once, not calls sent from its callbacks") {
+TEST_CASE(
+    "api proxy: failAll ends every call in flight at once, not calls sent from its callbacks") {
   Fixture fixture;
   FakeUpstream upstream(&fixture.loop, fixture.socketPath);
   upstream.mode = FakeUpstream::Mode::kSilent;  // a frozen controld: accepts, never answers

@@ -40,7 +40,9 @@ struct FakeTransport final : ot::relayd::BridgeTransport {
   bool closed = false;
   std::string peer = "192.0.2.9";
 
-  void sendPlain(std::span<const uint8_t> bytes) override { out.insert(out.end(), bytes.begin(), bytes.end()); }
+  void sendPlain(std::span<const uint8_t> bytes) override {
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
   [[nodiscard]] size_t queuedBytes() const override { return queued; }
   [[nodiscard]] uint64_t bytesWritten() const override { return out.size(); }
   void pauseReading() override { paused = true; }
@@ -62,7 +64,9 @@ struct FakeRelay final : ot::relayd::RelayForBridge {
     CHECK(key == kKey);
     unregistered = true;
   }
-  [[nodiscard]] std::string newBridgeId(uint64_t key) const override { return "br_test_" + std::to_string(key); }
+  [[nodiscard]] std::string newBridgeId(uint64_t key) const override {
+    return "br_test_" + std::to_string(key);
+  }
   void authorizeAttach(BridgeSession* bridge) override { authorizing = bridge; }
   void attachFailed(const BridgeSession&) override {}
   void bridgeAttached(BridgeSession*) override { ++attached; }
@@ -191,7 +195,9 @@ struct BridgeRig {
     std::vector<uint8_t> bytes = ws::buildFrame(opcode, payload, ws::MaskKey{9, 8, 7, 6});
     session->onPlaintext(bytes);
   }
-  void frameFromClient(const std::vector<uint8_t>& frame) { fromClient(ws::Opcode::kBinary, frame); }
+  void frameFromClient(const std::vector<uint8_t>& frame) {
+    fromClient(ws::Opcode::kBinary, frame);
+  }
   void dataFromClient(uint32_t connId, size_t bytes) {
     while (bytes > 0) {
       const size_t chunk = std::min(bytes, bridge::kMaxDataPayload);
@@ -203,8 +209,8 @@ struct BridgeRig {
     bridge::AttachRequest request;
     request.token = "secret-token";
     const std::string text = bridge::serializeAttach(request);
-    fromClient(ws::Opcode::kText,
-               std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    fromClient(ws::Opcode::kText, std::span<const uint8_t>(
+                                      reinterpret_cast<const uint8_t*>(text.data()), text.size()));
     REQUIRE(relay.authorizing == &*session);
     CHECK(transport.paused);
     session->attachAllowed(64);
@@ -253,7 +259,8 @@ struct BridgeRig {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: the client may send a stream its window, and no byte more") {
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: the client may send a stream its window, and no byte more") {
   attach();
   FakeStream& stream = open();
   dataFromClient(stream.id, bridge::kRelayWindow);
@@ -267,7 +274,9 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: the client may send a stream its w
   CHECK(relay.detached[0] == DetachOutcome::kServerClose);
 }
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: credit the visitor grants goes to the client and widens its window") {
+TEST_CASE_FIXTURE(
+    BridgeRig,
+    "bridge session: credit the visitor grants goes to the client and widens its window") {
   attach();
   FakeStream& stream = open();
   dataFromClient(stream.id, bridge::kRelayWindow);
@@ -287,7 +296,9 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: credit the visitor grants goes to 
   CHECK(closeSent() == ws::kCloseProtocolError);
 }
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: the client's credit reaches its stream; past 2^31 - 1 it is a protocol error") {
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: the client's credit reaches its stream; past 2^31 - 1 it is a "
+                  "protocol error") {
   attach();
   FakeStream& stream = open();
   frameFromClient(bridge::encodeCredit(stream.id, 5000));
@@ -297,7 +308,9 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: the client's credit reaches its st
   CHECK(closeSent() == ws::kCloseProtocolError);
 }
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: past its visitors' budget the bridge stops reading the client, and reads again under it") {
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: past its visitors' budget the bridge stops reading the client, "
+                  "and reads again under it") {
   attach();
   std::vector<FakeStream*> open8;
   const size_t needed = ot::relayd::kBridgeVisitorBudget / bridge::kRelayWindow;  // 8 full windows
@@ -319,7 +332,9 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: past its visitors' budget the brid
   CHECK(closeSent() == 0);
 }
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: over budget, the visitors that took nothing are reset as too_slow after one wait") {
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: over budget, the visitors that took nothing are reset as "
+                  "too_slow after one wait") {
   attach();
   std::vector<FakeStream*> all;
   for (size_t i = 0; i < 9; ++i) {
@@ -351,12 +366,15 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: over budget, the visitors that too
   std::vector<Sent> keep;
   size_t resets = 0;
   for (const auto& frame : streamFrames(keep)) {
-    if (frame.kind == bridge::FrameKind::kReset && frame.reason == bridge::ResetReason::kTooSlow) ++resets;
+    if (frame.kind == bridge::FrameKind::kReset && frame.reason == bridge::ResetReason::kTooSlow)
+      ++resets;
   }
   CHECK(resets == 4);
 }
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: the client's end and reset reach the stream; data after end is an error") {
+TEST_CASE_FIXTURE(
+    BridgeRig,
+    "bridge session: the client's end and reset reach the stream; data after end is an error") {
   attach();
   FakeStream& ending = open();
   FakeStream& resetting = open();
@@ -375,7 +393,8 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: the client's end and reset reach t
   CHECK(closeSent() == ws::kCloseProtocolError);
 }
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: a stream's end and reset go to the client as frames") {
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: a stream's end and reset go to the client as frames") {
   attach();
   FakeStream& stream = open();
   stream.bridge->sendData(stream.id, std::vector<uint8_t>(10, 'v'));
@@ -394,7 +413,8 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: a stream's end and reset go to the
   CHECK(frames[3].reason == bridge::ResetReason::kIdleTimeout);
 }
 
-TEST_CASE_FIXTURE(BridgeRig, "bridge session: a drain waits for the open streams, then closes with 1012") {
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: a drain waits for the open streams, then closes with 1012") {
   attach();
   FakeStream& first = open();
   FakeStream& second = open();
@@ -403,7 +423,8 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: a drain waits for the open streams
   const auto messages = sent();
   bool drainSent = false;
   for (const Sent& message : messages) {
-    if (message.opcode == ws::Opcode::kText && message.text().find("drain") != std::string::npos) drainSent = true;
+    if (message.opcode == ws::Opcode::kText && message.text().find("drain") != std::string::npos)
+      drainSent = true;
   }
   CHECK(drainSent);
   // Streams open: not closed, no new stream.

@@ -642,7 +642,8 @@ TEST_CASE("control client: the snapshot cut is exact while the loop keeps report
   tail = 2'000;
   client.start();
   for (size_t stream = 0; stream < kStreams; ++stream) {
-    REQUIRE(fx.runUntil([&] { return fx.service.streams() == stream + 1 && client.connected() && tail == 0; }));
+    REQUIRE(fx.runUntil(
+        [&] { return fx.service.streams() == stream + 1 && client.connected() && tail == 0; }));
     if (stream + 1 == kStreams) break;
     fx.service.closeLatest();
     REQUIRE(fx.runUntil([&] { return !client.connected(); }));
@@ -654,7 +655,8 @@ TEST_CASE("control client: the snapshot cut is exact while the loop keeps report
   client.ack(marker);
   auto markerSeen = [&] {
     const auto messages = fx.service.received(kStreams - 1);
-    return !messages.empty() && messages.back().has_ack() && messages.back().ack().command_id() == 4242;
+    return !messages.empty() && messages.back().has_ack() &&
+           messages.back().ack().command_id() == 4242;
   };
   REQUIRE(fx.runUntil(markerSeen));
 

@@ -44,7 +44,8 @@ TEST_CASE("relay metrics: enum names are the fixed snake_case label values") {
         "rejected_too_many_connections");
   CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kRejectedBadHello) == "rejected_bad_hello");
   CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kRejectedTimeout) == "rejected_timeout");
-  CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kRejectedSourceLimit) == "rejected_source_limit");
+  CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kRejectedSourceLimit) ==
+        "rejected_source_limit");
   CHECK(ot::relayd::visitorOutcomeName(VisitorOutcome::kError) == "error");
 
   CHECK(ot::relayd::attachOutcomeName(AttachOutcome::kOk) == "ok");

@@ -17,8 +17,8 @@
 #include "common/metrics.h"
 #include "relayd/relay_context.h"
 
-using ot::relayd::RelayContext;
 using ot::TcpStream;
+using ot::relayd::RelayContext;
 
 namespace {
 
@@ -65,8 +65,8 @@ bool drainPeer(int peer) {
   return got;
 }
 
-// The tests' fixture: a loop with a relay context, and one TcpStream adopted on the relay side of a loopback pair;
-// everything closed and the loop checked empty at the end.
+// The tests' fixture: a loop with a relay context, and one TcpStream adopted on the relay side of a
+// loopback pair; everything closed and the loop checked empty at the end.
 struct StreamRig {
   uv_loop_t loop{};
   ot::metrics::Metrics registry;
@@ -102,7 +102,9 @@ struct StreamRig {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(StreamRig, "tcp stream: an unread peer is paused above the high mark, read again at the low one") {
+TEST_CASE_FIXTURE(
+    StreamRig,
+    "tcp stream: an unread peer is paused above the high mark, read again at the low one") {
   {
     stream->startReading();
     constexpr auto marks = ot::relayd::kPeerWriteBacklog;
@@ -153,7 +155,9 @@ TEST_CASE_FIXTURE(StreamRig, "tcp stream: an unread peer is paused above the hig
   }
 }
 
-TEST_CASE_FIXTURE(StreamRig, "tcp stream: a write past the hard limit resets the peer and gives everything back") {
+TEST_CASE_FIXTURE(
+    StreamRig,
+    "tcp stream: a write past the hard limit resets the peer and gives everything back") {
   {
     constexpr auto marks = ot::relayd::kPeerWriteBacklog;
     const size_t chunk = 1024 * 1024;

@@ -62,7 +62,8 @@ TEST_CASE("tunnel table: revisions only move forward") {
 }
 
 TEST_CASE("tunnel table: per-bridge and per-tunnel connection limits") {
-  TunnelTable table(MachineLimits{.maxConnsPerBridge = 256, .maxConnsPerTunnel = 3, .maxRoutesPerTunnel = 256});
+  TunnelTable table(
+      MachineLimits{.maxConnsPerBridge = 256, .maxConnsPerTunnel = 3, .maxRoutesPerTunnel = 256});
   table.upsertRecord("t1", readyRecord(1));
   CHECK(table.bridgeConnLimit("t1", 2) == 2);
   CHECK(table.bridgeConnLimit("t1", 1000) == 256);
@@ -76,7 +77,8 @@ TEST_CASE("tunnel table: per-bridge and per-tunnel connection limits") {
   table.connectionClosed("t1", 1);
   CHECK(table.pickBridge("t1", "").result == PickResult::kOk);
 
-  TunnelTable small(MachineLimits{.maxConnsPerBridge = 1, .maxConnsPerTunnel = 100, .maxRoutesPerTunnel = 256});
+  TunnelTable small(
+      MachineLimits{.maxConnsPerBridge = 1, .maxConnsPerTunnel = 100, .maxRoutesPerTunnel = 256});
   small.upsertRecord("t2", readyRecord(1));
   small.addBridge("t2", 9, {""}, small.bridgeConnLimit("t2", 256));
   CHECK(small.pickBridge("t2", "").result == PickResult::kOk);
@@ -97,10 +99,11 @@ TEST_CASE("tunnel table: draining bridges get no visitors; removal frees routes"
 }
 
 TEST_CASE("tunnel table: routes per tunnel are capped across bridges") {
-  TunnelTable table(MachineLimits{.maxConnsPerBridge = 256, .maxConnsPerTunnel = 1024, .maxRoutesPerTunnel = 3});
+  TunnelTable table(
+      MachineLimits{.maxConnsPerBridge = 256, .maxConnsPerTunnel = 1024, .maxRoutesPerTunnel = 3});
   table.upsertRecord("t1", readyRecord(1));
   table.addBridge("t1", 1, {"", "a"}, 10);
-  CHECK(table.routesFit("t1", {"a", "b"}));       // one new route: 3 in all
+  CHECK(table.routesFit("t1", {"a", "b"}));        // one new route: 3 in all
   CHECK_FALSE(table.routesFit("t1", {"b", "c"}));  // two new: 4
   CHECK(table.routesFit("t1", {"", "a"}));         // nothing new
 }

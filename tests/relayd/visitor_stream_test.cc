@@ -19,14 +19,14 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/tcp_stream.h"
 #include "relayd/relay_context.h"
 #include "relayd/stream_bridge.h"
-#include "common/tcp_stream.h"
 
+using ot::TcpStream;
 using ot::relayd::BridgeForStream;
 using ot::relayd::RelayContext;
 using ot::relayd::StreamForBridge;
-using ot::TcpStream;
 using ot::relayd::VisitorStream;
 namespace bridge = ot::bridge;
 
@@ -98,7 +98,9 @@ std::pair<int, int> loopbackPair() {
   return {relay, visitor};
 }
 
-std::vector<uint8_t> bytesOf(size_t n, char fill) { return std::vector<uint8_t>(n, static_cast<uint8_t>(fill)); }
+std::vector<uint8_t> bytesOf(size_t n, char fill) {
+  return std::vector<uint8_t>(n, static_cast<uint8_t>(fill));
+}
 
 // A loop with a relay context on a manual clock, one VisitorStream on the relay side of a loopback
 // pair started on a fake bridge, and the visitor's socket.
@@ -178,7 +180,8 @@ struct VisitorRig {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(VisitorRig, "visitor stream: sends the hello, then no more than the client's credit") {
+TEST_CASE_FIXTURE(VisitorRig,
+                  "visitor stream: sends the hello, then no more than the client's credit") {
   start(1000, bytesOf(100, 'h'));
   CHECK(fake.dataSent == std::string(100, 'h'));
   sendPeer(4000, 'v');
@@ -195,7 +198,8 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: sends the hello, then no more tha
   CHECK_FALSE(visitor->addSendCredit(0x7FFFFFFFu));
 }
 
-TEST_CASE_FIXTURE(VisitorRig, "visitor stream: what the visitor took is credited back in quarter windows") {
+TEST_CASE_FIXTURE(VisitorRig,
+                  "visitor stream: what the visitor took is credited back in quarter windows") {
   start(bridge::kDefaultWindow, bytesOf(10, 'h'));
   const size_t quarter = bridge::kRelayWindow / 4;
   size_t delivered = 0;
@@ -221,7 +225,9 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: what the visitor took is credited
   CHECK(fake.credited == quarter);
 }
 
-TEST_CASE_FIXTURE(VisitorRig, "visitor stream: a visitor that stops reading is reset as too_slow within one wait") {
+TEST_CASE_FIXTURE(
+    VisitorRig,
+    "visitor stream: a visitor that stops reading is reset as too_slow within one wait") {
   start(bridge::kDefaultWindow, bytesOf(10, 'h'));
   // A whole window behind (the kernel takes a little of it): the stall wait starts.
   for (size_t sent = 0; sent < bridge::kRelayWindow; sent += bridge::kMaxDataPayload) {
@@ -240,7 +246,8 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: a visitor that stops reading is r
   CHECK(metrics.backpressureReset.Value() == 1);
 }
 
-TEST_CASE_FIXTURE(VisitorRig, "visitor stream: a slow visitor that keeps taking data is not reset") {
+TEST_CASE_FIXTURE(VisitorRig,
+                  "visitor stream: a slow visitor that keeps taking data is not reset") {
   start(bridge::kDefaultWindow, bytesOf(10, 'h'));
   for (size_t sent = 0; sent < bridge::kRelayWindow; sent += bridge::kMaxDataPayload) {
     visitor->deliver(bytesOf(bridge::kMaxDataPayload, 's'));
@@ -261,7 +268,9 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: a slow visitor that keeps taking 
   CHECK_FALSE(fake.finished);
 }
 
-TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the visitor's FIN goes to the bridge as end; the client may still send") {
+TEST_CASE_FIXTURE(
+    VisitorRig,
+    "visitor stream: the visitor's FIN goes to the bridge as end; the client may still send") {
   start(bridge::kDefaultWindow, bytesOf(10, 'h'));
   visitor->deliver(bytesOf(100, 'a'));  // the visitor has heard from the client
   size_t read = 0;
@@ -290,7 +299,9 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the visitor's FIN goes to the bri
   CHECK(fake.finishedIn == 10);
 }
 
-TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the client's end reaches the visitor as FIN; the visitor may still send") {
+TEST_CASE_FIXTURE(
+    VisitorRig,
+    "visitor stream: the client's end reaches the visitor as FIN; the visitor may still send") {
   start(bridge::kDefaultWindow, bytesOf(10, 'h'));
   visitor->deliver(bytesOf(100, 'a'));
   visitor->peerEnded();

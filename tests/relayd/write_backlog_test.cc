@@ -29,7 +29,7 @@ TEST_CASE("write backlog: a write that would pass the hard limit is refused") {
   CHECK(gate.admits(999, 1));
   CHECK_FALSE(gate.admits(999, 2));
   CHECK_FALSE(gate.admits(0, 1001));
-  CHECK_FALSE(gate.admits(1001, 0));           // already past (cannot happen, still refused)
+  CHECK_FALSE(gate.admits(1001, 0));  // already past (cannot happen, still refused)
   CHECK_FALSE(gate.admits(10, static_cast<size_t>(-1)));  // no overflow in the sum
 }
 

@@ -209,14 +209,14 @@ TEST_CASE("client_hello: captured fixtures parse whole with the expected SNI and
     const auto result = reader.feed(f.bytes);
     REQUIRE(result.status == ClientHelloStatus::kDone);
     CHECK(result.info.sni == SniStatus::kValid);
-    CHECK(result.info.server_name == f.sni);
+    CHECK(result.info.serverName == f.sni);
     CHECK(result.info.alpn == f.alpn);
-    CHECK(result.info.legacy_version == 0x0303);
-    CHECK(result.info.hello_end == f.bytes.size());
+    CHECK(result.info.legacyVersion == 0x0303);
+    CHECK(result.info.helloEnd == f.bytes.size());
     CHECK(recordCount(f.bytes) == f.records);
     CHECK(Bytes(reader.buffered().begin(), reader.buffered().end()) == f.bytes);
     CHECK(reader.result() == result);
-    const auto& versions = result.info.supported_versions;
+    const auto& versions = result.info.supportedVersions;
     const bool tls13 = std::find(versions.begin(), versions.end(), 0x0304) != versions.end();
     CHECK(tls13 == (f.name != "openssl_tls12"));
   }
@@ -230,7 +230,7 @@ TEST_CASE("client_hello: the fixtures cover what they claim") {
   CHECK(recordCount(multi.bytes) == 2);
   CHECK(multi.alpn.size() == 102);
   const auto tls12 = loadFixture("openssl_tls12");
-  CHECK(feedAll(tls12.bytes).info.supported_versions.empty());
+  CHECK(feedAll(tls12.bytes).info.supportedVersions.empty());
   CHECK(loadFixture("openssl_sni").alpn.empty());
   CHECK(loadFixture("curl_h2").alpn == std::vector<std::string>{"h2", "http/1.1"});
 }
@@ -269,8 +269,8 @@ TEST_CASE("client_hello: fixtures re-framed into records of 1..N bytes still par
       const auto result = reader.feed(wire);
       REQUIRE(result.status == ClientHelloStatus::kDone);
       auto info = result.info;
-      CHECK(info.hello_end == wire.size());
-      info.hello_end = expected.hello_end;
+      CHECK(info.helloEnd == wire.size());
+      info.helloEnd = expected.helloEnd;
       CHECK(info == expected);
     }
   }
@@ -300,8 +300,8 @@ TEST_CASE("client_hello: a message split inside its 4-byte header across records
     append(wire, frame(Bytes(handshake.begin() + static_cast<long>(cut), handshake.end()), 16384));
     const auto result = feedAll(wire);
     REQUIRE(result.status == ClientHelloStatus::kDone);
-    CHECK(result.info.server_name == "split.example");
-    CHECK(result.info.hello_end == wire.size());
+    CHECK(result.info.serverName == "split.example");
+    CHECK(result.info.helloEnd == wire.size());
   }
 }
 
@@ -571,24 +571,24 @@ TEST_CASE("client_hello: duplicate extensions") {
   append(distinct, extension(0, sniData("c.example")));
   const auto ok = feedAll(helloWithExtensions(distinct));
   CHECK(ok.status == ClientHelloStatus::kDone);
-  CHECK(ok.info.server_name == "c.example");
+  CHECK(ok.info.serverName == "c.example");
 }
 
 TEST_CASE("client_hello: server names") {
   auto sniOf = [](std::string_view name) { return feedAll(helloWithSni(name)).info; };
   auto info = sniOf("Demo.Example.LOCALHOST");
   CHECK(info.sni == SniStatus::kValid);
-  CHECK(info.server_name == "demo.example.localhost");
-  CHECK(sniOf("under_score-1.example").server_name == "under_score-1.example");
-  CHECK(sniOf("xn--bcher-kva.example").server_name == "xn--bcher-kva.example");
-  CHECK(sniOf("localhost").server_name == "localhost");
+  CHECK(info.serverName == "demo.example.localhost");
+  CHECK(sniOf("under_score-1.example").serverName == "under_score-1.example");
+  CHECK(sniOf("xn--bcher-kva.example").serverName == "xn--bcher-kva.example");
+  CHECK(sniOf("localhost").serverName == "localhost");
   CHECK(sniOf("1a.example.42x").sni == SniStatus::kValid);
 
   const std::string label63(63, 'a');
   CHECK(sniOf(label63 + ".example").sni == SniStatus::kValid);
   std::string name253 = label63 + "." + label63 + "." + label63 + "." + std::string(61, 'b');
   REQUIRE(name253.size() == 253);
-  CHECK(sniOf(name253).server_name == name253);
+  CHECK(sniOf(name253).serverName == name253);
 
   // Well formed but not routable: reported as no valid SNI, not as an error.
   for (const std::string& bad : std::vector<std::string>{
@@ -599,7 +599,7 @@ TEST_CASE("client_hello: server names") {
     const auto r = feedAll(helloWithSni(bad));
     REQUIRE(r.status == ClientHelloStatus::kDone);
     CHECK(r.info.sni == SniStatus::kInvalid);
-    CHECK(r.info.server_name.empty());
+    CHECK(r.info.serverName.empty());
   }
   CHECK(ot::normalizeHostName("A.B") == std::optional<std::string>("a.b"));
   CHECK(!ot::normalizeHostName(""));
@@ -610,7 +610,7 @@ TEST_CASE("client_hello: hellos without SNI or without extensions are done") {
   const auto noSni = feedAll(helloWithExtensions(extension(16, alpnData({"h2"}))));
   REQUIRE(noSni.status == ClientHelloStatus::kDone);
   CHECK(noSni.info.sni == SniStatus::kAbsent);
-  CHECK(noSni.info.server_name.empty());
+  CHECK(noSni.info.serverName.empty());
   CHECK(noSni.info.alpn == std::vector<std::string>{"h2"});
 
   const auto empty = feedAll(helloWithExtensions({}));
@@ -631,7 +631,7 @@ TEST_CASE("client_hello: bytes after the hello are kept but not parsed") {
   ClientHelloReader reader;
   const auto result = reader.feed(wire);
   REQUIRE(result.status == ClientHelloStatus::kDone);
-  CHECK(result.info.hello_end == f.bytes.size());
+  CHECK(result.info.helloEnd == f.bytes.size());
   CHECK(Bytes(reader.buffered().begin(), reader.buffered().end()) == wire);
   // Decided: later feeds change nothing.
   CHECK(reader.feed(after) == result);
@@ -642,5 +642,5 @@ TEST_CASE("client_hello: bytes after the hello are kept but not parsed") {
   handshake.push_back(0x0f);
   const auto inRecord = feedAll(frame(handshake, 16384));
   REQUIRE(inRecord.status == ClientHelloStatus::kDone);
-  CHECK(inRecord.info.server_name == f.sni);
+  CHECK(inRecord.info.serverName == f.sni);
 }

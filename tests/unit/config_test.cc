@@ -1,7 +1,7 @@
+#include "common/config.h"
+
 #include <doctest/doctest.h>
 #include <stdlib.h>
-
-#include "common/config.h"
 
 using ot::config::ListenAddress;
 using ot::config::parseBool;
@@ -26,11 +26,11 @@ TEST_CASE("listen addresses: tcp, ipv6, unix, off") {
   REQUIRE(named);
   CHECK(named->host == "localhost");
 
-  auto unix_socket = parseListenAddress("unix:/run/ot/api.sock");
-  REQUIRE(unix_socket);
-  CHECK(unix_socket->kind == ListenAddress::Kind::kUnix);
-  CHECK(unix_socket->path == "/run/ot/api.sock");
-  CHECK(unix_socket->toString() == "unix:/run/ot/api.sock");
+  auto unixSocket = parseListenAddress("unix:/run/ot/api.sock");
+  REQUIRE(unixSocket);
+  CHECK(unixSocket->kind == ListenAddress::Kind::kUnix);
+  CHECK(unixSocket->path == "/run/ot/api.sock");
+  CHECK(unixSocket->toString() == "unix:/run/ot/api.sock");
 
   auto off = parseListenAddress("OFF");
   REQUIRE(off);
@@ -38,14 +38,14 @@ TEST_CASE("listen addresses: tcp, ipv6, unix, off") {
 }
 
 TEST_CASE("listen addresses: malformed input is refused") {
-  for (const char* bad : {"", "8443", "host", "host:", ":80", "1.2.3.4:65536", "1.2.3.4:-1",
-                          "1.2.3.4:80x", "[::1]", "[::1]80", "[zz]:80", "::1:80", "a b:80",
-                          "unix:", "host/x:80"}) {
+  for (const char* bad :
+       {"", "8443", "host", "host:", ":80", "1.2.3.4:65536", "1.2.3.4:-1", "1.2.3.4:80x", "[::1]",
+        "[::1]80", "[zz]:80", "::1:80", "a b:80", "unix:", "host/x:80"}) {
     CAPTURE(bad);
     CHECK_FALSE(parseListenAddress(bad));
   }
-  std::string long_path = "unix:/" + std::string(107, 'a');
-  CHECK_FALSE(parseListenAddress(long_path));
+  std::string longPath = "unix:/" + std::string(107, 'a');
+  CHECK_FALSE(parseListenAddress(longPath));
 }
 
 TEST_CASE("booleans and unsigned integers") {

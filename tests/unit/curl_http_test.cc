@@ -53,7 +53,7 @@ TEST_CASE("curl http: the final answer's status, body and headers, names in lowe
        "Content-Length: 5\r\nConnection: close\r\n\r\nhello"});
   CurlRequest request;
   request.url = urlOf(server, "/path?q=1");
-  request.user_agent = "ot-test/1";
+  request.userAgent = "ot-test/1";
   request.headers = {"Accept: application/json"};
   auto reply = performCurl(request);
   REQUIRE_MESSAGE(reply.ok(), (reply.ok() ? "" : reply.error().message));
@@ -92,7 +92,7 @@ TEST_CASE("curl http: an answer over the body limit fails the exchange") {
   CannedServer server({ot::testing::answer(200, std::string(100, 'y'))});
   CurlRequest request;
   request.url = urlOf(server);
-  request.max_body_bytes = 64;
+  request.maxBodyBytes = 64;
   auto reply = performCurl(request);
   REQUIRE_FALSE(reply.ok());
   CHECK(reply.error().kind == ot::ErrorKind::kUnavailable);
@@ -106,7 +106,7 @@ TEST_CASE("curl http: a raised cancel flag ends the exchange") {
   CurlRequest request;
   request.url = silent.url;
   request.cancel = &cancel;
-  request.total_timeout_ms = 60'000;
+  request.totalTimeoutMs = 60'000;
   auto reply = performCurl(request);
   REQUIRE_FALSE(reply.ok());
   CHECK(reply.error().message == "cancelled");
@@ -116,7 +116,7 @@ TEST_CASE("curl http: a server that never answers is a timeout, a refused connec
   const BoundSocket silent(/*listening=*/true);
   CurlRequest request;
   request.url = silent.url;
-  request.total_timeout_ms = 300;
+  request.totalTimeoutMs = 300;
   auto timedOut = performCurl(request);
   REQUIRE_FALSE(timedOut.ok());
   CHECK(timedOut.error().kind == ot::ErrorKind::kTimeout);

@@ -1,8 +1,8 @@
 // The per-source key (common/ip_address.h): addresses count as themselves, IPv6 as its /64, and
 // an endpoint with a port is not an address.
-#include <doctest/doctest.h>
-
 #include "common/ip_address.h"
+
+#include <doctest/doctest.h>
 
 namespace ot {
 

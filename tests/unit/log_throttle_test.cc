@@ -1,7 +1,7 @@
 // The log throttle (common/log_throttle.h): one line per interval, counting what it held back.
-#include <doctest/doctest.h>
-
 #include "common/log_throttle.h"
+
+#include <doctest/doctest.h>
 
 TEST_CASE("log throttle: one line per interval, counting what it held back") {
   ot::LogThrottle throttle(10'000);

@@ -31,7 +31,8 @@ sockaddr_storage v6(const char* text, uint16_t port) {
 
 }  // namespace
 
-TEST_CASE("peer endpoint: from a socket, the address alone is an address; the endpoint has the port") {
+TEST_CASE(
+    "peer endpoint: from a socket, the address alone is an address; the endpoint has the port") {
   const PeerEndpoint a = PeerEndpoint::fromSocket(v4("192.0.2.7", 51234));
   CHECK(a.address == "192.0.2.7");
   CHECK(a.port == 51234);

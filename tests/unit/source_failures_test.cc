@@ -1,10 +1,10 @@
 // SourceFailures (common/source_failures.h): refusing a source past its failures in a window,
 // the per-source log rate, and the bounded table. The clock is the test's.
+#include "common/source_failures.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
-
-#include "common/source_failures.h"
 
 namespace ot {
 
@@ -57,7 +57,8 @@ TEST_CASE("source_failures: one log line per source per interval, with what was 
   auto first = table.recordFailure("192.0.2.1", 0);
   REQUIRE(first.logWithSuppressed);
   CHECK(*first.logWithSuppressed == 0);
-  for (uint64_t i = 1; i <= 5; ++i) CHECK_FALSE(table.recordFailure("192.0.2.1", i).logWithSuppressed);
+  for (uint64_t i = 1; i <= 5; ++i)
+    CHECK_FALSE(table.recordFailure("192.0.2.1", i).logWithSuppressed);
   // Another source gets its own line at once.
   CHECK(table.recordFailure("192.0.2.2", 6).logWithSuppressed);
   const auto later = table.recordFailure("192.0.2.1", 10'000);

@@ -2,8 +2,6 @@
 // its local services: resolve + connect to a real loopback listener, a refused connect and a peer
 // reset reported to the handler, reads cut to the handler's size limit, an abandoned connect that
 // stays silent, and the context told of every open stream and every queued byte.
-#include "common/tcp_stream.h"
-
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
@@ -15,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/tcp_stream.h"
+
 namespace {
 
 struct TestContext final : ot::TcpStreamContext {
@@ -24,7 +24,9 @@ struct TestContext final : ot::TcpStreamContext {
   int open = 0;
   [[nodiscard]] uv_loop_t* streamLoop() const override { return loop; }
   [[nodiscard]] std::span<uint8_t> streamReadBuffer() override { return buffer; }
-  [[nodiscard]] ot::WriteBacklogMarks writeBacklogMarks() const override { return ot::kNoWriteBacklog; }
+  [[nodiscard]] ot::WriteBacklogMarks writeBacklogMarks() const override {
+    return ot::kNoWriteBacklog;
+  }
   void addBuffered(int64_t delta) override { buffered += delta; }
   void onStreamOpened(ot::TcpStream&) override { ++open; }
   void onStreamClosed(ot::TcpStream&) override { --open; }
@@ -128,7 +130,8 @@ struct Rig {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(Rig, "tcp stream connect: resolves a .localhost name, connects, reads and writes") {
+TEST_CASE_FIXTURE(Rig,
+                  "tcp stream connect: resolves a .localhost name, connects, reads and writes") {
   Listener listener;
   stream->connect("relay.localhost", listener.port);
   runUntil([&] { return handler.connected || handler.failed; });
@@ -158,7 +161,8 @@ TEST_CASE_FIXTURE(Rig, "tcp stream connect: resolves a .localhost name, connects
   ::close(peer);
 }
 
-TEST_CASE_FIXTURE(Rig, "tcp stream connect: a refused connect is reported with its stage and code") {
+TEST_CASE_FIXTURE(Rig,
+                  "tcp stream connect: a refused connect is reported with its stage and code") {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   {

@@ -4,7 +4,6 @@
 #include "common/tls_stream.h"
 
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <cstdint>
@@ -31,7 +30,8 @@ const Pki& pki() {
 }
 
 ot::tls::SslCtxPtr serverContext() {
-  auto ctx = ot::tls::makeServerContext(pki().leaf.certPem + pki().ca.certPem, pki().leaf.keyPem, {});
+  auto ctx =
+      ot::tls::makeServerContext(pki().leaf.certPem + pki().ca.certPem, pki().leaf.keyPem, {});
   REQUIRE(ctx.ok());
   return ctx.value();
 }
@@ -179,7 +179,8 @@ TEST_CASE("TlsStream: close_notify reaches the peer as the end of its plaintext"
   CHECK(pair.client.closeNotifies == 1);
 }
 
-TEST_CASE("TlsStream: a peer that sends a broken hello fails the handshake, and the alert goes out") {
+TEST_CASE(
+    "TlsStream: a peer that sends a broken hello fails the handshake, and the alert goes out") {
   Side server{TlsEngine::server(serverContext())};
   server.tls.receive(kBrokenHello);
   CHECK(server.failures == 1);
@@ -188,7 +189,8 @@ TEST_CASE("TlsStream: a peer that sends a broken hello fails the handshake, and 
   CHECK_FALSE(server.outbox.empty());  // the alert
 }
 
-TEST_CASE("TlsStream: a transport that closed while the handshake output went out stops the stream") {
+TEST_CASE(
+    "TlsStream: a transport that closed while the handshake output went out stops the stream") {
   Side server{TlsEngine::server(serverContext())};
   server.transportOpen = false;
   server.tls.receive(kBrokenHello);

@@ -84,7 +84,7 @@ class TestRelayControl final : public cv1::RelayControl::Service {
   struct Seen {
     cv1::Hello hello;
     std::vector<cv1::Bridge> bridges;
-    bool snapshot_complete = false;
+    bool snapshotComplete = false;
     std::vector<cv1::Ack> acks;
     std::vector<cv1::BridgeDetached> detached;
   };
@@ -112,17 +112,17 @@ class TestRelayControl final : public cv1::RelayControl::Service {
         }
         case cv1::RelayMessage::kSnapshot: {
           const bool last = in.snapshot().last();
-          std::string first_bridge;
+          std::string firstBridge;
           record([&](Seen& s) {
             s.bridges.insert(s.bridges.end(), in.snapshot().bridges().begin(),
                              in.snapshot().bridges().end());
-            s.snapshot_complete = last;
-            if (!s.bridges.empty()) first_bridge = s.bridges.front().bridge_id();
+            s.snapshotComplete = last;
+            if (!s.bridges.empty()) firstBridge = s.bridges.front().bridge_id();
           });
-          if (last && !first_bridge.empty()) {
+          if (last && !firstBridge.empty()) {
             cv1::ControlMessage command;
             command.mutable_command()->set_id(kCloseCommandId);
-            command.mutable_command()->mutable_close_bridge()->set_bridge_id(first_bridge);
+            command.mutable_command()->mutable_close_bridge()->set_bridge_id(firstBridge);
             command.mutable_command()->mutable_close_bridge()->set_reason(
                 cv1::DETACH_REASON_SERVER_CLOSE);
             if (!stream->Write(command)) return grpc::Status::CANCELLED;
@@ -300,7 +300,7 @@ TEST_CASE("Session: hello, snapshot in parts, record push, command and ack, deta
   CHECK(seen.hello.machine_id() == "machine-a");
   CHECK(seen.hello.epoch() == 0x9e3779b97f4a7c15);
   CHECK(seen.hello.forward_address() == "10.0.0.1:9000");
-  CHECK(seen.snapshot_complete);
+  CHECK(seen.snapshotComplete);
   REQUIRE(seen.bridges.size() == 3);
   CHECK(seen.bridges[0].bridge_id() == "b1");
   REQUIRE(seen.bridges[0].routes_size() == 2);

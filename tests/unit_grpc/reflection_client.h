@@ -38,12 +38,12 @@ inline bool awaitTag(grpc::CompletionQueue& queue, std::chrono::system_clock::ti
 class ReflectionClient {
  public:
   explicit ReflectionClient(std::shared_ptr<grpc::Channel> channel) : stub_(std::move(channel)) {
-    request_type_ = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
+    requestType_ = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
         "grpc.reflection.v1alpha.ServerReflectionRequest");
-    response_type_ = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
+    responseType_ = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
         "grpc.reflection.v1alpha.ServerReflectionResponse");
-    REQUIRE(request_type_ != nullptr);
-    REQUIRE(response_type_ != nullptr);
+    REQUIRE(requestType_ != nullptr);
+    REQUIRE(responseType_ != nullptr);
   }
 
   [[nodiscard]] std::vector<std::string> listServices() {
@@ -99,11 +99,11 @@ class ReflectionClient {
   };
 
   // One request on its own ServerReflectionInfo call (a bidi stream), one response back.
-  std::unique_ptr<pb::Message> ask(const std::string& request_field, const std::string& value) {
-    std::unique_ptr<pb::Message> request(factory_.GetPrototype(request_type_)->New());
-    request->GetReflection()->SetString(request.get(), field(*request, request_field), value);
-    std::string request_bytes;
-    REQUIRE(request->SerializeToString(&request_bytes));
+  std::unique_ptr<pb::Message> ask(const std::string& requestField, const std::string& value) {
+    std::unique_ptr<pb::Message> request(factory_.GetPrototype(requestType_)->New());
+    request->GetReflection()->SetString(request.get(), field(*request, requestField), value);
+    std::string requestBytes;
+    REQUIRE(request->SerializeToString(&requestBytes));
 
     grpc::ClientContext context;
     const auto deadline = std::chrono::system_clock::now() + kReflectionTimeout;
@@ -114,11 +114,11 @@ class ReflectionClient {
     REQUIRE(call != nullptr);
     // Also runs when a REQUIRE below throws: a completion queue must be shut down and drained
     // before it is destroyed, and a pending operation only completes once the call is cancelled.
-    const EndCall end_call{context, queue};
+    const EndCall endCall{context, queue};
     int started = 0, written = 0, read = 0, closed = 0, finished = 0;
     call->StartCall(&started);
     REQUIRE(awaitTag(queue, deadline, &started));
-    grpc::Slice slice(request_bytes);
+    grpc::Slice slice(requestBytes);
     call->Write(grpc::ByteBuffer(&slice, 1), &written);
     REQUIRE(awaitTag(queue, deadline, &written));
     grpc::ByteBuffer answer;
@@ -133,19 +133,19 @@ class ReflectionClient {
 
     std::vector<grpc::Slice> slices;
     REQUIRE(answer.Dump(&slices).ok());
-    std::string answer_bytes;
+    std::string answerBytes;
     for (const auto& s : slices) {
-      answer_bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      answerBytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
-    std::unique_ptr<pb::Message> response(factory_.GetPrototype(response_type_)->New());
-    REQUIRE(response->ParseFromString(answer_bytes));
+    std::unique_ptr<pb::Message> response(factory_.GetPrototype(responseType_)->New());
+    REQUIRE(response->ParseFromString(answerBytes));
     return response;
   }
 
   grpc::GenericStub stub_;
   pb::DynamicMessageFactory factory_;
-  const pb::Descriptor* request_type_ = nullptr;
-  const pb::Descriptor* response_type_ = nullptr;
+  const pb::Descriptor* requestType_ = nullptr;
+  const pb::Descriptor* responseType_ = nullptr;
 };
 
 }  // namespace ot::testing
