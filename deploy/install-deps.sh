@@ -11,6 +11,7 @@ build_packages=(
   libsoci-dev libboost-dev libsqlite3-dev default-libmysqlclient-dev
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev libcurl4-openssl-dev
   prometheus-cpp-dev libcli11-dev
+  clang-format
 )
 fuzz_packages=( clang libclang-rt-14-dev )
 test_packages=(

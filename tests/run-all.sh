@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs dependencies, then
+#   0. checks that every tracked C++ source is formatted as .clang-format says (tests/check-format.sh);
 #   1. builds with g++ (warnings are errors) and runs every test under ctest;
 #   2. builds with clang, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer, runs the
 #      same tests again (except those labelled slow), replays every fuzz corpus, and fuzzes each
@@ -11,6 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 bash deploy/install-deps.sh
+bash tests/check-format.sh
 
 jobs=${OT_JOBS:-$(nproc)}
 fuzz_seconds=${OT_FUZZ_SECONDS:-20}
