@@ -16,11 +16,14 @@
 
 #include "common/metrics.h"
 #include "relayd/relay_context.h"
+#include "tests/relayd/loopback_pair.h"
 
 using ot::TcpStream;
 using ot::relayd::RelayContext;
 
 namespace {
+
+using ot::test::loopbackPair;
 
 struct Recorder final : TcpStream::Handler {
   size_t readBytes = 0;
@@ -32,30 +35,6 @@ struct Recorder final : TcpStream::Handler {
   void onWritten(size_t bytes) override { written += bytes; }
   void onClosed() override { closed = true; }
 };
-
-// A connected loopback pair with small kernel buffers, so what the peer does not read stays in
-// user space: {relay side, peer side}.
-std::pair<int, int> loopbackPair() {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  REQUIRE(::listen(listener, 1) == 0);
-  const int peer = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int small = 16 * 1024;
-  ::setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  REQUIRE(::connect(peer, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  const int relay = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  REQUIRE(relay >= 0);
-  ::setsockopt(relay, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-  ::close(listener);
-  ::fcntl(peer, F_SETFL, ::fcntl(peer, F_GETFL) | O_NONBLOCK);
-  return {relay, peer};
-}
 
 // Reads and drops what the peer has, without blocking; true if it got anything.
 bool drainPeer(int peer) {

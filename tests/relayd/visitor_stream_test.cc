@@ -22,6 +22,7 @@
 #include "common/tcp_stream.h"
 #include "relayd/relay_context.h"
 #include "relayd/stream_bridge.h"
+#include "tests/relayd/loopback_pair.h"
 
 using ot::TcpStream;
 using ot::relayd::BridgeForStream;
@@ -31,6 +32,8 @@ using ot::relayd::VisitorStream;
 namespace bridge = ot::bridge;
 
 namespace {
+
+using ot::test::loopbackPair;
 
 constexpr uint32_t kConnId = 7;
 
@@ -73,30 +76,6 @@ struct FakeBridge final : BridgeForStream {
     finishedOut = bytesOut;
   }
 };
-
-// {relay side, visitor side} of a loopback connection; small buffers so that what the visitor
-// does not read stays in the relay's user space.
-std::pair<int, int> loopbackPair() {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  REQUIRE(::listen(listener, 1) == 0);
-  const int visitor = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int small = 16 * 1024;
-  ::setsockopt(visitor, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  REQUIRE(::connect(visitor, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  const int relay = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  REQUIRE(relay >= 0);
-  ::setsockopt(relay, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-  ::close(listener);
-  ::fcntl(visitor, F_SETFL, ::fcntl(visitor, F_GETFL) | O_NONBLOCK);
-  return {relay, visitor};
-}
 
 std::vector<uint8_t> bytesOf(size_t n, char fill) {
   return std::vector<uint8_t>(n, static_cast<uint8_t>(fill));
