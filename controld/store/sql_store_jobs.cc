@@ -101,13 +101,13 @@ Result<std::optional<Job>> SqlStore::getJob(const std::string& id) {
   return run<std::optional<Job>>("getJob", [&](soci::session& sql) { return selectJob(sql, id); });
 }
 
-Result<std::optional<Job>> SqlStore::claimJob(const std::string& owner, int64_t now_ms,
-                                              int64_t lease_ms, bool includeIssue) {
+Result<std::optional<Job>> SqlStore::claimJob(const std::string& owner, int64_t nowMs,
+                                              int64_t leaseMs, bool includeIssue) {
   if (owner.empty()) return emptyOwner();
-  if (lease_ms < 1) return Error{ErrorKind::kInvalid, "a lease must last at least 1 ms"};
+  if (leaseMs < 1) return Error{ErrorKind::kInvalid, "a lease must last at least 1 ms"};
   return run<std::optional<Job>>("claimJob", [&](soci::session& sql) -> Result<std::optional<Job>> {
-    long long now = now_ms;
-    long long until = now_ms + lease_ms;
+    long long now = nowMs;
+    long long until = nowMs + leaseMs;
     // Renewals and the API domain's certificate first, so a flood of first issuance cannot
     // hold them up; then the longest-waiting.
     const std::string candidates =
@@ -144,14 +144,14 @@ Result<std::optional<Job>> SqlStore::claimJob(const std::string& owner, int64_t 
   });
 }
 
-Result<bool> SqlStore::extendLease(const std::string& job_id, const std::string& owner,
+Result<bool> SqlStore::extendLease(const std::string& jobId, const std::string& owner,
                                    int64_t leaseUntilMs) {
   if (owner.empty()) return emptyOwner();
   return run<bool>("extendLease", [&](soci::session& sql) -> Result<bool> {
     long long until = leaseUntilMs;
     soci::statement st = (sql.prepare << "UPDATE jobs SET lease_until = :until WHERE id = :id"
                                          " AND lease_owner = :owner AND status = 'pending'",
-                          soci::use(until), soci::use(job_id), soci::use(owner));
+                          soci::use(until), soci::use(jobId), soci::use(owner));
     st.execute(true);
     return st.get_affected_rows() == 1;
   });

@@ -17,15 +17,15 @@ constexpr int kRateRounds = 4;
 
 }  // namespace
 
-Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t now_ms,
+Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t nowMs,
                                            int64_t intervalMs, int64_t burst) {
   if (intervalMs < 1 || burst < 1) {
     return Error{ErrorKind::kInvalid, "a rate needs interval >= 1 ms and burst >= 1"};
   }
   return run<RateDecision>("acquireRate", [&](soci::session& sql) -> Result<RateDecision> {
-    long long now = now_ms;
+    long long now = nowMs;
     long long interval = intervalMs;
-    long long limit = now_ms + (burst - 1) * intervalMs;
+    long long limit = nowMs + (burst - 1) * intervalMs;
     for (int round = 0; round < kRateRounds; ++round) {
       soci::statement update =
           (sql.prepare << "UPDATE rate_limits SET full_at ="
@@ -44,7 +44,7 @@ Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t now_m
         if (fullAt > limit) return RateDecision{false, fullAt - limit};
         continue;
       }
-      long long first = now_ms + intervalMs;
+      long long first = nowMs + intervalMs;
       try {
         sql << "INSERT INTO rate_limits (k, full_at) VALUES (:k, :full_at)", soci::use(key),
             soci::use(first);
@@ -66,8 +66,8 @@ Status SqlStore::pruneRates(int64_t nowMs) {
   });
 }
 
-Status SqlStore::addUsage(const std::string& tunnel_id, int64_t hourStartMs, int64_t bytes_in,
-                          int64_t bytes_out, int64_t connections) {
+Status SqlStore::addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
+                          int64_t bytesOut, int64_t connections) {
   return run<Ok>("addUsage", [&](soci::session& sql) -> Result<Ok> {
     const char* upsert =
         dialect_ == SqlDialect::kMysql
@@ -83,10 +83,10 @@ Status SqlStore::addUsage(const std::string& tunnel_id, int64_t hourStartMs, int
               " bytes_out = bytes_out + excluded.bytes_out,"
               " connections = connections + excluded.connections";
     long long hourStart = hourStartMs;
-    long long in = bytes_in;
-    long long out = bytes_out;
+    long long in = bytesIn;
+    long long out = bytesOut;
     long long count = connections;
-    sql << upsert, soci::use(tunnel_id), soci::use(hourStart), soci::use(in), soci::use(out),
+    sql << upsert, soci::use(tunnelId), soci::use(hourStart), soci::use(in), soci::use(out),
         soci::use(count);
     return Ok{};
   });
