@@ -85,7 +85,7 @@ void fuzzRelayMessage(std::string_view text) {
 
 }  // namespace
 
-extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   fuzzClientMessage(text);
   fuzzRelayMessage(text);

@@ -95,7 +95,7 @@ void fuzzCredit(std::span<const uint8_t> input) {
 
 }  // namespace
 
-extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> input(data, size);
   fuzzDecode(input);
   fuzzCredit(input);

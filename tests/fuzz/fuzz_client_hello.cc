@@ -44,7 +44,7 @@ class Splitter {
 
 }  // namespace
 
-extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> input(data, size);
   using ot::ClientHelloStatus;
 

@@ -137,7 +137,7 @@ void checkRoundTrip(HttpParser::Kind kind, const ot::HttpParserLimits& limits,
 
 }  // namespace
 
-extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const uint8_t config = data[0];
   uint32_t seed = data[1];

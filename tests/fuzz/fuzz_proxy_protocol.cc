@@ -87,7 +87,7 @@ void checkReencodes(std::span<const uint8_t> original, const ProxyHeader& h) {
 
 }  // namespace
 
-extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> input(data, size);
 
   ProxyHeaderReader reader;

@@ -337,7 +337,7 @@ void fuzzUtf8(std::span<const uint8_t> data, uint64_t seed) {
 
 }  // namespace
 
-extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> input(data, size);
   uint64_t seed = size;
   for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) seed = seed * 131 + input[i];

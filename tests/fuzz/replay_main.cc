@@ -8,7 +8,7 @@
 #include <iterator>
 #include <vector>
 
-extern "C" int llvmFuzzerTestOneInput(const uint8_t* data, size_t size);
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -20,7 +20,7 @@ bool replayFile(const std::filesystem::path& path) {
   }
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());
-  llvmFuzzerTestOneInput(bytes.data(), bytes.size());
+  LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
   return true;
 }
 
