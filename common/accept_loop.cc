@@ -114,23 +114,28 @@ Result<std::unique_ptr<AcceptLoop>> AcceptLoop::start(uv_loop_t* loop, ListenSoc
 }
 
 AcceptLoop::~AcceptLoop() {
-  impl_->closeAll();
+  close();
 }
 
 void AcceptLoop::pause() {
-  impl_->pause();
+  if (impl_ != nullptr) impl_->pause();
 }
 
 bool AcceptLoop::paused() const {
-  return impl_->paused;
+  return impl_ != nullptr && impl_->paused;
 }
 
+// The heap part is freed by the handles' close callbacks once the loop runs them, so after
+// close() this object must never reach it again (not even from its destructor).
 void AcceptLoop::close() {
+  if (impl_ == nullptr) return;
   impl_->closeAll();
+  impl_ = nullptr;
 }
 
 const ListenSocket& AcceptLoop::socket() const {
-  return impl_->socket;
+  static const ListenSocket kClosed;
+  return impl_ != nullptr ? impl_->socket : kClosed;
 }
 
 }  // namespace ot::net

@@ -51,12 +51,13 @@ class AcceptLoop {
   // are not affected.
   void close();
 
+  // The listening socket; an empty one once closed.
   [[nodiscard]] const ListenSocket& socket() const;
 
  private:
   struct Impl;
   explicit AcceptLoop(Impl* impl) : impl_(impl) {}
-  Impl* impl_;  // freed by its last close callback
+  Impl* impl_;  // freed by its last close callback; nullptr once close() ran
 };
 
 }  // namespace ot::net
