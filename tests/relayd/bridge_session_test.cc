@@ -20,6 +20,7 @@
 #include "common/websocket_frame.h"
 #include "common/websocket_message.h"
 #include "relayd/relay_context.h"
+#include "tests/relayd/manual_relay_loop.h"
 
 using ot::relayd::BridgeForStream;
 using ot::relayd::BridgeSession;
@@ -160,32 +161,16 @@ struct Sent {
   }
 };
 
-struct BridgeRig {
-  uv_loop_t loop{};
-  ot::metrics::Metrics registry;
-  ot::relayd::RelayMetrics metrics{registry};
-  ot::relayd::RelaydConfig config;
-  std::optional<ot::ManualClock> clock;
-  std::optional<RelayContext> context;
+struct BridgeRig : ot::test::ManualRelayLoop {
   FakeTransport transport;
   FakeRelay relay;
   std::deque<FakeStream> streams;  // outlive the session, which aborts what is left
   std::optional<BridgeSession> session;
 
-  BridgeRig() {
-    REQUIRE(uv_loop_init(&loop) == 0);
-    clock.emplace(static_cast<int64_t>(uv_now(&loop)));
-    context.emplace(&loop, config, metrics);
-    context->clock = clock->clock();
-    session.emplace(*context, relay, transport, "t1");
-  }
+  BridgeRig() { session.emplace(*context, relay, transport, "t1"); }
   ~BridgeRig() {
     session.reset();
     CHECK(relay.unregistered);
-    context->closeHandles();
-    uv_run(&loop, UV_RUN_DEFAULT);
-    context.reset();
-    CHECK(uv_loop_close(&loop) == 0);
   }
   BridgeRig(const BridgeRig&) = delete;
   BridgeRig& operator=(const BridgeRig&) = delete;

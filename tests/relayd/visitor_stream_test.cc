@@ -23,6 +23,7 @@
 #include "relayd/relay_context.h"
 #include "relayd/stream_bridge.h"
 #include "tests/relayd/loopback_pair.h"
+#include "tests/relayd/manual_relay_loop.h"
 
 using ot::TcpStream;
 using ot::relayd::BridgeForStream;
@@ -83,23 +84,11 @@ std::vector<uint8_t> bytesOf(size_t n, char fill) {
 
 // A loop with a relay context on a manual clock, one VisitorStream on the relay side of a loopback
 // pair started on a fake bridge, and the visitor's socket.
-struct VisitorRig {
-  uv_loop_t loop{};
-  ot::metrics::Metrics registry;
-  ot::relayd::RelayMetrics metrics{registry};
-  ot::relayd::RelaydConfig config;
-  std::optional<ot::ManualClock> clock;
-  std::optional<RelayContext> context;
+struct VisitorRig : ot::test::ManualRelayLoop {
   FakeBridge fake;
   VisitorStream* visitor = nullptr;
   int peer = -1;
 
-  VisitorRig() {
-    REQUIRE(uv_loop_init(&loop) == 0);
-    clock.emplace(static_cast<int64_t>(uv_now(&loop)));
-    context.emplace(&loop, config, metrics);
-    context->clock = clock->clock();
-  }
   // Starts the stream with the client's window `window` and `hello` as its first bytes.
   void start(uint32_t window, std::vector<uint8_t> hello) {
     const auto [relayFd, visitorFd] = loopbackPair();
@@ -109,16 +98,13 @@ struct VisitorRig {
     visitor = new VisitorStream(*context, stream, "t1", window);
     visitor->start(&fake, kConnId, std::move(hello));
   }
+  VisitorRig() = default;
   ~VisitorRig() {
     if (!context->streams.empty()) {
       if (!fake.finished) visitor->abort(bridge::ResetReason::kUnspecified, false);
       runUntil([&] { return context->streams.empty(); });
     }
     if (peer >= 0) ::close(peer);
-    context->closeHandles();
-    uv_run(&loop, UV_RUN_DEFAULT);
-    context.reset();
-    CHECK(uv_loop_close(&loop) == 0);
   }
   VisitorRig(const VisitorRig&) = delete;
   VisitorRig& operator=(const VisitorRig&) = delete;
