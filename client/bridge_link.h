@@ -73,7 +73,7 @@ class BridgeLink final : private SessionHost {
   static void onTimerClosed(uv_handle_t* handle);
   void onTimer();
   void attempt();
-  void scheduleRetry();
+  void scheduleRetry(const RetryHint& hint);
   void maybeStopped();
   void setError(std::string error);
 
