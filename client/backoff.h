@@ -6,7 +6,8 @@
 // - "busy" (the relay is restarting or shedding: drain or close 1012 before attached, 503 with
 //   Retry-After, the connection refused, or closed before the TLS handshake completed): retry
 //   soon in a short spread that does not double past 3 s (250-750 ms, 250-1500 ms, then
-//   250-3000 ms), or Retry-After to 1.5x it (capped at 8 s). After 20 busy answers in a row the
+//   250-3000 ms), or Retry-After to 1.5x it, the Retry-After taken up to 2 s so the wait stays
+//   within the same 3 s (the bridge is cheap to refuse again). After 20 busy answers in a row the
 //   relay is not just restarting: further busy answers count as broken.
 // Only attached() resets the counts.
 #pragma once
@@ -50,7 +51,7 @@ class Backoff {
   static constexpr uint64_t kBusyMinMs = 250;
   static constexpr uint64_t kBusyFirstMs = 750;
   static constexpr uint64_t kBusyCapMs = 3'000;
-  static constexpr uint64_t kRetryAfterCapMs = 8'000;
+  static constexpr uint64_t kRetryAfterCapMs = kBusyCapMs * 2 / 3;
   static constexpr uint32_t kBusyLimit = 20;
 
   // `random(n)` returns a uniform value in [0, n]; injected so tests control it.

@@ -46,7 +46,7 @@ void BridgeLink::onSessionDrain(BridgeClient& session) {
   if (&session != current_ || state_ != State::kActive) return;
   current_ = nullptr;  // it lives on in sessions_ until the relay closes it
   setError("the relay is restarting (drain); moving to another");
-  scheduleRetry({});
+  scheduleRetry({}, true);
   host_.onLinkChanged();
 }
 
@@ -64,7 +64,7 @@ void BridgeLink::onSessionEnded(BridgeClient& session, const SessionEnd& end) {
     return;
   }
   // After an attached bridge, the short first wait (the backoff was reset on attach).
-  scheduleRetry(end.wasAttached ? RetryHint{} : end.retry);
+  scheduleRetry(end.wasAttached ? RetryHint{} : end.retry, end.wasAttached);
   host_.onLinkChanged();
 }
 
@@ -81,13 +81,15 @@ void BridgeLink::onSessionChanged() {
   host_.onLinkChanged();
 }
 
-void BridgeLink::scheduleRetry(const RetryHint& hint) {
+void BridgeLink::scheduleRetry(const RetryHint& hint, bool afterAttached) {
   const uint64_t delay = backoff_.nextDelayMs(hint);
   state_ = State::kWaiting;
   retryAtMs_ = uv_now(loop_) + delay;
   log_.info("bridge reconnecting", {{"link", index_},
                                     {"delay_ms", delay},
-                                    {"kind", hint.kind == RetryKind::kBusy ? "busy" : "broken"},
+                                    {"kind", afterAttached                   ? "after_attached"
+                                             : hint.kind == RetryKind::kBusy ? "busy"
+                                                                             : "broken"},
                                     {"failures", backoff_.failuresInARow()},
                                     {"busy", backoff_.busyInARow()}});
   rescheduleTimer();

@@ -348,7 +348,9 @@ void RelayTransport::onWritten(size_t) {
 }
 
 void RelayTransport::failAs(std::string text, const AttemptEnd& end) {
-  fail(std::move(text), 0, {}, false, classifyAttemptEnd(end));
+  const RetryHint retry = classifyAttemptEnd(end);
+  if (retry.kind == RetryKind::kBusy) text += " (the relay is restarting or busy)";
+  fail(std::move(text), 0, {}, false, retry);
 }
 
 void RelayTransport::fail(std::string text, int httpStatus, std::string tag, bool permanent,
