@@ -3,7 +3,9 @@ relay that is restarting or busy from a broken one. A draining relayd refuses ne
 their ClientHello (ALPN otunnel-bridge) before any handshake, and the client reads that, the
 refused connections while no relayd listens and the new relayd's first answers as "come back
 soon": every bridge is back after a restart and no client's wait grew past the busy window (3 s),
-which the doubling of the broken schedule would have passed."""
+which the doubling of the broken schedule would have passed. And a control-plane outage does not
+stop a client that could connect: otunnel started while controld is down attaches from its saved
+tunnel and checks it with the API once controld is back."""
 import re
 import signal
 
@@ -61,3 +63,28 @@ def test_relay_restart_brings_every_bridge_back_without_a_long_backoff(stack):
     assert any(kind == "busy" for _, kind in delays), delays
     assert max(ms for ms, _ in delays) <= BUSY_CAP_MS, delays
 
+
+def test_otunnel_started_while_controld_is_down_attaches_from_its_saved_tunnel(stack):
+    s = stack()
+    web = s.origin()
+    first = s.tunnel(web.port, links=1, name="first")
+    assert first.stop() == 0
+    relay = s.relayd
+    assert rz.kill_controld(s.controld, signal.SIGTERM) == 0
+    rz.wait_metric_value(relay, "opentunnel_control_connected", 0)
+
+    # The same state directory, controld down, relayd up: the saved tunnel attaches as it is.
+    again = rh.Otunnel(s.workdir / "again", relay.server_url, s.ca_file, port=web.port, links=1,
+                       name="again", state_dir=first.state_dir)
+    s.tunnels.append(again)
+    again.start()
+    again.wait_url(timeout=20)
+    again.wait_connected(timeout=20)
+    assert again.tunnel_id == first.tunnel_id
+    rz.get_hello(rz.tunnel_url(again, relay), s.ca_file)
+    assert "checking it in the background" in again.stderr_text()
+
+    # controld comes back: the background check gets its answer and says so.
+    rz.restart_controld(s.controld)
+    rz.wait_stderr(again, "the control plane answers again", timeout=60)
+    rz.get_hello(rz.tunnel_url(again, relay), s.ca_file)
