@@ -82,14 +82,15 @@ void BridgeLink::onSessionChanged() {
 }
 
 void BridgeLink::scheduleRetry(const RetryHint& hint, bool afterAttached) {
+  // Past the busy limit a busy answer waits like a broken one (client/backoff.h).
+  const bool busy = hint.kind == RetryKind::kBusy && backoff_.busyInARow() < Backoff::kBusyLimit;
   const uint64_t delay = backoff_.nextDelayMs(hint);
   state_ = State::kWaiting;
   retryAtMs_ = uv_now(loop_) + delay;
+  const char* kind = afterAttached ? "after_attached" : busy ? "busy" : "broken";
   log_.info("bridge reconnecting", {{"link", index_},
                                     {"delay_ms", delay},
-                                    {"kind", afterAttached                   ? "after_attached"
-                                             : hint.kind == RetryKind::kBusy ? "busy"
-                                                                             : "broken"},
+                                    {"kind", kind},
                                     {"failures", backoff_.failuresInARow()},
                                     {"busy", backoff_.busyInARow()}});
   rescheduleTimer();
