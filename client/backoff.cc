@@ -1,10 +1,42 @@
 #include "client/backoff.h"
 
+#include <uv.h>
+
 #include <algorithm>
 #include <random>
 #include <utility>
 
 namespace ot::client {
+
+RetryHint classifyAttemptEnd(const AttemptEnd& end) {
+  const RetryHint busy{RetryKind::kBusy, 0};
+  switch (end.cause) {
+    case AttemptEnd::Cause::kConnectFailed:
+      // Nothing listens: the relay is between its old and its new process. Unreachable hosts,
+      // timeouts and failed lookups are not known to pass soon.
+      return end.uvStatus == UV_ECONNREFUSED ? busy : RetryHint{};
+    case AttemptEnd::Cause::kClosedInHandshake:
+      // relayd closes before the handshake when it sheds (no handshake slot) and when a draining
+      // relay refuses a bridge (its ALPN says so); a broken TLS setup ends in an alert instead.
+      return end.uvStatus == UV_EOF || end.uvStatus == UV_ECONNRESET || end.uvStatus == UV_EPIPE
+                 ? busy
+                 : RetryHint{};
+    case AttemptEnd::Cause::kUpgradeRefused:
+      if (end.httpStatus == 503 && end.retryAfterMs > 0)
+        return {RetryKind::kBusy, end.retryAfterMs};
+      return {};
+    case AttemptEnd::Cause::kClosed:
+      // 1012: service restart; 1013: try again later (RFC 6455's registry).
+      return end.closeCode == 1012 || end.closeCode == 1013 ? busy : RetryHint{};
+    case AttemptEnd::Cause::kDrain:
+      return busy;
+    case AttemptEnd::Cause::kTlsFailed:
+    case AttemptEnd::Cause::kAttachError:
+    case AttemptEnd::Cause::kOther:
+      return {};
+  }
+  return {};
+}
 
 Backoff::Backoff(std::function<uint64_t(uint64_t)> random, uint64_t baseMs, uint64_t capMs)
     : random_(std::move(random)), baseMs_(baseMs), capMs_(capMs) {}
@@ -16,6 +48,17 @@ uint64_t Backoff::nextDelayMs() {
   if (failures_ < UINT32_MAX) ++failures_;
   const uint64_t half = base / 2;
   return half + random_(base - half);
+}
+
+uint64_t Backoff::nextDelayMs(const RetryHint& hint) {
+  if (hint.kind == RetryKind::kBroken || busy_ >= kBusyLimit) return nextDelayMs();
+  const uint32_t streak = busy_++;
+  if (hint.retryAfterMs > 0) {
+    const uint64_t wait = std::min(hint.retryAfterMs, kRetryAfterCapMs);
+    return wait + random_(wait / 2);
+  }
+  const uint64_t top = std::min(kBusyCapMs, kBusyFirstMs << std::min<uint32_t>(streak, 8));
+  return kBusyMinMs + random_(top - kBusyMinMs);
 }
 
 uint64_t uniformRandom(uint64_t n) {

@@ -1,6 +1,15 @@
-// The reconnect schedule of docs/protocol.md section 10, as pure logic: after an attached bridge
-// ends, wait 125-250 ms; after each failed attempt double the base, up to 30 s, with equal jitter
-// (b/2 + random(0, b/2)). Only attached() resets the count.
+// The reconnect schedule of docs/protocol.md section 10, as pure logic. Two kinds of failed
+// attempt wait differently:
+// - "broken" (a bad certificate, an attach_error, a protocol error, a timeout, anything not known
+//   to pass by itself): after an attached bridge ends, wait 125-250 ms; after each failed attempt
+//   double the base, up to 30 s, with equal jitter (b/2 + random(0, b/2)).
+// - "busy" (the relay is restarting or shedding: drain or close 1012 before attached, 503 with
+//   Retry-After, the connection refused, or closed before the TLS handshake completed): retry
+//   soon in a short spread that does not double past 3 s (250-750 ms, 250-1500 ms, then
+//   250-3000 ms), or Retry-After to 1.5x it, the Retry-After taken up to 2 s so the wait stays
+//   within the same 3 s (the bridge is cheap to refuse again). After 20 busy answers in a row the
+//   relay is not just restarting: further busy answers count as broken.
+// Only attached() resets the counts.
 #pragma once
 
 #include <cstdint>
@@ -8,23 +17,66 @@
 
 namespace ot::client {
 
+enum class RetryKind : uint8_t { kBroken, kBusy };
+
+struct RetryHint {
+  RetryKind kind = RetryKind::kBroken;
+  uint64_t retryAfterMs = 0;  // busy: the relay's Retry-After, 0 when it gave none
+  bool operator==(const RetryHint&) const = default;
+};
+
+// How an attempt that never reached `attached` ended, as far as the next wait cares.
+struct AttemptEnd {
+  enum class Cause : uint8_t {
+    kConnectFailed,      // the TCP connect (or the name lookup) failed: uvStatus
+    kClosedInHandshake,  // EOF or a reset before the TLS handshake completed, no TLS alert
+    kTlsFailed,          // the TLS handshake failed (the certificate, an alert, ...)
+    kUpgradeRefused,     // an HTTP answer other than 101: httpStatus, retryAfterMs
+    kClosed,             // after the 101, before attached: closeCode (1006 when dropped)
+    kDrain,              // `drain` instead of attached
+    kAttachError,        // attach_error
+    kOther,              // a protocol error, the 10 s deadline, anything else
+  };
+  Cause cause = Cause::kOther;
+  int uvStatus = 0;
+  int httpStatus = 0;
+  uint64_t retryAfterMs = 0;
+  uint16_t closeCode = 0;
+};
+
+[[nodiscard]] RetryHint classifyAttemptEnd(const AttemptEnd& end);
+
 class Backoff {
  public:
+  static constexpr uint64_t kBusyMinMs = 250;
+  static constexpr uint64_t kBusyFirstMs = 750;
+  static constexpr uint64_t kBusyCapMs = 3'000;
+  static constexpr uint64_t kRetryAfterCapMs = kBusyCapMs * 2 / 3;
+  static constexpr uint32_t kBusyLimit = 20;
+
   // `random(n)` returns a uniform value in [0, n]; injected so tests control it.
   explicit Backoff(std::function<uint64_t(uint64_t)> random, uint64_t baseMs = 250,
                    uint64_t capMs = 30'000);
 
-  // The wait before the next attempt, in ms; each call counts one more failure in a row.
+  // The wait before the next attempt, in ms, after a broken attempt (or an attached bridge's
+  // end): each call counts one more failure in a row.
   [[nodiscard]] uint64_t nextDelayMs();
+  // The wait after an attempt of the given kind.
+  [[nodiscard]] uint64_t nextDelayMs(const RetryHint& hint);
   // The bridge reached `attached`: the next wait is 125-250 ms again.
-  void attached() { failures_ = 0; }
+  void attached() {
+    failures_ = 0;
+    busy_ = 0;
+  }
   [[nodiscard]] uint32_t failuresInARow() const { return failures_; }
+  [[nodiscard]] uint32_t busyInARow() const { return busy_; }
 
  private:
   std::function<uint64_t(uint64_t)> random_;
   uint64_t baseMs_;
   uint64_t capMs_;
   uint32_t failures_ = 0;
+  uint32_t busy_ = 0;
 };
 
 // A uniform random in [0, n] from a thread-local generator seeded from the OS.

@@ -31,7 +31,7 @@ BridgeClient::~BridgeClient() = default;
 void BridgeClient::start() {
   attemptDeadlineMs_ = uv_now(loop_) + kAttachDeadlineMs;
   if (!settings_.relayContext) {
-    endSession({false, true, settings_.relayContextError});
+    endSession({false, true, settings_.relayContextError, {}});
     maybeFinished();
     return;
   }
@@ -45,7 +45,7 @@ void BridgeClient::start() {
   endpoint.tlsContext = settings_.relayContext;
   transport_ = RelayTransport::create(loop_, std::move(endpoint), *this);
   if (transport_ == nullptr) {
-    endSession({false, false, "cannot create a socket"});
+    endSession({false, false, "cannot create a socket", {}});
     maybeFinished();
     return;
   }
@@ -55,7 +55,7 @@ void BridgeClient::start() {
 
 void BridgeClient::stop(uint16_t code) {
   if (transport_ != nullptr) transport_->close(code, "client going away");
-  endSession({phase_ == Phase::kAttached, false, {}});
+  endSession({phase_ == Phase::kAttached, false, {}, {}});
   maybeFinished();
 }
 
@@ -75,7 +75,8 @@ void BridgeClient::onUpgraded() {
 }
 
 void BridgeClient::onTransportFailed(const TransportFailure& failure) {
-  endSession({false, failure.permanent || fatalUpgradeStatus(failure.httpStatus), failure.text});
+  endSession({false, failure.permanent || fatalUpgradeStatus(failure.httpStatus), failure.text,
+              failure.retry});
 }
 
 void BridgeClient::onTextMessage(std::string_view text) {
@@ -117,11 +118,13 @@ void BridgeClient::onRelayMessage(const bridge::RelayMessage& message) {
     if (!error->message.empty()) text += ": " + error->message;
     // The relay closes right after; answer its close promptly instead of waiting for it.
     transport_->close(ws::kCloseNormal);
-    endSession({false, fatalAttachError(*error), std::move(text)});
+    endSession({false, fatalAttachError(*error), std::move(text), {}});
     return;
   }
   transport_->close(ws::kCloseNormal);
-  endSession({false, false, "the relay is draining"});
+  AttemptEnd drain;
+  drain.cause = AttemptEnd::Cause::kDrain;
+  endSession({false, false, "the relay is draining", classifyAttemptEnd(drain)});
 }
 
 bool BridgeClient::fatalAttachError(const bridge::AttachError& error) const {
@@ -250,12 +253,15 @@ void BridgeClient::onDisconnected(uint16_t code, std::string_view reason) {
                          ? "connection lost"
                          : "relay closed the bridge with " + std::to_string(code);
   if (!reason.empty()) text += ": " + std::string(reason);
-  endSession({phase_ == Phase::kAttached, false, std::move(text)});
+  AttemptEnd end;
+  end.cause = AttemptEnd::Cause::kClosed;
+  end.closeCode = code;
+  endSession({phase_ == Phase::kAttached, false, std::move(text), classifyAttemptEnd(end)});
 }
 
 void BridgeClient::onTransportClosed() {
   transport_ = nullptr;
-  endSession({phase_ == Phase::kAttached, false, "connection closed"});
+  endSession({phase_ == Phase::kAttached, false, "connection closed", {}});
   maybeFinished();
 }
 
@@ -333,7 +339,7 @@ void BridgeClient::onTimer(uint64_t nowMs) {
   }
   if (!ended_ && phase_ != Phase::kAttached && nowMs >= attemptDeadlineMs_) {
     if (transport_ != nullptr) transport_->abort();
-    endSession({false, false, "no attached within 10 s"});
+    endSession({false, false, "no attached within 10 s", {}});
   }
   if (!ended_ && phase_ == Phase::kAttached && transport_ != nullptr) {
     const uint64_t last = transport_->lastReceiveMs();
@@ -341,7 +347,7 @@ void BridgeClient::onTimer(uint64_t nowMs) {
     if (nowMs >= last + kSilentBeats * beat) {
       transport_->close(ws::kCloseGoingAway, "relay silent");
       endSession(
-          {true, false, "nothing from the relay for " + std::to_string(nowMs - last) + " ms"});
+          {true, false, "nothing from the relay for " + std::to_string(nowMs - last) + " ms", {}});
     } else if (nowMs >= std::max(last, lastPingMs_) + beat) {
       (void)transport_->sendPing({});
       lastPingMs_ = nowMs;
@@ -361,7 +367,7 @@ void BridgeClient::protocolError(std::string text) {
   log_.warn("protocol error from the relay; closing the bridge",
             {{"link", link_}, {"bridge", attached_.bridgeId}, {"error", text}});
   if (transport_ != nullptr) transport_->close(ws::kCloseProtocolError);
-  endSession({phase_ == Phase::kAttached, false, "protocol error: " + text});
+  endSession({phase_ == Phase::kAttached, false, "protocol error: " + text, {}});
 }
 
 void BridgeClient::endSession(SessionEnd end) {

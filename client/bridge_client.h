@@ -18,6 +18,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "client/backoff.h"
 #include "client/bridge_settings.h"
 #include "client/local_stream.h"
 #include "client/relay_transport.h"
@@ -33,6 +34,7 @@ struct SessionEnd {
   bool wasAttached = false;
   bool fatal = false;  // section 10's stop-for-good cases: do not retry
   std::string error;   // for people; empty for a deliberate stop
+  RetryHint retry;     // before attached: busy (restarting, shedding) or broken
 };
 
 class SessionHost {

@@ -46,7 +46,7 @@ void BridgeLink::onSessionDrain(BridgeClient& session) {
   if (&session != current_ || state_ != State::kActive) return;
   current_ = nullptr;  // it lives on in sessions_ until the relay closes it
   setError("the relay is restarting (drain); moving to another");
-  scheduleRetry();
+  scheduleRetry({}, true);
   host_.onLinkChanged();
 }
 
@@ -63,7 +63,8 @@ void BridgeLink::onSessionEnded(BridgeClient& session, const SessionEnd& end) {
     host_.onLinkChanged();
     return;
   }
-  scheduleRetry();
+  // After an attached bridge, the short first wait (the backoff was reset on attach).
+  scheduleRetry(end.wasAttached ? RetryHint{} : end.retry, end.wasAttached);
   host_.onLinkChanged();
 }
 
@@ -80,12 +81,18 @@ void BridgeLink::onSessionChanged() {
   host_.onLinkChanged();
 }
 
-void BridgeLink::scheduleRetry() {
-  const uint64_t delay = backoff_.nextDelayMs();
+void BridgeLink::scheduleRetry(const RetryHint& hint, bool afterAttached) {
+  // Past the busy limit a busy answer waits like a broken one (client/backoff.h).
+  const bool busy = hint.kind == RetryKind::kBusy && backoff_.busyInARow() < Backoff::kBusyLimit;
+  const uint64_t delay = backoff_.nextDelayMs(hint);
   state_ = State::kWaiting;
   retryAtMs_ = uv_now(loop_) + delay;
-  log_.info("bridge reconnecting",
-            {{"link", index_}, {"delay_ms", delay}, {"failures", backoff_.failuresInARow()}});
+  const char* kind = afterAttached ? "after_attached" : busy ? "busy" : "broken";
+  log_.info("bridge reconnecting", {{"link", index_},
+                                    {"delay_ms", delay},
+                                    {"kind", kind},
+                                    {"failures", backoff_.failuresInARow()},
+                                    {"busy", backoff_.busyInARow()}});
   rescheduleTimer();
 }
 

@@ -1,6 +1,7 @@
 // One of the pool's `links`: the reconnect loop of docs/protocol.md section 10 around
 // BridgeClient. The first attempt starts at once; after an attached bridge ends the next waits
-// 125-250 ms, after each failed attempt the wait doubles with equal jitter up to 30 s (Backoff);
+// 125-250 ms; after a "busy" attempt (the relay restarting or shedding) 0.25-3 s; after each
+// "broken" one the wait doubles with equal jitter up to 30 s (Backoff, client/backoff.h);
 // a `drain` starts a replacement after the short delay while the draining bridge finishes. A
 // fatal answer (400/404/405/426, bad_token, invalid_route, too many routes) stops the loop.
 //
@@ -73,7 +74,7 @@ class BridgeLink final : private SessionHost {
   static void onTimerClosed(uv_handle_t* handle);
   void onTimer();
   void attempt();
-  void scheduleRetry();
+  void scheduleRetry(const RetryHint& hint, bool afterAttached);
   void maybeStopped();
   void setError(std::string error);
 

@@ -13,7 +13,10 @@ BridgeSettings makeBridgeSettings(BridgeConfig config) {
   config.window = std::clamp(config.window, bridge::kMinWindow, bridge::kMaxWindow);
   config.maxConns = std::clamp<uint32_t>(config.maxConns, 1, bridge::kMaxConnsPerBridge);
   config.links = std::max(config.links, 1);
-  auto relay = tls::makeClientContext(config.caFile, {"http/1.1"});
+  // http/1.1 is what the relay selects; the bridge value lets a draining relay refuse the
+  // connection from the ClientHello (docs/protocol.md section 1).
+  auto relay =
+      tls::makeClientContext(config.caFile, {"http/1.1", std::string(bridge::kBridgeAlpn)});
   if (relay.ok()) {
     settings.relayContext = relay.value();
   } else {

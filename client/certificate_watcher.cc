@@ -1,5 +1,7 @@
 #include "client/certificate_watcher.h"
 
+#include <algorithm>
+
 #include "client/key_material.h"
 
 namespace ot::client {
@@ -48,37 +50,57 @@ void CertificateWatcher::close() {
 }
 
 void CertificateWatcher::run() {
+  constexpr std::chrono::milliseconds kUncheckedFirst{2'000};
+  constexpr std::chrono::milliseconds kUncheckedMax{60'000};
   const ApiClient api(apiOptions_);
+  std::chrono::milliseconds uncheckedWait = kUncheckedFirst;
   while (true) {
+    const std::chrono::milliseconds wait =
+        provisioned_.unchecked ? std::min(uncheckedWait, interval_) : interval_;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait_for(lock, interval_, [this] { return stopping_.load(); });
+      wake_.wait_for(lock, wait, [this] { return stopping_.load(); });
     }
     if (stopping_) return;
-    checkOnce(api);
+    const bool answered = checkOnce(api);
+    if (stopping_) return;
+    if (provisioned_.unchecked && answered) {
+      provisioned_.unchecked = false;
+      post({false, "otunnel: the control plane answers again; the saved tunnel " +
+                       provisioned_.state.id + " is checked"});
+    } else if (provisioned_.unchecked) {
+      uncheckedWait = std::min(uncheckedWait * 2, kUncheckedMax);
+    }
   }
 }
 
-void CertificateWatcher::checkOnce(const ApiClient& api) {
+bool CertificateWatcher::checkOnce(const ApiClient& api) {
   const TunnelState& state = provisioned_.state;
   auto certificate = api.getCertificate(state.id, state.token);
-  if (stopping_) return;
+  if (stopping_) return false;
   if (!certificate) {
     // The certificate in use stays valid; the next check tries again.
-    post({false, "otunnel: cannot check the certificate: " + certificate.error().describe()});
-    return;
+    const ApiError& error = certificate.error();
+    if (error.status == 401 || error.status == 404) {
+      post({false, "otunnel: the server no longer knows the tunnel " + state.id + " (" +
+                       error.describe() + "); the relay will refuse it"});
+      return true;
+    }
+    post({false, "otunnel: cannot check the certificate: " + error.describe()});
+    return error.status != 0 && error.status != 429 && error.status < 500;
   }
-  if (certificate->state != "ready" || certificate->chain == state.chainPem) return;
+  if (certificate->state != "ready" || certificate->chain == state.chainPem) return true;
   if (!certificateMatchesKey(certificate->chain, state.keyPem)) {
     post({false,
           "otunnel: the server's new certificate is not for this client's key; keeping "
           "the current one"});
-    return;
+    return true;
   }
   if (Status saved = saveCertificate(provisioned_, certificate->chain); !saved.ok()) {
     post({false, "otunnel: cannot save the renewed certificate: " + saved.error().message});
   }
   post({true, certificate->chain});
+  return true;
 }
 
 void CertificateWatcher::post(Event event) {

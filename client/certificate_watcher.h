@@ -4,6 +4,11 @@
 // event loop through a uv_async_t. controld renews the certificate for the same CSR by itself;
 // the client only has to pick the new chain up.
 //
+// A tunnel taken from the state directory unchecked (the control plane could not be asked at
+// startup: Provisioned::unchecked) is checked sooner: after 2 s, then twice as long each time the
+// server still cannot answer, up to a minute, until it answers; that answer is logged
+// ("the control plane answers again ..."), and the hourly rhythm follows.
+//
 // Lifetime: construct and start() on the loop thread; close() on the loop thread asks the thread
 // to stop and closes the async handle; destroy the object only after the loop has run the close
 // (e.g. after uv_run returns): the destructor joins the thread.
@@ -46,7 +51,9 @@ class CertificateWatcher {
   };
 
   void run();
-  void checkOnce(const ApiClient& api);
+  // False when the server could not be asked (no answer, 5xx, 429): the next check comes sooner
+  // while the tunnel is unchecked.
+  bool checkOnce(const ApiClient& api);
   void post(Event event);
   static void onAsync(uv_async_t* handle);
 

@@ -191,6 +191,24 @@ bool csrMatchesKey(std::string_view csrPem, std::string_view keyPem) {
   return same;
 }
 
+bool certificateServes(std::string_view chainPem, std::string_view hostname, bool wildcard) {
+  BioPtr bio = readBio(chainPem);
+  if (bio == nullptr || hostname.empty()) return false;
+  const X509Ptr leaf(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (leaf == nullptr) {
+    ERR_clear_error();
+    return false;
+  }
+  const std::string name(hostname);
+  const std::string below = "route." + name;  // any name under it: only *.<hostname> covers it
+  const bool serves =
+      X509_cmp_current_time(X509_get0_notAfter(leaf.get())) > 0 &&
+      X509_check_host(leaf.get(), name.data(), name.size(), 0, nullptr) == 1 &&
+      (!wildcard || X509_check_host(leaf.get(), below.data(), below.size(), 0, nullptr) == 1);
+  ERR_clear_error();
+  return serves;
+}
+
 bool certificateMatchesKey(std::string_view chainPem, std::string_view keyPem) {
   BioPtr bio = readBio(chainPem);
   if (bio == nullptr) return false;

@@ -39,4 +39,9 @@ struct CsrSummary {
 // The first certificate of the chain is for the key.
 [[nodiscard]] bool certificateMatchesKey(std::string_view chainPem, std::string_view keyPem);
 
+// The first certificate of the chain has not expired and names `hostname` (and, with `wildcard`,
+// covers the names under it): enough to serve visitors without asking the server first.
+[[nodiscard]] bool certificateServes(std::string_view chainPem, std::string_view hostname,
+                                     bool wildcard);
+
 }  // namespace ot::client

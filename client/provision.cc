@@ -39,6 +39,9 @@ class Provisioner {
   Status save() { return saveTunnelState(path_, state_); }
   // The saved tunnel if the server still knows it; else a new one.
   Status ensureTunnel(std::optional<TunnelState> saved);
+  // The saved tunnel has everything to connect without the server: token, key, a current
+  // certificate for its names.
+  [[nodiscard]] bool usableUnchecked(const TunnelState& saved) const;
   Status createTunnel();
   // A key and a CSR for the tunnel's names: the saved ones when they fit.
   Status ensureCsr(bool fresh);
@@ -49,7 +52,14 @@ class Provisioner {
   const ProvisionOptions& options_;
   std::string path_;
   TunnelState state_;
+  std::optional<std::string> unchecked_;  // set: using the saved tunnel unchecked, and why
 };
+
+// Worth connecting without the server's word: it did not answer, or answered that it cannot
+// now. 401 and 404 are its word (the tunnel is gone), as is any other 4xx.
+bool serverUnavailable(const ApiError& error) {
+  return error.status == 0 || error.status == 429 || error.status >= 500;
+}
 
 Status Provisioner::createTunnel() {
   auto created = api_.createTunnel(options_.wantedId);
@@ -75,7 +85,18 @@ Status Provisioner::ensureTunnel(std::optional<TunnelState> saved) {
         "; creating " + *options_.wantedId);
     return createTunnel();
   }
-  auto info = api_.getTunnel(saved->id, saved->token);
+  // With a tunnel that can connect as it is, one try: the client does not wait out the retries
+  // of an outage before it serves.
+  const bool canGoUnchecked = usableUnchecked(*saved);
+  ApiClientOptions once = api_.options();
+  if (canGoUnchecked) once.maxRetries = 0;
+  auto info = canGoUnchecked ? ApiClient(once).getTunnel(saved->id, saved->token)
+                             : api_.getTunnel(saved->id, saved->token);
+  if (!info && canGoUnchecked && serverUnavailable(info.error())) {
+    unchecked_ = info.error().describe();
+    state_ = std::move(*saved);
+    return Ok{};
+  }
   if (!info) {
     const int status = info.error().status;
     if (status == 401 || status == 404) {
@@ -89,6 +110,12 @@ Status Provisioner::ensureTunnel(std::optional<TunnelState> saved) {
   state_.server = api_.options().server.base();
   state_.hostname = info->hostname;
   return Ok{};
+}
+
+bool Provisioner::usableUnchecked(const TunnelState& saved) const {
+  return !saved.token.empty() && !saved.hostname.empty() && checkPrivateKeyPem(saved.keyPem).ok() &&
+         certificateMatchesKey(saved.chainPem, saved.keyPem) &&
+         certificateServes(saved.chainPem, saved.hostname, options_.wildcard);
 }
 
 Status Provisioner::ensureCsr(bool fresh) {
@@ -159,6 +186,18 @@ Result<Provisioned> Provisioner::run() {
   const std::string savedId = hadSaved ? (*saved)->id : std::string();
   if (Status tunnel = ensureTunnel(std::move(saved).value()); !tunnel.ok()) return tunnel.error();
   const bool reused = hadSaved && savedId == state_.id;
+  if (unchecked_) {
+    say("otunnel: cannot reach the control plane (" + *unchecked_ +
+        "); connecting with the saved tunnel " + state_.id + " and checking it in the background");
+    Provisioned provisioned{state_, path_, "", "", true, *unchecked_};
+    if (options_.passthrough) {
+      if (Status written = writePassthroughFiles(provisioned); !written.ok())
+        return written.error();
+      say("otunnel: key " + provisioned.keyFile);
+      say("otunnel: certificate chain " + provisioned.chainFile);
+    }
+    return provisioned;
+  }
 
   // A failure left over from an earlier run is retried once with a new key and CSR (binding the
   // same CSR again would only repeat the old answer).
@@ -203,7 +242,7 @@ Result<Provisioned> Provisioner::run() {
   state_.chainPem = status.chain;
   if (Status savedNow = save(); !savedNow.ok()) return savedNow.error();
 
-  Provisioned provisioned{state_, path_, "", ""};
+  Provisioned provisioned{state_, path_, "", "", false, ""};
   if (options_.passthrough) {
     if (Status written = writePassthroughFiles(provisioned); !written.ok()) return written.error();
     say("otunnel: key " + provisioned.keyFile);

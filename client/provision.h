@@ -3,6 +3,11 @@
 // (HTTP, files, polling): runs at startup on the main thread before the event loop starts.
 //
 // Progress lines for people ("otunnel: issuing certificate...") go through `say`.
+//
+// No outage of the control plane stops a client that could connect: when the server cannot be
+// asked (no answer, 5xx, 429) and the state directory holds a tunnel with its token, key and a
+// current certificate for its names, that tunnel is used as it is (Provisioned::unchecked) and
+// the CertificateWatcher checks it with the server in the background.
 #pragma once
 
 #include <chrono>
@@ -32,6 +37,10 @@ struct Provisioned {
   std::string statePath;  // the state file
   std::string keyFile;    // passthrough only: <stateDir>/<id>.key.pem
   std::string chainFile;  // passthrough only: <stateDir>/<id>.chain.pem
+  // Taken from the state directory without the server's word (it could not be asked): the
+  // server is to be asked in the background until it answers.
+  bool unchecked = false;
+  std::string uncheckedReason;  // why the server could not be asked
 };
 
 // The whole flow; an error says what failed in one line (the server's message included).

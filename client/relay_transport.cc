@@ -76,11 +76,13 @@ void RelayTransport::onConnectFailed(const ConnectFailure& failure) {
       fail(describeUv("resolving " + endpoint_.host, failure.status));
       return;
     case ConnectFailure::Stage::kStartConnect:
-      fail(describeUv("connecting to " + formatAddress(failure.address), failure.status));
+      failAs(describeUv("connecting to " + formatAddress(failure.address), failure.status),
+             {AttemptEnd::Cause::kConnectFailed, failure.status});
       return;
     case ConnectFailure::Stage::kConnect:
-      fail(describeUv("connecting to " + endpoint_.host + ":" + std::to_string(endpoint_.port),
-                      failure.status));
+      failAs(describeUv("connecting to " + endpoint_.host + ":" + std::to_string(endpoint_.port),
+                        failure.status),
+             {AttemptEnd::Cause::kConnectFailed, failure.status});
       return;
   }
 }
@@ -149,7 +151,12 @@ void RelayTransport::onEndOfStream(int status) {
     onUpgradeStep(upgrade_->finish());
     return;
   }
-  fail(why + (state_ == State::kTlsHandshake ? " during the TLS handshake" : ""));
+  if (state_ == State::kTlsHandshake) {
+    // A relay that sheds or drains closes before the handshake: "come back soon".
+    failAs(why + " during the TLS handshake", {AttemptEnd::Cause::kClosedInHandshake, status});
+    return;
+  }
+  fail(why);
 }
 
 void RelayTransport::consumePlaintext(std::span<uint8_t> data) {
@@ -186,7 +193,7 @@ void RelayTransport::onUpgradeStep(const RelayUpgrade::Step& step) {
       return;
     case RelayUpgrade::Outcome::kFailed: {
       const TransportFailure& f = step.failure;
-      fail(f.text, f.httpStatus, f.tag, f.permanent);
+      fail(f.text, f.httpStatus, f.tag, f.permanent, f.retry);
       return;
     }
     case RelayUpgrade::Outcome::kUpgraded:
@@ -320,6 +327,11 @@ void RelayTransport::writeRaw(std::vector<uint8_t> bytes) {
 
 void RelayTransport::onWriteError(int status) {
   if (closing()) return;
+  if (state_ == State::kTlsHandshake) {
+    failAs(describeUv("writing to the relay", status) + " during the TLS handshake",
+           {AttemptEnd::Cause::kClosedInHandshake, status});
+    return;
+  }
   fail(describeUv("writing to the relay", status));
 }
 
@@ -335,7 +347,14 @@ void RelayTransport::onWritten(size_t) {
   }
 }
 
-void RelayTransport::fail(std::string text, int httpStatus, std::string tag, bool permanent) {
+void RelayTransport::failAs(std::string text, const AttemptEnd& end) {
+  const RetryHint retry = classifyAttemptEnd(end);
+  if (retry.kind == RetryKind::kBusy) text += " (the relay is restarting or busy)";
+  fail(std::move(text), 0, {}, false, retry);
+}
+
+void RelayTransport::fail(std::string text, int httpStatus, std::string tag, bool permanent,
+                          RetryHint retry) {
   if (upgraded_) {
     lose(ws::kCloseAbnormal, std::move(text));
     return;
@@ -343,7 +362,7 @@ void RelayTransport::fail(std::string text, int httpStatus, std::string tag, boo
   closeSocket();
   if (reported_) return;
   reported_ = true;
-  listener_.onTransportFailed({httpStatus, std::move(tag), std::move(text), permanent});
+  listener_.onTransportFailed({httpStatus, std::move(tag), std::move(text), permanent, retry});
 }
 
 void RelayTransport::lose(uint16_t code, std::string text) {

@@ -141,7 +141,10 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
                  std::span<const uint8_t> payload);
   void writeRaw(std::vector<uint8_t> bytes);
   // The connection ended on its own (not by close()/abort()): tell the listener once.
-  void fail(std::string text, int httpStatus = 0, std::string tag = {}, bool permanent = false);
+  void fail(std::string text, int httpStatus = 0, std::string tag = {}, bool permanent = false,
+            RetryHint retry = {});
+  // A failure whose kind (busy or broken) follows from how it happened.
+  void failAs(std::string text, const AttemptEnd& end);
   void lose(uint16_t code, std::string text);
   void protocolClose(uint16_t code, std::string text);
   void closeSocket();

@@ -1,9 +1,12 @@
 #include "client/relay_upgrade.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/curl_http.h"
 #include "common/websocket_handshake.h"
 
 namespace ot::client {
@@ -90,6 +93,15 @@ RelayUpgrade::Step RelayUpgrade::refused() const {
     }
   }
   step.failure.httpStatus = message.status == 101 ? 0 : message.status;
+  AttemptEnd end;
+  end.cause = AttemptEnd::Cause::kUpgradeRefused;
+  end.httpStatus = step.failure.httpStatus;
+  if (const auto retryAfter = message.header("retry-after")) {
+    // "0" still says "come back": count it as the shortest wait.
+    if (const auto ms = http::parseRetryAfterMs(*retryAfter, unixNowMs()))
+      end.retryAfterMs = std::max<uint64_t>(1, static_cast<uint64_t>(*ms));
+  }
+  step.failure.retry = classifyAttemptEnd(end);
   step.failure.text = "upgrade refused: HTTP " + std::to_string(message.status);
   if (!step.failure.tag.empty()) step.failure.text += " " + step.failure.tag;
   if (!detail.empty()) step.failure.text += ": " + detail;

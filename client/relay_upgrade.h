@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "client/backoff.h"
 #include "common/http_parser.h"
 
 namespace ot::client {
@@ -21,6 +22,7 @@ struct TransportFailure {
   std::string tag;         // `_tag` of its JSON body, when it had one
   std::string text;        // for people
   bool permanent = false;  // our own configuration cannot work (e.g. a tunnel id unfit for a path)
+  RetryHint retry;         // busy (restarting, shedding) or broken: how soon to try again
 };
 
 class RelayUpgrade {

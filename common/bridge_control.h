@@ -24,6 +24,9 @@ inline constexpr size_t kMaxBridgeIdLength = 128;
 inline constexpr uint32_t kDefaultHeartbeatMs = 15000;
 inline constexpr uint32_t kMinHeartbeatMs = 1000;
 inline constexpr uint32_t kMaxHeartbeatMs = 300000;
+// The ALPN value otunnel offers next to http/1.1 when it opens a bridge (docs/protocol.md
+// section 1): a draining relay can refuse the bridge from the ClientHello, before the handshake.
+inline constexpr std::string_view kBridgeAlpn = "otunnel-bridge";
 
 enum class AttachErrorCode : uint8_t {
   kBadToken,

@@ -128,6 +128,11 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
         respondError(503, "ServiceUnavailableError", "the control plane is unavailable; retry",
                      false, {{"Retry-After", "5"}});
         return;
+      case Relay::UpgradeDecision::kDraining:
+        phase_ = Phase::kHttp;
+        respondError(503, "ServiceUnavailableError", "the relay is restarting; retry", false,
+                     {{"Retry-After", "1"}});
+        return;
       case Relay::UpgradeDecision::kAllowed:
         break;
     }

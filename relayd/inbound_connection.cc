@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "common/bridge_control.h"
 #include "common/log.h"
 #include "relayd/api_connection.h"
 #include "relayd/listener.h"
@@ -16,6 +18,10 @@ namespace ot::relayd {
 namespace {
 const log::Logger kLog("relayd.accept");
 constexpr uint64_t kHelloTimeoutMs = 10'000;
+
+bool offersBridgeAlpn(const ClientHelloInfo& info) {
+  return std::find(info.alpn.begin(), info.alpn.end(), bridge::kBridgeAlpn) != info.alpn.end();
+}
 }  // namespace
 
 void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, PeerEndpoint peer) {
@@ -79,6 +85,15 @@ void InboundConnection::route() {
   std::vector<uint8_t> buffered(hello_.buffered().begin(), hello_.buffered().end());
   switch (target.kind) {
     case SniTarget::Kind::kApi: {
+      if (context_.draining && offersBridgeAlpn(info)) {
+        // A bridge would only be told to go after a handshake, an upgrade and an attach: close
+        // now, which otunnel reads as "restarting" and retries soon (elsewhere, or here anew).
+        context_.metrics.shedDrainingBridges.Increment();
+        done_ = true;
+        timer_.cancel();
+        stream_->close(false);  // onClosed frees us
+        return;
+      }
       TcpStream* stream = stream_;
       handOff();
       ApiConnection::start(context_, relay_, stream, std::move(buffered), acceptedAtMs_);

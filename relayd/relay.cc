@@ -11,6 +11,7 @@
 #include "common/tcp_stream.h"
 #include "common/websocket_frame.h"
 #include "relayd/bridge_session.h"
+#include "relayd/drain_pace.h"
 #include "relayd/visitor_stream.h"
 
 namespace ot::relayd {
@@ -20,9 +21,6 @@ namespace {
 const log::Logger kLog("relayd.relay");
 
 constexpr int kVisitorNotSentLowat = 128 * 1024;
-constexpr uint64_t kDrainStepMs = 10;
-constexpr size_t kDrainPerSecond = 5'000;
-constexpr uint64_t kDrainSpreadMs = 5'000;
 // Sources the attach-failure table remembers at once (about 150 bytes each), and how often one
 // source's failures may be logged.
 constexpr size_t kAttachFailureSources = 10'000;
@@ -107,6 +105,11 @@ void Relay::stop() {
 // Upgrades and attaches
 
 void Relay::checkUpgrade(const std::string& tunnelId, std::function<void(UpgradeDecision)> done) {
+  if (context_.draining) {
+    // Before any lookup: a draining relay would only answer the attach with drain and 1012.
+    done(UpgradeDecision::kDraining);
+    return;
+  }
   if (const CachedRecord* record = table_.record(tunnelId)) {
     done(record->deleted ? UpgradeDecision::kNotFound : UpgradeDecision::kAllowed);
     return;
@@ -376,11 +379,8 @@ void Relay::startDrain() {
   drainQueue_.clear();
   for (const auto& [key, bridge] : bridges_) drainQueue_.push_back(key);
   kLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())}});
-  // Spread: 5,000 a second, and all of them within 5 s however many there are. Sized once from
-  // the whole queue: recomputed from what is left, the batches would shrink and run past 5 s.
-  const size_t spreadSteps = kDrainSpreadMs / kDrainStepMs;
-  drainPerStep_ = std::max<size_t>(kDrainPerSecond * kDrainStepMs / 1000,
-                                   (drainQueue_.size() + spreadSteps - 1) / spreadSteps);
+  // Spread: 5,000 a second, and all of them within 5 s however many there are (drain_pace.h).
+  drainPerStep_ = drainPerStep(drainQueue_.size());
   drainStep();
 }
 

@@ -41,7 +41,8 @@ class Relay final : public RelayForBridge {
   [[nodiscard]] ApiProxy& apiProxy() { return apiProxy_; }
   [[nodiscard]] bool controlConnected() const { return control_->connected(); }
 
-  enum class UpgradeDecision : uint8_t { kAllowed, kNotFound, kUnavailable };
+  // kDraining: this relay is shutting down; the client should come back soon (503, Retry-After).
+  enum class UpgradeDecision : uint8_t { kAllowed, kNotFound, kUnavailable, kDraining };
   // Whether GET /api/tunnel/<id>/bridge may be upgraded: the tunnel exists (cache, else
   // FetchTunnel). `done` may run synchronously.
   void checkUpgrade(const std::string& tunnelId, std::function<void(UpgradeDecision)> done);

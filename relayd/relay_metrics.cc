@@ -129,6 +129,8 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
           metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "source_handshakes"}})),
       shedSourceApiConnections(
           metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "source_api_connections"}})),
+      shedDrainingBridges(
+          metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "draining_bridges"}})),
       acceptEmfile(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "emfile"}})),
       acceptOther(metricsRegistry.counter(kAcceptName, kAcceptHelp, {{"error", "other"}})),
       bufferedBytes(metricsRegistry.gauge(

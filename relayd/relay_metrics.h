@@ -81,6 +81,7 @@ class RelayMetrics {
   prometheus::Counter& shedConnections;  // {reason="connections"}
   prometheus::Counter& shedSourceHandshakes;      // {reason="source_handshakes"} (ours)
   prometheus::Counter& shedSourceApiConnections;  // {reason="source_api_connections"} (ours)
+  prometheus::Counter& shedDrainingBridges;       // {reason="draining_bridges"} (ours)
   prometheus::Counter& acceptEmfile;              // opentunnel_accept_errors_total{error="emfile"}
   prometheus::Counter& acceptOther;               // {error="other"}
   prometheus::Gauge& bufferedBytes;               // opentunnel_relay_buffered_bytes (ours)

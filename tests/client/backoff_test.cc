@@ -1,6 +1,7 @@
 #include "client/backoff.h"
 
 #include <doctest/doctest.h>
+#include <uv.h>
 
 #include <vector>
 
@@ -33,4 +34,96 @@ TEST_CASE("client backoff: the real random source stays within the range") {
     CHECK(delay >= 125);
     CHECK(delay <= 30'000);
   }
+}
+
+namespace {
+
+using ot::client::AttemptEnd;
+using ot::client::RetryHint;
+using ot::client::RetryKind;
+
+AttemptEnd ended(AttemptEnd::Cause cause, int uvStatus = 0, int httpStatus = 0,
+                 uint64_t retryAfterMs = 0, uint16_t closeCode = 0) {
+  AttemptEnd end;
+  end.cause = cause;
+  end.uvStatus = uvStatus;
+  end.httpStatus = httpStatus;
+  end.retryAfterMs = retryAfterMs;
+  end.closeCode = closeCode;
+  return end;
+}
+
+RetryKind kindOf(const AttemptEnd& end) {
+  return ot::client::classifyAttemptEnd(end).kind;
+}
+
+}  // namespace
+
+TEST_CASE("client backoff: a restarting or shedding relay is busy, a broken one is not") {
+  using Cause = AttemptEnd::Cause;
+  // Busy: nothing listens between the old relayd and the new, a shed or a draining relay closes
+  // before the handshake, 503 with Retry-After, drain or 1012 instead of attached.
+  CHECK(kindOf(ended(Cause::kConnectFailed, UV_ECONNREFUSED)) == RetryKind::kBusy);
+  CHECK(kindOf(ended(Cause::kClosedInHandshake, UV_EOF)) == RetryKind::kBusy);
+  CHECK(kindOf(ended(Cause::kClosedInHandshake, UV_ECONNRESET)) == RetryKind::kBusy);
+  CHECK(kindOf(ended(Cause::kClosedInHandshake, UV_EPIPE)) == RetryKind::kBusy);
+  CHECK(ot::client::classifyAttemptEnd(ended(Cause::kUpgradeRefused, 0, 503, 1000)) ==
+        RetryHint{RetryKind::kBusy, 1000});
+  CHECK(kindOf(ended(Cause::kClosed, 0, 0, 0, 1012)) == RetryKind::kBusy);
+  CHECK(kindOf(ended(Cause::kClosed, 0, 0, 0, 1013)) == RetryKind::kBusy);
+  CHECK(kindOf(ended(Cause::kDrain)) == RetryKind::kBusy);
+  // Broken: the rest keeps the doubling.
+  CHECK(kindOf(ended(Cause::kConnectFailed, UV_EHOSTUNREACH)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kConnectFailed, UV_ETIMEDOUT)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kConnectFailed, UV_EAI_NONAME)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kClosedInHandshake, UV_ETIMEDOUT)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kTlsFailed)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kUpgradeRefused, 0, 503)) == RetryKind::kBroken);  // no Retry-After
+  CHECK(kindOf(ended(Cause::kUpgradeRefused, 0, 500, 1000)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kClosed, 0, 0, 0, 1002)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kClosed, 0, 0, 0, 1006)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kAttachError)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kOther)) == RetryKind::kBroken);
+}
+
+TEST_CASE("client backoff: busy retries soon in a spread that stops growing at 3 s") {
+  const RetryHint busy{RetryKind::kBusy, 0};
+  ot::client::Backoff top([](uint64_t n) { return n; });
+  CHECK(top.nextDelayMs(busy) == 750);
+  CHECK(top.nextDelayMs(busy) == 1500);
+  CHECK(top.nextDelayMs(busy) == 3000);
+  for (int i = 0; i < 10; ++i) CHECK(top.nextDelayMs(busy) == 3000);
+  CHECK(top.failuresInARow() == 0);  // busy answers do not feed the doubling
+
+  ot::client::Backoff bottom([](uint64_t) { return uint64_t{0}; });
+  for (int i = 0; i < 5; ++i) CHECK(bottom.nextDelayMs(busy) == 250);
+
+  // A broken answer in between doubles from where broken answers left off, and busy stays short.
+  ot::client::Backoff mixed([](uint64_t n) { return n; });
+  CHECK(mixed.nextDelayMs(RetryHint{}) == 250);
+  CHECK(mixed.nextDelayMs(RetryHint{}) == 500);
+  CHECK(mixed.nextDelayMs(busy) == 750);
+  CHECK(mixed.nextDelayMs(RetryHint{}) == 1000);
+  mixed.attached();
+  CHECK(mixed.busyInARow() == 0);
+  CHECK(mixed.nextDelayMs(busy) == 750);
+}
+
+TEST_CASE("client backoff: Retry-After is honoured up to 2 s, with up to half again of jitter") {
+  ot::client::Backoff top([](uint64_t n) { return n; });
+  CHECK(top.nextDelayMs(RetryHint{RetryKind::kBusy, 1000}) == 1500);
+  CHECK(top.nextDelayMs(RetryHint{RetryKind::kBusy, 60'000}) == 3000);
+  ot::client::Backoff bottom([](uint64_t) { return uint64_t{0}; });
+  CHECK(bottom.nextDelayMs(RetryHint{RetryKind::kBusy, 1000}) == 1000);
+}
+
+TEST_CASE("client backoff: a relay busy for 20 attempts in a row is backed off like a broken one") {
+  const RetryHint busy{RetryKind::kBusy, 0};
+  ot::client::Backoff top([](uint64_t n) { return n; });
+  for (uint32_t i = 0; i < ot::client::Backoff::kBusyLimit; ++i)
+    CHECK(top.nextDelayMs(busy) <= 3000);
+  CHECK(top.nextDelayMs(busy) == 250);  // the doubling's first step, then on up
+  CHECK(top.nextDelayMs(busy) == 500);
+  for (int i = 0; i < 10; ++i) (void)top.nextDelayMs(busy);
+  CHECK(top.nextDelayMs(busy) == 30'000);
 }

@@ -121,6 +121,8 @@ TEST_CASE("client bridge: a refused TCP connection is retried, not fatal") {
   REQUIRE(loop.runUntil([&] { return pool.last.nextRetryMs > 0; }));
   CHECK_FALSE(pool.last.fatal);
   CHECK(pool.last.lastError.find("connection refused") != std::string::npos);
+  // Nothing listens while a relay restarts: "busy", retried soon (client/backoff.h).
+  CHECK(pool.last.lastError.find("(the relay is restarting or busy)") != std::string::npos);
 }
 
 TEST_CASE("client bridge: a relay certificate for another name is refused (retried)") {
@@ -132,6 +134,7 @@ TEST_CASE("client bridge: a relay certificate for another name is refused (retri
   pool->start();
   REQUIRE(loop.runUntil([&] { return !pool.last.lastError.empty(); }));
   CHECK(pool.last.lastError.find("tls") != std::string::npos);
+  CHECK(pool.last.lastError.find("restarting or busy") == std::string::npos);  // broken
   CHECK(pool.last.attached == 0);
   CHECK_FALSE(pool.last.fatal);
   CHECK(relay.attachedCount() == 0);

@@ -136,3 +136,19 @@ TEST_CASE("client key material: CSR and certificate are matched to their key") {
   CHECK_FALSE(makeCsrPem("not a key", "abc.tunnels.test", false).ok());
   CHECK_FALSE(readCsr("not a csr").ok());
 }
+
+TEST_CASE("client key material: a saved certificate serves only while current and for its names") {
+  using ot::client::testing::selfSigned;
+  auto key = generatePrivateKeyPem();
+  REQUIRE(key.ok());
+  const std::string bare = selfSigned(*key, 3600, {"abc.tunnels.test"});
+  const std::string both = selfSigned(*key, 3600, {"abc.tunnels.test", "*.abc.tunnels.test"});
+  CHECK(certificateServes(bare, "abc.tunnels.test", false));
+  CHECK_FALSE(certificateServes(bare, "abc.tunnels.test", true));  // named routes need *.
+  CHECK(certificateServes(both, "abc.tunnels.test", true));
+  CHECK_FALSE(certificateServes(bare, "xyz.tunnels.test", false));
+  CHECK_FALSE(certificateServes(selfSigned(*key, -60, {"abc.tunnels.test"}), "abc.tunnels.test",
+                                false));  // expired
+  CHECK_FALSE(certificateServes("", "abc.tunnels.test", false));
+  CHECK_FALSE(certificateServes(bare, "", false));
+}

@@ -5,12 +5,16 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <string>
+#include <vector>
 
 namespace ot::client::testing {
 
-inline std::string selfSigned(const std::string& keyPem, long validSeconds = 3600) {
+// `dnsNames` go into a subjectAltName; a negative `validSeconds` makes one that has expired.
+inline std::string selfSigned(const std::string& keyPem, long validSeconds = 3600,
+                              const std::vector<std::string>& dnsNames = {}) {
   BIO* bio = BIO_new_mem_buf(keyPem.data(), static_cast<int>(keyPem.size()));
   EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
   BIO_free(bio);
@@ -21,6 +25,15 @@ inline std::string selfSigned(const std::string& keyPem, long validSeconds = 360
   X509_gmtime_adj(X509_getm_notBefore(certificate), 0);
   X509_gmtime_adj(X509_getm_notAfter(certificate), validSeconds);
   X509_set_pubkey(certificate, key);
+  if (!dnsNames.empty()) {
+    std::string names;
+    for (const std::string& name : dnsNames) names += (names.empty() ? "DNS:" : ",DNS:") + name;
+    X509_EXTENSION* extension =
+        X509V3_EXT_conf_nid(nullptr, nullptr, NID_subject_alt_name, names.c_str());
+    REQUIRE(extension != nullptr);
+    X509_add_ext(certificate, extension, -1);
+    X509_EXTENSION_free(extension);
+  }
   X509_sign(certificate, key, EVP_sha256());
   BIO* out = BIO_new(BIO_s_mem());
   PEM_write_bio_X509(out, certificate);
