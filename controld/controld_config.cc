@@ -95,8 +95,9 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->envname("TLS_CERT_FILE");
   app.add_option("--tls-key-file", c.tlsKeyFile, "the key of --tls-cert-file")
       ->envname("TLS_KEY_FILE");
-  app.add_option("--machine-id", c.machineId, "this machine's ID, also the job lease owner")
-      ->envname("MACHINE_ID");
+  addMachineIdentityOptions(app, c.identity,
+                            "where controld keeps its machine-id, the job lease owner (give "
+                            "relayd the same one to share its ID)");
   app.add_option("--create-rate-per-hour", c.createRatePerHour,
                  "tunnels one client address may create per hour on average; 0 disables")
       ->envname("CREATE_RATE_PER_HOUR")

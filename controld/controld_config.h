@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/machine_identity.h"
 
 namespace ot::controld {
 
@@ -39,7 +40,8 @@ struct ControldConfig {
   std::string localCaFile;
   std::string tlsCertFile;
   std::string tlsKeyFile;
-  std::string machineId;  // random when empty
+  // MACHINE_ID (resolved by main: never empty afterwards; the job lease owner), REGION, STATE_DIR.
+  MachineIdentitySettings identity;
   int64_t createRatePerHour = 30;
   int64_t createRateBurst = 10;
   // Proxies whose CF-Connecting-IP names the client (ip_ranges.h): CIDRs, "cloudflare" for

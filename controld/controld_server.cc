@@ -165,7 +165,7 @@ void ControldServer::buildIssuance() {
   registry_.emplace();
   hub_.emplace(*registry_);
   JobRunnerConfig runnerConfig;
-  runnerConfig.owner = config_.machineId;
+  runnerConfig.owner = config_.identity.machineId;
   runnerConfig.domain = config_.domain;
   runnerConfig.concurrency = config_.issuanceConcurrency;
   runnerConfig.retry.baseDelayMs = config_.issuanceRetryDelayMs;
@@ -185,7 +185,7 @@ void ControldServer::buildIssuance() {
   if (acme_) {
     DnsSweeperOptions sweep;
     sweep.domain = config_.domain;
-    sweep.owner = config_.machineId;
+    sweep.owner = config_.identity.machineId;
     sweep.activeNames = [this]() -> Result<std::set<std::string>> {
       return runner_->clusterRunningNames();
     };
@@ -218,7 +218,7 @@ void ControldServer::buildApi() {
 void ControldServer::buildRelaySide() {
   ServerCertificatesConfig certificatesConfig;
   certificatesConfig.domain = config_.domain;
-  certificatesConfig.owner = config_.machineId;
+  certificatesConfig.owner = config_.identity.machineId;
   certificatesConfig.certFile = config_.tlsCertFile;
   certificatesConfig.keyFile = config_.tlsKeyFile;
   certificates_.emplace(certificatesConfig, ServerCertificatesStores{*store_, *store_, *store_},

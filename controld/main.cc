@@ -5,21 +5,12 @@
 #include <string>
 #include <utility>
 
-#include "common/crypto.h"
 #include "common/log.h"
+#include "common/machine_identity.h"
 #include "controld/acme/acme_jws.h"
 #include "controld/controld_config.h"
 #include "controld/controld_server.h"
 #include "controld/shutdown_signals.h"
-
-namespace {
-
-std::string randomMachineId() {
-  auto bytes = ot::crypto::randomBytes(6);
-  return "controld-" + (bytes ? ot::crypto::toHex(*bytes) : std::string("unknown"));
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace ot::controld;
@@ -41,11 +32,18 @@ int main(int argc, char** argv) {
   }
 
   const ShutdownSignals signals = ShutdownSignals::block();
-  if (config.machineId.empty()) config.machineId = randomMachineId();
+  // Machine and region go on every line from here on (the fields are added once, here).
+  auto machineId = ot::resolveMachineId(config.identity);
+  if (!machineId.ok()) {
+    std::fprintf(stderr, "controld: %s\n", machineId.error().message.c_str());
+    return 2;
+  }
+  config.identity.machineId = std::move(machineId).value();
   ot::log::init({.format = *ot::log::parseFormat(config.logFormat),
                  .level = *ot::log::parseLevel(config.logLevel),
                  .target = "controld",
-                 .trailingFields = {{"machine", config.machineId}}});
+                 .trailingFields = {{"machine", config.identity.machineId},
+                                    {"region", config.identity.region}}});
   ControldServer server(std::move(config), signals);
   return server.run();
 }

@@ -18,6 +18,8 @@ chmod 700 "$state"
 chmod 600 "$state"/opentunnel.db{,-wal,-shm} 2>/dev/null || true
 export OPENTUNNEL_DOMAIN=${OPENTUNNEL_DOMAIN:-opentunnel.localhost}
 export API_SOCKET="$state/api.sock" CONTROL_SOCKET="$state/control.sock"
+# Both daemons keep their machine ID in the state directory: the same one, as one machine.
+export STATE_DIR="$state"
 tls_listen=${TLS_LISTEN:-127.0.0.1:8443}
 tls_port=${tls_listen##*:}
 

@@ -1,5 +1,6 @@
-// ApiConnection (api_connection.h): admission, the TLS side (a tls::TlsStream over the TcpStream)
-// and closing. Its HTTP phase is in api_connection_http.cc.
+// ApiConnection (api_connection.h): the start of its handshake (admission is api_admission.cc), the
+// TLS side (a tls::TlsStream over the TcpStream) and closing. Its HTTP phase is in
+// api_connection_http.cc.
 #include "relayd/api_connection.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/log_throttle.h"
+#include "relayd/api_admission.h"
 #include "relayd/relay.h"
 
 namespace ot::relayd {
@@ -22,11 +24,6 @@ constexpr uint64_t kHandshakeTimeoutMs = 10'000;
 // some. A peer that sends a hello and goes silent gives its slot back after this, not after 10 s.
 constexpr uint64_t kHandshakeAfterHelloMs = 5'000;
 constexpr uint64_t kCloseFlushMs = 5'000;
-constexpr uint32_t kMaxHandshakesInProgress = 256;
-// Of those, what one source address (IPv6: its /64) may hold: 1/8, so one address cannot take
-// the pool alone. A NAT full of clients reconnecting at once is refused past it and retries after
-// its backoff, as for the pool itself.
-constexpr uint64_t kMaxHandshakesPerSource = kMaxHandshakesInProgress / 8;
 constexpr uint64_t kShedLogEveryMs = 10'000;
 // In its HTTP phase a connection takes the next pipelined request only while at most this much of
 // its earlier answers is unread (an answer is always queued whole; the mark only holds back the
@@ -48,46 +45,32 @@ void closeUnserved(RelayContext& context, TcpStream* stream, bool reset) {
 
 void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream,
                           std::vector<uint8_t> hello, uint64_t startedAtMs) {
-  if (!relay.apiContext()) {
-    // No certificate for the API domain yet: TLS to the domain fails while tunnels work.
+  admitApiConnection(context, relay, stream, std::move(hello), startedAtMs);
+}
+
+void ApiConnection::begin(RelayContext& context, Relay& relay, TcpStream* stream,
+                          std::vector<uint8_t> hello, uint64_t startedAtMs,
+                          SourceSlot handshakeSource, std::string sourceKey) {
+  if (!relay.apiContext()) {  // the slot was taken while a certificate was there; none now
     context.metrics.apiHandshakeFailed.Increment();
+    context.apiHandshakes.release();
     closeUnserved(context, stream, false);
     return;
-  }
-  if (context.apiHandshakesInProgress >= kMaxHandshakesInProgress) {
-    context.metrics.shedHandshakes.Increment();
-    closeUnserved(context, stream, false);
-    return;
-  }
-  const std::string source = peerSourceKey(stream->peerAddress());
-  SourceSlot sourceSlot;
-  if (!source.empty()) {
-    sourceSlot =
-        SourceSlot::acquire(context.apiHandshakesBySource, source, kMaxHandshakesPerSource);
-    if (!sourceSlot.held()) {
-      context.metrics.shedSourceHandshakes.Increment();
-      static LogThrottle throttle(kShedLogEveryMs);
-      if (uint64_t suppressed = 0; throttle.allow(context.nowMs(), suppressed)) {
-        kLog.warn(
-            "API handshake refused: the source holds its share of handshake slots",
-            {{"source", source}, {"limit", kMaxHandshakesPerSource}, {"suppressed", suppressed}});
-      }
-      closeUnserved(context, stream, false);
-      return;
-    }
   }
   auto* connection = new (std::nothrow) ApiConnection(context, relay, stream);
   if (connection == nullptr || !connection->tls_.valid()) {
     if (connection != nullptr) {
       connection->stream_ = nullptr;
       stream->setHandler(nullptr);
-      delete connection;
+      delete connection;  // gives the slot back (endHandshake)
+    } else {
+      context.apiHandshakes.release();
     }
     closeUnserved(context, stream, true);
     return;
   }
-  connection->handshakeSource_ = std::move(sourceSlot);
-  connection->sourceKey_ = source;
+  connection->handshakeSource_ = std::move(handshakeSource);
+  connection->sourceKey_ = std::move(sourceKey);
   const uint64_t now = context.nowMs();
   const uint64_t deadline =
       std::min(startedAtMs + kHandshakeTimeoutMs, now + kHandshakeAfterHelloMs);
@@ -104,7 +87,6 @@ ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* str
       timer_(&ApiConnection::onTimer, this),
       gone_(std::make_shared<bool>(false)) {
   stream_->setHandler(this);
-  ++context_.apiHandshakesInProgress;
 }
 
 ApiConnection::~ApiConnection() {
@@ -123,8 +105,8 @@ void ApiConnection::onRead(std::span<const uint8_t> bytes) {
 void ApiConnection::endHandshake() {
   if (handshakeCounted_) return;
   handshakeCounted_ = true;
-  if (context_.apiHandshakesInProgress > 0) --context_.apiHandshakesInProgress;
   handshakeSource_.release();
+  context_.apiHandshakes.release();  // may begin a waiting connection's handshake
 }
 
 void ApiConnection::feedCiphertext(std::span<const uint8_t> bytes) {

@@ -33,8 +33,14 @@ class ApiConnection final : public TcpStream::Handler,
   // Takes over `stream` (whose ClientHello, `hello`, was read but not yet given to TLS).
   // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it, and
   // 5 s after the hello at most.
+  // Admission (api_admission.h) decides when its handshake may begin, or sheds it.
   static void start(RelayContext& context, Relay& relay, TcpStream* stream,
                     std::vector<uint8_t> hello, uint64_t startedAtMs);
+  // Admitted: `context.apiHandshakes` has a slot for it (given back when the handshake ends) and
+  // `handshakeSource` is its source's share (`sourceKey`, empty when not limited per source).
+  static void begin(RelayContext& context, Relay& relay, TcpStream* stream,
+                    std::vector<uint8_t> hello, uint64_t startedAtMs, SourceSlot handshakeSource,
+                    std::string sourceKey);
 
   // TcpStream::Handler
   void onRead(std::span<const uint8_t> bytes) override;

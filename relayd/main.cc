@@ -3,10 +3,12 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <cstdio>
 #include <string>
 
 #include "common/allocator_tuning.h"
 #include "common/log.h"
+#include "common/machine_identity.h"
 #include "relayd/relay_server.h"
 #include "relayd/relayd_config.h"
 
@@ -32,10 +34,18 @@ int main(int argc, char** argv) {
   ot::relayd::addRelaydFlags(app, config);
   if (auto code = ot::config::parseCommandLine(app, argc, argv)) return *code;
 
+  // Machine and region go on every line from here on (the fields are added once, here).
+  auto machineId = ot::resolveMachineId(config.identity);
+  if (!machineId.ok()) {
+    std::fprintf(stderr, "relayd: %s\n", machineId.error().message.c_str());
+    return 2;
+  }
+  config.identity.machineId = std::move(machineId).value();
   ot::log::init({.format = *ot::log::parseFormat(config.logFormat),
                  .level = *ot::log::parseLevel(config.logLevel),
                  .target = "relayd",
-                 .trailingFields = {}});
+                 .trailingFields = {{"machine", config.identity.machineId},
+                                    {"region", config.identity.region}}});
   // A visitor that resets while we write to it must cost an EPIPE, not the process.
   std::signal(SIGPIPE, SIG_IGN);
   raiseOpenFileLimit();

@@ -293,10 +293,10 @@ void PlainHttpServer::close() {
 }
 
 PlainHttpServer::Handler redirectHandler(std::string domain, uint16_t httpsPort,
-                                         std::function<bool()> healthy) {
+                                         std::function<PlainResponse()> health) {
   std::string origin = "https://" + domain;
   if (httpsPort != 443) origin += ":" + std::to_string(httpsPort);
-  return [origin = std::move(origin), healthy = std::move(healthy)](const PlainRequest& request) {
+  return [origin = std::move(origin), health = std::move(health)](const PlainRequest& request) {
     PlainResponse response;
     std::string_view target = request.target;
     // Absolute form (a proxy-style request): keep only its path and query.
@@ -308,12 +308,8 @@ PlainHttpServer::Handler redirectHandler(std::string domain, uint16_t httpsPort,
     if (!target.starts_with("/")) target = "/";  // "*" and other forms
     const std::string_view path = target.substr(0, target.find('?'));
     if ((request.method == "GET" || request.method == "HEAD") && path == "/health") {
-      if (!healthy || healthy()) {
-        response.body = "ok";
-      } else {
-        response.status = 503;
-        response.body = "unhealthy";
-      }
+      if (health) return health();
+      response.body = "ok";
       return response;
     }
     response.status = 301;

@@ -54,9 +54,10 @@ class PlainHttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The HTTP_LISTEN handler: GET/HEAD /health -> 200 "ok"; anything else -> 301 to
-// https://<domain>[:httpsPort]<target> (the port only when it is not 443).
+// The HTTP_LISTEN handler: GET/HEAD /health -> what `health` answers (relayd: relay_health.h; 200
+// "ok" when it is empty); anything else -> 301 to https://<domain>[:httpsPort]<target> (the port
+// only when it is not 443).
 [[nodiscard]] PlainHttpServer::Handler redirectHandler(std::string domain, uint16_t httpsPort,
-                                                       std::function<bool()> healthy);
+                                                       std::function<PlainResponse()> health);
 
 }  // namespace ot::relayd

@@ -61,12 +61,14 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
       table_(MachineLimits{static_cast<uint32_t>(context.config.maxConnsPerBridge),
                            static_cast<uint32_t>(context.config.maxConnsPerTunnel), 256}),
       apiProxy_(context.loop, context.config.apiSocket),
-      attachGuard_(attachFailureLimits(context.config)) {
+      attachGuard_(attachFailureLimits(context.config)),
+      health_(context.config.controlDownGraceMs, context.nowMs()) {
   std::random_device random;
   bridgeIdPrefix_ = (static_cast<uint64_t>(random()) << 32) ^ random();
   ControlEvents events;
   events.onSessionState = [this](bool connected) {
     context_.metrics.controlConnected.Set(connected ? 1 : 0);
+    health_.controlSession(connected, context_.nowMs());
     if (connected) context_.metrics.controlSessionsTotal.Increment();
     kLog.info(connected ? "control session up" : "control session down");
     // API requests waiting on controld's socket would wait out the proxy timeout: answer them now.

@@ -20,6 +20,7 @@
 #include "relayd/control_client.h"
 #include "relayd/relay_context.h"
 #include "relayd/relay_for_bridge.h"
+#include "relayd/relay_health.h"
 #include "relayd/sni_route.h"
 #include "relayd/tunnel_table.h"
 
@@ -40,6 +41,10 @@ class Relay final : public RelayForBridge {
   [[nodiscard]] tls::SslCtxPtr apiContext() const { return apiContext_; }
   [[nodiscard]] ApiProxy& apiProxy() { return apiProxy_; }
   [[nodiscard]] bool controlConnected() const { return control_->connected(); }
+  // What GET /health says now (relay_health.h).
+  [[nodiscard]] HealthReport health() const {
+    return health_.report(context_.draining, context_.nowMs());
+  }
 
   // kDraining: this relay is shutting down; the client should come back soon (503, Retry-After).
   enum class UpgradeDecision : uint8_t { kAllowed, kNotFound, kUnavailable, kDraining };
@@ -92,6 +97,7 @@ class Relay final : public RelayForBridge {
   std::unique_ptr<ControlClient> control_;
   ApiProxy apiProxy_;
   AttachGuard attachGuard_;
+  RelayHealth health_;
   tls::SslCtxPtr apiContext_;
   std::string apiFingerprint_;
   std::unordered_map<uint64_t, BridgeSession*> bridges_;

@@ -17,7 +17,12 @@ constexpr uint64_t kOverflowLogIntervalMs = 10'000;
 }  // namespace
 
 RelayContext::RelayContext(uv_loop_t* loopIn, const RelaydConfig& configIn, RelayMetrics& metricsIn)
-    : loop(loopIn), config(configIn), metrics(metricsIn), wheel(uv_now(loopIn)) {
+    : loop(loopIn),
+      config(configIn),
+      metrics(metricsIn),
+      wheel(uv_now(loopIn)),
+      apiHandshakes(HandshakeSlots::Limits{}, wheel,
+                    [this] { return static_cast<int64_t>(nowMs()); }) {
   uv_check_init(loop, &check_);
   check_.data = this;
   uv_check_start(&check_, onCheck);

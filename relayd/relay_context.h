@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/tcp_stream.h"
 #include "common/write_backlog.h"
+#include "relayd/handshake_slots.h"
 #include "relayd/relay_metrics.h"
 #include "relayd/relayd_config.h"
 #include "relayd/source_counts.h"
@@ -99,7 +100,8 @@ struct RelayContext final : TcpStreamContext {
   uint64_t bufferedBytes = 0;
   uint64_t openConnections = 0;  // accepted public sockets still open
   uint64_t maxConnections = 60'000;
-  uint32_t apiHandshakesInProgress = 0;
+  // API TLS handshakes in progress (at most 256) and the connections waiting up to 1 s for one.
+  HandshakeSlots apiHandshakes;
   // Per source address (IPv6: /64): API handshakes in progress, API connections past their
   // handshake and not (yet) bridges, and tunnel connection slots held (keyed by tunnel and
   // source), so one address cannot take a shared limit alone.

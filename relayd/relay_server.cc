@@ -52,6 +52,8 @@ struct RelayServer::Impl {
   uv_timer_t shutdownTimer{};
   int phase = 0;  // 0 serving, 1 draining, 2 stopping
 
+  // GET /health on HTTP_LISTEN: 200 or 503 and the JSON of relay_health.h.
+  PlainResponse healthAnswer() const;
   void beginShutdown();
   int failStartup();
   void finishDrain();
@@ -65,15 +67,15 @@ RelayServer::~RelayServer() = default;
 int RelayServer::run() {
   Impl& s = *impl_;
   uv_loop_init(&s.loop);
-  if (s.config.machineId.empty())
-    s.config.machineId =
-        "m_" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
+  if (s.config.identity.machineId.empty())  // main resolves it; a test may leave it out
+    s.config.identity.machineId =
+        "m-" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
   s.context = std::make_unique<RelayContext>(&s.loop, s.config, s.relayMetrics);
   s.context->maxConnections = connectionLimit();
 
   ControlClientOptions control;
   control.socketPath = s.config.controlSocket;
-  control.machineId = s.config.machineId;
+  control.machineId = s.config.identity.machineId;
   std::random_device random;
   control.epoch = (static_cast<uint64_t>(random()) << 32) ^ random();
   control.startedAtUnixMs = unixNowMs();
@@ -100,7 +102,7 @@ int RelayServer::run() {
   if (s.config.httpListen.kind != config::ListenAddress::Kind::kOff) {
     auto http = PlainHttpServer::open(
         &s.loop, s.config.httpListen, "http",
-        redirectHandler(s.config.domain, s.tlsListener->port(), [] { return true; }),
+        redirectHandler(s.config.domain, s.tlsListener->port(), [&s] { return s.healthAnswer(); }),
         &s.relayMetrics);
     if (!http.ok()) {
       kLog.error("cannot listen for HTTP", {{"error", http.error().message}});
@@ -162,6 +164,16 @@ int RelayServer::run() {
   kLog.info("stopped");
   log::flush();
   return 0;
+}
+
+PlainResponse RelayServer::Impl::healthAnswer() const {
+  const HealthReport report = relay->health();
+  PlainResponse response;
+  response.status = report.httpStatus();
+  response.contentType = "application/json";
+  response.body = healthBody(report, config.identity.machineId, config.identity.region);
+  response.headers.emplace_back("Cache-Control", "no-store");
+  return response;
 }
 
 // A listener could not be opened: close what was set up so the process exits cleanly.

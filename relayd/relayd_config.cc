@@ -20,8 +20,14 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
   app.add_option("--api-socket", c.apiSocket, "controld's HTTP API unix socket")
       ->envname("API_SOCKET")
       ->capture_default_str();
-  app.add_option("--machine-id", c.machineId, "this machine's ID (random when empty)")
-      ->envname("MACHINE_ID");
+  addMachineIdentityOptions(app, c.identity,
+                            "where relayd keeps its machine-id (give controld the same one to "
+                            "share its ID)");
+  app.add_option("--control-down-grace-ms", c.controlDownGraceMs,
+                 "/health answers 503 once the control session has been down this long")
+      ->envname("CONTROL_DOWN_GRACE_MS")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{3600000}))
+      ->capture_default_str();
   app.add_option("--connection-idle-timeout-ms", c.connectionIdleTimeoutMs,
                  "reset a tunnel connection with no traffic either way for this long")
       ->envname("CONNECTION_IDLE_TIMEOUT_MS")

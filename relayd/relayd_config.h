@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/machine_identity.h"
 
 namespace ot::relayd {
 
@@ -18,7 +19,10 @@ struct RelaydConfig {
   bool proxyProtocol = false;
   std::string controlSocket = "/run/opentunnel/control.sock";  // controld's gRPC
   std::string apiSocket = "/run/opentunnel/api.sock";          // controld's HTTP API
-  std::string machineId;                                       // random when empty
+  // MACHINE_ID (resolved by main: never empty afterwards), REGION and STATE_DIR.
+  MachineIdentitySettings identity;
+  // /health answers 503 once the control session has been down this long (relayd.md, Health).
+  uint64_t controlDownGraceMs = 30'000;
   uint64_t connectionIdleTimeoutMs = 900'000;
   uint64_t halfCloseTimeoutMs = 60'000;
   uint64_t maxConnsPerBridge = 256;

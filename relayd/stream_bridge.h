@@ -17,10 +17,19 @@ namespace ot::relayd {
 
 class StreamForBridge;
 
-// A visitor that takes less than kSlowVisitorProgressBytes within kSlowVisitorWaitMs, while it
-// lags by half a window or while its bridge waits over budget, is reset as too_slow.
+// While its bridge waits over budget, a visitor that takes less than kSlowVisitorProgressBytes
+// within kSlowVisitorWaitMs is reset as too_slow (it took next to nothing: the whole crowd of
+// stalled visitors goes in one wait). A visitor lagging half a window behind on its own must take
+// kLaggingVisitorProgressBytes per wait, about 6.4 KiB/s, the reference's "about 6 KiB/s": a
+// slow mobile link still gets a whole download, a visitor that barely reads gives its window back.
 inline constexpr uint64_t kSlowVisitorWaitMs = 5'000;
 inline constexpr uint64_t kSlowVisitorProgressBytes = 64 * 1024;
+inline constexpr uint64_t kLaggingVisitorProgressBytes = 32 * 1024;
+
+// The lagging visitor's rule: from `ackedBefore` to `ackedNow` over one wait, too little?
+[[nodiscard]] constexpr bool laggingVisitorTooSlow(uint64_t ackedBefore, uint64_t ackedNow) {
+  return ackedNow < ackedBefore + kLaggingVisitorProgressBytes;
+}
 
 // A visitor stream's bridge: frames towards the client, and the stream's accounting.
 class BridgeForStream {

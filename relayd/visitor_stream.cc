@@ -114,7 +114,7 @@ void VisitorStream::deliver(std::span<const uint8_t> payload) {
 void VisitorStream::onStall(TimerEntry*, void* owner) {
   auto* self = static_cast<VisitorStream*>(owner);
   if (self->finished_ || self->pendingToVisitor_ < kLagThreshold) return;  // it caught up
-  if (self->tookTooLittleSince(self->stallBaseline_)) {
+  if (laggingVisitorTooSlow(self->stallBaseline_, self->ackedByVisitor())) {
     self->context_.metrics.backpressureReset.Increment();
     self->abort(bridge::ResetReason::kTooSlow, true);
     return;

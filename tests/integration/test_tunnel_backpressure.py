@@ -57,7 +57,7 @@ def test_a_stalled_visitor_does_not_slow_another_on_the_same_bridge(stack, tmp_p
     print(f"\n50 MB next to a stalled visitor: {seconds:.2f} s, {size / MB / seconds:.1f} MB/s")
     assert seconds < 60
 
-    # A visitor that takes less than 64 KiB in 5 s while lagging is reset as too_slow; the
+    # A visitor that takes less than 32 KiB in 5 s while lagging is reset as too_slow; the
     # bridge itself never waited (no stall), and what the relay held for it is freed.
     freed = s.relayd.wait_metric(
         lambda m: m.get("opentunnel_visitor_connections_open") == 0, timeout=20,

@@ -77,12 +77,21 @@ void runWithClient(uv_loop_t* loop, std::unique_ptr<PlainHttpServer>& server,
   thread.join();
 }
 
+// What a health callback answers: 200 "ok" or 503 "unhealthy".
+PlainResponse healthAnswer(bool healthy) {
+  PlainResponse response;
+  response.status = healthy ? 200 : 503;
+  response.body = healthy ? "ok" : "unhealthy";
+  return response;
+}
+
 struct Fixture {
   Fixture() {
     REQUIRE(uv_loop_init(&loop) == 0);
     auto opened = PlainHttpServer::open(
         &loop, ot::testing::loopbackListenAddress(), "http",
-        ot::relayd::redirectHandler("relay.example.test", 8443, [this] { return healthy.load(); }),
+        ot::relayd::redirectHandler("relay.example.test", 8443,
+                                    [this] { return healthAnswer(healthy.load()); }),
         nullptr);
     REQUIRE(opened.ok());
     server = std::move(opened).value();
@@ -224,7 +233,8 @@ TEST_CASE("plain http: close() stops listening and lets the current request fini
 
 TEST_CASE("plain http: redirectHandler rules") {
   auto healthy = true;
-  auto handler = ot::relayd::redirectHandler("r.example", 443, [&] { return healthy; });
+  auto handler =
+      ot::relayd::redirectHandler("r.example", 443, [&] { return healthAnswer(healthy); });
   PlainResponse response = handler(PlainRequest{"GET", "/health", "x"});
   CHECK(response.status == 200);
   CHECK(response.body == "ok");

@@ -315,3 +315,16 @@ TEST_CASE_FIXTURE(VisitorRig, "visitor stream: the client's reset aborts the vis
   }));
   CHECK(error == ECONNRESET);
 }
+
+TEST_CASE("visitor stream: a lagging visitor's cut-off is about 6 KiB/s, as the reference's") {
+  using ot::relayd::kSlowVisitorWaitMs;
+  using ot::relayd::laggingVisitorTooSlow;
+  const uint64_t start = 1'000'000;
+  // 40 KiB in one 5 s wait (8 KiB/s, a slow mobile link): kept.
+  CHECK_FALSE(laggingVisitorTooSlow(start, start + 40 * 1024));
+  // 6.4 KiB/s is the line: 32 KiB per wait.
+  CHECK_FALSE(laggingVisitorTooSlow(start, start + 32 * 1024));
+  CHECK(laggingVisitorTooSlow(start, start + 32 * 1024 - 1));
+  CHECK(laggingVisitorTooSlow(start, start));
+  CHECK(kSlowVisitorWaitMs == 5'000);
+}
