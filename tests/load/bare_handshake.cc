@@ -141,8 +141,8 @@ void Run::next() {
 void startBareHandshakes(uv_loop_t* loop, sockaddr_in target, std::string serverName,
                          tls::SslCtxPtr context, uint64_t count, unsigned concurrency,
                          std::function<void(const BareHandshakeRun&)> done) {
-  auto* run = new Run{loop, target, std::move(serverName), std::move(context), count, 0, {},
-                      std::move(done)};
+  auto* run = new Run{loop, target, std::move(serverName), std::move(context), count,
+                      0,    {},     std::move(done)};
   for (unsigned i = 0; i < concurrency && i < count; ++i) run->next();
 }
 

@@ -196,8 +196,8 @@ void LoadBridge::onTlsPlaintext(std::span<uint8_t> bytes) {
     attach.token = tunnel_.token;
     attach.window = kWindow;
     const std::string text = bridge::serializeAttach(attach);
-    sendFrame(ws::Opcode::kText, std::span(reinterpret_cast<const uint8_t*>(text.data()),
-                                           text.size()));
+    sendFrame(ws::Opcode::kText,
+              std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
     bytes = bytes.subspan(step.consumed);
   }
   consumeWebSocket(bytes);
@@ -227,10 +227,9 @@ void LoadBridge::consumeWebSocket(std::span<uint8_t> data) {
         } else if (step.opcode == ws::Opcode::kClose) {
           if (step.closeCode == ws::kCloseServiceRestart)
             counters_.closes1012.fetch_add(1, std::memory_order_relaxed);
-          const std::vector<uint8_t> reply = ws::buildClose(step.closeCode == ws::kCloseNoStatus
-                                                                ? ws::kCloseNormal
-                                                                : step.closeCode,
-                                                            {}, randomMask());
+          const std::vector<uint8_t> reply = ws::buildClose(
+              step.closeCode == ws::kCloseNoStatus ? ws::kCloseNormal : step.closeCode, {},
+              randomMask());
           if (tls_->write(reply)) tls_->flush();
           endAttempt(step.closeCode);
           return;

@@ -34,8 +34,8 @@
 namespace ot::load {
 
 struct BridgeTarget {
-  sockaddr_in relay{};   // where relayd listens
-  std::string domain;    // SNI, certificate name, Host header
+  sockaddr_in relay{};  // where relayd listens
+  std::string domain;   // SNI, certificate name, Host header
   tls::SslCtxPtr tlsContext;
   uint32_t heartbeatCheckMs = 1000;  // how often the idle check runs (ping after heartbeat_ms)
 };
@@ -47,8 +47,8 @@ struct TunnelCredentials {
 
 class LoadBridge final : private tls::TlsStream::Owner {
  public:
-  LoadBridge(uv_loop_t* loop, const BridgeTarget& target, TunnelCredentials tunnel,
-             in_addr source, LoadCounters& counters);
+  LoadBridge(uv_loop_t* loop, const BridgeTarget& target, TunnelCredentials tunnel, in_addr source,
+             LoadCounters& counters);
   ~LoadBridge();
   LoadBridge(const LoadBridge&) = delete;
   LoadBridge& operator=(const LoadBridge&) = delete;
@@ -62,13 +62,13 @@ class LoadBridge final : private tls::TlsStream::Owner {
 
  private:
   enum class Phase : uint8_t {
-    kWaiting,      // the retry wait
-    kConnecting,   // TCP
-    kTls,          // the TLS handshake
-    kUpgrading,    // the upgrade request is out
-    kAttaching,    // `attach` is out
+    kWaiting,     // the retry wait
+    kConnecting,  // TCP
+    kTls,         // the TLS handshake
+    kUpgrading,   // the upgrade request is out
+    kAttaching,   // `attach` is out
     kAttached,
-    kClosing,      // the socket is closing; the retry wait starts in its close callback
+    kClosing,  // the socket is closing; the retry wait starts in its close callback
     kStopped,
   };
   struct WriteRequest {

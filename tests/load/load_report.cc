@@ -9,10 +9,14 @@ namespace {
 
 const char* phaseName(Phase phase) {
   switch (phase) {
-    case Phase::kRamp: return "ramp";
-    case Phase::kHold: return "hold";
-    case Phase::kStorm: return "storm";
-    case Phase::kDone: return "done";
+    case Phase::kRamp:
+      return "ramp";
+    case Phase::kHold:
+      return "hold";
+    case Phase::kStorm:
+      return "storm";
+    case Phase::kDone:
+      return "done";
   }
   return "?";
 }
@@ -48,7 +52,7 @@ Delta sumDeltas(const std::vector<Sample>& samples, Keep keep) {
 
 std::string sampleHeader() {
   return "    t phase  bridges  att/s  fail/s  shed(total)  relayd: cpu%   rss MiB  "
-         "controld: cpu%  rss MiB";
+         "controld: cpu%  rss MiB  tool cpu%";
 }
 
 std::string formatSampleLine(const Sample& now, const Sample* previous) {
@@ -56,6 +60,7 @@ std::string formatSampleLine(const Sample& now, const Sample* previous) {
   double failRate = 0;
   double relaydCpu = 0;
   double controldCpu = 0;
+  double toolCpu = 0;
   if (previous != nullptr && now.seconds > previous->seconds) {
     const double dt = now.seconds - previous->seconds;
     attachRate = static_cast<double>(now.attaches - previous->attaches) / dt;
@@ -65,13 +70,14 @@ std::string formatSampleLine(const Sample& now, const Sample* previous) {
     if (now.controldUp && previous->controldUp)
       controldCpu =
           static_cast<double>(now.controldCpuMicros - previous->controldCpuMicros) / dt / 1e4;
+    toolCpu = static_cast<double>(now.toolCpuMicros - previous->toolCpuMicros) / dt / 1e4;
   }
   char line[256];
   std::snprintf(line, sizeof line,
-                "%5.0f %-5s %8" PRId64 " %6.0f %7.0f %12.0f  %12.1f %9.1f  %14.1f %8.1f",
+                "%5.0f %-5s %8" PRId64 " %6.0f %7.0f %12.0f  %12.1f %9.1f  %14.1f %8.1f  %9.1f",
                 now.seconds, phaseName(now.phase), now.bridgesUp, attachRate, failRate, now.shed,
                 relaydCpu, now.relaydUp ? static_cast<double>(now.relaydRssKiB) / 1024 : 0.0,
-                controldCpu, static_cast<double>(now.controldRssKiB) / 1024);
+                controldCpu, static_cast<double>(now.controldRssKiB) / 1024, toolCpu);
   return line;
 }
 
@@ -104,22 +110,22 @@ void printReport(const ReportInput& in) {
                 static_cast<double>(in.relaydRssBeforeKiB) / 1024);
 
   // CPU per attach over the ramp, and controld's by bands of live bridges.
-  const Delta ramp = sumDeltas(s, [](const Sample&, const Sample& b) {
-    return b.phase == Phase::kRamp;
-  });
+  const Delta ramp =
+      sumDeltas(s, [](const Sample&, const Sample& b) { return b.phase == Phase::kRamp; });
   if (ramp.attaches > 0)
-    std::printf("ramp: %.0f attaches in %.0f s (%.0f/s); relayd %.0f us/attach (%.0f%% of a core), "
-                "controld %.0f us/attach\n",
-                ramp.attaches, ramp.seconds, ramp.attaches / ramp.seconds,
-                ramp.relaydCpu / ramp.attaches, ramp.relaydCpu / ramp.seconds / 1e4,
-                ramp.controldCpu / ramp.attaches);
+    std::printf(
+        "ramp: %.0f attaches in %.0f s (%.0f/s); relayd %.0f us/attach (%.0f%% of a core), "
+        "controld %.0f us/attach\n",
+        ramp.attaches, ramp.seconds, ramp.attaches / ramp.seconds, ramp.relaydCpu / ramp.attaches,
+        ramp.relaydCpu / ramp.seconds / 1e4, ramp.controldCpu / ramp.attaches);
   constexpr int64_t kBand = 5000;
   for (int64_t from = 0; from < in.bridges; from += kBand) {
     const Delta band = sumDeltas(s, [from](const Sample& a, const Sample& b) {
       return b.phase == Phase::kRamp && a.bridgesUp >= from && a.bridgesUp < from + kBand;
     });
     if (band.attaches < 100) continue;
-    std::printf("  live bridges %6" PRId64 "-%6" PRId64 ": relayd %5.0f us/attach, controld %5.0f "
+    std::printf("  live bridges %6" PRId64 "-%6" PRId64
+                ": relayd %5.0f us/attach, controld %5.0f "
                 "us/attach (%.0f attaches)\n",
                 from, from + kBand, band.relaydCpu / band.attaches,
                 band.controldCpu / band.attaches, band.attaches);
@@ -132,7 +138,8 @@ void printReport(const ReportInput& in) {
   double idleCorePercent = -1;
   if (idle.seconds > 0 && high) {
     idleCorePercent = idle.relaydCpu / idle.seconds / 1e4;
-    std::printf("idle: relayd %.2f%% of a core for %" PRId64 " bridges over %.0f s "
+    std::printf("idle: relayd %.2f%% of a core for %" PRId64
+                " bridges over %.0f s "
                 "(%.0f pings answered: %.1f us of relayd CPU per ping/pong); controld %.2f%%\n",
                 idleCorePercent, high->bridgesUp, idle.seconds, idle.pings,
                 idle.pings > 0 ? idle.relaydCpu / idle.pings : 0.0,
@@ -142,20 +149,21 @@ void printReport(const ReportInput& in) {
   const StormTimes& st = in.storm;
   if (st.signalAt >= 0) {
     auto since = [&](double t) { return t >= 0 ? t - st.signalAt : -1.0; };
-    std::printf("storm: old relayd gone %.1f s after the signal, new one seen at %.1f s, first "
-                "attach at %.1f s, ",
-                since(st.oldGoneAt), since(st.newSeenAt), since(st.firstAttachAt));
+    std::printf(
+        "storm: old relayd gone %.1f s after the signal, new one seen at %.1f s, first "
+        "attach at %.1f s, ",
+        since(st.oldGoneAt), since(st.newSeenAt), since(st.firstAttachAt));
     if (st.allBackAt >= 0)
       std::printf("all back at %.1f s (%.1f s after the new relayd appeared)\n",
                   since(st.allBackAt), st.allBackAt - st.newSeenAt);
     else
       std::printf("NOT all back when the tool gave up\n");
-    std::printf("storm: %" PRIu64 " failed attempts, handshakes shed by the new relayd: %.0f, "
+    std::printf("storm: %" PRIu64
+                " failed attempts, handshakes shed by the new relayd: %.0f, "
                 "longest backoff wait scheduled: %.1f s\n",
                 st.failures, st.shedAtEnd, static_cast<double>(st.longestWaitMs) / 1000);
-    const Delta storm = sumDeltas(s, [](const Sample&, const Sample& b) {
-      return b.phase == Phase::kStorm;
-    });
+    const Delta storm =
+        sumDeltas(s, [](const Sample&, const Sample& b) { return b.phase == Phase::kStorm; });
     if (storm.seconds > 0)
       std::printf("storm: new relayd busy %.0f%% of a core on average while bridges came back\n",
                   storm.relaydCpu / storm.seconds / 1e4);
@@ -167,8 +175,8 @@ void printReport(const ReportInput& in) {
                          slopeKiB * static_cast<double>(n - high->bridgesUp);
       std::printf("projected for %" PRId64 " bridges: relayd RSS %.0f MiB", n, rss / 1024);
       if (idleCorePercent >= 0)
-        std::printf(", idle %.1f%% of a core",
-                    idleCorePercent * static_cast<double>(n) / static_cast<double>(high->bridgesUp));
+        std::printf(", idle %.1f%% of a core", idleCorePercent * static_cast<double>(n) /
+                                                   static_cast<double>(high->bridgesUp));
       std::printf(", %" PRId64 " descriptors in relayd and in the load tool (projected)\n", n + 64);
     }
   }

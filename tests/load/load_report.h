@@ -27,23 +27,24 @@ struct Sample {
   bool controldUp = false;
   uint64_t controldCpuMicros = 0;
   uint64_t controldRssKiB = 0;
+  uint64_t toolCpuMicros = 0;  // the load tool itself: a starved tool would slow the ramp
   double shed = -1;  // opentunnel_connections_shed_total{reason="handshakes"}; -1: no scrape
 };
 
 struct StormTimes {
-  double signalAt = -1;      // SIGTERM sent (or the drop noticed)
-  double oldGoneAt = -1;     // the old relayd exited
-  double newSeenAt = -1;     // a new relayd process appeared
-  double firstAttachAt = -1;  // the first attach after the signal
-  double allBackAt = -1;     // every bridge attached again
+  double signalAt = -1;        // SIGTERM sent (or the drop noticed)
+  double oldGoneAt = -1;       // the old relayd exited
+  double newSeenAt = -1;       // a new relayd process appeared
+  double firstAttachAt = -1;   // the first attach after the signal
+  double allBackAt = -1;       // every bridge attached again
   uint64_t longestWaitMs = 0;  // the longest backoff wait any bridge scheduled meanwhile
-  double shedAtEnd = -1;     // the new relayd's shed counter when all were back
-  uint64_t failures = 0;     // failed attempts during the storm
+  double shedAtEnd = -1;       // the new relayd's shed counter when all were back
+  uint64_t failures = 0;       // failed attempts during the storm
 };
 
 struct ReportInput {
-  int64_t bridges = 0;   // what was asked for
-  int64_t markAt = 0;    // the lower point of the memory slope
+  int64_t bridges = 0;  // what was asked for
+  int64_t markAt = 0;   // the lower point of the memory slope
   std::vector<Sample> samples;
   StormTimes storm;
   uint64_t relaydRssBeforeKiB = 0;  // before the first bridge

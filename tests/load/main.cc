@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <CLI/CLI.hpp>
@@ -59,8 +60,7 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 bool parseHostPort(const std::string& text, sockaddr_in& out) {
   const size_t colon = text.rfind(':');
   if (colon == std::string::npos) return false;
-  return uv_ip4_addr(text.substr(0, colon).c_str(), std::atoi(text.c_str() + colon + 1), &out) ==
-         0;
+  return uv_ip4_addr(text.substr(0, colon).c_str(), std::atoi(text.c_str() + colon + 1), &out) == 0;
 }
 
 // Prints the descriptor limits, raises the soft one to the hard one, and answers how many
@@ -69,7 +69,7 @@ int64_t descriptorBudget() {
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
   std::printf("RLIMIT_NOFILE: soft %llu, hard %llu\n",
-              static_cast<unsigned long long>(limit.rlim_cur),  // NOLINT(runtime/int)
+              static_cast<unsigned long long>(limit.rlim_cur),   // NOLINT(runtime/int)
               static_cast<unsigned long long>(limit.rlim_max));  // NOLINT(runtime/int)
   if (limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
@@ -114,7 +114,8 @@ class Tool {
     sampler_ = std::thread([this] { sampleLoop(); });
     uv_timer_init(loop_, &tick_);
     tick_.data = this;
-    uv_timer_start(&tick_, [](uv_timer_t* t) { static_cast<Tool*>(t->data)->onTick(); }, 10, 10);
+    uv_timer_start(
+        &tick_, [](uv_timer_t* t) { static_cast<Tool*>(t->data)->onTick(); }, 10, 10);
     uv_run(loop_, UV_RUN_DEFAULT);
     stopSampler_ = true;
     sampler_.join();
@@ -158,7 +159,7 @@ class Tool {
         }
         break;
       case Phase::kStorm:
-        if (up >= options_.bridges && sawDrop_) {
+        if (up >= options_.bridges && sawDrop_ && !stormDone_) {
           std::lock_guard lock(mutex_);
           report_.storm.allBackAt = now;
           report_.storm.longestWaitMs = counters_.longestWaitMs.load();
@@ -232,6 +233,7 @@ class Tool {
         s.controldCpuMicros = c->cpuMicros;
         s.controldRssKiB = c->rssKiB;
       }
+      if (auto self = sampleProcess(getpid())) s.toolCpuMicros = self->cpuMicros;
       if (!options_.metrics.empty()) {
         if (auto shed = scrapeCounter(options_.metrics, "opentunnel_connections_shed_total",
                                       "reason=\"handshakes\""))
@@ -339,8 +341,9 @@ int main(int argc, char** argv) {
   app.add_option("--hold", o.holdSeconds, "seconds to hold them idle")->capture_default_str();
   app.add_option("--mark-at", o.markAt, "bridges at the low point of the memory slope")
       ->capture_default_str();
-  app.add_option("--storm", o.storm, "after the hold: none, signal (SIGTERM relayd and wait "
-                                     "for a new one), wait (for the operator's restart)")
+  app.add_option("--storm", o.storm,
+                 "after the hold: none, signal (SIGTERM relayd and wait "
+                 "for a new one), wait (for the operator's restart)")
       ->check(CLI::IsMember({"none", "signal", "wait"}))
       ->capture_default_str();
   app.add_option("--storm-timeout", o.stormTimeoutSeconds, "give up on the storm after")
@@ -367,7 +370,8 @@ int main(int argc, char** argv) {
   const int64_t budget = descriptorBudget();
   if (o.bridges > budget) {
     std::printf("%" PRId64 " bridges need more descriptors than this process may open (%" PRId64
-                "): measuring %" PRId64 " and projecting the rest (see docs/capacity.md to "
+                "): measuring %" PRId64
+                " and projecting the rest (see docs/capacity.md to "
                 "raise the hard limit)\n",
                 o.bridges, budget + 64, budget);
     o.bridges = budget;

@@ -39,6 +39,12 @@ def raise_nofile():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def nice_prefix(nice):
+    """`nice -n N` (negative needs root or CAP_SYS_NICE): on a box busy with other work, keeps the
+    scheduler from starving relayd and the tool so the run measures them, not the neighbours."""
+    return ["nice", "-n", str(nice)] if nice else []
+
+
 def wait_until(predicate, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -132,8 +138,8 @@ def seed_tunnels(controld, state, count):
 
 
 class Relayd:
-    def __init__(self, build, state, controld, core, tls_port, metrics_port):
-        self.cmd = ["taskset", "-c", str(core), str(build / "relayd/relayd")]
+    def __init__(self, build, state, controld, core, tls_port, metrics_port, nice):
+        self.cmd = ["taskset", "-c", str(core), *nice_prefix(nice), str(build / "relayd/relayd")]
         self.env = {
             "PATH": "/usr/bin:/bin", "OPENTUNNEL_DOMAIN": DOMAIN,
             "TLS_LISTEN": f"127.0.0.1:{tls_port}", "HTTP_LISTEN": "127.0.0.1:0",
@@ -196,7 +202,7 @@ class Relayd:
                 self.process.kill()
 
 
-def bare_handshakes(build, state, tool, core, count):
+def bare_handshakes(state, tool, core, count, nice):
     key, cert = state / "bare-key.pem", state / "bare-cert.pem"
     if not cert.exists():
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
@@ -204,14 +210,21 @@ def bare_handshakes(build, state, tool, core, count):
                         str(cert), "-days", "30", "-subj", "/CN=bare.test", "-addext",
                         "subjectAltName=DNS:bare.test"], check=True, capture_output=True)
     port = free_port()
-    server = subprocess.Popen(["taskset", "-c", str(core), "openssl", "s_server", "-quiet",
-                               "-www", "-tls1_3", "-accept", f"127.0.0.1:{port}", "-cert",
-                               str(cert), "-key", str(key)], stdin=subprocess.DEVNULL,
+    server = subprocess.Popen(["taskset", "-c", str(core), *nice_prefix(nice), "openssl",
+                               "s_server", "-quiet", "-www", "-tls1_3", "-accept",
+                               f"127.0.0.1:{port}", "-cert", str(cert), "-key", str(key)],
+                              stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: socket.create_connection(("127.0.0.1", port)).close() or True, 10,
-                   "s_server")
-        subprocess.run([str(tool), "--ca-file", str(cert), "--domain", "bare.test",
+        def listening():
+            try:
+                socket.create_connection(("127.0.0.1", port)).close()
+                return True
+            except OSError:
+                return False
+        wait_until(listening, 10, "s_server")
+        subprocess.run([*nice_prefix(nice), str(tool), "--ca-file", str(cert),
+                        "--domain", "bare.test",
                         "--bare-handshakes", str(count), "--bare-target", f"127.0.0.1:{port}",
                         "--bare-pid", str(server.pid)], check=False)
     finally:
@@ -233,6 +246,8 @@ def main():
     parser.add_argument("--storm", choices=["signal", "none"], default="signal")
     parser.add_argument("--relayd-core", type=int, default=0)
     parser.add_argument("--tool-cores", default="1")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="run relayd, the tool and s_server under nice -n N (e.g. -10)")
     parser.add_argument("--bare", type=int, default=0,
                         help="first: this many bare TLS handshakes on relayd's core")
     args = parser.parse_args()
@@ -247,7 +262,7 @@ def main():
     print(f"box: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"load average {os.getloadavg()}", flush=True)
     if args.bare:
-        bare_handshakes(build, state, tool, args.relayd_core, args.bare)
+        bare_handshakes(state, tool, args.relayd_core, args.bare, args.nice)
 
     controld = Controld(build, state)
     relayd = None
@@ -255,11 +270,13 @@ def main():
     try:
         tunnels = seed_tunnels(controld, state,
                                -(-args.bridges // MAX_BRIDGES_PER_TUNNEL))
-        relayd = Relayd(build, state, controld, args.relayd_core, free_port(), free_port())
+        relayd = Relayd(build, state, controld, args.relayd_core, free_port(), free_port(),
+                        args.nice)
         relayd.start().wait_serving()
         watcher = threading.Thread(target=relayd.restart_on_exit, args=(stop,), daemon=True)
         watcher.start()
-        command = ["taskset", "-c", args.tool_cores, str(tool), "--ca-file", controld.ca_file,
+        command = ["taskset", "-c", args.tool_cores, *nice_prefix(args.nice), str(tool),
+                   "--ca-file", controld.ca_file,
                    "--domain", DOMAIN, "--relay", f"127.0.0.1:{relayd.tls_port}",
                    "--tunnels", str(tunnels), "--bridges", str(args.bridges),
                    "--rate", str(args.rate), "--sources", str(args.sources),
