@@ -1,5 +1,6 @@
 #include "tests/load/load_report.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <optional>
@@ -13,6 +14,8 @@ const char* phaseName(Phase phase) {
       return "ramp";
     case Phase::kHold:
       return "hold";
+    case Phase::kVisitors:
+      return "visit";
     case Phase::kStorm:
       return "storm";
     case Phase::kDone:
@@ -144,6 +147,27 @@ void printReport(const ReportInput& in) {
                 idleCorePercent, high->bridgesUp, idle.seconds, idle.pings,
                 idle.pings > 0 ? idle.relaydCpu / idle.pings : 0.0,
                 idle.controldCpu / idle.seconds / 1e4);
+  }
+
+  if (in.visitorsCompleted + in.visitorsFailed > 0) {
+    std::vector<double> ms = in.visitorFirstByteMs;
+    std::sort(ms.begin(), ms.end());
+    auto pick = [&](double q) {
+      return ms.empty() ? 0.0
+                        : ms[std::min(ms.size() - 1,
+                                      static_cast<size_t>(q * static_cast<double>(ms.size())))];
+    };
+    const Delta visit =
+        sumDeltas(s, [](const Sample&, const Sample& b) { return b.phase == Phase::kVisitors; });
+    std::printf("visitors: %" PRIu64 " echoed, %" PRIu64
+                " failed in %.1f s (%.0f/s); first byte "
+                "back p50 %.1f ms, p99 %.1f ms; relayd %.0f us per visitor\n",
+                in.visitorsCompleted, in.visitorsFailed, in.visitorSeconds,
+                static_cast<double>(in.visitorsCompleted) / std::max(in.visitorSeconds, 1e-9),
+                pick(0.5), pick(0.99),
+                in.visitorsCompleted > 0
+                    ? visit.relaydCpu / static_cast<double>(in.visitorsCompleted)
+                    : 0.0);
   }
 
   const StormTimes& st = in.storm;

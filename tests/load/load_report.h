@@ -10,7 +10,7 @@
 
 namespace ot::load {
 
-enum class Phase : uint8_t { kRamp, kHold, kStorm, kDone };
+enum class Phase : uint8_t { kRamp, kHold, kVisitors, kStorm, kDone };
 
 struct Sample {
   double seconds = 0;  // since the tool started
@@ -48,6 +48,11 @@ struct ReportInput {
   std::vector<Sample> samples;
   StormTimes storm;
   uint64_t relaydRssBeforeKiB = 0;  // before the first bridge
+  // --visitors: how many completed / failed, in how long, and their times to the first byte back.
+  uint64_t visitorsCompleted = 0;
+  uint64_t visitorsFailed = 0;
+  double visitorSeconds = 0;
+  std::vector<double> visitorFirstByteMs;
 };
 
 // Prints the summary block to stdout.

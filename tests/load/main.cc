@@ -24,6 +24,7 @@
 #include "tests/load/load_bridge.h"
 #include "tests/load/load_report.h"
 #include "tests/load/proc_sample.h"
+#include "tests/load/visitor_driver.h"
 
 namespace ot::load {
 namespace {
@@ -51,6 +52,9 @@ struct Options {
   std::string bareTarget;
   int barePid = 0;
   unsigned bareConcurrency = 4;
+  uint64_t visitors = 0;
+  unsigned visitorConcurrency = 50;
+  unsigned visitorRounds = 5;
 };
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
@@ -85,6 +89,7 @@ class Tool {
   Tool(uv_loop_t* loop, Options options) : loop_(loop), options_(std::move(options)) {}
 
   bool setUp(std::vector<TunnelCredentials> tunnels) {
+    tunnels_ = tunnels;
     if (!parseHostPort(options_.relay, target_.relay)) {
       std::fprintf(stderr, "bad --relay %s\n", options_.relay.c_str());
       return false;
@@ -152,11 +157,14 @@ class Tool {
         if (options_.storm == "wait" && up < options_.bridges / 2) {
           beginStorm(now, false);
         } else if (now - phaseStart_ >= options_.holdSeconds) {
-          if (options_.storm == "signal")
-            beginStorm(now, true);
-          else if (options_.storm == "none")
-            finish();
+          if (options_.visitors > 0 && !visitorsStarted_)
+            startVisitorPhase(now);
+          else
+            afterHold(now);
         }
+        break;
+      case Phase::kVisitors:
+        if (visitorsDone_) afterHold(now);
         break;
       case Phase::kStorm:
         if (up >= options_.bridges && sawDrop_ && !stormDone_) {
@@ -179,6 +187,38 @@ class Tool {
       case Phase::kDone:
         break;
     }
+  }
+
+  void afterHold(double now) {
+    if (options_.storm == "signal")
+      beginStorm(now, true);
+    else if (options_.storm == "none")
+      finish();
+    else
+      enter(Phase::kHold, now);  // wait for the operator's restart
+  }
+
+  void startVisitorPhase(double now) {
+    visitorsStarted_ = true;
+    enter(Phase::kVisitors, now);
+    VisitorPlan plan;
+    plan.relay = target_.relay;
+    plan.domain = options_.domain;
+    const size_t used = std::min(tunnels_.size(), static_cast<size_t>(options_.bridges));
+    plan.tunnels.assign(tunnels_.begin(), tunnels_.begin() + static_cast<ptrdiff_t>(used));
+    inet_pton(AF_INET, options_.sourceBase.c_str(), &plan.sourceBase);
+    plan.sources = options_.sources;
+    plan.count = options_.visitors;
+    plan.concurrency = options_.visitorConcurrency;
+    plan.rounds = options_.visitorRounds;
+    startVisitors(loop_, std::move(plan), [this](VisitorRun run) {
+      std::lock_guard lock(mutex_);
+      report_.visitorsCompleted = run.completed;
+      report_.visitorsFailed = run.failed;
+      report_.visitorSeconds = run.seconds;
+      report_.visitorFirstByteMs = std::move(run.firstByteMs);
+      visitorsDone_ = true;
+    });
   }
 
   void enter(Phase phase, double now) {
@@ -282,6 +322,9 @@ class Tool {
   double firstAttach_ = -1;
   bool sawDrop_ = false;
   bool stormDone_ = false;
+  std::vector<TunnelCredentials> tunnels_;
+  bool visitorsStarted_ = false;
+  bool visitorsDone_ = false;
 };
 
 std::vector<TunnelCredentials> readTunnels(const std::string& path) {
@@ -359,6 +402,14 @@ int main(int argc, char** argv) {
   app.add_option("--bare-target", o.bareTarget, "a bare TLS server, ip:port");
   app.add_option("--bare-pid", o.barePid, "its pid, for its CPU per handshake");
   app.add_option("--bare-concurrency", o.bareConcurrency, "handshakes at once")
+      ->capture_default_str();
+  app.add_option("--visitors", o.visitors,
+                 "after the hold: this many visitors through the bridges (ClientHello echoed, "
+                 "then 4 KiB round trips)")
+      ->capture_default_str();
+  app.add_option("--visitor-concurrency", o.visitorConcurrency, "visitors at once")
+      ->capture_default_str();
+  app.add_option("--visitor-rounds", o.visitorRounds, "4 KiB round trips per visitor")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   signal(SIGPIPE, SIG_IGN);

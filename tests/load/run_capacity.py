@@ -243,6 +243,8 @@ def main():
     parser.add_argument("--sources", type=int, default=64)
     parser.add_argument("--hold", type=float, default=60)
     parser.add_argument("--mark-at", type=int, default=10000)
+    parser.add_argument("--visitors", type=int, default=0,
+                        help="after the hold, this many visitors through the bridges")
     parser.add_argument("--storm", choices=["signal", "none"], default="signal")
     parser.add_argument("--relayd-core", type=int, default=0)
     parser.add_argument("--tool-cores", default="1")
@@ -281,7 +283,7 @@ def main():
                    "--tunnels", str(tunnels), "--bridges", str(args.bridges),
                    "--rate", str(args.rate), "--sources", str(args.sources),
                    "--hold", str(args.hold), "--mark-at", str(args.mark_at),
-                   "--storm", args.storm, "--relayd-pid-file", str(relayd.pid_file),
+                   "--storm", args.storm, "--visitors", str(args.visitors), "--relayd-pid-file", str(relayd.pid_file),
                    "--controld-pid", str(controld.process.pid),
                    "--metrics", relayd.env["METRICS_LISTEN"]]
         print("+ " + " ".join(command), flush=True)
