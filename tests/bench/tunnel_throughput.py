@@ -17,8 +17,14 @@ Usage (after building controld, relayd and otunnel in build/):
 Output, one line per direction, e.g.:
     download  direct 1850.3 MB/s  tunnel 210.4 MB/s  ratio 0.11  cpu ms/MB relayd 3.10 otunnel 4.02
 The best of --runs runs is reported for each path.
+
+With --rtt N it then measures small round trips on their own stream of the same tunnel (one
+HTTPS keep-alive connection through relayd + otunnel, N requests of GET /dl?n=1): alone, then
+while a bulk download runs on another stream. Run with --links 1 so both streams share one bridge
+(issue 12 item 5: frame scheduling between streams). Prints p50 / p99 / max in ms for both.
 """
 import argparse
+import http.client
 import os
 import shutil
 import socket
@@ -54,6 +60,9 @@ class FastOrigin:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            # Without it a small answer (head, then body) waits for a delayed ACK: 40 ms that
+            # are the origin's, not the tunnel's, in every round trip of --rtt.
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     @staticmethod
@@ -121,12 +130,58 @@ def timed_curl(args):
     return seconds, result.stdout
 
 
+def round_trips(url, ca_file, count):
+    """Milliseconds of `count` GET /dl?n=1 on one keep-alive connection through the tunnel."""
+    parsed = urllib.parse.urlsplit(url)
+    context = rh.client_context(ca_file)
+    # The tunnel's hostname for SNI and Host, the socket to 127.0.0.1 (no resolver needed).
+    connection = http.client.HTTPSConnection(parsed.hostname, parsed.port, timeout=30)
+    connection.sock = context.wrap_socket(
+        socket.create_connection(("127.0.0.1", parsed.port), timeout=30),
+        server_hostname=parsed.hostname)
+    times = []
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            connection.request("GET", "/dl?n=1")
+            response = connection.getresponse()
+            if response.read() != BLOCK[:1]:
+                raise RuntimeError("round trip: wrong body")
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        connection.close()
+    return times
+
+
+def describe(times):
+    ordered = sorted(times)
+    def pick(q):
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return f"p50 {pick(0.50):6.2f} ms  p99 {pick(0.99):6.2f} ms  max {ordered[-1]:6.2f} ms"
+
+
+def rtt_probe(tunnel, ca_file, tunnel_args, count, size):
+    alone = round_trips(tunnel.url, ca_file, count)
+    print(f"round trips alone          {describe(alone)}  ({count})")
+    bulk = threading.Thread(target=timed_curl, args=([*tunnel_args, "-o", "/dev/null",
+                                                      f"{tunnel.url}/dl?n={size}"],))
+    bulk.start()
+    time.sleep(0.3)  # the download is under way
+    shared = round_trips(tunnel.url, ca_file, count)
+    still_running = bulk.is_alive()
+    bulk.join()
+    print(f"round trips with download  {describe(shared)}  ({count}"
+          f"{'' if still_running else '; the download ended before the probe did: raise --mb'})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=200, help="megabytes per transfer")
     parser.add_argument("--links", type=int, default=2, help="otunnel --links")
     parser.add_argument("--runs", type=int, default=3, help="runs per path; the best is shown")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--rtt", type=int, default=0,
+                        help="then this many small round trips, alone and beside a download")
     options = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="ot-bench-"))
@@ -173,6 +228,8 @@ def main():
                   f"tunnel {best['tunnel']:8.1f} MB/s  "
                   f"ratio {best['tunnel'] / best['direct']:.2f}  "
                   f"cpu ms/MB relayd {cpu['relayd']:.2f} otunnel {cpu['otunnel']:.2f}")
+        if options.rtt:
+            rtt_probe(tunnel, stack.ca_file, tunnel_args, options.rtt, size)
     finally:
         codes = stack.close()
         origin.stop()

@@ -1,0 +1,149 @@
+#include "tests/load/bare_handshake.h"
+
+#include <array>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "common/tls_stream.h"
+
+namespace ot::load {
+namespace {
+
+std::array<uint8_t, 16 * 1024> gPlaintext;
+std::array<uint8_t, 64 * 1024> gRead;
+
+struct Run {
+  uv_loop_t* loop;
+  sockaddr_in target;
+  std::string serverName;
+  tls::SslCtxPtr context;
+  uint64_t count;
+  uint64_t started = 0;
+  BareHandshakeRun result;
+  std::function<void(const BareHandshakeRun&)> done;
+  void next();
+  void finished(bool ok) {
+    ++(ok ? result.completed : result.failed);
+    if (result.completed + result.failed == count) {
+      auto callback = std::move(done);
+      const BareHandshakeRun outcome = result;
+      delete this;
+      callback(outcome);
+      return;
+    }
+    next();
+  }
+};
+
+class Handshake final : private tls::TlsStream::Owner {
+ public:
+  explicit Handshake(Run& run) : run_(run) {
+    tcp_.data = this;
+    connect_.data = this;
+  }
+
+  void start() {
+    uv_tcp_init(run_.loop, &tcp_);
+    if (uv_tcp_connect(&connect_, &tcp_, reinterpret_cast<const sockaddr*>(&run_.target),
+                       onConnect) != 0)
+      finish(false);
+  }
+
+ private:
+  struct Write {
+    uv_write_t req{};
+    std::vector<uint8_t> bytes;
+  };
+
+  static void onConnect(uv_connect_t* req, int status) {
+    auto* self = static_cast<Handshake*>(req->data);
+    if (self->closing_) return;
+    if (status != 0) {
+      self->finish(false);
+      return;
+    }
+    uv_tcp_nodelay(&self->tcp_, 1);
+    self->tls_ = std::make_unique<tls::TlsStream>(
+        tls::TlsEngine::client(self->run_.context, self->run_.serverName, true),
+        static_cast<tls::TlsStream::Owner&>(*self), gPlaintext);
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&self->tcp_),
+        [](uv_handle_t*, size_t, uv_buf_t* buf) {
+          buf->base = reinterpret_cast<char*>(gRead.data());
+          buf->len = gRead.size();
+        },
+        onRead);
+    if (!self->tls_->valid() || !self->tls_->startHandshake()) self->finish(false);
+  }
+
+  static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    auto* self = static_cast<Handshake*>(stream->data);
+    if (self->closing_ || nread == 0) return;
+    if (nread < 0) {
+      self->finish(false);
+      return;
+    }
+    self->tls_->receive(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base), size_t(nread)));
+  }
+
+  bool sendCiphertext(std::vector<uint8_t> bytes) override {
+    if (closing_) return false;
+    auto* write = new Write;
+    write->bytes = std::move(bytes);
+    write->req.data = write;
+    uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(write->bytes.data()),
+                               static_cast<unsigned>(write->bytes.size()));
+    if (uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1,
+                 [](uv_write_t* req, int) { delete static_cast<Write*>(req->data); }) != 0) {
+      delete write;
+      return false;
+    }
+    return true;
+  }
+  void onTlsHandshakeDone() override { finish(true); }
+  void onTlsPlaintext(std::span<uint8_t>) override {}
+  void onTlsCloseNotify() override { finish(false); }
+  void onTlsFailed() override { finish(false); }
+  [[nodiscard]] bool wantsTlsPlaintext() const override { return false; }
+
+  void finish(bool ok) {
+    if (closing_) return;
+    closing_ = true;
+    ok_ = ok;
+    uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), [](uv_handle_t* handle) {
+      auto* self = static_cast<Handshake*>(handle->data);
+      Run& run = self->run_;
+      const bool succeeded = self->ok_;
+      delete self;
+      run.finished(succeeded);
+    });
+  }
+
+  Run& run_;
+  uv_tcp_t tcp_{};
+  uv_connect_t connect_{};
+  std::unique_ptr<tls::TlsStream> tls_;
+  bool closing_ = false;
+  bool ok_ = false;
+};
+
+void Run::next() {
+  if (started >= count) return;
+  ++started;
+  (new Handshake(*this))->start();
+}
+
+}  // namespace
+
+void startBareHandshakes(uv_loop_t* loop, sockaddr_in target, std::string serverName,
+                         tls::SslCtxPtr context, uint64_t count, unsigned concurrency,
+                         std::function<void(const BareHandshakeRun&)> done) {
+  auto* run = new Run{loop, target, std::move(serverName), std::move(context), count,
+                      0,    {},     std::move(done)};
+  for (unsigned i = 0; i < concurrency && i < count; ++i) run->next();
+}
+
+}  // namespace ot::load

@@ -1,0 +1,393 @@
+#include "tests/load/load_bridge.h"
+
+#include <openssl/rand.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "common/bridge_control.h"
+#include "common/websocket_frame.h"
+
+namespace ot::load {
+namespace {
+
+constexpr uint64_t kAttachDeadlineMs = 10'000;  // docs/protocol.md section 10
+constexpr size_t kReadBufferSize = 64 * 1024;
+constexpr size_t kPlaintextBufferSize = 16 * 1024;
+constexpr uint32_t kWindow = bridge::kDefaultWindow;
+
+// Used only inside one callback at a time on the loop thread.
+std::array<uint8_t, kReadBufferSize> gReadBuffer;
+std::array<uint8_t, kPlaintextBufferSize> gPlaintext;
+
+ws::MaskKey randomMask() {
+  ws::MaskKey key{};
+  if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
+    const uint64_t r = client::uniformRandom(UINT32_MAX);
+    for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(r >> (8 * i));
+  }
+  return key;
+}
+
+void raiseMax(std::atomic<uint64_t>& max, uint64_t value) {
+  uint64_t seen = max.load(std::memory_order_relaxed);
+  while (value > seen && !max.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+LoadBridge::LoadBridge(uv_loop_t* loop, const BridgeTarget& target, TunnelCredentials tunnel,
+                       in_addr source, LoadCounters& counters)
+    : loop_(loop),
+      target_(target),
+      tunnel_(std::move(tunnel)),
+      source_(source),
+      counters_(counters) {
+  tcp_.data = this;
+  timer_.data = this;
+  connectReq_.data = this;
+}
+
+LoadBridge::~LoadBridge() = default;
+
+void LoadBridge::start() {
+  if (uv_timer_init(loop_, &timer_) == 0) timerOpen_ = true;
+  attempt();
+}
+
+void LoadBridge::stop() {
+  if (phase_ == Phase::kAttached) counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
+  phase_ = Phase::kStopped;
+  closeSocket();
+  if (timerOpen_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&timer_)))
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), onTimerClosedCb);
+}
+
+void LoadBridge::attempt() {
+  if (phase_ == Phase::kStopped) return;
+  counters_.attempts.fetch_add(1, std::memory_order_relaxed);
+  attemptStartMs_ = uv_now(loop_);
+  phase_ = Phase::kConnecting;
+  if (uv_tcp_init_ex(loop_, &tcp_, AF_INET) != 0) {
+    pendingDelayMs_ = backoff_.nextDelayMs();
+    counters_.failures.fetch_add(1, std::memory_order_relaxed);
+    phase_ = Phase::kWaiting;
+    uv_timer_start(&timer_, onTimerCb, pendingDelayMs_, 0);
+    return;
+  }
+  tcpOpen_ = true;
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) == 0) {
+    // The port is picked at connect() for the whole 4-tuple, not at bind() for the address.
+    const int on = 1;
+    ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof on);
+  }
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  local.sin_addr = source_;
+  if (uv_tcp_bind(&tcp_, reinterpret_cast<const sockaddr*>(&local), 0) != 0 ||
+      uv_tcp_connect(&connectReq_, &tcp_, reinterpret_cast<const sockaddr*>(&target_.relay),
+                     onConnectCb) != 0) {
+    counters_.refusedBeforeTls.fetch_add(1, std::memory_order_relaxed);
+    endAttempt(ws::kCloseAbnormal);
+    return;
+  }
+  uv_timer_start(&timer_, onTimerCb, kAttachDeadlineMs, 0);
+}
+
+void LoadBridge::onConnectCb(uv_connect_t* req, int status) {
+  static_cast<LoadBridge*>(req->data)->onConnected(status);
+}
+
+void LoadBridge::onConnected(int status) {
+  if (phase_ != Phase::kConnecting) return;
+  if (status != 0) {
+    counters_.refusedBeforeTls.fetch_add(1, std::memory_order_relaxed);
+    endAttempt(ws::kCloseAbnormal);
+    return;
+  }
+  uv_tcp_nodelay(&tcp_, 1);
+  lastReceiveMs_ = uv_now(loop_);
+  tls_ = std::make_unique<tls::TlsStream>(
+      tls::TlsEngine::client(target_.tlsContext, target_.domain, true),
+      static_cast<tls::TlsStream::Owner&>(*this), gPlaintext);
+  if (!tls_->valid() ||
+      uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAllocCb, onReadCb) != 0) {
+    endAttempt(ws::kCloseAbnormal);
+    return;
+  }
+  phase_ = Phase::kTls;
+  if (!tls_->startHandshake()) endAttempt(ws::kCloseAbnormal);
+}
+
+void LoadBridge::onAllocCb(uv_handle_t*, size_t, uv_buf_t* buf) {
+  buf->base = reinterpret_cast<char*>(gReadBuffer.data());
+  buf->len = gReadBuffer.size();
+}
+
+void LoadBridge::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  auto* self = static_cast<LoadBridge*>(stream->data);
+  if (nread == 0) return;
+  if (nread < 0) {
+    // Closed before the TLS handshake finished: relayd shed it (or was not serving yet).
+    if (self->phase_ == Phase::kTls)
+      self->counters_.refusedBeforeTls.fetch_add(1, std::memory_order_relaxed);
+    self->endAttempt(ws::kCloseAbnormal);
+    return;
+  }
+  if (self->phase_ < Phase::kTls || self->phase_ > Phase::kAttached) return;
+  self->lastReceiveMs_ = uv_now(self->loop_);
+  self->tls_->receive(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base), size_t(nread)));
+}
+
+bool LoadBridge::sendCiphertext(std::vector<uint8_t> bytes) {
+  if (!tcpOpen_ || phase_ == Phase::kClosing || phase_ == Phase::kStopped) return false;
+  auto* request = new WriteRequest;
+  request->bytes = std::move(bytes);
+  request->req.data = request;
+  uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(request->bytes.data()),
+                             static_cast<unsigned>(request->bytes.size()));
+  if (uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1, onWriteCb) != 0) {
+    delete request;
+    return false;
+  }
+  return true;
+}
+
+void LoadBridge::onWriteCb(uv_write_t* req, int) {
+  delete static_cast<WriteRequest*>(req->data);
+}
+
+void LoadBridge::onTlsHandshakeDone() {
+  std::array<uint8_t, 16> nonce{};
+  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
+    endAttempt(ws::kCloseAbnormal);
+    return;
+  }
+  upgrade_ = client::RelayUpgrade::create(target_.domain, "/api/tunnel/" + tunnel_.id + "/bridge",
+                                          "otunnel/load", nonce);
+  if (!upgrade_) {
+    endAttempt(ws::kCloseAbnormal);
+    return;
+  }
+  phase_ = Phase::kUpgrading;
+  const std::string& request = upgrade_->request();
+  if (!tls_->write(std::span(reinterpret_cast<const uint8_t*>(request.data()), request.size())))
+    endAttempt(ws::kCloseAbnormal);
+}
+
+void LoadBridge::onTlsPlaintext(std::span<uint8_t> bytes) {
+  if (phase_ == Phase::kUpgrading) {
+    const client::RelayUpgrade::Step step = upgrade_->feed(bytes);
+    if (step.outcome == client::RelayUpgrade::Outcome::kNeedMore) return;
+    if (step.outcome == client::RelayUpgrade::Outcome::kFailed) {
+      endAttempt(ws::kCloseAbnormal);
+      return;
+    }
+    phase_ = Phase::kAttaching;
+    reader_.emplace(ws::Role::kClient, bridge::kMaxMessageBeforeAttach, ws::Delivery::kWhole);
+    bridge::AttachRequest attach;
+    attach.token = tunnel_.token;
+    attach.window = kWindow;
+    const std::string text = bridge::serializeAttach(attach);
+    sendFrame(ws::Opcode::kText,
+              std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    bytes = bytes.subspan(step.consumed);
+  }
+  consumeWebSocket(bytes);
+}
+
+void LoadBridge::consumeWebSocket(std::span<uint8_t> data) {
+  while (!data.empty() && (phase_ == Phase::kAttaching || phase_ == Phase::kAttached)) {
+    ws::ReadStep step = reader_->next(data);
+    data = data.subspan(step.consumed);
+    switch (step.event) {
+      case ws::ReadEvent::kNeedMore:
+        if (step.consumed == 0) return;
+        break;
+      case ws::ReadEvent::kData:
+        break;  // whole messages only
+      case ws::ReadEvent::kMessage:
+        if (step.opcode == ws::Opcode::kText)
+          onText(std::string_view(reinterpret_cast<const char*>(step.payload.data()),
+                                  step.payload.size()));
+        else
+          onBinary(step.payload);
+        break;
+      case ws::ReadEvent::kControl:
+        if (step.opcode == ws::Opcode::kPing) {
+          counters_.pingsAnswered.fetch_add(1, std::memory_order_relaxed);
+          sendFrame(ws::Opcode::kPong, step.payload);
+        } else if (step.opcode == ws::Opcode::kClose) {
+          if (step.closeCode == ws::kCloseServiceRestart)
+            counters_.closes1012.fetch_add(1, std::memory_order_relaxed);
+          const std::vector<uint8_t> reply = ws::buildClose(
+              step.closeCode == ws::kCloseNoStatus ? ws::kCloseNormal : step.closeCode, {},
+              randomMask());
+          if (tls_->write(reply)) tls_->flush();
+          endAttempt(step.closeCode);
+          return;
+        }
+        break;
+      case ws::ReadEvent::kError:
+        endAttempt(ws::closeCodeFor(step.error));
+        return;
+    }
+  }
+}
+
+void LoadBridge::onText(std::string_view text) {
+  auto parsed = bridge::parseRelayMessage(text);
+  if (!parsed) {
+    if (phase_ == Phase::kAttaching) endAttempt(ws::kCloseProtocolError);
+    return;
+  }
+  if (const auto* attached = std::get_if<bridge::Attached>(&parsed.value())) {
+    if (phase_ != Phase::kAttaching) return;
+    phase_ = Phase::kAttached;
+    wasAttached_ = true;
+    backoff_.attached();
+    heartbeatMs_ = attached->heartbeatMs;
+    reader_->setMaxMessageSize(bridge::kMaxMessageAfterAttach);
+    counters_.attaches.fetch_add(1, std::memory_order_relaxed);
+    counters_.bridgesUp.fetch_add(1, std::memory_order_relaxed);
+    counters_.attachMicrosTotal.fetch_add((uv_now(loop_) - attemptStartMs_) * 1000,
+                                          std::memory_order_relaxed);
+    uv_timer_start(&timer_, onTimerCb, target_.heartbeatCheckMs, target_.heartbeatCheckMs);
+    return;
+  }
+  if (std::holds_alternative<bridge::AttachError>(parsed.value())) {
+    counters_.attachErrors.fetch_add(1, std::memory_order_relaxed);
+    endAttempt(ws::kClosePolicyViolation);
+    return;
+  }
+  // drain: no new connections come on this bridge; the relay closes it with 1012 once its
+  // connections are done (at once for an idle bridge), and that close ends it like any other.
+  counters_.drains.fetch_add(1, std::memory_order_relaxed);
+  if (phase_ == Phase::kAttaching) endAttempt(ws::kCloseServiceRestart);
+}
+
+void LoadBridge::onBinary(std::span<const uint8_t> message) {
+  if (phase_ != Phase::kAttached) {
+    endAttempt(ws::kCloseProtocolError);
+    return;
+  }
+  auto decoded = bridge::decodeFrame(message);
+  if (!decoded) {
+    endAttempt(ws::kCloseProtocolError);
+    return;
+  }
+  const bridge::Frame& frame = decoded.value();
+  switch (frame.kind) {
+    case bridge::FrameKind::kOpen:
+      visitors_[frame.connId] = Visitor{};
+      counters_.visitorsEchoed.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case bridge::FrameKind::kData: {
+      auto it = visitors_.find(frame.connId);
+      if (it == visitors_.end()) return;
+      // Echo. The relay's window (512 KiB) is as large as ours, so echoing what it sent never
+      // outruns the credit it grants as the visitor reads; the tool's visitors are small.
+      sendBridgeFrame(bridge::encodeData(frame.connId, frame.payload));
+      it->second.ungranted += static_cast<uint32_t>(frame.payload.size());
+      if (it->second.ungranted >= kWindow / 4) {
+        sendBridgeFrame(bridge::encodeCredit(frame.connId, it->second.ungranted));
+        it->second.ungranted = 0;
+      }
+      return;
+    }
+    case bridge::FrameKind::kEnd: {
+      auto it = visitors_.find(frame.connId);
+      if (it == visitors_.end()) return;
+      sendBridgeFrame(bridge::encodeEnd(frame.connId));
+      visitors_.erase(it);
+      return;
+    }
+    case bridge::FrameKind::kReset:
+      visitors_.erase(frame.connId);
+      return;
+    case bridge::FrameKind::kCredit:
+      return;
+  }
+}
+
+void LoadBridge::sendFrame(ws::Opcode opcode, std::span<const uint8_t> payload) {
+  const std::vector<uint8_t> frame = ws::buildFrame(opcode, payload, randomMask());
+  if (!tls_->write(frame)) endAttempt(ws::kCloseAbnormal);
+}
+
+void LoadBridge::onTimerCb(uv_timer_t* timer) {
+  static_cast<LoadBridge*>(timer->data)->onTimer();
+}
+
+void LoadBridge::onTimer() {
+  const uint64_t now = uv_now(loop_);
+  switch (phase_) {
+    case Phase::kWaiting:
+      attempt();
+      return;
+    case Phase::kConnecting:
+    case Phase::kTls:
+    case Phase::kUpgrading:
+    case Phase::kAttaching:
+      endAttempt(ws::kCloseAbnormal);  // no `attached` within 10 s
+      return;
+    case Phase::kAttached:
+      if (now - lastReceiveMs_ >= 3ull * heartbeatMs_) {
+        endAttempt(ws::kCloseGoingAway);
+      } else if (now - lastReceiveMs_ >= heartbeatMs_ && now - lastPingMs_ >= heartbeatMs_) {
+        lastPingMs_ = now;
+        sendFrame(ws::Opcode::kPing, {});
+      }
+      return;
+    case Phase::kClosing:
+    case Phase::kStopped:
+      return;
+  }
+}
+
+void LoadBridge::endAttempt(uint16_t closeCode) {
+  (void)closeCode;
+  if (phase_ == Phase::kClosing || phase_ == Phase::kStopped || phase_ == Phase::kWaiting) return;
+  if (phase_ == Phase::kAttached) {
+    counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
+  } else {
+    counters_.failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  pendingDelayMs_ = backoff_.nextDelayMs();
+  raiseMax(counters_.longestWaitMs, pendingDelayMs_);
+  visitors_.clear();
+  uv_timer_stop(&timer_);
+  phase_ = Phase::kClosing;
+  closeSocket();
+}
+
+void LoadBridge::closeSocket() {
+  if (tcpOpen_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)))
+    uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), onCloseCb);
+}
+
+void LoadBridge::onCloseCb(uv_handle_t* handle) {
+  auto* self = static_cast<LoadBridge*>(handle->data);
+  self->tcpOpen_ = false;
+  self->tls_.reset();
+  self->upgrade_.reset();
+  self->reader_.reset();
+  self->tcp_ = uv_tcp_t{};
+  self->tcp_.data = self;
+  if (self->phase_ == Phase::kStopped) return;
+  self->phase_ = Phase::kWaiting;
+  uv_timer_start(&self->timer_, onTimerCb, self->pendingDelayMs_, 0);
+}
+
+void LoadBridge::onTimerClosedCb(uv_handle_t* handle) {
+  static_cast<LoadBridge*>(handle->data)->timerOpen_ = false;
+}
+
+}  // namespace ot::load

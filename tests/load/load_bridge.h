@@ -1,0 +1,138 @@
+// One bridge of the load tool, opened exactly as otunnel opens its own (docs/protocol.md): TCP
+// from a chosen loopback source address (bound before connect, so the ephemeral port range is
+// per source address), TLS with SNI and verification of the API domain, the upgrade
+// (client::RelayUpgrade), `attach`, then idle: relay pings answered at once, our own ping after
+// heartbeat_ms of silence, abandoned after three. Visitor streams the relay opens are echoed
+// back (data for data, end for end, credit granted as the bytes are taken). The reconnect loop is
+// otunnel's: client::Backoff (125-250 ms after an attached bridge ended, doubling with equal
+// jitter up to 30 s after each failed attempt, reset only by `attached`), a 10 s deadline to
+// reach `attached`, and `drain` followed by close 1012 counted as the end of an attached bridge.
+//
+// One uv_tcp_t and one uv_timer_t per bridge; the socket is closed and re-initialised for each
+// attempt. Loop thread only.
+#pragma once
+
+#include <netinet/in.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "client/backoff.h"
+#include "client/relay_upgrade.h"
+#include "common/bridge_frame.h"
+#include "common/tls_engine.h"
+#include "common/tls_stream.h"
+#include "common/websocket_message.h"
+#include "tests/load/load_counters.h"
+
+namespace ot::load {
+
+struct BridgeTarget {
+  sockaddr_in relay{};  // where relayd listens
+  std::string domain;   // SNI, certificate name, Host header
+  tls::SslCtxPtr tlsContext;
+  uint32_t heartbeatCheckMs = 1000;  // how often the idle check runs (ping after heartbeat_ms)
+};
+
+struct TunnelCredentials {
+  std::string id;
+  std::string token;
+};
+
+class LoadBridge final : private tls::TlsStream::Owner {
+ public:
+  LoadBridge(uv_loop_t* loop, const BridgeTarget& target, TunnelCredentials tunnel, in_addr source,
+             LoadCounters& counters);
+  ~LoadBridge();
+  LoadBridge(const LoadBridge&) = delete;
+  LoadBridge& operator=(const LoadBridge&) = delete;
+
+  // The first attempt, at once.
+  void start();
+  // Closes everything; the loop must run until closed() before the bridge is destroyed.
+  void stop();
+  [[nodiscard]] bool closed() const { return !tcpOpen_ && !timerOpen_; }
+  [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached; }
+
+ private:
+  enum class Phase : uint8_t {
+    kWaiting,     // the retry wait
+    kConnecting,  // TCP
+    kTls,         // the TLS handshake
+    kUpgrading,   // the upgrade request is out
+    kAttaching,   // `attach` is out
+    kAttached,
+    kClosing,  // the socket is closing; the retry wait starts in its close callback
+    kStopped,
+  };
+  struct WriteRequest {
+    uv_write_t req{};
+    std::vector<uint8_t> bytes;
+  };
+  struct Visitor {
+    bool peerEnded = false;
+    bool ended = false;
+    uint32_t ungranted = 0;  // bytes taken from the relay and not yet granted back
+  };
+
+  // tls::TlsStream::Owner
+  bool sendCiphertext(std::vector<uint8_t> bytes) override;
+  void onTlsHandshakeDone() override;
+  void onTlsPlaintext(std::span<uint8_t> bytes) override;
+  void onTlsCloseNotify() override { endAttempt(ws::kCloseAbnormal); }
+  void onTlsFailed() override { endAttempt(ws::kCloseAbnormal); }
+  [[nodiscard]] bool wantsTlsPlaintext() const override {
+    return phase_ >= Phase::kUpgrading && phase_ <= Phase::kAttached;
+  }
+
+  static void onConnectCb(uv_connect_t* req, int status);
+  static void onAllocCb(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void onWriteCb(uv_write_t* req, int status);
+  static void onCloseCb(uv_handle_t* handle);
+  static void onTimerCb(uv_timer_t* timer);
+  static void onTimerClosedCb(uv_handle_t* handle);
+
+  void attempt();
+  void onConnected(int status);
+  void consumeWebSocket(std::span<uint8_t> data);
+  void onText(std::string_view text);
+  void onBinary(std::span<const uint8_t> message);
+  void onTimer();
+  void sendFrame(ws::Opcode opcode, std::span<const uint8_t> payload);
+  void sendBridgeFrame(const std::vector<uint8_t>& frame) { sendFrame(ws::Opcode::kBinary, frame); }
+  // The attempt or the attached bridge ended: close the socket, then wait and retry.
+  void endAttempt(uint16_t closeCode);
+  void closeSocket();
+
+  uv_loop_t* loop_;
+  const BridgeTarget& target_;
+  TunnelCredentials tunnel_;
+  in_addr source_;
+  LoadCounters& counters_;
+  client::Backoff backoff_{client::uniformRandom};
+  Phase phase_ = Phase::kWaiting;
+  uv_tcp_t tcp_{};
+  uv_connect_t connectReq_{};
+  uv_timer_t timer_{};
+  bool tcpOpen_ = false;
+  bool timerOpen_ = false;
+  bool wasAttached_ = false;
+  uint64_t attemptStartMs_ = 0;
+  uint64_t lastReceiveMs_ = 0;
+  uint64_t lastPingMs_ = 0;
+  uint32_t heartbeatMs_ = 15000;
+  uint64_t pendingDelayMs_ = 0;  // the wait before the next attempt, decided when one ended
+  std::unique_ptr<tls::TlsStream> tls_;
+  std::optional<client::RelayUpgrade> upgrade_;
+  std::optional<ws::MessageReader> reader_;
+  std::unordered_map<uint32_t, Visitor> visitors_;
+};
+
+}  // namespace ot::load

@@ -1,0 +1,25 @@
+// What the load tool's bridges report, read once a second by the sampler thread (hence atomics;
+// the bridges themselves live on the loop thread).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace ot::load {
+
+struct LoadCounters {
+  std::atomic<int64_t> bridgesUp{0};           // attached now
+  std::atomic<uint64_t> attaches{0};           // `attached` received, ever
+  std::atomic<uint64_t> attempts{0};           // connects started, ever
+  std::atomic<uint64_t> failures{0};           // attempts that ended before `attached`
+  std::atomic<uint64_t> refusedBeforeTls{0};   // connect refused / reset before the TLS handshake
+  std::atomic<uint64_t> attachErrors{0};       // attach_error answers
+  std::atomic<uint64_t> drains{0};             // `drain` received
+  std::atomic<uint64_t> closes1012{0};         // close 1012 received
+  std::atomic<uint64_t> pingsAnswered{0};      // relay pings we answered
+  std::atomic<uint64_t> visitorsEchoed{0};     // visitor connections whose bytes we echoed
+  std::atomic<uint64_t> longestWaitMs{0};      // the longest backoff wait scheduled since reset
+  std::atomic<uint64_t> attachMicrosTotal{0};  // connect start -> `attached`, summed
+};
+
+}  // namespace ot::load

@@ -1,0 +1,65 @@
+// The load tool's once-a-second samples and what is computed from them at the end: memory per
+// bridge (slope between two bridge counts), relayd and controld CPU per attach (by bands of live
+// bridges), idle CPU while holding, and the storm's times; projections to 50,000 and 100,000
+// bridges from the measured slopes, printed as "projected". Pure arithmetic over the samples.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ot::load {
+
+enum class Phase : uint8_t { kRamp, kHold, kVisitors, kStorm, kDone };
+
+struct Sample {
+  double seconds = 0;  // since the tool started
+  Phase phase = Phase::kRamp;
+  int64_t bridgesUp = 0;
+  uint64_t attaches = 0;
+  uint64_t failures = 0;
+  uint64_t refusedBeforeTls = 0;
+  uint64_t pingsAnswered = 0;
+  bool relaydUp = false;
+  int relaydPid = 0;
+  uint64_t relaydCpuMicros = 0;
+  uint64_t relaydRssKiB = 0;
+  bool controldUp = false;
+  uint64_t controldCpuMicros = 0;
+  uint64_t controldRssKiB = 0;
+  uint64_t toolCpuMicros = 0;  // the load tool itself: a starved tool would slow the ramp
+  double shed = -1;  // opentunnel_connections_shed_total{reason="handshakes"}; -1: no scrape
+};
+
+struct StormTimes {
+  double signalAt = -1;        // SIGTERM sent (or the drop noticed)
+  double oldGoneAt = -1;       // the old relayd exited
+  double newSeenAt = -1;       // a new relayd process appeared
+  double firstAttachAt = -1;   // the first attach after the signal
+  double allBackAt = -1;       // every bridge attached again
+  uint64_t longestWaitMs = 0;  // the longest backoff wait any bridge scheduled meanwhile
+  double shedAtEnd = -1;       // the new relayd's shed counter when all were back
+  uint64_t failures = 0;       // failed attempts during the storm
+};
+
+struct ReportInput {
+  int64_t bridges = 0;  // what was asked for
+  int64_t markAt = 0;   // the lower point of the memory slope
+  std::vector<Sample> samples;
+  StormTimes storm;
+  uint64_t relaydRssBeforeKiB = 0;  // before the first bridge
+  // --visitors: how many completed / failed, in how long, and their times to the first byte back.
+  uint64_t visitorsCompleted = 0;
+  uint64_t visitorsFailed = 0;
+  double visitorSeconds = 0;
+  std::vector<double> visitorFirstByteMs;
+};
+
+// Prints the summary block to stdout.
+void printReport(const ReportInput& input);
+
+// One line per sample (the live view).
+[[nodiscard]] std::string formatSampleLine(const Sample& now, const Sample* previous);
+[[nodiscard]] std::string sampleHeader();
+
+}  // namespace ot::load
