@@ -195,8 +195,12 @@ def test_both_daemons_export_the_reference_list(stack):
         code, output = promtool_problems(text)
         assert code == 0, f"{daemon}: promtool check metrics:\n{output}"
 
-    # controld's HTTP servers count what they answer (the metrics listener, and the API on TCP).
+    # controld's HTTP servers count what they answer (the metrics listener, and the API on TCP),
+    # and the pool gauge reads the real pool: it has served queries, so it holds a connection.
     after = rh.Metrics(rh.parse_metrics(scrape(metrics_port)))
+    pool = after.get("opentunnel_db_pool_connections", state="idle") + after.get(
+        "opentunnel_db_pool_connections", state="in_use")
+    assert pool >= 1, pool
     assert after.get("opentunnel_http_requests_total", server="metrics", status_class="2xx") >= 1
     assert after.get("opentunnel_http_connections_open", server="metrics") >= 1
     before_api = after.get("opentunnel_http_requests_total", server="api", status_class="4xx")
