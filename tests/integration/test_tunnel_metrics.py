@@ -251,7 +251,9 @@ def test_relayd_warns_at_half_and_four_fifths_of_its_descriptors(stack):
                                               name="limited", nofile=nofile).start())
     kept = rz.KeptMetrics(relay)
     handles_before = kept.get().get("opentunnel_loop_handles")
-    assert rz.fd_count(relay.process.pid) < nofile // 2 - 4
+    baseline = rz.fd_count(relay.process.pid)
+    print(f"\nrelayd: {baseline} descriptors at rest")
+    assert baseline < nofile // 2 - 4, baseline
     assert "descriptor use is above" not in relay.log_text()
     held = []
     try:
@@ -320,7 +322,9 @@ def exercise_controld_descriptors(c, port, nofile):
     try:
         first = kept_metrics()
         assert first.get("opentunnel_accept_errors_total", server="metrics", error="emfile") == 0
-        assert rz.fd_count(c.process.pid) < nofile // 2 - 4
+        baseline = rz.fd_count(c.process.pid)
+        print(f"\ncontrold: {baseline} descriptors at rest")
+        assert baseline < nofile // 2 - 4, baseline
         fill_to(c.process, port, 0.5, nofile, held)
         harness.wait_until(lambda: "descriptor use is above 50% of the limit"
                            in c.log_path.read_text(), 15, "the 50 % warning")
