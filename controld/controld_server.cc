@@ -70,8 +70,9 @@ std::optional<int> ControldServer::checkConfiguration() {
     return 2;
   }
   trustedProxies_ = std::move(trustedProxies).value();
+  // Registered with the local CA too, so every controld exports the same names (as zeros).
+  dnsMetrics_ = std::make_unique<DnsRecordMetrics>(metrics_);
   if (config_.issuer == "acme") {
-    dnsMetrics_ = std::make_unique<DnsRecordMetrics>(metrics_);
     acme_ = makeAcmeIssuer(config_, dnsMetrics_.get());
     if (!acme_) return 2;
   }
@@ -158,7 +159,7 @@ void ControldServer::buildIssuance() {
   // With ACME, the CA cool-down shared through meta (the local CA cannot be overloaded).
   if (acme_) {
     CaCooldownGateOptions cooldownOptions;
-    cooldownOptions.onStarted = [this] { acmeMetrics_->cooldown(); };
+    acmeMetrics_->hookInto(cooldownOptions);
     cooldown_ = std::make_unique<CaCooldownGate>(*store_, std::move(cooldownOptions));
   }
 
@@ -169,12 +170,7 @@ void ControldServer::buildIssuance() {
   runnerConfig.domain = config_.domain;
   runnerConfig.concurrency = config_.issuanceConcurrency;
   runnerConfig.retry.baseDelayMs = config_.issuanceRetryDelayMs;
-  runnerConfig.onAttempt = [this](JobKind kind, JobOutcome outcome, double seconds) {
-    acmeMetrics_->attempt(kind, outcome, seconds);
-  };
-  runnerConfig.onFailure = [this](JobKind kind, const FailureDetail& detail) {
-    acmeMetrics_->failure(kind, detail);
-  };
+  acmeMetrics_->hookInto(runnerConfig);
   runner_.emplace(runnerConfig, JobRunnerStores{*store_, *store_, *store_, *store_}, issuer(),
                   *hub_);
   runner_->setCaCooldown(cooldown_.get());
@@ -245,7 +241,9 @@ std::optional<int> ControldServer::listen() {
   }
 
   pool_.emplace();
-  api_.emplace(*pool_, std::move(apiHandler_));
+  HttpServerOptions apiOptions;
+  apiOptions.metrics = &metrics_;  // opentunnel_http_*{server="api"}, accept errors
+  api_.emplace(*pool_, std::move(apiHandler_), apiOptions);
   std::vector<HttpListenerConfig> listeners;
   if (!makeSocketDirectory(config_.apiSocket)) return 1;
   listeners.push_back(
@@ -261,6 +259,7 @@ std::optional<int> ControldServer::listen() {
   metricsPool_.emplace(1, 16);
   HttpServerOptions metricsOptions;
   metricsOptions.name = "metrics";
+  metricsOptions.metrics = &metrics_;
   metricsServer_.emplace(*metricsPool_, metricsHandler(metrics_, *store_), metricsOptions);
   if (config_.metricsListen.enabled()) {
     std::vector<HttpListenerConfig> metricsListeners{
@@ -274,6 +273,7 @@ std::optional<int> ControldServer::listen() {
 }
 
 void ControldServer::startBackground() {
+  descriptors_.start();
   usage_->start();
   jobGauges_->start();
   certificates_->start();
@@ -291,6 +291,7 @@ void ControldServer::stop() {
   certificates_->stop();
   usage_->stop();  // flushes what the relays reported
   jobGauges_->stop();
+  descriptors_.stop();
   grpc_->stop();
   metricsServer_->stop();
   hub_->shutdown();

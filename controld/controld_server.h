@@ -12,7 +12,8 @@
 //     service and routes, the domain certificate, the relays' side (hub, control service, usage);
 //  4. listening: gRPC on CONTROL_SOCKET, the API on API_SOCKET (and HTTP_LISTEN with
 //     HTTP_MODE=serve), metrics on METRICS_LISTEN (1 when one cannot listen);
-//  5. background threads started (usage, job gauges, domain certificate, job runner, DNS sweep),
+//  5. background threads started (the descriptor watch, usage, job gauges, domain certificate, job
+//  runner, DNS sweep),
 //     gRPC health SERVING, and the "serving" log line.
 // Shutdown (stop()) first closes the front doors so no new work arrives (gRPC health
 // NOT_SERVING, the API drained and stopped), then ends the background threads while the store
@@ -24,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "common/descriptor_watch.h"
 #include "common/metrics.h"
 #include "controld/acme/acme_issuer.h"
 #include "controld/acme/acme_metrics.h"
@@ -81,10 +83,12 @@ class ControldServer {
   const ControldConfig config_;
   const ShutdownSignals signals_;
   metrics::Metrics metrics_;
+  // Warns when descriptor use crosses 50 % / 80 % of the limit (started with the background).
+  metrics::DescriptorWatch descriptors_{log::Logger("controld")};
 
   // 1. configuration
   IpRanges trustedProxies_;
-  std::unique_ptr<DnsRecordMetrics> dnsMetrics_;  // ACME only
+  std::unique_ptr<DnsRecordMetrics> dnsMetrics_;  // counts only with ACME, exported always
   std::unique_ptr<AcmeIssuer> acme_;              // ACME only
 
   // 2. storage: every query timed and counted (store_metrics.h)

@@ -29,6 +29,7 @@ CachedRecord toCachedRecord(const v1::TunnelRecord& record) {
   cached.revision = record.revision();
   cached.tokenSha256 = toSha256(record.token_sha256());
   cached.certReady = record.cert_ready();
+  cached.certNotAfterMs = record.cert_not_after_unix_ms();
   cached.deleted = record.deleted();
   cached.maxConnsPerBridge = record.max_conns_per_bridge();
   cached.maxConnsPerTunnel = record.max_conns_per_tunnel();

@@ -153,7 +153,13 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
           {{"event", "reset"}})),
       bridgeFragmentLimit(metricsRegistry.counter(
           "opentunnel_bridge_fragment_limit_total",
-          "Bridges closed for a WebSocket message split into too many frames.")) {
+          "Bridges closed for a WebSocket message split into too many frames.")),
+      certificatesExpiring(metricsRegistry.gauge(
+          "opentunnel_certificates_expiring",
+          "Ready certificates of tunnels with a bridge here that expire within 14 days.")),
+      loopHandles(metricsRegistry.gauge(
+          "opentunnel_loop_handles",
+          "libuv handles alive on relayd's loop (follows connections, bridges and timers).")) {
   // Every label value exists from the start, so dashboards see zeros instead of gaps.
   for (size_t i = 0; i < static_cast<size_t>(AttachOutcome::kCount); ++i) {
     attaches[i] = &metricsRegistry.counter(

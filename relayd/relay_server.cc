@@ -16,6 +16,7 @@
 #include "relayd/plain_http_server.h"
 #include "relayd/relay.h"
 #include "relayd/relay_context.h"
+#include "relayd/relay_gauges.h"
 #include "relayd/relay_metrics.h"
 
 namespace ot::relayd {
@@ -47,6 +48,7 @@ struct RelayServer::Impl {
   std::unique_ptr<Listener> tlsListener;
   std::unique_ptr<PlainHttpServer> httpServer;
   std::unique_ptr<PlainHttpServer> metricsServer;
+  std::unique_ptr<RelayGauges> gauges;  // scrape-time gauges, the descriptor watch
   uv_signal_t sigterm{};
   uv_signal_t sigint{};
   uv_timer_t shutdownTimer{};
@@ -121,6 +123,7 @@ int RelayServer::run() {
             return response;
           }
           response.contentType = "text/plain; version=0.0.4; charset=utf-8";
+          if (s.gauges) s.gauges->refresh();
           response.body = s.registry.render();
           return response;
         },
@@ -144,6 +147,8 @@ int RelayServer::run() {
   uv_timer_init(&s.loop, &s.shutdownTimer);
   s.shutdownTimer.data = &s;
 
+  s.gauges = std::make_unique<RelayGauges>(&s.loop, s.relayMetrics, s.relay->table());
+  s.gauges->start();
   s.relay->start();
   kLog.info("serving", {{"tls_port", std::to_string(s.tlsListener->port())},
                         {"http_port",
@@ -225,6 +230,7 @@ void RelayServer::Impl::stopEverything() {
   httpServer.reset();
   metricsServer.reset();
   tlsListener.reset();
+  if (gauges) gauges->close();
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&shutdownTimer), nullptr);

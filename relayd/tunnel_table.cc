@@ -28,6 +28,18 @@ bool TunnelTable::upsertRecord(const std::string& tunnelId, CachedRecord record)
   return true;
 }
 
+size_t TunnelTable::certificatesExpiringBy(int64_t deadlineUnixMs) const {
+  size_t count = 0;
+  for (const auto& [id, tunnel] : tunnels_) {
+    const CachedRecord& record = tunnel.record;
+    if (tunnel.bridges.empty() || !tunnel.haveRecord || record.deleted || !record.certReady) {
+      continue;
+    }
+    if (record.certNotAfterMs > 0 && record.certNotAfterMs <= deadlineUnixMs) ++count;
+  }
+  return count;
+}
+
 void TunnelTable::markDeleted(const std::string& tunnelId) {
   Tunnel& tunnel = tunnels_[tunnelId];
   tunnel.haveRecord = true;

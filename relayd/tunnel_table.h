@@ -23,6 +23,7 @@ struct CachedRecord {
   uint64_t revision = 0;
   Sha256 tokenSha256{};
   bool certReady = false;
+  int64_t certNotAfterMs = 0;  // the certificate leaf's notAfter (Unix ms) when certReady, else 0
   bool deleted = false;
   uint32_t maxConnsPerBridge = 0;  // 0: the machine's limit
   uint32_t maxConnsPerTunnel = 0;
@@ -82,6 +83,9 @@ class TunnelTable {
   [[nodiscard]] size_t bridgeCountOf(std::string_view tunnelId) const;
   [[nodiscard]] size_t bridgeCount() const { return bridgeCount_; }
   [[nodiscard]] size_t recordCount() const { return tunnels_.size(); }
+  // Tunnels with a bridge here whose certificate (ready when its record came) expires at or
+  // before `deadlineUnixMs`: opentunnel_certificates_expiring. O(tunnels), at scrape time.
+  [[nodiscard]] size_t certificatesExpiringBy(int64_t deadlineUnixMs) const;
 
   // Chooses the bridge for a visitor of <route>.<id>: among non-draining bridges claiming the
   // route with room, the one carrying the fewest connections (the newest on a tie). Counts the

@@ -66,6 +66,17 @@ void AcmeMetrics::attempt(JobKind kind, JobOutcome outcome, double seconds) {
   }
 }
 
+void AcmeMetrics::hookInto(JobRunnerConfig& config) {
+  config.onAttempt = [this](JobKind kind, JobOutcome outcome, double seconds) {
+    attempt(kind, outcome, seconds);
+  };
+  config.onFailure = [this](JobKind kind, const FailureDetail& detail) { failure(kind, detail); };
+}
+
+void AcmeMetrics::hookInto(CaCooldownGateOptions& options) {
+  options.onStarted = [this] { cooldown(); };
+}
+
 void AcmeMetrics::failure(JobKind kind, const FailureDetail& detail) {
   auto found = failures_.find(key(jobKindName(kind), detail.reason));
   if (found == failures_.end()) found = failures_.find(key(jobKindName(kind), "other"));

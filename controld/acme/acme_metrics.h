@@ -4,8 +4,9 @@
 //   opentunnel_acme_failures_total{kind,class}               counter
 //   opentunnel_acme_issuance_duration_seconds{kind,outcome}  histogram
 //   opentunnel_acme_cooldowns_total                          counter
-// attempt()/failure() fit JobRunnerConfig::on_attempt/on_failure. Any thread; the Metrics object
-// must outlive this one.
+// hookInto() wires attempt()/failure() into a JobRunnerConfig and cooldown() into the CA
+// cool-down gate's options, as ControldServer does (and the tests, so they count what production
+// counts). Any thread; the Metrics object must outlive this one, and this one the runner and gate.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "common/metrics.h"
+#include "controld/issuance/ca_cooldown_gate.h"
 #include "controld/issuance/issuer.h"
 #include "controld/issuance/job_runner.h"
 #include "controld/store/store.h"
@@ -29,6 +31,9 @@ class AcmeMetrics {
   void attempt(JobKind kind, JobOutcome outcome, double seconds);
   void failure(JobKind kind, const FailureDetail& detail);
   void cooldown() { cooldowns_.Increment(); }
+
+  void hookInto(JobRunnerConfig& config);
+  void hookInto(CaCooldownGateOptions& options);
 
   // The outcome label of a job outcome; nullptr for outcomes that are not counted.
   [[nodiscard]] static const char* outcomeLabel(JobOutcome outcome);

@@ -39,7 +39,9 @@ cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, in
   out.set_token_sha256(tokenHashBytes(record.tokenSha256Hex).value_or(std::string()));
   out.set_hostname(record.hostname);
   out.set_certificate_state(toProtoState(record.certificate.state));
-  out.set_cert_ready(certificateUsable(record.certificate, nowMs));
+  const bool ready = certificateUsable(record.certificate, nowMs);
+  out.set_cert_ready(ready);
+  out.set_cert_not_after_unix_ms(ready ? record.certificate.notAfterMs : 0);
   out.set_deleted(record.deleted());
   return out;
 }

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "common/metrics.h"
+#include "controld/server_metrics.h"
 #include "tests/controld/api_test_support.h"
 #include "tests/controld/forwarding_store.h"
 
@@ -64,6 +66,11 @@ Job pendingJob(const std::string& id) {
   job.queuedAtMs = testing::kStartMs;
   job.nextRunAtMs = testing::kStartMs;
   return job;
+}
+
+// opentunnel_requests_limited_total{limit}.
+double limitedCount(metrics::Metrics& metrics, const char* limit) {
+  return metrics.counter("opentunnel_requests_limited_total", "", {{"limit", limit}}).Value();
 }
 
 TEST_CASE("api: client rate keys: IPv4 addresses, IPv6 /64s, one key per address") {
@@ -138,6 +145,8 @@ TEST_CASE("api: new certificates per tunnel are rate limited; rebinding is free"
     TunnelServiceConfig config = testing::testConfig();
     config.issuanceRatePerDay = 5;  // one every 4.8 hours
     config.issuanceRateBurst = 2;
+    metrics::Metrics metrics;  // counted as ControldServer counts it
+    config.onLimited = limitedCounter(metrics);
     TestApi api(*store, config);
     const CreatedForTest tunnel = api.create();
     const CreatedForTest other = api.create();
@@ -154,6 +163,8 @@ TEST_CASE("api: new certificates per tunnel are rate limited; rebinding is free"
     CHECK(headerOf(refused, "Retry-After") == "17280");
     CHECK(parseBody(refused)["message"] ==
           "This tunnel has asked for too many new certificates; try again in about 5 hours");
+    CHECK(limitedCount(metrics, "issuance_rate") == 1);
+    CHECK(limitedCount(metrics, "create_rate") == 0);
     // The refused request's claim on the record was given back: the certificate is as before.
     CHECK(api.stored(tunnel.id).record == beforeRefusal.record);
     CHECK(api.pendingJobs() == 2);
@@ -194,6 +205,8 @@ TEST_CASE("api: while the issuance backlog is over its limit, creates and new CS
     InterferingStore store(*real);
     TunnelServiceConfig config = testing::testConfig();
     config.issuanceBacklogLimit = 2;
+    metrics::Metrics metrics;
+    config.onLimited = limitedCounter(metrics);
     TestApi api(store, config, real.get());
 
     const CreatedForTest tunnel = api.create();  // reads the count: 0
@@ -216,6 +229,7 @@ TEST_CASE("api: while the issuance backlog is over its limit, creates and new CS
     const ApiResponse busyBind = api.bind(tunnel, tunnelCsr(tunnel.id, true));
     checkError(busyBind, 503, "ServiceUnavailableError");
     CHECK(headerOf(busyBind, "Retry-After") == "30");
+    CHECK(limitedCount(metrics, "issuance_backlog") == 2);
     CHECK(store.countJobsCalls == 2);
     // Rebinding the current CSR, and reading, still work.
     CHECK(api.bind(tunnel, csr).status == 200);

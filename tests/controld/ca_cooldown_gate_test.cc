@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "controld/acme/acme_metrics.h"
 #include "controld/issuance/job_runner.h"
 #include "tests/controld/forwarding_store.h"
 #include "tests/controld/issuance_test_support.h"
@@ -20,6 +21,7 @@
 namespace ot::controld {
 namespace {
 
+using issuance_testing::acmeAttempts;
 using issuance_testing::bindTunnel;
 using issuance_testing::editTunnel;
 using issuance_testing::GateIssuer;
@@ -261,6 +263,68 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
     CHECK(storedState(*store) == CaCooldownState{});
     CHECK(loadJob(*store, waiting).status == JobStatus::kDone);
     CHECK(started == 1);
+  }
+}
+
+// The ACME metrics as ControldServer wires them (AcmeMetrics::hookInto): a run of CA failures
+// counts each failure by its class, times each attempt by outcome, and counts the cool-down it
+// starts.
+TEST_CASE("job runner: CA failures, their durations and the cool-down they start are counted") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock(kStartMs);
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.clock());
+    DetailIssuer issuer(*ca);
+    Publisher publisher;
+    metrics::Metrics metrics;
+    AcmeMetrics acmeMetrics(metrics);
+    CaCooldownGateOptions gateOptions{clock.clock(), 15'000, 5, {}};
+    acmeMetrics.hookInto(gateOptions);
+    CaCooldownGate gate(*store, gateOptions);
+    JobRunnerConfig config = runnerConfig("machine-a", &clock);
+    acmeMetrics.hookInto(config);
+    JobRunner runner(config, runnerStores(*store), issuer, publisher);
+    runner.setCaCooldown(&gate);
+    for (int i = 0; i < 5; ++i) bindTunnel(*store, "first" + std::to_string(i), clock.nowMs());
+    const auto failures = [&] {
+      return metrics
+          .counter("opentunnel_acme_failures_total", "", {{"kind", "issue"}, {"class", "http_5xx"}})
+          .Value();
+    };
+    const auto cooldowns = [&] {
+      return metrics.counter("opentunnel_acme_cooldowns_total", "").Value();
+    };
+    const auto timed = [&](const char* outcome) {
+      const std::string line =
+          std::string(R"(opentunnel_acme_issuance_duration_seconds_count{kind="issue",outcome=")") +
+          outcome + "\"} ";
+      const std::string text = metrics.render();
+      const size_t at = text.find(line);
+      REQUIRE(at != std::string::npos);
+      return std::stod(text.substr(at + line.size()));
+    };
+    CHECK(failures() == 0);
+    CHECK(cooldowns() == 0);
+    CHECK(timed("retry") == 0);
+
+    issuer.failNext(5, caFailure());
+    const auto runs = runner.runDue();
+    REQUIRE(runs.size() == 5);
+    for (const JobRun& run : runs) CHECK(run.outcome == JobOutcome::kRetry);
+    CHECK(failures() == 5);
+    CHECK(timed("retry") == 5);
+    CHECK(cooldowns() == 1);
+    CHECK(acmeAttempts(metrics, "issue", "retry") == 5);
+
+    // The cool-down ends when an attempt succeeds: that one is timed under success.
+    clock.advance(2 * kMinute);
+    const auto done = runner.runDue();
+    REQUIRE_FALSE(done.empty());
+    CHECK(done[0].outcome == JobOutcome::kDone);
+    CHECK(timed("success") >= 1);
+    CHECK(failures() == 5);
+    CHECK(cooldowns() == 1);
   }
 }
 

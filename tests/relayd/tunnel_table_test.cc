@@ -127,3 +127,32 @@ TEST_CASE("tunnel table: misses are remembered briefly") {
   table.upsertRecord("ghost", readyRecord(1));
   CHECK_FALSE(table.knownMissing("ghost", 1000));
 }
+
+TEST_CASE("tunnel table: certificates expiring are counted for tunnels with a bridge here") {
+  TunnelTable table({});
+  const int64_t deadline = 1'000'000;
+  auto withExpiry = [](int64_t notAfterMs) {
+    CachedRecord record = readyRecord(1);
+    record.certNotAfterMs = notAfterMs;
+    return record;
+  };
+  table.upsertRecord("soon", withExpiry(deadline - 1));
+  table.upsertRecord("later", withExpiry(deadline + 1));
+  table.upsertRecord("idle", withExpiry(deadline - 1));  // no bridge here
+  CachedRecord notReady = withExpiry(deadline - 1);
+  notReady.certReady = false;
+  table.upsertRecord("notready", notReady);
+  table.upsertRecord("gone", withExpiry(deadline - 1));
+  CHECK(table.certificatesExpiringBy(deadline) == 0);
+
+  uint64_t key = 1;
+  for (const char* id : {"soon", "later", "notready", "gone"}) table.addBridge(id, key++, {""}, 4);
+  table.markDeleted("gone");
+  CHECK(table.certificatesExpiringBy(deadline) == 1);
+  CHECK(table.certificatesExpiringBy(deadline + 1) == 2);
+  table.addBridge("soon", key++, {""}, 4);  // a tunnel counts once, whatever its bridges
+  CHECK(table.certificatesExpiringBy(deadline) == 1);
+  table.removeBridge("soon", 1);
+  table.removeBridge("soon", key - 1);
+  CHECK(table.certificatesExpiringBy(deadline) == 0);
+}
