@@ -227,6 +227,9 @@ void ControldServer::buildRelaySide() {
       [this](const ServerCertificate& certificate) { certificates_->adopt(certificate); });
 
   jobGauges_.emplace(*store_, metrics_);
+  RateLimitSweeperOptions rateSweep;
+  rateSweep.owner = config_.machineId;
+  rateSweeper_.emplace(*store_, *store_, std::move(rateSweep), &metrics_);
 
   usage_.emplace(*store_);
   hub_->setCountersHandler(
@@ -276,6 +279,7 @@ std::optional<int> ControldServer::listen() {
 void ControldServer::startBackground() {
   usage_->start();
   jobGauges_->start();
+  rateSweeper_->start();
   certificates_->start();
   runner_->start();
   if (sweeper_) sweeper_->start();
@@ -291,6 +295,7 @@ void ControldServer::stop() {
   certificates_->stop();
   usage_->stop();  // flushes what the relays reported
   jobGauges_->stop();
+  rateSweeper_->stop();
   grpc_->stop();
   metricsServer_->stop();
   hub_->shutdown();

@@ -75,7 +75,7 @@ class SqlStore final : public Store {
 
   Result<RateDecision> acquireRate(const std::string& key, int64_t nowMs, int64_t intervalMs,
                                    int64_t burst) override;
-  Status pruneRates(int64_t nowMs) override;
+  Result<int64_t> pruneRates(int64_t nowMs, int limit) override;
 
   Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
                   int64_t bytesOut, int64_t connections) override;

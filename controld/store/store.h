@@ -143,7 +143,9 @@ class RateLimitStore {
   virtual ~RateLimitStore() = default;
   virtual Result<RateDecision> acquireRate(const std::string& key, int64_t nowMs,
                                            int64_t intervalMs, int64_t burst) = 0;
-  virtual Status pruneRates(int64_t nowMs) = 0;
+  // Deletes at most `limit` keys whose budget is full again at now_ms (full_at <= now: such a
+  // row says what no row says), oldest first; answers how many it deleted.
+  virtual Result<int64_t> pruneRates(int64_t nowMs, int limit) = 0;
 };
 
 // Hourly usage per tunnel, added to (never overwritten) so several relays can report.

@@ -72,7 +72,9 @@ class ForwardingStore : public Store {
                                    int64_t burst) override {
     return inner_.acquireRate(key, nowMs, intervalMs, burst);
   }
-  Status pruneRates(int64_t nowMs) override { return inner_.pruneRates(nowMs); }
+  Result<int64_t> pruneRates(int64_t nowMs, int limit) override {
+    return inner_.pruneRates(nowMs, limit);
+  }
   Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
                   int64_t bytesOut, int64_t connections) override {
     return inner_.addUsage(tunnelId, hourStartMs, bytesIn, bytesOut, connections);
