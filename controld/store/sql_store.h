@@ -64,6 +64,10 @@ class SqlStore final : public Store {
   Status releaseLeases(const std::string& owner) override;
   Result<int64_t> countJobs(JobStatus status, int64_t sinceMs) override;
   Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) override;
+  Result<std::vector<Job>> failedJobs(JobKind kind, const std::string& errorPrefix,
+                                      const std::string& afterId, int limit) override;
+  Result<bool> requeueFailedJob(const std::string& id, const std::string& expectedLastError,
+                                const std::string& lastError, int64_t nowMs) override;
 
   Result<std::optional<std::string>> getMeta(const std::string& key) override;
   Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override;

@@ -116,6 +116,17 @@ class JobStore {
   // Pending jobs whose lease runs past now, on any machine: the attempts running in the cluster.
   // At most `limit`, by ID.
   virtual Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) = 0;
+
+  // The reconcile's second chance for first issuance (job_policy.h, requeueable):
+  // failed jobs of `kind` whose last_error starts with `errorPrefix` and whose ID sorts after
+  // `afterId`, at most `limit`, by ID.
+  virtual Result<std::vector<Job>> failedJobs(JobKind kind, const std::string& errorPrefix,
+                                              const std::string& afterId, int limit) = 0;
+  // Compare-and-set from failed (with exactly `expectedLastError`) to pending: due at now_ms
+  // with a fresh retry window (queued_at now, no attempts, no lease) and `lastError`. false
+  // when the row is no longer that failed job (another machine requeued it first).
+  virtual Result<bool> requeueFailedJob(const std::string& id, const std::string& expectedLastError,
+                                        const std::string& lastError, int64_t nowMs) = 0;
 };
 
 // Meta: small key/value rows (the local CA, the API certificate's job, cool-downs, leases).
