@@ -277,6 +277,7 @@ std::optional<int> ControldServer::listen() {
 }
 
 void ControldServer::startBackground() {
+  store_->startPoolUpkeep();
   usage_->start();
   jobGauges_->start();
   rateSweeper_->start();

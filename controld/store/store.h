@@ -187,6 +187,9 @@ class Store : public TunnelStore,
 
   // For the pool gauge; a backend without a pool reports zeros. Never blocks.
   [[nodiscard]] virtual PoolStats poolStats() const { return {}; }
+  // Starts the pool's background upkeep (idle sessions kept, topped up, recycled); a backend
+  // without a pool has none. Stopped when the store goes.
+  virtual void startPoolUpkeep() {}
 
   // Creates missing tables and records the schema version; refuses a newer schema; runs no DDL
   // once the database is current.
@@ -196,7 +199,15 @@ class Store : public TunnelStore,
 struct StoreOptions {
   std::string url;  // mysql://user:pass@host:port/db or sqlite:/path (empty: sqlite_path)
   std::string sqlitePath = "opentunnel.db";
-  int poolSize = 8;
+  // The pool (DATABASE_POOL_SIZE): sessions at most; min_idle of them kept open while idle and
+  // topped up every upkeep interval; sessions idle longer than idle_timeout_ms beyond min_idle
+  // closed, every session closed (and replaced) once max_lifetime_ms old. SQLite caps the size
+  // and the idle minimum (sql_store.h).
+  int poolSize = 50;
+  int poolMinIdle = 8;
+  int64_t poolIdleTimeoutMs = 60'000;
+  int64_t poolMaxLifetimeMs = 30 * 60'000;
+  int64_t poolUpkeepIntervalMs = 10'000;
   int64_t acquireTimeoutMs = 3000;
   int64_t statementTimeoutMs = 10000;
   int64_t connectTimeoutMs = 20000;
