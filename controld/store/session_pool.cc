@@ -14,6 +14,7 @@ std::optional<std::size_t> SessionPool::acquire(std::chrono::milliseconds wait) 
   std::unique_lock lock(mutex_);
   std::optional<std::size_t> found;
   const auto pick = [&] {
+    found.reset();
     std::optional<std::size_t> closed;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       const Slot& slot = slots_[i];
@@ -42,9 +43,16 @@ bool SessionPool::tryAcquire(std::size_t index) {
 void SessionPool::release(std::size_t index, PoolTime now) {
   {
     const std::lock_guard lock(mutex_);
+    slots_[index].times.idleSince = now;
+  }
+  releaseUntouched(index);
+}
+
+void SessionPool::releaseUntouched(std::size_t index) {
+  {
+    const std::lock_guard lock(mutex_);
     Slot& slot = slots_[index];
     slot.open = slot.session->get_backend() != nullptr;
-    slot.times.idleSince = now;
     slot.lent = false;
   }
   freed_.notify_one();

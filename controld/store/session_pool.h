@@ -42,6 +42,9 @@ class SessionPool {
   [[nodiscard]] bool tryAcquire(std::size_t index);
   // Gives a lent slot back; `now` starts its idle time.
   void release(std::size_t index, PoolTime now);
+  // Gives a slot back without touching its times: the upkeep looking at an idle session does
+  // not make it any less idle.
+  void releaseUntouched(std::size_t index);
 
   // Of a lent slot.
   [[nodiscard]] soci::session& session(std::size_t index);

@@ -16,11 +16,11 @@ namespace {
 
 const log::Logger kLog("controld.store");
 
-// Gives a borrowed slot back however the round leaves it.
+// Gives a borrowed slot back however the round leaves it, its idle time running on.
 struct Borrowed {
   SessionPool& pool;
   std::size_t slot;
-  ~Borrowed() { pool.release(slot, std::chrono::steady_clock::now()); }
+  ~Borrowed() { pool.releaseUntouched(slot); }
 };
 
 }  // namespace
@@ -103,7 +103,9 @@ PoolUpkeepReport SqlStore::maintainPool(PoolTime now) {
       break;
     }
     ++open_;
-    pool_.times(slot).openedAt = std::chrono::steady_clock::now();
+    // The round's clock throughout, so a round run with a later `now` (tests) stays consistent.
+    pool_.times(slot).openedAt = now;
+    pool_.times(slot).idleSince = now;
     ++report.opened;
   }
   return report;
