@@ -145,7 +145,8 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->envname("LOCAL_CERT_VALIDITY_MS")
       ->check(CLI::Range(int64_t{60'000}, int64_t{397} * 24 * 3600 * 1000))
       ->capture_default_str();
-  app.add_option("--database-pool-size", c.databasePoolSize, "database connections at most")
+  app.add_option("--database-pool-size", c.databasePoolSize,
+                 "database connections at most (SQLite: at most 16 whatever this says)")
       ->envname("DATABASE_POOL_SIZE")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

@@ -57,7 +57,7 @@ struct ControldConfig {
   int issuanceConcurrency = 4;
   int64_t issuanceRetryDelayMs = 30'000;
   int64_t localCertValidityMs = 90LL * 24 * 60 * 60 * 1000;
-  int databasePoolSize = 16;
+  int databasePoolSize = 50;  // MySQL; SQLite keeps at most 16 (store/sql_store.h)
   std::string logFormat = "text";
   std::string logLevel = "info";
 };

@@ -223,6 +223,9 @@ void ControldServer::buildRelaySide() {
       [this](const ServerCertificate& certificate) { certificates_->adopt(certificate); });
 
   jobGauges_.emplace(*store_, metrics_);
+  RateLimitSweeperOptions rateSweep;
+  rateSweep.owner = config_.machineId;
+  rateSweeper_.emplace(*store_, *store_, std::move(rateSweep), &metrics_);
 
   usage_.emplace(*store_);
   hub_->setCountersHandler(
@@ -274,8 +277,10 @@ std::optional<int> ControldServer::listen() {
 
 void ControldServer::startBackground() {
   descriptors_.start();
+  store_->startPoolUpkeep();
   usage_->start();
   jobGauges_->start();
+  rateSweeper_->start();
   certificates_->start();
   runner_->start();
   if (sweeper_) sweeper_->start();
@@ -292,6 +297,7 @@ void ControldServer::stop() {
   usage_->stop();  // flushes what the relays reported
   jobGauges_->stop();
   descriptors_.stop();
+  rateSweeper_->stop();
   grpc_->stop();
   metricsServer_->stop();
   hub_->shutdown();

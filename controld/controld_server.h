@@ -49,6 +49,7 @@
 #include "controld/relays/relay_hub.h"
 #include "controld/relays/usage_recorder.h"
 #include "controld/shutdown_signals.h"
+#include "controld/store/rate_limit_sweeper.h"
 #include "controld/store/store.h"
 
 namespace ot::controld {
@@ -107,6 +108,7 @@ class ControldServer {
   ApiHandler apiHandler_;  // moved into api_ when it is built
   std::optional<ServerCertificates> certificates_;
   std::optional<JobGauges> jobGauges_;
+  std::optional<RateLimitSweeper> rateSweeper_;  // expired rate_limits rows, one machine at a time
   std::optional<UsageRecorder> usage_;
   std::optional<ControlService> control_;
 

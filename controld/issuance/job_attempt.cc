@@ -179,7 +179,9 @@ JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureD
     return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
   }
   const RetryDecision decision = retryAfterFailure(job, detail);
-  if (!decision.retry) return giveUp(job, error.message, false);
+  if (!decision.retry) {
+    return giveUp(job, error.message, false, detail.failure == FailureClass::kTransient);
+  }
   job.nextRunAtMs = decision.nextRunAtMs;
   const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);
   if (outcome == JobOutcome::kRetry) {
@@ -192,7 +194,7 @@ JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureD
   return outcome;
 }
 
-JobOutcome JobRunner::giveUp(Job& job, const std::string& message, bool refused) {
+JobOutcome JobRunner::giveUp(Job& job, const std::string& message, bool refused, bool transient) {
   if (!stillLeased(job)) return JobOutcome::kDropped;
   const int64_t now = config_.nowMs();
   bool kept = false;  // a renewal that leaves the current certificate in place
@@ -210,8 +212,12 @@ JobOutcome JobRunner::giveUp(Job& job, const std::string& message, bool refused)
   if (!written) return deferForStorage(job, written.error(), "updateTunnel");
   if (!*written)
     return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
-  const JobOutcome outcome = finish(job, JobStatus::kFailed, message,
-                                    refused ? JobOutcome::kRefused : JobOutcome::kFailed);
+  // A first issuance the CA or the network failed for its whole window is marked for the
+  // reconcile's one requeue (job_policy.h); the record's error stays the plain message.
+  const bool requeueable = transient && job.kind == JobKind::kIssue;
+  const JobOutcome outcome = finish(
+      job, JobStatus::kFailed, requeueable ? std::string(kTransientGiveUpMark) + message : message,
+      refused ? JobOutcome::kRefused : JobOutcome::kFailed);
   publisher_.publishRecord(**written);
   kLog.error("certificate issuance gave up", {{"tunnel", job.tunnelId},
                                               {"job", job.id},
@@ -347,7 +353,7 @@ bool JobRunner::stillLeased(const Job& job) {
 JobOutcome JobRunner::finish(Job& job, JobStatus status, const std::string& error,
                              JobOutcome outcome) {
   job.status = status;
-  job.lastError = error;
+  job.lastError = carryRequeuedMark(job.lastError, error);
   // A finished job never runs again: its next_run_at records when it ended (for the
   // certificate_jobs{status="failed"} gauge, which counts the last 24 h).
   if (status != JobStatus::kPending) job.nextRunAtMs = config_.nowMs();

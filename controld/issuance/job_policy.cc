@@ -72,6 +72,28 @@ RetryDecision decideRetry(const RetryPolicy& policy, FailureClass failure, int a
   return {};
 }
 
+namespace {
+
+bool startsWith(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+std::string carryRequeuedMark(std::string_view previous, std::string_view message) {
+  if (!startsWith(previous, kRequeuedMark) || message.empty() ||
+      startsWith(message, kRequeuedMark)) {
+    return std::string(message);
+  }
+  return std::string(kRequeuedMark) + std::string(message);
+}
+
+std::string requeuedErrorText(std::string_view failedLastError) {
+  std::string_view error = failedLastError;
+  if (startsWith(error, kTransientGiveUpMark)) error.remove_prefix(kTransientGiveUpMark.size());
+  return std::string(kRequeuedMark) + std::string(error);
+}
+
 int64_t renewAtMs(int64_t notBeforeMs, int64_t notAfterMs) {
   const int64_t validity = std::max<int64_t>(0, notAfterMs - notBeforeMs);
   return notAfterMs - std::min(kRenewBeforeMs, validity / 3);

@@ -58,6 +58,22 @@ struct RetryDecision {
                                         int attempts, int64_t queuedAtMs, int64_t nowMs,
                                         double jitter01);
 
+// The reconcile's second chance. A first issuance that gave up on a transient failure (the CA
+// or the network down for its whole retry window) is queued once more, with a fresh window. The
+// job row says which jobs qualify, through a mark at the start of its last_error:
+//  - "transient: <error>": a first issuance that gave up on a transient failure, never requeued;
+//    the only jobs the reconcile requeues.
+//  - "requeued: <error>": a requeued job; every error it records later keeps the mark, so when it
+//    gives up again it is not requeued a second time.
+// The tunnel record's certificate error carries no mark.
+inline constexpr std::string_view kTransientGiveUpMark = "transient: ";
+inline constexpr std::string_view kRequeuedMark = "requeued: ";
+// What a job records as last_error when it ends or is retried with `message`: the message,
+// marked as requeued when the job's last_error so far (`previous`) was. Pure.
+[[nodiscard]] std::string carryRequeuedMark(std::string_view previous, std::string_view message);
+// The last_error a requeued job starts with, from the one it failed with. Pure.
+[[nodiscard]] std::string requeuedErrorText(std::string_view failedLastError);
+
 // When to renew a certificate valid from not_before to not_after:
 // not_after - min(kRenewBeforeMs, validity / 3).
 [[nodiscard]] int64_t renewAtMs(int64_t notBeforeMs, int64_t notAfterMs);

@@ -1,5 +1,5 @@
-// JobRunner: the loop, the job threads, lease extension, renewal alarms and the reconcile. What
-// happens to one job is in job_attempt.cc.
+// JobRunner: the loop, the job threads, lease extension and renewal alarms. What happens to one
+// job is in job_attempt.cc, the reconcile in job_reconcile.cc.
 #include "controld/issuance/job_runner.h"
 
 #include <algorithm>
@@ -14,8 +14,6 @@ namespace {
 
 const log::Logger kLog("controld.jobs");
 
-// Tunnels read per query by the reconcile.
-constexpr int kReconcilePage = 500;
 // A wake-up from jobAdded() runs the alarms too, but not more often than this.
 constexpr auto kMinAlarmSpacing = std::chrono::seconds(1);
 // Rounds of alarms per pass when a batch comes back full.
@@ -379,38 +377,6 @@ Result<int> JobRunner::runAlarms() {
       }
     }
     if (static_cast<int>(due->size()) < config_.alarmBatch || !progressed) break;
-  }
-  return added;
-}
-
-Result<int> JobRunner::reconcile() {
-  const int64_t now = config_.nowMs();
-  int added = 0;
-  std::string after;
-  while (true) {
-    auto page = stores_.tunnels.listTunnels(after, kReconcilePage);
-    if (!page) {
-      kLog.warn("cannot read tunnels for the issuance reconcile",
-                {{"error", page.error().message}});
-      return page.error();
-    }
-    for (const StoredTunnel& tunnel : *page) {
-      const TunnelRecord& record = tunnel.record;
-      after = record.id;
-      if (record.deleted() || !record.issuing() || record.certificate.id.empty()) continue;
-      auto existing = stores_.jobs.getJob(record.certificate.id);
-      if (!existing) return existing.error();
-      if (*existing) continue;
-      const Job job = pendingJob(JobKind::kIssue, record.certificate.id, record.id, now);
-      auto inserted = stores_.jobs.addJob(job);
-      if (!inserted) return inserted.error();
-      if (*inserted) {
-        ++added;
-        kLog.info("queued a missing issuance job",
-                  {{"tunnel", record.id}, {"certificate", job.id}});
-      }
-    }
-    if (static_cast<int>(page->size()) < kReconcilePage) break;
   }
   return added;
 }

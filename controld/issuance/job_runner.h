@@ -153,7 +153,10 @@ class JobRunner final : public JobNotifier {
   JobOutcome runJob(Job job, const std::atomic<bool>& cancel);
   // Fires due renewal alarms (each once across machines); answers how many jobs it added.
   Result<int> runAlarms();
-  // Adds the missing job of every tunnel that shows a first issuance in progress.
+  // Adds the missing job of every tunnel that shows a first issuance in progress, and queues
+  // once more (with a fresh retry window) each first issuance that gave up on a transient failure
+  // and was never requeued, while its tunnel still shows that certificate (job_reconcile.cc).
+  // Answers how many jobs it added or requeued.
   Result<int> reconcile();
 
   [[nodiscard]] const JobRunnerConfig& config() const { return config_; }
@@ -185,6 +188,12 @@ class JobRunner final : public JobNotifier {
   // Tells the cool-down what an Issuer call that was not cancelled came to.
   void reportToCooldown(bool issued, const FailureDetail& detail);
 
+  // job_reconcile.cc: the reconcile's two parts.
+  Result<int> addMissingJobs(int64_t nowMs);
+  Result<int> requeueTransientFailures(int64_t nowMs);
+  // Requeues one failed first issuance; false when it no longer qualifies.
+  Result<bool> requeue(const Job& job, int64_t nowMs);
+
   // job_attempt.cc: one job.
   [[nodiscard]] static Want wants(const Job& job, const TunnelRecord& record);
   JobOutcome runTunnelJob(Job& job, const std::atomic<bool>& cancel);
@@ -192,7 +201,9 @@ class JobRunner final : public JobNotifier {
   [[nodiscard]] Result<std::vector<std::string>> tunnelNames(const TunnelRecord& record) const;
   JobOutcome recordIssued(Job& job, const IssuedCertificate& issued);
   JobOutcome recordFailure(Job& job, const Error& error, const FailureDetail& detail);
-  JobOutcome giveUp(Job& job, const std::string& message, bool refused);
+  // transient: the last failure was transient (a first issuance is then marked for the
+  // reconcile's requeue).
+  JobOutcome giveUp(Job& job, const std::string& message, bool refused, bool transient = false);
   JobOutcome recordServerIssued(Job& job, ServerCertificate row, const IssuedCertificate& issued);
   JobOutcome recordServerFailure(Job& job, const Error& error, const FailureDetail& detail);
   // decideRetry, then no earlier than the CA's Retry-After.

@@ -28,6 +28,18 @@ std::string decimalSeconds(int64_t ms) {
   return text;
 }
 
+PoolLimits poolLimitsFor(const StoreOptions& options, SqlDialect dialect) {
+  const int size = dialect == SqlDialect::kSqlite ? std::min(options.poolSize, kSqlitePoolLimit)
+                                                  : options.poolSize;
+  int minIdle = std::clamp(options.poolMinIdle, 0, size);
+  if (dialect == SqlDialect::kSqlite) minIdle = std::min(minIdle, kSqliteMinIdle);
+  PoolLimits limits;
+  limits.minIdle = static_cast<std::size_t>(minIdle);
+  limits.idleTimeout = std::chrono::milliseconds(options.poolIdleTimeoutMs);
+  limits.maxLifetime = std::chrono::milliseconds(options.poolMaxLifetimeMs);
+  return limits;
+}
+
 DatabaseTimeouts timeoutsFor(const StoreOptions& options) {
   DatabaseTimeouts timeouts;
   timeouts.connectMs = options.connectTimeoutMs;
@@ -46,6 +58,10 @@ Result<std::unique_ptr<SqlStore>> SqlStore::open(const StoreOptions& options,
   auto url = parseDatabaseUrl(options.url, options.sqlitePath);
   if (!url) return url.error();
   if (options.poolSize < 1) return Error{ErrorKind::kInvalid, "database pool size must be >= 1"};
+  if (options.poolMinIdle < 0 || options.poolIdleTimeoutMs < 1 || options.poolMaxLifetimeMs < 1 ||
+      options.poolUpkeepIntervalMs < 1) {
+    return Error{ErrorKind::kInvalid, "database pool upkeep settings must be positive"};
+  }
   if (options.acquireTimeoutMs < 0 || options.statementTimeoutMs < 1 ||
       options.connectTimeoutMs < 1) {
     return Error{ErrorKind::kInvalid, "database timeouts must be positive"};
@@ -67,8 +83,16 @@ SqlStore::SqlStore(const DatabaseUrl& url, const StoreOptions& options, metrics:
       connectString_(sociConnectString(url, timeoutsFor(options))),
       redactedUrl_(redactedDatabaseUrl(url)),
       options_(options),
-      pool_(static_cast<std::size_t>(options.poolSize)),
-      metrics_(metrics != nullptr ? std::make_unique<StoreMetrics>(*metrics) : nullptr) {}
+      limits_(poolLimitsFor(options, dialect_)),
+      pool_(static_cast<std::size_t>(dialect_ == SqlDialect::kSqlite
+                                         ? std::min(options.poolSize, kSqlitePoolLimit)
+                                         : options.poolSize)),
+      metrics_(metrics != nullptr ? std::make_unique<StoreMetrics>(*metrics) : nullptr),
+      upkeep_([this] { return upkeepRound(); }) {}
+
+SqlStore::~SqlStore() {
+  upkeep_.stop();
+}
 
 Status SqlStore::connect(soci::session& sql) {
   try {

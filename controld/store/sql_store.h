@@ -1,14 +1,19 @@
 // The Store over SOCI, for MySQL/MariaDB and SQLite alike: one class, dialect differences kept
-// to a few statements. Owns a fixed pool of sessions (StoreOptions::pool_size); a session is
-// opened on first use and closed when its connection breaks, so the next use reconnects. No
-// statement spans more than one session and none needs a transaction: every write is a single
-// conditional statement, which is what makes several controlds on one database safe.
+// to a few statements. Owns a pool of sessions (session_pool.h; StoreOptions::poolSize at most):
+// a session is opened on first use or by the upkeep, closed when its connection breaks (the next
+// use or the upkeep reopens it), and kept, topped up and recycled by the upkeep (maintainPool,
+// run every poolUpkeepIntervalMs once startPoolUpkeep() is called). No statement spans more than
+// one session and none needs a transaction: every write is a single conditional statement, which
+// is what makes several controlds on one database safe.
+//
+// SQLite keeps at most kSqlitePoolLimit sessions, kSqliteMinIdle of them while idle: it lets one
+// writer in at a time however many sessions wait, and each session holds its own page cache and
+// descriptors, so MySQL's 50 would cost memory and buy nothing.
 //
 // Thread-safe: each call leases a session for its duration. Calls block (database I/O): worker
 // threads only. Given a Metrics, every call is timed and its failures counted (store_metrics.h).
 #pragma once
 
-#include <soci/connection-pool.h>
 #include <soci/session.h>
 
 #include <algorithm>
@@ -16,10 +21,13 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "common/periodic_task.h"
 #include "controld/store/database_url.h"
+#include "controld/store/session_pool.h"
 #include "controld/store/sql_errors.h"
 #include "controld/store/sql_schema.h"
 #include "controld/store/sql_session_liveness.h"
@@ -27,6 +35,18 @@
 #include "controld/store/store_metrics.h"
 
 namespace ot::controld {
+
+inline constexpr int kSqlitePoolLimit = 16;
+inline constexpr int kSqliteMinIdle = 2;
+
+// What one upkeep round did.
+struct PoolUpkeepReport {
+  int lost = 0;        // idle sessions the server had ended (killed, timed out, restarted)
+  int recycled = 0;    // closed at their maximum lifetime
+  int idleClosed = 0;  // idle too long beyond the minimum
+  int opened = 0;      // opened to reach the idle minimum
+  std::string error;   // why opening stopped short, if it did
+};
 
 class SqlStore final : public Store {
  public:
@@ -37,6 +57,9 @@ class SqlStore final : public Store {
 
   SqlStore(const DatabaseUrl& url, const StoreOptions& options,
            metrics::Metrics* metrics = nullptr);
+  ~SqlStore() override;
+  SqlStore(const SqlStore&) = delete;
+  SqlStore& operator=(const SqlStore&) = delete;
 
   [[nodiscard]] SqlDialect dialect() const { return dialect_; }
   [[nodiscard]] const std::string& redactedUrl() const { return redactedUrl_; }
@@ -45,6 +68,13 @@ class SqlStore final : public Store {
   // migrate(), saying what it found and did.
   [[nodiscard]] Result<MigrationReport> migrateWithReport();
   [[nodiscard]] PoolStats poolStats() const override { return {open_.load(), inUse_.load()}; }
+  void startPoolUpkeep() override;
+  // One upkeep round now (the upkeep task runs it every poolUpkeepIntervalMs): closes the idle
+  // sessions the server ended, those max_lifetime old and those idle past idle_timeout beyond
+  // min_idle, then opens sessions until min_idle are open. Sessions lent to callers are left
+  // alone. Blocks while it connects.
+  PoolUpkeepReport maintainPool(PoolTime now);
+  [[nodiscard]] const PoolLimits& poolLimits() const { return limits_; }
   Status ping() override;
 
   Result<int64_t> insertTunnel(const TunnelRecord& record) override;
@@ -64,6 +94,10 @@ class SqlStore final : public Store {
   Status releaseLeases(const std::string& owner) override;
   Result<int64_t> countJobs(JobStatus status, int64_t sinceMs) override;
   Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) override;
+  Result<std::vector<Job>> failedJobs(JobKind kind, const std::string& errorPrefix,
+                                      const std::string& afterId, int limit) override;
+  Result<bool> requeueFailedJob(const std::string& id, const std::string& expectedLastError,
+                                const std::string& lastError, int64_t nowMs) override;
 
   Result<std::optional<std::string>> getMeta(const std::string& key) override;
   Result<bool> insertMetaIfAbsent(const std::string& key, const std::string& value) override;
@@ -75,7 +109,7 @@ class SqlStore final : public Store {
 
   Result<RateDecision> acquireRate(const std::string& key, int64_t nowMs, int64_t intervalMs,
                                    int64_t burst) override;
-  Status pruneRates(int64_t nowMs) override;
+  Result<int64_t> pruneRates(int64_t nowMs, int limit) override;
 
   Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
                   int64_t bytesOut, int64_t connections) override;
@@ -96,15 +130,22 @@ class SqlStore final : public Store {
   // the session closed when anything fails (and throws what SOCI threw).
   Status connect(soci::session& sql);
 
+  // Closes an open session of a lent slot and counts it gone.
+  void closeSession(soci::session& sql);
+  // One upkeep round on the clock, logged.
+  std::chrono::milliseconds upkeepRound();
+
   DatabaseUrl url_;
   SqlDialect dialect_;
   std::string connectString_;  // holds the password
   std::string redactedUrl_;
   StoreOptions options_;
-  soci::connection_pool pool_;
+  PoolLimits limits_;
+  SessionPool pool_;
   std::atomic<int64_t> open_{0};   // sessions connected (connect() succeeded, not yet closed)
   std::atomic<int64_t> inUse_{0};  // sessions leased to a call right now
   std::unique_ptr<StoreMetrics> metrics_;  // null: calls are not measured
+  PeriodicTask upkeep_;                    // last: stopped before the pool goes
 };
 
 template <typename T, typename Fn>
@@ -118,32 +159,27 @@ Result<T> SqlStore::run(const char* operation, Fn&& fn) {
 
 template <typename T, typename Fn>
 Result<T> SqlStore::leased(const char* operation, Fn&& fn) {
-  std::size_t slot = 0;
   const int64_t waitMs = std::clamp<int64_t>(options_.acquireTimeoutMs, 0, 3'600'000);
-  if (!pool_.try_lease(slot, static_cast<int>(waitMs))) {
-    return Error{ErrorKind::kUnavailable, "storage unavailable: no free connection"};
-  }
+  const std::optional<std::size_t> slot = pool_.acquire(std::chrono::milliseconds(waitMs));
+  if (!slot) return Error{ErrorKind::kUnavailable, "storage unavailable: no free connection"};
   ++inUse_;
   struct GiveBack {
-    soci::connection_pool& pool;
+    SessionPool& pool;
     std::size_t slot;
     std::atomic<int64_t>& inUse;
     ~GiveBack() {
       --inUse;
-      pool.give_back(slot);
+      pool.release(slot, std::chrono::steady_clock::now());
     }
-  } giveBack{pool_, slot, inUse_};
-  soci::session& sql = pool_.at(slot);
+  } giveBack{pool_, *slot, inUse_};
+  soci::session& sql = pool_.session(*slot);
   // A session kept from before a server restart is dead. It is found out here, before anything
-  // is sent, and replaced, so a recovered server costs callers nothing. A statement that fails
-  // once sent is never tried again: "lost connection during query" does not say whether the
-  // server ran it, and claimJob, finishJob or compareAndSetMeta must not run twice. The caller
-  // gets the error and decides.
+  // is sent (a look at the socket, no round trip), and replaced, so a recovered server costs
+  // callers nothing. A statement that fails once sent is never tried again: "lost connection
+  // during query" does not say whether the server ran it, and claimJob, finishJob or
+  // compareAndSetMeta must not run twice. The caller gets the error and decides.
   try {
-    if (sql.get_backend() != nullptr && serverEndedSession(sql)) {
-      sql.close();
-      --open_;
-    }
+    if (sql.get_backend() != nullptr && serverEndedSession(sql)) closeSession(sql);
     if (sql.get_backend() == nullptr) {
       Status connected = connect(sql);
       if (!connected) {
@@ -151,15 +187,13 @@ Result<T> SqlStore::leased(const char* operation, Fn&& fn) {
                      std::string(operation) + ": " + connected.error().message};
       }
       ++open_;
+      pool_.times(*slot).openedAt = std::chrono::steady_clock::now();
     }
     return fn(sql);
   } catch (const std::exception& error) {
     SqlFailure failure = classifySqlFailure(error);
     // connect() closes what it opened when it fails, so only a counted session is open here.
-    if (failure.dropConnection && sql.get_backend() != nullptr) {
-      sql.close();
-      --open_;
-    }
+    if (failure.dropConnection && sql.get_backend() != nullptr) closeSession(sql);
     return Error{failure.kind, std::string(operation) + ": " + failure.message};
   }
 }

@@ -220,4 +220,50 @@ Result<std::vector<Job>> SqlStore::leasedJobs(int64_t nowMs, int limit) {
   });
 }
 
+Result<std::vector<Job>> SqlStore::failedJobs(JobKind kind, const std::string& errorPrefix,
+                                              const std::string& afterId, int limit) {
+  return run<std::vector<Job>>("failedJobs", [&](soci::session& sql) -> Result<std::vector<Job>> {
+    const std::string kindName = jobKindName(kind);
+    // The prefix is compared with SUBSTR, not LIKE, so no character in it is a wildcard.
+    const int prefixLength = static_cast<int>(errorPrefix.size());
+    JobRow row;
+    soci::statement st =
+        (sql.prepare << std::string("SELECT ") + kJobColumns +
+                            " FROM jobs WHERE status = 'failed' AND kind = :kind AND id > :after"
+                            " AND SUBSTR(last_error, 1, :length) = :prefix ORDER BY id LIMIT " +
+                            std::to_string(std::max(limit, 0)),
+         soci::into(row.id), soci::into(row.kind), soci::into(row.tunnelId), soci::into(row.status),
+         soci::into(row.attempts), soci::into(row.queuedAt), soci::into(row.nextRunAt),
+         soci::into(row.leaseOwner), soci::into(row.leaseUntil), soci::into(row.lastError),
+         soci::use(kindName), soci::use(afterId), soci::use(prefixLength), soci::use(errorPrefix));
+    st.execute();
+    std::vector<Job> jobs;
+    while (st.fetch()) {
+      auto job = toJob(row);
+      if (!job) return job.error();
+      // MySQL's PAD SPACE collation ignores trailing spaces in '=': check the prefix exactly.
+      if (job->lastError.compare(0, errorPrefix.size(), errorPrefix) != 0) continue;
+      jobs.push_back(std::move(job).value());
+    }
+    return jobs;
+  });
+}
+
+Result<bool> SqlStore::requeueFailedJob(const std::string& id, const std::string& expectedLastError,
+                                        const std::string& lastError, int64_t nowMs) {
+  return run<bool>("requeueFailedJob", [&](soci::session& sql) -> Result<bool> {
+    long long now = nowMs;
+    // As in compareAndSetMeta, the length check makes the comparison exact under PAD SPACE.
+    soci::statement st =
+        (sql.prepare << "UPDATE jobs SET status = 'pending', attempts = 0, queued_at = :now,"
+                        " next_run_at = :now_again, last_error = :last_error, lease_owner = '',"
+                        " lease_until = 0 WHERE id = :id AND status = 'failed'"
+                        " AND last_error = :expected AND LENGTH(last_error) = LENGTH(:expected2)",
+         soci::use(now), soci::use(now), soci::use(lastError), soci::use(id),
+         soci::use(expectedLastError), soci::use(expectedLastError));
+    st.execute(true);
+    return st.get_affected_rows() == 1;
+  });
+}
+
 }  // namespace ot::controld

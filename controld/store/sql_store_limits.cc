@@ -57,12 +57,23 @@ Result<RateDecision> SqlStore::acquireRate(const std::string& key, int64_t nowMs
   });
 }
 
-Status SqlStore::pruneRates(int64_t nowMs) {
-  return run<Ok>("pruneRates", [&](soci::session& sql) -> Result<Ok> {
-    // A row whose budget is already full again carries no information.
+Result<int64_t> SqlStore::pruneRates(int64_t nowMs, int limit) {
+  if (limit < 1) return Error{ErrorKind::kInvalid, "a prune needs a limit >= 1"};
+  return run<int64_t>("pruneRates", [&](soci::session& sql) -> Result<int64_t> {
+    // A row whose budget is already full again carries no information. Bounded, so one pass
+    // holds its locks briefly however large the backlog; rate_limits_full_at finds the rows.
     long long now = nowMs;
-    sql << "DELETE FROM rate_limits WHERE full_at <= :now", soci::use(now);
-    return Ok{};
+    const std::string bound = std::to_string(limit);
+    const std::string remove =
+        dialect_ == SqlDialect::kMysql
+            ? "DELETE FROM rate_limits WHERE full_at <= :now ORDER BY full_at LIMIT " + bound
+            // SQLite has DELETE ... LIMIT only when built with SQLITE_ENABLE_UPDATE_DELETE_LIMIT.
+            : "DELETE FROM rate_limits WHERE rowid IN (SELECT rowid FROM rate_limits"
+              " WHERE full_at <= :now ORDER BY full_at LIMIT " +
+                  bound + ")";
+    soci::statement st = (sql.prepare << remove, soci::use(now));
+    st.execute(true);
+    return int64_t{st.get_affected_rows()};
   });
 }
 

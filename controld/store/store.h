@@ -116,6 +116,17 @@ class JobStore {
   // Pending jobs whose lease runs past now, on any machine: the attempts running in the cluster.
   // At most `limit`, by ID.
   virtual Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) = 0;
+
+  // The reconcile's second chance for first issuance (job_policy.h, requeueable):
+  // failed jobs of `kind` whose last_error starts with `errorPrefix` and whose ID sorts after
+  // `afterId`, at most `limit`, by ID.
+  virtual Result<std::vector<Job>> failedJobs(JobKind kind, const std::string& errorPrefix,
+                                              const std::string& afterId, int limit) = 0;
+  // Compare-and-set from failed (with exactly `expectedLastError`) to pending: due at now_ms
+  // with a fresh retry window (queued_at now, no attempts, no lease) and `lastError`. false
+  // when the row is no longer that failed job (another machine requeued it first).
+  virtual Result<bool> requeueFailedJob(const std::string& id, const std::string& expectedLastError,
+                                        const std::string& lastError, int64_t nowMs) = 0;
 };
 
 // Meta: small key/value rows (the local CA, the API certificate's job, cool-downs, leases).
@@ -143,7 +154,9 @@ class RateLimitStore {
   virtual ~RateLimitStore() = default;
   virtual Result<RateDecision> acquireRate(const std::string& key, int64_t nowMs,
                                            int64_t intervalMs, int64_t burst) = 0;
-  virtual Status pruneRates(int64_t nowMs) = 0;
+  // Deletes at most `limit` keys whose budget is full again at now_ms (full_at <= now: such a
+  // row says what no row says), oldest first; answers how many it deleted.
+  virtual Result<int64_t> pruneRates(int64_t nowMs, int limit) = 0;
 };
 
 // Hourly usage per tunnel, added to (never overwritten) so several relays can report.
@@ -174,6 +187,9 @@ class Store : public TunnelStore,
 
   // For the pool gauge; a backend without a pool reports zeros. Never blocks.
   [[nodiscard]] virtual PoolStats poolStats() const { return {}; }
+  // Starts the pool's background upkeep (idle sessions kept, topped up, recycled); a backend
+  // without a pool has none. Stopped when the store goes.
+  virtual void startPoolUpkeep() {}
 
   // Creates missing tables and records the schema version; refuses a newer schema; runs no DDL
   // once the database is current.
@@ -183,7 +199,15 @@ class Store : public TunnelStore,
 struct StoreOptions {
   std::string url;  // mysql://user:pass@host:port/db or sqlite:/path (empty: sqlite_path)
   std::string sqlitePath = "opentunnel.db";
-  int poolSize = 8;
+  // The pool (DATABASE_POOL_SIZE): sessions at most; min_idle of them kept open while idle and
+  // topped up every upkeep interval; sessions idle longer than idle_timeout_ms beyond min_idle
+  // closed, every session closed (and replaced) once max_lifetime_ms old. SQLite caps the size
+  // and the idle minimum (sql_store.h).
+  int poolSize = 50;
+  int poolMinIdle = 8;
+  int64_t poolIdleTimeoutMs = 60'000;
+  int64_t poolMaxLifetimeMs = 30 * 60'000;
+  int64_t poolUpkeepIntervalMs = 10'000;
   int64_t acquireTimeoutMs = 3000;
   int64_t statementTimeoutMs = 10000;
   int64_t connectTimeoutMs = 20000;

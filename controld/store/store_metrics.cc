@@ -24,6 +24,8 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "releaseLeases",
     "countJobs",
     "leasedJobs",
+    "failedJobs",
+    "requeueFailedJob",
     "getMeta",
     "insertMetaIfAbsent",
     "compareAndSetMeta",

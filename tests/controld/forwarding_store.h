@@ -51,6 +51,14 @@ class ForwardingStore : public Store {
   Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) override {
     return inner_.leasedJobs(nowMs, limit);
   }
+  Result<std::vector<Job>> failedJobs(JobKind kind, const std::string& errorPrefix,
+                                      const std::string& afterId, int limit) override {
+    return inner_.failedJobs(kind, errorPrefix, afterId, limit);
+  }
+  Result<bool> requeueFailedJob(const std::string& id, const std::string& expectedLastError,
+                                const std::string& lastError, int64_t nowMs) override {
+    return inner_.requeueFailedJob(id, expectedLastError, lastError, nowMs);
+  }
   Result<std::optional<std::string>> getMeta(const std::string& key) override {
     return inner_.getMeta(key);
   }
@@ -72,7 +80,9 @@ class ForwardingStore : public Store {
                                    int64_t burst) override {
     return inner_.acquireRate(key, nowMs, intervalMs, burst);
   }
-  Status pruneRates(int64_t nowMs) override { return inner_.pruneRates(nowMs); }
+  Result<int64_t> pruneRates(int64_t nowMs, int limit) override {
+    return inner_.pruneRates(nowMs, limit);
+  }
   Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
                   int64_t bytesOut, int64_t connections) override {
     return inner_.addUsage(tunnelId, hourStartMs, bytesIn, bytesOut, connections);

@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -313,7 +315,7 @@ TEST_CASE("job runner: transient failures give up a day after the job was queued
     const Job job = loadJob(*store, jobId);
     CHECK(job.status == JobStatus::kFailed);
     CHECK(job.attempts == 25);
-    CHECK(job.lastError == "CA unreachable");
+    CHECK(job.lastError == "transient: CA unreachable");  // marked for the reconcile's requeue
     const StoredTunnel stored = loadTunnel(*store, "down");
     CHECK(stored.record.certificate.state == CertificateState::kFailed);
     CHECK(stored.record.certificate.error == "CA unreachable");
@@ -809,6 +811,125 @@ TEST_CASE("job runner: the reconcile adds a missing issuance job once") {
     CHECK(job.status == JobStatus::kPending);
     CHECK(a.runDue().size() == 2);
     CHECK(loadTunnel(*storeA, "unqueued").record.certificate.state == CertificateState::kReady);
+  }
+}
+
+// Fails every attempt of a first issuance on a transient error for a whole retry window (an hour
+// apart, as the test above), so the job gives up.
+void failForAWindow(JobRunner& runner, ManualClock& clock) {
+  const int64_t start = clock.nowMs();
+  for (int hour = 0; hour <= 24; ++hour) {
+    CAPTURE(hour);
+    clock.set(start + hour * kHour);
+    const auto runs = runner.runDue();
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].outcome == (hour < 24 ? JobOutcome::kRetry : JobOutcome::kFailed));
+  }
+}
+
+TEST_CASE("job runner: the reconcile requeues a first issuance failed on a transient error once") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock(kStartMs);
+    auto storeA = db->openMigrated();
+    auto storeB = db->open();
+    auto ca = loadCa(*storeA, clock.clock());
+    ScriptedIssuer issuer(ca.get());
+    issuer.failAlways(Error{ErrorKind::kUnavailable, "CA unreachable"});
+    Publisher publisher;
+    JobRunnerConfig config = runnerConfig("machine-a", &clock);
+    config.jitter = [] { return 1.0; };
+    config.retry.baseDelayMs = kHour;
+    JobRunner a(config, runnerStores(*storeA), issuer, publisher);
+    config.owner = "machine-b";
+    JobRunner b(config, runnerStores(*storeB), issuer, publisher);
+    const std::string jobId = bindTunnel(*storeA, "flaky", clock.nowMs()).record.certificate.id;
+    // Failures that are not transient, and a tunnel deleted after it failed, are left alone.
+    const std::string refusedId =
+        bindTunnel(*storeA, "refused", clock.nowMs()).record.certificate.id;
+    const std::string goneId = bindTunnel(*storeA, "gone", clock.nowMs()).record.certificate.id;
+    editTunnel(*storeA, "refused", [](TunnelRecord& record) { record.certificate.csrPem = "x"; });
+    std::set<std::string> failedAtOnce;
+    for (const JobRun& run : a.runDue()) {
+      if (run.outcome == JobOutcome::kRefused) failedAtOnce.insert(run.jobId);
+    }
+    CHECK(failedAtOnce == std::set<std::string>{refusedId});
+    const int64_t start = clock.nowMs();
+    for (int hour = 0; hour <= 24; ++hour) {
+      clock.set(start + hour * kHour);
+      (void)a.runDue();
+    }
+    REQUIRE(loadJob(*storeA, jobId).status == JobStatus::kFailed);
+    REQUIRE(loadJob(*storeA, goneId).status == JobStatus::kFailed);
+    editTunnel(*storeA, "gone", [](TunnelRecord& record) { record.deletedAtMs = 1; });
+    CHECK(loadJob(*storeA, jobId).lastError == "transient: CA unreachable");
+
+    // Once, on one machine of two, with a fresh window; the record shows issuing again.
+    const int64_t requeuedAt = clock.nowMs() + kMinute;
+    clock.set(requeuedAt);
+    const size_t published = publisher.recordsOf("flaky").size();
+    CHECK(*a.reconcile() == 1);
+    CHECK(*b.reconcile() == 0);
+    CHECK(*a.reconcile() == 0);
+    Job job = loadJob(*storeA, jobId);
+    CHECK(job.status == JobStatus::kPending);
+    CHECK(job.queuedAtMs == requeuedAt);
+    CHECK(job.nextRunAtMs == requeuedAt);
+    CHECK(job.attempts == 0);
+    CHECK(job.lastError == "requeued: CA unreachable");
+    StoredTunnel stored = loadTunnel(*storeA, "flaky");
+    CHECK(stored.record.certificate.state == CertificateState::kIssuing);
+    CHECK(stored.record.certificate.error.empty());
+    REQUIRE(publisher.recordsOf("flaky").size() == published + 1);
+    CHECK(publisher.recordsOf("flaky").back().record.certificate.state ==
+          CertificateState::kIssuing);
+    CHECK(loadJob(*storeA, refusedId).status == JobStatus::kFailed);
+    CHECK(loadJob(*storeA, goneId).status == JobStatus::kFailed);
+
+    // The fresh window is a whole day of retries again; then it gives up for good.
+    failForAWindow(b, clock);
+    job = loadJob(*storeA, jobId);
+    CHECK(job.status == JobStatus::kFailed);
+    CHECK(job.attempts == 25);
+    CHECK(job.lastError == "requeued: transient: CA unreachable");
+    CHECK(loadTunnel(*storeA, "flaky").record.certificate.state == CertificateState::kFailed);
+    CHECK(loadTunnel(*storeA, "flaky").record.certificate.error == "CA unreachable");
+    clock.set(clock.nowMs() + kDay);
+    CHECK(*a.reconcile() == 0);
+    CHECK(*b.reconcile() == 0);
+    CHECK(loadJob(*storeA, jobId).status == JobStatus::kFailed);
+  }
+}
+
+TEST_CASE("job runner: a requeued first issuance can succeed; a half-done requeue is finished") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    ManualClock clock(kStartMs);
+    auto store = db->openMigrated();
+    auto ca = loadCa(*store, clock.clock());
+    ScriptedIssuer issuer(ca.get());
+    // A day of timeouts (25 attempts an hour apart), then the CA answers.
+    issuer.script(std::deque<std::optional<Error>>(25, Error{ErrorKind::kTimeout, "CA timed out"}));
+    Publisher publisher;
+    JobRunnerConfig config = runnerConfig("machine-a", &clock);
+    config.jitter = [] { return 1.0; };
+    config.retry.baseDelayMs = kHour;
+    JobRunner runner(config, runnerStores(*store), issuer, publisher);
+    const std::string jobId = bindTunnel(*store, "later", clock.nowMs()).record.certificate.id;
+    failForAWindow(runner, clock);
+    REQUIRE(loadJob(*store, jobId).lastError == "transient: CA timed out");
+    // A machine that stopped between the record's write and the job's: the record shows
+    // issuing, the job is still failed. The next reconcile finishes the requeue.
+    editTunnel(*store, "later", [](TunnelRecord& record) {
+      record.certificate.state = CertificateState::kIssuing;
+      record.certificate.error.clear();
+    });
+    CHECK(*runner.reconcile() == 1);
+    CHECK(loadJob(*store, jobId).status == JobStatus::kPending);
+
+    CHECK(outcomes(runner.runDue()) == Outcomes{JobOutcome::kDone});
+    CHECK(loadTunnel(*store, "later").record.certificate.state == CertificateState::kReady);
+    CHECK(loadJob(*store, jobId).status == JobStatus::kDone);
   }
 }
 

@@ -91,7 +91,10 @@ TEST_CASE("store: pruning drops only keys whose budget is full again") {
     auto store = db->openMigrated();
     REQUIRE(store->acquireRate("short", kNow, 1000, 5).value().allowed);   // full at kNow+1s
     REQUIRE(store->acquireRate("long", kNow, 60'000, 5).value().allowed);  // full at kNow+60s
-    REQUIRE(store->pruneRates(kNow + 1000).ok());
+    auto pruned = store->pruneRates(kNow + 1000, 100);
+    REQUIRE(pruned.ok());
+    CHECK(*pruned == 1);
+    CHECK(store->pruneRates(kNow, 0).error().kind == ErrorKind::kInvalid);
     auto sql = db->raw();
     CHECK(countRows(*sql, "rate_limits") == 1);
     std::string key;
