@@ -33,32 +33,29 @@ struct BridgeEntry {
 struct BridgeTotals {
   size_t relays = 0;
   size_t bridges = 0;
-  size_t tunnels = 0; // tunnels with at least one bridge
+  size_t tunnels = 0;  // tunnels with at least one bridge
 };
 
 class BridgeRegistry {
-public:
+ public:
   // relay_key names one life of one relayd (machine id + epoch).
-  void replaceRelay(const std::string &relayKey,
-                    std::vector<BridgeEntry> bridges);
+  void replaceRelay(const std::string& relayKey, std::vector<BridgeEntry> bridges);
   // A bridge ID the relay already reported is replaced (even when it moved to
   // another tunnel).
-  void attached(const std::string &relayKey, BridgeEntry bridge);
-  void detached(const std::string &relayKey, const std::string &bridgeId);
+  void attached(const std::string& relayKey, BridgeEntry bridge);
+  void detached(const std::string& relayKey, const std::string& bridgeId);
   // The relay's session ended: its bridges are no longer known to be live.
-  void dropRelay(const std::string &relayKey);
+  void dropRelay(const std::string& relayKey);
 
-  [[nodiscard]] size_t bridgeCount(const std::string &tunnelId) const;
-  [[nodiscard]] std::vector<BridgeEntry>
-  bridgesOf(const std::string &tunnelId) const;
+  [[nodiscard]] size_t bridgeCount(const std::string& tunnelId) const;
+  [[nodiscard]] std::vector<BridgeEntry> bridgesOf(const std::string& tunnelId) const;
   // How many distinct routes the tunnel would hold with `requested` added to
   // its live bridges'.
-  [[nodiscard]] size_t
-  routeCountWith(const std::string &tunnelId,
-                 const std::vector<std::string> &requested) const;
+  [[nodiscard]] size_t routeCountWith(const std::string& tunnelId,
+                                      const std::vector<std::string>& requested) const;
   [[nodiscard]] BridgeTotals totals() const;
 
-private:
+ private:
   struct TunnelBridges {
     // relay key + '\0' + bridge ID -> entry
     std::unordered_map<std::string, BridgeEntry> bridges;
@@ -68,10 +65,9 @@ private:
   // relay -> bridge ID -> its tunnel
   using RelayBridges = std::unordered_map<std::string, std::string>;
 
-  void addLocked(const std::string &relayKey, RelayBridges &relay,
-                 BridgeEntry bridge);
-  void removeLocked(const std::string &relayKey, const std::string &bridgeId,
-                    const std::string &tunnelId);
+  void addLocked(const std::string& relayKey, RelayBridges& relay, BridgeEntry bridge);
+  void removeLocked(const std::string& relayKey, const std::string& bridgeId,
+                    const std::string& tunnelId);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, RelayBridges> relays_;
@@ -79,4 +75,4 @@ private:
   size_t bridgeTotal_ = 0;
 };
 
-} // namespace ot::controld
+}  // namespace ot::controld

@@ -148,7 +148,7 @@ TEST_CASE("bridge registry: random snapshots and deltas agree with a full walk")
   BridgeRegistry registry;
   Model model;
   std::mt19937 random(7);
-  auto pick = [&](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+  auto pick = [&](size_t n) -> size_t { return random() % n; };
   const std::vector<std::string> relays{"m1/1", "m2/1", "m3/2"};
   const std::vector<std::string> tunnels{"t0", "t1", "t2", "t3"};
   const std::vector<std::string> routes{"", "api", "www", "db"};
@@ -165,7 +165,7 @@ TEST_CASE("bridge registry: random snapshots and deltas agree with a full walk")
       case 0: {
         std::vector<BridgeEntry> snapshot;
         std::set<std::string> seen;
-        for (int i = pick(6); i > 0; --i) {
+        for (size_t i = pick(6); i > 0; --i) {
           BridgeEntry entry = randomBridge();
           if (seen.insert(entry.bridgeId).second) snapshot.push_back(entry);
         }
