@@ -231,6 +231,10 @@ void ControldServer::buildRelaySide() {
   usage_.emplace(*store_);
   hub_->setCountersHandler(
       [this](const std::string&, const opentunnel::control::v1::Counters& c) { usage_->add(c); });
+  // lastConnectedAt and the renewal check, after each attach and off its path.
+  attaches_.emplace(*store_, *store_, &*runner_);
+  hub_->setAttachedHandler(
+      [this](const BridgeEntry& bridge) { attaches_->noteAttached(bridge.tunnelId); });
 
   control_.emplace(*store_, *registry_, *hub_);
 }
@@ -275,6 +279,7 @@ std::optional<int> ControldServer::listen() {
 
 void ControldServer::startBackground() {
   usage_->start();
+  attaches_->start();
   jobGauges_->start();
   certificates_->start();
   runner_->start();
@@ -289,7 +294,8 @@ void ControldServer::stop() {
   runner_->stop();                 // ends running attempts and releases this machine's leases
   if (sweeper_) sweeper_->stop();  // before the store goes
   certificates_->stop();
-  usage_->stop();  // flushes what the relays reported
+  usage_->stop();     // flushes what the relays reported
+  attaches_->stop();  // a last pass over the attaches' bookkeeping
   jobGauges_->stop();
   grpc_->stop();
   metricsServer_->stop();
