@@ -232,8 +232,12 @@ Decoded<AttachRequest, AttachError> parseClientMessage(std::string_view text) {
   if (routes != nullptr) {
     if (!routes->is_array()) return malformed("routes must be an array of strings");
     auto normalized = normalizeRoutes(*routes);
-    if (!normalized.ok()) return normalized.error();
-    attach.routes = std::move(normalized).value();
+    if (normalized.ok()) {
+      attach.routes = std::move(normalized).value();
+    } else {
+      attach.routes.clear();
+      attach.routeError = normalized.error().message;
+    }
   }
 
   const auto& tokenText = token->get_ref<const std::string&>();

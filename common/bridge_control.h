@@ -45,10 +45,14 @@ enum class AttachErrorCode : uint8_t {
 [[nodiscard]] uint16_t closeCodeFor(AttachErrorCode code);
 
 // An attach as the relay accepts it: routes lowercased, deduplicated (first occurrence kept),
-// never empty; maxConns capped at kMaxConnsPerBridge.
+// never empty unless routeError says why; maxConns capped at kMaxConnsPerBridge.
 struct AttachRequest {
   std::string token;
   std::vector<std::string> routes{""};
+  // Set by parseClientMessage when a route is not "" or one DNS label (or `routes` is empty): the
+  // invalid_route message, answered only once the token is known to be right. `routes` is then
+  // empty. Not sent by serializeAttach.
+  std::string routeError;
   uint32_t maxConns = kMaxConnsPerBridge;
   std::string origin;   // "" when unnamed
   std::string profile;  // "" when unnamed
@@ -98,7 +102,9 @@ enum class RelayMessageError : uint8_t {
 
 // The relay's side. Checks, in this order: JSON object; more than kMaxRoutesPerAttach routes
 // (too_many_routes, before any other field is looked at); type and field shapes (error, close
-// 1002); routes (invalid_route); token syntax (bad_token). Unknown fields are ignored.
+// 1002); token syntax (bad_token). Invalid routes are not refused here: they come back in
+// AttachRequest::routeError, for the relay to answer invalid_route after the token matched.
+// Unknown fields are ignored.
 [[nodiscard]] Decoded<AttachRequest, AttachError> parseClientMessage(std::string_view text);
 
 [[nodiscard]] std::string serializeAttach(const AttachRequest& attach);

@@ -230,6 +230,10 @@ void ControldServer::buildRelaySide() {
   usage_.emplace(*store_);
   hub_->setCountersHandler(
       [this](const std::string&, const opentunnel::control::v1::Counters& c) { usage_->add(c); });
+  // lastConnectedAt and the renewal check, after each attach and off its path.
+  attaches_.emplace(*store_, *store_, &*runner_);
+  hub_->setAttachedHandler(
+      [this](const BridgeEntry& bridge) { attaches_->noteAttached(bridge.tunnelId); });
 
   control_.emplace(*store_, *registry_, *hub_);
 }
@@ -279,6 +283,7 @@ void ControldServer::startBackground() {
   descriptors_.start();
   store_->startPoolUpkeep();
   usage_->start();
+  attaches_->start();
   jobGauges_->start();
   rateSweeper_->start();
   certificates_->start();
@@ -294,7 +299,8 @@ void ControldServer::stop() {
   runner_->stop();                 // ends running attempts and releases this machine's leases
   if (sweeper_) sweeper_->stop();  // before the store goes
   certificates_->stop();
-  usage_->stop();  // flushes what the relays reported
+  usage_->stop();     // flushes what the relays reported
+  attaches_->stop();  // a last pass over the attaches' bookkeeping
   jobGauges_->stop();
   descriptors_.stop();
   rateSweeper_->stop();

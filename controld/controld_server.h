@@ -43,6 +43,7 @@
 #include "controld/issuance/job_gauges.h"
 #include "controld/issuance/job_runner.h"
 #include "controld/issuance/local_ca.h"
+#include "controld/relays/attach_bookkeeper.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/control_service.h"
 #include "controld/relays/grpc_server.h"
@@ -110,6 +111,7 @@ class ControldServer {
   std::optional<JobGauges> jobGauges_;
   std::optional<RateLimitSweeper> rateSweeper_;  // expired rate_limits rows, one machine at a time
   std::optional<UsageRecorder> usage_;
+  std::optional<AttachBookkeeper> attaches_;
   std::optional<ControlService> control_;
 
   // 4. listening

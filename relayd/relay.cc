@@ -10,6 +10,7 @@
 #include "common/log_throttle.h"
 #include "common/tcp_stream.h"
 #include "common/websocket_frame.h"
+#include "relayd/attach_checks.h"
 #include "relayd/bridge_session.h"
 #include "relayd/drain_pace.h"
 #include "relayd/visitor_stream.h"
@@ -181,6 +182,8 @@ void Relay::authorizeAttach(BridgeSession* bridge) {
   v1::AuthorizeAttachRequest request;
   request.set_tunnel_id(bridge->tunnelId());
   request.set_token(attach.token);
+  // Invalid routes are not sent: controld checks the token, and controlVerdict answers
+  // invalid_route once it matched (attach_checks.h).
   for (const auto& route : attach.routes) request.add_routes(route);
   request.set_origin(attach.origin);
   request.set_profile(attach.profile);
@@ -206,23 +209,10 @@ void Relay::authorizeFromCache(uint64_t key) {
   auto it = bridges_.find(key);
   if (it == bridges_.end()) return;
   BridgeSession* bridge = it->second;
-  const CachedRecord* record = table_.record(bridge->tunnelId());
-  if (record == nullptr || record->deleted) {
-    context_.metrics.attach(AttachOutcome::kError);
-    bridge->attachRefused(bridge::AttachErrorCode::kError,
-                          "the control plane is unavailable; retry");
-    return;
-  }
-  const bridge::AttachRequest& attach = bridge->attachRequest();
-  if (!TunnelTable::credentialMatches(*record, attach.token, attach.origin)) {
-    context_.metrics.attach(AttachOutcome::kBadToken);
-    bridge->attachRefused(bridge::AttachErrorCode::kBadToken, "bad token");
-    return;
-  }
-  if (!record->certReady) {
-    context_.metrics.attach(AttachOutcome::kCertNotReady);
-    bridge->attachRefused(bridge::AttachErrorCode::kCertNotReady,
-                          "the certificate is not issued yet");
+  if (auto refused =
+          checkCachedAttach(table_.record(bridge->tunnelId()), bridge->attachRequest())) {
+    context_.metrics.attach(refused->outcome);
+    bridge->attachRefused(refused->code, refused->message);
     return;
   }
   finishAttach(key, nullptr);
@@ -233,36 +223,18 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
   if (it == bridges_.end()) return;
   BridgeSession* bridge = it->second;
   if (response != nullptr) {
-    const std::string& message = response->message();
-    auto refuse = [&](bridge::AttachErrorCode code, AttachOutcome outcome, const char* fallback) {
-      context_.metrics.attach(outcome);
-      bridge->attachRefused(code, message.empty() ? fallback : message);
-    };
-    switch (response->result()) {
-      case v1::ATTACH_RESULT_OK:
-        if (response->has_record())
-          table_.upsertRecord(bridge->tunnelId(), toCachedRecord(response->record()));
-        break;
-      case v1::ATTACH_RESULT_BAD_TOKEN:
-        return refuse(bridge::AttachErrorCode::kBadToken, AttachOutcome::kBadToken, "bad token");
-      case v1::ATTACH_RESULT_CERT_NOT_READY:
-        return refuse(bridge::AttachErrorCode::kCertNotReady, AttachOutcome::kCertNotReady,
-                      "the certificate is not issued yet");
-      case v1::ATTACH_RESULT_INVALID_ROUTE:
-        return refuse(bridge::AttachErrorCode::kInvalidRoute, AttachOutcome::kInvalidRoute,
-                      "invalid route");
-      case v1::ATTACH_RESULT_TOO_MANY_ROUTES:
-        return refuse(bridge::AttachErrorCode::kTooManyRoutes, AttachOutcome::kTooManyRoutes,
-                      "too many routes");
-      case v1::ATTACH_RESULT_ROUTE_CONFLICT:
-        return refuse(bridge::AttachErrorCode::kRouteConflict, AttachOutcome::kRouteConflict,
-                      "route conflict");
-      default:
-        // controld could not decide (its storage is down, say): the cached record decides, as
-        // while controld itself is away; without one the attach fails with `error`.
-        authorizeFromCache(key);
-        return;
+    ControlVerdict verdict = controlVerdict(*response, bridge->attachRequest());
+    if (verdict.kind == ControlVerdict::Kind::kUseCache) {
+      authorizeFromCache(key);
+      return;
     }
+    if (verdict.kind == ControlVerdict::Kind::kRefused) {
+      context_.metrics.attach(verdict.refusal.outcome);
+      bridge->attachRefused(verdict.refusal.code, verdict.refusal.message);
+      return;
+    }
+    if (response->has_record())
+      table_.upsertRecord(bridge->tunnelId(), toCachedRecord(response->record()));
   }
   if (table_.bridgeCountOf(bridge->tunnelId()) >= context_.config.maxBridgesPerTunnel) {
     // One token holder must not take the relay's whole connection budget with bridges.

@@ -1,37 +1,64 @@
 #include "controld/relays/bridge_registry.h"
 
-namespace ot::controld {
+#include <unordered_set>
+#include <utility>
 
-void BridgeRegistry::indexLocked(const BridgeEntry& bridge) {
-  ++perTunnel_[bridge.tunnelId];
+namespace ot::controld {
+namespace {
+
+std::string bridgeKey(const std::string& relayKey, const std::string& bridgeId) {
+  std::string key;
+  key.reserve(relayKey.size() + 1 + bridgeId.size());
+  key += relayKey;
+  key += '\0';
+  key += bridgeId;
+  return key;
 }
 
-void BridgeRegistry::unindexLocked(const BridgeEntry& bridge) {
-  auto it = perTunnel_.find(bridge.tunnelId);
-  if (it == perTunnel_.end()) return;
-  if (--it->second == 0) perTunnel_.erase(it);
+}  // namespace
+
+void BridgeRegistry::addLocked(const std::string& relayKey, RelayBridges& relay,
+                               BridgeEntry bridge) {
+  auto [slot, inserted] = relay.try_emplace(bridge.bridgeId, bridge.tunnelId);
+  if (!inserted) {
+    removeLocked(relayKey, bridge.bridgeId, slot->second);
+    slot->second = bridge.tunnelId;
+  }
+  TunnelBridges& tunnel = tunnels_[bridge.tunnelId];
+  for (const auto& route : bridge.routes) ++tunnel.routeClaims[route];
+  tunnel.bridges.insert_or_assign(bridgeKey(relayKey, bridge.bridgeId), std::move(bridge));
+  ++bridgeTotal_;
+}
+
+// Takes the bridge out of its tunnel's index only; the caller updates the
+// relay's table.
+void BridgeRegistry::removeLocked(const std::string& relayKey, const std::string& bridgeId,
+                                  const std::string& tunnelId) {
+  auto tunnel = tunnels_.find(tunnelId);
+  if (tunnel == tunnels_.end()) return;
+  auto entry = tunnel->second.bridges.find(bridgeKey(relayKey, bridgeId));
+  if (entry == tunnel->second.bridges.end()) return;
+  auto& claims = tunnel->second.routeClaims;
+  for (const auto& route : entry->second.routes) {
+    auto claim = claims.find(route);
+    if (claim != claims.end() && --claim->second == 0) claims.erase(claim);
+  }
+  tunnel->second.bridges.erase(entry);
+  --bridgeTotal_;
+  if (tunnel->second.bridges.empty()) tunnels_.erase(tunnel);
 }
 
 void BridgeRegistry::replaceRelay(const std::string& relayKey, std::vector<BridgeEntry> bridges) {
   std::lock_guard lock(mutex_);
-  auto& table = relays_[relayKey];
-  for (const auto& [id, bridge] : table) unindexLocked(bridge);
-  table.clear();
-  for (auto& bridge : bridges) {
-    indexLocked(bridge);
-    auto id = bridge.bridgeId;
-    table.insert_or_assign(std::move(id), std::move(bridge));
-  }
+  RelayBridges& relay = relays_[relayKey];
+  for (const auto& [bridgeId, tunnelId] : relay) removeLocked(relayKey, bridgeId, tunnelId);
+  relay.clear();
+  for (auto& bridge : bridges) addLocked(relayKey, relay, std::move(bridge));
 }
 
 void BridgeRegistry::attached(const std::string& relayKey, BridgeEntry bridge) {
   std::lock_guard lock(mutex_);
-  auto& table = relays_[relayKey];
-  auto existing = table.find(bridge.bridgeId);
-  if (existing != table.end()) unindexLocked(existing->second);
-  indexLocked(bridge);
-  auto id = bridge.bridgeId;
-  table.insert_or_assign(std::move(id), std::move(bridge));
+  addLocked(relayKey, relays_[relayKey], std::move(bridge));
 }
 
 void BridgeRegistry::detached(const std::string& relayKey, const std::string& bridgeId) {
@@ -40,7 +67,7 @@ void BridgeRegistry::detached(const std::string& relayKey, const std::string& br
   if (relay == relays_.end()) return;
   auto it = relay->second.find(bridgeId);
   if (it == relay->second.end()) return;
-  unindexLocked(it->second);
+  removeLocked(relayKey, bridgeId, it->second);
   relay->second.erase(it);
 }
 
@@ -48,34 +75,45 @@ void BridgeRegistry::dropRelay(const std::string& relayKey) {
   std::lock_guard lock(mutex_);
   auto relay = relays_.find(relayKey);
   if (relay == relays_.end()) return;
-  for (const auto& [id, bridge] : relay->second) unindexLocked(bridge);
+  for (const auto& [bridgeId, tunnelId] : relay->second) removeLocked(relayKey, bridgeId, tunnelId);
   relays_.erase(relay);
 }
 
 size_t BridgeRegistry::bridgeCount(const std::string& tunnelId) const {
   std::lock_guard lock(mutex_);
-  auto it = perTunnel_.find(tunnelId);
-  return it == perTunnel_.end() ? 0 : it->second;
+  auto it = tunnels_.find(tunnelId);
+  return it == tunnels_.end() ? 0 : it->second.bridges.size();
 }
 
 std::vector<BridgeEntry> BridgeRegistry::bridgesOf(const std::string& tunnelId) const {
   std::lock_guard lock(mutex_);
   std::vector<BridgeEntry> out;
-  if (perTunnel_.find(tunnelId) == perTunnel_.end()) return out;
-  for (const auto& [relay, table] : relays_) {
-    for (const auto& [id, bridge] : table) {
-      if (bridge.tunnelId == tunnelId) out.push_back(bridge);
-    }
-  }
+  auto it = tunnels_.find(tunnelId);
+  if (it == tunnels_.end()) return out;
+  out.reserve(it->second.bridges.size());
+  for (const auto& [key, bridge] : it->second.bridges) out.push_back(bridge);
   return out;
+}
+
+size_t BridgeRegistry::routeCountWith(const std::string& tunnelId,
+                                      const std::vector<std::string>& requested) const {
+  std::lock_guard lock(mutex_);
+  auto it = tunnels_.find(tunnelId);
+  const std::unordered_map<std::string, size_t>* claims =
+      it == tunnels_.end() ? nullptr : &it->second.routeClaims;
+  std::unordered_set<std::string_view> added;
+  for (const auto& route : requested) {
+    if (claims == nullptr || !claims->contains(route)) added.insert(route);
+  }
+  return (claims == nullptr ? 0 : claims->size()) + added.size();
 }
 
 BridgeTotals BridgeRegistry::totals() const {
   std::lock_guard lock(mutex_);
   BridgeTotals totals;
   totals.relays = relays_.size();
-  for (const auto& [relay, table] : relays_) totals.bridges += table.size();
-  totals.tunnels = perTunnel_.size();
+  totals.bridges = bridgeTotal_;
+  totals.tunnels = tunnels_.size();
   return totals;
 }
 

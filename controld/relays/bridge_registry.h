@@ -1,11 +1,17 @@
-// controld's view of the live bridges, rebuilt from what each relayd reports over its control
-// session (a snapshot on connect, then attached/detached deltas). Nothing here is stored: after a
-// controld restart the view is empty until the relays reconnect and send their snapshots.
+// controld's view of the live bridges, rebuilt from what each relayd reports
+// over its control session (a snapshot on connect, then attached/detached
+// deltas). Nothing here is stored: after a controld restart the view is empty
+// until the relays reconnect and send their snapshots.
+//
+// Indexed by tunnel: each tunnel keeps its own bridges and a count of the
+// claims on each of its routes, so what an attach asks (bridgeCount,
+// routeCountWith, bridgesOf) costs the tunnel's own bridges and routes, flat in
+// the number of live bridges overall. Each relay keeps only which tunnel each
+// of its bridge IDs belongs to, for its deltas and for dropping it whole.
 // Thread-safe: gRPC session threads write, API worker threads read.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -34,6 +40,8 @@ class BridgeRegistry {
  public:
   // relay_key names one life of one relayd (machine id + epoch).
   void replaceRelay(const std::string& relayKey, std::vector<BridgeEntry> bridges);
+  // A bridge ID the relay already reported is replaced (even when it moved to
+  // another tunnel).
   void attached(const std::string& relayKey, BridgeEntry bridge);
   void detached(const std::string& relayKey, const std::string& bridgeId);
   // The relay's session ended: its bridges are no longer known to be live.
@@ -41,17 +49,30 @@ class BridgeRegistry {
 
   [[nodiscard]] size_t bridgeCount(const std::string& tunnelId) const;
   [[nodiscard]] std::vector<BridgeEntry> bridgesOf(const std::string& tunnelId) const;
+  // How many distinct routes the tunnel would hold with `requested` added to
+  // its live bridges'.
+  [[nodiscard]] size_t routeCountWith(const std::string& tunnelId,
+                                      const std::vector<std::string>& requested) const;
   [[nodiscard]] BridgeTotals totals() const;
 
  private:
-  void indexLocked(const BridgeEntry& bridge);
-  void unindexLocked(const BridgeEntry& bridge);
+  struct TunnelBridges {
+    // relay key + '\0' + bridge ID -> entry
+    std::unordered_map<std::string, BridgeEntry> bridges;
+    // route -> how many of the bridges above claim it
+    std::unordered_map<std::string, size_t> routeClaims;
+  };
+  // relay -> bridge ID -> its tunnel
+  using RelayBridges = std::unordered_map<std::string, std::string>;
+
+  void addLocked(const std::string& relayKey, RelayBridges& relay, BridgeEntry bridge);
+  void removeLocked(const std::string& relayKey, const std::string& bridgeId,
+                    const std::string& tunnelId);
 
   mutable std::mutex mutex_;
-  // relay -> bridge id -> entry
-  std::map<std::string, std::unordered_map<std::string, BridgeEntry>> relays_;
-  // tunnel -> number of bridges over all relays
-  std::unordered_map<std::string, size_t> perTunnel_;
+  std::unordered_map<std::string, RelayBridges> relays_;
+  std::unordered_map<std::string, TunnelBridges> tunnels_;
+  size_t bridgeTotal_ = 0;
 };
 
 }  // namespace ot::controld

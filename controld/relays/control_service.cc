@@ -1,7 +1,6 @@
 #include "controld/relays/control_service.h"
 
 #include <exception>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -129,13 +128,11 @@ cv1::AuthorizeAttachResponse ControlService::authorize(grpc::ServerContext& cont
 
   // One machine for now: every bridge in the registry is on this machine's relay. Route conflicts
   // across machines come with the mesh.
-  std::set<std::string> routes(request.routes().begin(), request.routes().end());
-  for (const auto& bridge : registry_.bridgesOf(request.tunnel_id())) {
-    routes.insert(bridge.routes.begin(), bridge.routes.end());
-  }
-  if (routes.size() > kDefaultMaxRoutesPerTunnel) {
+  const std::vector<std::string> requestedRoutes(request.routes().begin(), request.routes().end());
+  const size_t routes = registry_.routeCountWith(request.tunnel_id(), requestedRoutes);
+  if (routes > kDefaultMaxRoutesPerTunnel) {
     return answer(cv1::ATTACH_RESULT_TOO_MANY_ROUTES,
-                  "the tunnel would hold " + std::to_string(routes.size()) +
+                  "the tunnel would hold " + std::to_string(routes) +
                       " routes on this machine; at most " +
                       std::to_string(kDefaultMaxRoutesPerTunnel));
   }

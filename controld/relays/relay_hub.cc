@@ -111,6 +111,11 @@ void RelayHub::setCountersHandler(CountersHandler handler) {
   countersHandler_ = std::move(handler);
 }
 
+void RelayHub::setAttachedHandler(AttachedHandler handler) {
+  const std::lock_guard lock(mutex_);
+  attachedHandler_ = std::move(handler);
+}
+
 std::vector<RelayInfo> RelayHub::relays() const {
   const std::lock_guard lock(mutex_);
   std::vector<RelayInfo> out;
@@ -182,9 +187,18 @@ void RelayHub::snapshotComplete(const SessionPtr& session, std::vector<BridgeEnt
 }
 
 void RelayHub::bridgeAttached(const SessionPtr& session, BridgeEntry bridge) {
-  const std::lock_guard lock(mutex_);
-  if (!session->live_) return;
-  registry_.attached(session->relayKey_, std::move(bridge));
+  AttachedHandler handler;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!session->live_) return;
+    handler = attachedHandler_;
+    if (!handler) {
+      registry_.attached(session->relayKey_, std::move(bridge));
+      return;
+    }
+    registry_.attached(session->relayKey_, bridge);
+  }
+  handler(bridge);
 }
 
 void RelayHub::bridgeDetached(const SessionPtr& session, const std::string& bridgeId) {

@@ -77,6 +77,7 @@ class RelayHub final : public RecordPublisher {
   using AckHandler = std::function<void(const std::string& relayKey, const cv1::Ack& ack)>;
   using CountersHandler =
       std::function<void(const std::string& relayKey, const cv1::Counters& counters)>;
+  using AttachedHandler = std::function<void(const BridgeEntry& bridge)>;
 
   struct CommandSent {
     uint64_t id = 0;    // Command.id, echoed by each relay's Ack
@@ -102,6 +103,9 @@ class RelayHub final : public RecordPublisher {
   // Handlers run on the session's reader thread: they must not block (hand work off instead).
   void setAckHandler(AckHandler handler);
   void setCountersHandler(CountersHandler handler);
+  // Each bridge a live session reports as newly attached (not the snapshot's), after the registry
+  // has it (the attach bookkeeping, attach_bookkeeper.h).
+  void setAttachedHandler(AttachedHandler handler);
 
   [[nodiscard]] std::vector<RelayInfo> relays() const;
   // Ends every session and refuses new ones. The registry keeps the bridges: they are still live
@@ -143,6 +147,7 @@ class RelayHub final : public RecordPublisher {
   std::unique_ptr<cv1::ControlMessage> apiCertificate_;
   AckHandler ackHandler_;
   CountersHandler countersHandler_;
+  AttachedHandler attachedHandler_;
 };
 
 }  // namespace ot::controld

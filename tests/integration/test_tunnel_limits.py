@@ -141,12 +141,15 @@ def test_attach_errors_with_their_codes_and_close_codes(stack, tmp_path):
     refused(tunnel["token"], ["a.b"], "invalid_route", 1008)
     refused(tunnel["token"], [], "invalid_route", 1008)
     refused(tunnel["token"], [""] + [7], "invalid_route", 1008)
+    # The token before the routes: a wrong token is bad_token whatever the routes.
+    refused("tk_wrong", ["-bad"], "bad_token", 1008)
+    refused("tk_wrong", [7], "bad_token", 1008)
     # 129 routes fail before anything else is looked at, even a bad token.
     refused("tk_wrong", [f"r{i}" for i in range(129)], "too_many_routes", 1008)
     refused(tunnel["token"], [f"r{i}" for i in range(129)], "too_many_routes", 1008)
 
     metrics = s.relayd.metrics()
-    assert metrics.attaches("bad_token") == 2
+    assert metrics.attaches("bad_token") == 4
     assert metrics.attaches("invalid_route") == 4
     assert metrics.attaches("too_many_routes") == 2
     assert metrics.attaches("ok") == 0
