@@ -326,11 +326,33 @@ void ApiHttp2Session::refuseConnection() {
   nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
+void ApiHttp2Session::refuseWhileStuck() {
+  // Over the budget with no request handed on, nothing would ever free a byte: the client's
+  // interleaved bodies would wait for a window that never comes. The largest unfinished body is
+  // refused (RST_STREAM REFUSED_STREAM: the client may retry it) until the rest fits.
+  while (bufferedBodyBytes_ > limits_.maxBufferedBodyBytes) {
+    Stream* largest = nullptr;
+    for (const auto& [id, stream] : streams_) {
+      if (stream->dispatched) return;  // its answer frees its body: wait for it
+      if (!stream->answered && (largest == nullptr || stream->bodyBytes > largest->bodyBytes))
+        largest = stream.get();
+    }
+    if (largest == nullptr || largest->bodyBytes == 0) return;
+    bufferedBodyBytes_ -= largest->bodyBytes;
+    largest->bodyBytes = 0;
+    std::string().swap(largest->request.body);
+    largest->answered = true;
+    refused_.push_back(503);
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, largest->id, NGHTTP2_REFUSED_STREAM);
+  }
+}
+
 void ApiHttp2Session::giveBackWindow() {
   for (const auto& [streamId, length] : streamConsumed_) {
     nghttp2_session_consume_stream(session_, streamId, length);
   }
   streamConsumed_.clear();
+  refuseWhileStuck();
   if (windowOwed_ > 0 && bufferedBodyBytes_ <= limits_.maxBufferedBodyBytes) {
     nghttp2_session_consume_connection(session_, windowOwed_);
     windowOwed_ = 0;

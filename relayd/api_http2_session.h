@@ -14,7 +14,9 @@
 //   - a request body at most maxBodyBytes (Content-Length or the data seen): 413 JSON;
 //   - request bodies buffered by the whole connection: the connection-level flow-control window
 //     is given back only while they stay within maxBufferedBodyBytes, so a client cannot make
-//     the connection hold more than that plus one window (64 KiB).
+//     the connection hold more than that plus one window (64 KiB). Over it with no request handed
+//     on (interleaved bodies none of which can end), the largest is reset REFUSED_STREAM.
+//   - (refused requests are reported to the handler: 431, 413, 405; 503 for REFUSED_STREAM)
 // A malformed preface or frame is a connection error: GOAWAY (nghttp2's error code), then the
 // session is finished() once that is sent. Loop thread only.
 #pragma once
@@ -107,6 +109,7 @@ class ApiHttp2Session {
   void deliverEvents();
   void refuse(Stream& stream, int status, const std::string& message);
   void giveBackWindow();
+  void refuseWhileStuck();
 
   Handler& handler_;
   Http2Limits limits_;
