@@ -152,7 +152,8 @@ void ApiConnection::onTlsHandshakeDone() {
       fail();
       return;
     }
-    flushHttp2();  // our SETTINGS; arms the idle timer
+    armTimer(kKeepAliveIdleMs);  // replaces the handshake deadline
+    flushHttp2();                // our SETTINGS
     return;
   }
   HttpParserLimits limits;

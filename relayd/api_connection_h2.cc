@@ -1,7 +1,8 @@
 // ApiConnection's HTTP/2 phase (api_connection.h): the client chose h2 by ALPN. The framing is
 // ApiHttp2Session's; here each complete request is proxied to controld as an HTTP/1.1 request, the
 // way api_connection_http.cc does it, and its answer goes back on its stream. The bridge upgrade
-// is HTTP/1.1 only (otunnel offers only http/1.1): asked for here, it is answered 400.
+// is HTTP/1.1 only (otunnel offers ALPN http/1.1 only, client/bridge_settings.cc): asked for here,
+// it is answered 400.
 //
 // Budgets: the connection is not read while more than kHttpAnswersUnreadMark of its bytes wait in
 // the socket's queue (nghttp2 keeps the rest of the answers, bounded by the streams, until the

@@ -201,3 +201,21 @@ def test_open_request_gets_the_shutdown_grace(stack):
     assert stdout == "200"
     assert relay.process.wait(30) == 0  # and exits once nothing is open
 
+
+
+def test_idle_h2_connection_outlives_the_handshake_deadline(stack):
+    s = stack()
+    relay = s.relayd
+    with h2_socket(relay) as sock:
+        sock.sendall(PREFACE + frame(0x4, 0, 0))
+        # Quiet for longer than the handshake's 5 s after the ClientHello: the keep-alive idle
+        # limit (60 s) applies now, so no GOAWAY comes. This waits on nothing happening.
+        sock.settimeout(7)
+        frames = read_frames(sock, until_type=GOAWAY)
+        assert GOAWAY not in [kind for kind, _, _ in frames]
+        sock.settimeout(15)
+        authority = rh.DOMAIN.encode()
+        block = bytes([0x82, 0x87, 0x84, 0x41, len(authority)]) + authority  # GET https /
+        sock.sendall(frame(0x1, 0x5, 1, block))
+        frames = read_frames(sock, until_type=0x1)
+        assert frames and frames[-1][0] == 0x1, frames
