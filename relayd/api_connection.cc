@@ -92,7 +92,9 @@ ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* str
 ApiConnection::~ApiConnection() {
   *gone_ = true;
   endHandshake();
+  context_.apiConnections.erase(this);
   if (proxyCall_ != 0) relay_.apiProxy().cancel(proxyCall_);
+  for (const auto& [streamId, call] : h2Calls_) relay_.apiProxy().cancel(call);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,6 +128,16 @@ void ApiConnection::onTlsHandshakeDone() {
   context_.metrics.apiHandshakeOk.Increment();
   phase_ = Phase::kHttp;
   if (!takeSourceConnectionSlot()) return;
+  context_.apiConnections.insert(this);
+  if (tls_.alpn() == "h2") {
+    if (!startHttp2()) {
+      fail();
+      return;
+    }
+    armTimer(kKeepAliveIdleMs);  // replaces the handshake deadline
+    flushHttp2();                // our SETTINGS
+    return;
+  }
   HttpParserLimits limits;
   limits.maxBodyBytes = 1024 * 1024;
   parser_ = std::make_unique<HttpParser>(HttpParser::Kind::kRequest, limits);
@@ -170,6 +182,15 @@ bool ApiConnection::takeSourceConnectionSlot() {
   if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
     kLog.warn("API connection refused: the source holds its share of API connections",
               {{"source", sourceKey_}, {"limit", limit}, {"suppressed", suppressed}});
+  }
+  if (tls_.alpn() == "h2") {
+    // An HTTP/1.1 answer would be garbage to it: GOAWAY ENHANCE_YOUR_CALM, then the close.
+    if (startHttp2()) {
+      h2_->refuseConnection();
+      flushHttp2();
+    }
+    if (phase_ != Phase::kClosing) closeTransport(false);
+    return false;
   }
   // The handshake is done, so the client can read why; nothing it sent is looked at.
   respondError(429, "RateLimitedError", "too many connections from this address; retry later", true,
@@ -250,6 +271,15 @@ void ApiConnection::onWritten(size_t) {
     return;
   }
   if (bridge_) bridge_->onTransportWritten();
+  if (phase_ == Phase::kHttp2) {
+    if (answersUnread()) return;
+    if (readPausedForAnswers_) {
+      readPausedForAnswers_ = false;
+      stream_->startReading();
+    }
+    processHttp2();  // input held while paused, then what nghttp2 has left to send
+    return;
+  }
   if (phase_ != Phase::kHttp || answersUnread()) return;
   if (readPausedForAnswers_) {
     readPausedForAnswers_ = false;
@@ -280,6 +310,14 @@ void ApiConnection::onTimer(TimerEntry*, void* owner) {
     self->endHandshake();
   }
   if (self->phase_ == Phase::kWaiting || self->phase_ == Phase::kBridge) return;
+  if (self->phase_ == Phase::kHttp2) {
+    // Idle for a minute with no stream open: GOAWAY, then the close once it is written.
+    self->h2GoingAway_ = true;
+    self->h2_->goAway();
+    self->flushHttp2();
+    if (self->phase_ == Phase::kHttp2) self->closeTransport(false);
+    return;
+  }
   self->stream_->close(self->phase_ != Phase::kClosing);
 }
 

@@ -1,23 +1,30 @@
 // A connection to the API domain: TLS terminated here with the certificate controld pushed, then
-// HTTP/1.1. GET /api/tunnel/<id>/bridge with an upgrade becomes a BridgeSession on the same
-// connection; every other request is proxied to controld's unix socket with the client's address,
-// one at a time (pipelined requests wait their turn, and wait while more than 256 KiB of earlier
-// answers are unread). While controld cannot be reached the answer is 503 with a JSON error. Past
-// its handshake and until it becomes a bridge, a connection holds one of its source address's
-// MAX_API_CONNECTIONS_PER_SOURCE slots; one that finds none is answered 429 and closed.
+// HTTP/2 when the client chose h2 by ALPN (api_connection_h2.cc over ApiHttp2Session: each stream
+// is one request proxied as below, several at once), else HTTP/1.1. GET /api/tunnel/<id>/bridge
+// with an upgrade becomes a BridgeSession on the same connection; every other request is proxied to
+// controld's unix socket with the client's address, one at a time (pipelined requests wait their
+// turn, and wait while more than 256 KiB of earlier answers are unread). While controld cannot be
+// reached the answer is 503 with a JSON error. Past its handshake and until it becomes a bridge, a
+// connection holds one of its source address's MAX_API_CONNECTIONS_PER_SOURCE slots; one that finds
+// none is answered 429 and closed (h2: GOAWAY ENHANCE_YOUR_CALM). When relayd starts draining, an
+// idle HTTP/1.1 connection is closed, a busy one closes after its answer (Connection: close), and
+// an h2 one gets GOAWAY and closes once its open streams are answered.
 //
 // Owned by itself; freed in its socket's close callback. Loop thread only.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/http_parser.h"
 #include "common/tcp_stream.h"
 #include "common/tls_stream.h"
+#include "relayd/api_http2_session.h"
 #include "relayd/bridge_session.h"
 #include "relayd/relay_context.h"
 #include "relayd/source_counts.h"
@@ -28,7 +35,8 @@ class Relay;
 
 class ApiConnection final : public TcpStream::Handler,
                             public BridgeTransport,
-                            public tls::TlsStream::Owner {
+                            public tls::TlsStream::Owner,
+                            public ApiHttp2Session::Handler {
  public:
   // Takes over `stream` (whose ClientHello, `hello`, was read but not yet given to TLS).
   // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it, and
@@ -66,8 +74,16 @@ class ApiConnection final : public TcpStream::Handler,
   void onTlsFailed() override;
   [[nodiscard]] bool wantsTlsPlaintext() const override;
 
+  // ApiHttp2Session::Handler
+  void onHttp2Request(Http2Request request) override;
+  void onHttp2StreamClosed(int32_t streamId) override;
+  void onHttp2Refused(int status) override;
+
+  // relayd started draining (Relay::startDrain, through RelayContext::apiConnections).
+  void onDrainStarted();
+
  private:
-  enum class Phase : uint8_t { kHandshake, kHttp, kWaiting, kBridge, kClosing };
+  enum class Phase : uint8_t { kHandshake, kHttp, kWaiting, kHttp2, kBridge, kClosing };
   static constexpr uint64_t kKeepAliveIdleMs = 60'000;
 
   ApiConnection(RelayContext& context, Relay& relay, TcpStream* stream);
@@ -89,6 +105,13 @@ class ApiConnection final : public TcpStream::Handler,
                     const std::vector<std::pair<std::string, std::string>>& extra = {});
   void requestDone(bool close);
   void fail();
+  // HTTP/2 (api_connection_h2.cc)
+  bool startHttp2();
+  void processHttp2();
+  void flushHttp2();
+  void dispatchHttp2();
+  void proxyHttp2(Http2Request request);
+  [[nodiscard]] bool http2AnswersUnread() const;
   void armTimer(uint64_t delayMs);
   static void onTimer(TimerEntry* entry, void* owner);
 
@@ -107,7 +130,13 @@ class ApiConnection final : public TcpStream::Handler,
   std::string sourceKey_;        // peerSourceKey of the peer; empty: not limited per source
   bool readPausedForAnswers_ = false;
   bool readPausedByBridge_ = false;
-  bool gotHttp_ = false;  // plaintext for the HTTP phase arrived in the current receive
+  bool gotHttp_ = false;         // plaintext for the HTTP phase arrived in the current receive
+  bool partialRequest_ = false;  // HTTP/1.1: part of a request was parsed, the rest is awaited
+  std::unique_ptr<ApiHttp2Session> h2_;
+  std::unordered_map<int32_t, uint64_t> h2Calls_;  // stream -> its call to controld
+  std::deque<Http2Request> h2Waiting_;  // complete requests held while answers are unread
+  bool h2Flushing_ = false;
+  bool h2GoingAway_ = false;
   TimerEntry timer_;
   std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it
 };

@@ -1,8 +1,6 @@
 // ApiConnection's HTTP phase (api_connection.h): requests parsed one at a time, the bridge
 // upgrade checked with the relay, every other request proxied to controld and its answer
 // re-framed for this connection. The TLS and closing side is in api_connection.cc.
-#include <algorithm>
-#include <array>
 #include <string_view>
 #include <utility>
 
@@ -17,16 +15,6 @@ namespace ot::relayd {
 
 namespace {
 
-// Headers that describe one hop; never forwarded to controld or back.
-constexpr std::array<std::string_view, 8> kHopHeaders = {
-    "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-    "upgrade",    "te",         "content-length",   "x-opentunnel-client-address"};
-
-bool isHopHeader(std::string_view name) {
-  return std::any_of(kHopHeaders.begin(), kHopHeaders.end(),
-                     [name](std::string_view hop) { return httpNameEquals(hop, name); });
-}
-
 std::vector<uint8_t> toBytes(const std::string& text) {
   return {text.begin(), text.end()};
 }
@@ -34,6 +22,10 @@ std::vector<uint8_t> toBytes(const std::string& text) {
 }  // namespace
 
 void ApiConnection::processHttp() {
+  if (phase_ == Phase::kHttp2) {
+    processHttp2();
+    return;
+  }
   while (phase_ == Phase::kHttp && !httpInput_.empty()) {
     // Pipelined requests wait, and the client is not read, while it leaves our answers unread
     // (onWritten resumes).
@@ -49,6 +41,7 @@ void ApiConnection::processHttp() {
     const HttpParseResult result = parser_->feed(std::span<const uint8_t>(httpInput_));
     switch (result.status) {
       case HttpParseStatus::kNeedMore:
+        partialRequest_ = partialRequest_ || !httpInput_.empty();
         httpInput_.clear();
         return;
       case HttpParseStatus::kDone:
@@ -57,6 +50,7 @@ void ApiConnection::processHttp() {
                          httpInput_.begin() + static_cast<std::ptrdiff_t>(result.consumed));
         HttpMessage request = parser_->takeMessage();
         parser_->reset();
+        partialRequest_ = false;
         handleRequest(
             request);  // an upgrade to any path but the bridge is proxied like any request
         break;

@@ -1,6 +1,7 @@
 #include "relayd/api_proxy.h"
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <unordered_map>
@@ -278,6 +279,14 @@ size_t ApiProxy::failAll(const std::string& why) {
 
 size_t ApiProxy::inFlight() const {
   return impl_->calls.size();
+}
+
+bool isHopHeader(std::string_view name) {
+  static constexpr std::array<std::string_view, 8> kHopHeaders = {
+      "connection", "keep-alive", "proxy-connection", "transfer-encoding",
+      "upgrade",    "te",         "content-length",   "x-opentunnel-client-address"};
+  return std::any_of(kHopHeaders.begin(), kHopHeaders.end(),
+                     [name](std::string_view hop) { return httpNameEquals(hop, name); });
 }
 
 std::vector<uint8_t> jsonErrorResponse(

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/http_parser.h"
@@ -56,6 +57,10 @@ class ApiProxy {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Header fields that describe one hop (Connection and the fields it governs, the framing, the
+// client-address field only relayd may set): never forwarded to controld or back.
+[[nodiscard]] bool isHopHeader(std::string_view name);
 
 // 503 {"_tag":"ServiceUnavailableError","message":"<message>"} with Content-Type
 // application/json, Content-Length, Retry-After: 5, and Connection: close when `close`.

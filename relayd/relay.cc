@@ -10,6 +10,7 @@
 #include "common/log_throttle.h"
 #include "common/tcp_stream.h"
 #include "common/websocket_frame.h"
+#include "relayd/api_connection.h"
 #include "relayd/attach_checks.h"
 #include "relayd/bridge_session.h"
 #include "relayd/drain_pace.h"
@@ -352,7 +353,15 @@ void Relay::startDrain() {
   control_->draining(unixNowMs() + static_cast<int64_t>(context_.config.shutdownDrainMs));
   drainQueue_.clear();
   for (const auto& [key, bridge] : bridges_) drainQueue_.push_back(key);
-  kLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())}});
+  kLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())},
+                         {"api_connections", std::to_string(context_.apiConnections.size())}});
+  // Idle keep-alive API connections close now (h2: GOAWAY), so a proxy in front moves its pooled
+  // connections elsewhere; busy ones close after their answer (Connection: close).
+  const std::vector<ApiConnection*> apiConnections(context_.apiConnections.begin(),
+                                                   context_.apiConnections.end());
+  for (ApiConnection* connection : apiConnections) {
+    if (context_.apiConnections.count(connection) != 0) connection->onDrainStarted();
+  }
   // Spread: 5,000 a second, and all of them within 5 s however many there are (drain_pace.h).
   drainPerStep_ = drainPerStep(drainQueue_.size());
   drainStep();

@@ -24,6 +24,8 @@
 
 namespace ot::relayd {
 
+class ApiConnection;
+
 // The write backlog of relayd's connections. The high mark is above a bridge's own visitor mark
 // (1 MiB, bridge_session), so a bridge whose client reads slowly pauses its visitors first and
 // keeps reading the client. The hard limit leaves room above the high mark for the largest single
@@ -109,6 +111,9 @@ struct RelayContext final : TcpStreamContext {
   SourceCounts apiConnectionsBySource;
   SourceCounts tunnelSlotsBySource;
   bool draining = false;
+  // API connections past their handshake (ApiConnection registers itself): told when a drain
+  // starts, and counted by the shutdown grace.
+  std::unordered_set<ApiConnection*> apiConnections;
   std::unordered_set<TcpStream*> streams;  // every open TcpStream (kept by TcpStream itself)
 
  private:

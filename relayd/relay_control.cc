@@ -103,7 +103,7 @@ void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
       certificate.fingerprint_sha256() == apiFingerprint_)
     return;
   auto ctx = tls::makeServerContext(certificate.certificate_chain_pem(),
-                                    certificate.private_key_pem(), {"http/1.1"});
+                                    certificate.private_key_pem(), {"h2", "http/1.1"});
   if (!ctx.ok()) {
     kLog.error("the API certificate from controld is unusable", {{"error", ctx.error().message}});
     return;

@@ -25,6 +25,10 @@ namespace {
 
 const log::Logger kLog("relayd");
 
+// Once relayd stops listening, open API requests get up to this long (the spec's 10 s).
+constexpr uint64_t kShutdownGraceMs = 10'000;
+constexpr uint64_t kGraceCheckMs = 50;
+
 // At most as many connections as three quarters of memory hold at 64 KB each, and 60,000.
 uint64_t connectionLimit() {
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -52,13 +56,15 @@ struct RelayServer::Impl {
   uv_signal_t sigterm{};
   uv_signal_t sigint{};
   uv_timer_t shutdownTimer{};
-  int phase = 0;  // 0 serving, 1 draining, 2 stopping
+  int phase = 0;               // 0 serving, 1 draining, 2 stopping
+  uint64_t graceEndsAtMs = 0;  // phase 2: when what is still open is cut
 
   // GET /health on HTTP_LISTEN: 200 or 503 and the JSON of relay_health.h.
   PlainResponse healthAnswer() const;
   void beginShutdown();
   int failStartup();
   void finishDrain();
+  void checkGrace();
   void stopEverything();
 };
 
@@ -218,10 +224,29 @@ void RelayServer::Impl::finishDrain() {
   tlsListener->close();
   if (httpServer) httpServer->close();
   relay->closeAllBridges();
-  // Give close handshakes and open API requests a moment, then stop.
+  kLog.info("drain over: stopped listening",
+            {{"api_requests", std::to_string(relay->apiProxy().inFlight())},
+             {"grace_ms", std::to_string(kShutdownGraceMs)}});
+  // Open API requests (and the bridges' close handshakes) get up to kShutdownGraceMs; relayd stops
+  // as soon as none is left.
+  graceEndsAtMs = uv_now(&loop) + kShutdownGraceMs;
   uv_timer_start(
-      &shutdownTimer,
-      [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->stopEverything(); }, 1'000, 0);
+      &shutdownTimer, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->checkGrace(); }, 0,
+      kGraceCheckMs);
+}
+
+void RelayServer::Impl::checkGrace() {
+  const bool idle = relay->apiProxy().inFlight() == 0 && context->apiConnections.empty() &&
+                    relay->bridgeCount() == 0;
+  if (!idle && uv_now(&loop) < graceEndsAtMs) return;
+  if (!idle) {
+    kLog.warn("shutdown grace over: cutting what is still open",
+              {{"api_requests", std::to_string(relay->apiProxy().inFlight())},
+               {"api_connections", std::to_string(context->apiConnections.size())},
+               {"bridges", std::to_string(relay->bridgeCount())}});
+  }
+  uv_timer_stop(&shutdownTimer);
+  stopEverything();
 }
 
 void RelayServer::Impl::stopEverything() {
