@@ -224,7 +224,7 @@ void ControldServer::buildRelaySide() {
 
   jobGauges_.emplace(*store_, metrics_);
   RateLimitSweeperOptions rateSweep;
-  rateSweep.owner = config_.machineId;
+  rateSweep.owner = config_.identity.machineId;
   rateSweeper_.emplace(*store_, *store_, std::move(rateSweep), &metrics_);
 
   usage_.emplace(*store_);
