@@ -59,6 +59,17 @@ def stop_process(process, sig=signal.SIGTERM, timeout=30):
     return process.returncode
 
 
+def popen_with_nofile(argv, env, log, nofile):
+    """Starts `argv` with RLIMIT_NOFILE soft = hard = `nofile` (lowering both: the daemons raise
+    their soft limit to the hard one at start), its output appended to `log`."""
+    import resource
+
+    def lower():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=lower, close_fds=True)
+
+
 class UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=10):
         super().__init__("localhost", timeout=timeout)

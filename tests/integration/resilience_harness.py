@@ -10,7 +10,6 @@ import http.client
 import json
 import os
 import re
-import resource
 import signal
 import socket
 import subprocess
@@ -375,13 +374,7 @@ class LimitedRelayd(rh.Relayd):
 
     def start(self, wait=True):
         self.log = open(self.log_path, "ab")
-        limit = self.nofile
-
-        def lower():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-        self.process = subprocess.Popen([str(rh.RELAYD)], env=self.env, stdout=self.log,
-                                        stderr=subprocess.STDOUT, preexec_fn=lower,
-                                        close_fds=True)
+        self.process = harness.popen_with_nofile([str(rh.RELAYD)], self.env, self.log, self.nofile)
         if wait:
             self.wait_ready()
         return self

@@ -282,13 +282,8 @@ class LimitedControld(harness.Controld):
 
     def start(self, wait=True):
         self.log = open(self.log_path, "ab")
-        limit = self.nofile
-
-        def lower():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-        self.process = subprocess.Popen([str(harness.CONTROLD)], env=self.env, stdout=self.log,
-                                        stderr=subprocess.STDOUT, preexec_fn=lower,
-                                        close_fds=True)
+        self.process = harness.popen_with_nofile([str(harness.CONTROLD)], self.env, self.log,
+                                                 self.nofile)
         if wait:
             self.wait_healthy()
         return self
