@@ -250,6 +250,9 @@ std::optional<int> ControldServer::listen() {
   pool_.emplace();
   HttpServerOptions apiOptions;
   apiOptions.metrics = &metrics_;  // opentunnel_http_*{server="api"}, accept errors
+  // On SIGTERM a request already read (a tunnel being created, a CSR being bound) is answered
+  // rather than cut: cut, its client would see 503 from relayd for work that was done.
+  apiOptions.stopGrace = std::chrono::milliseconds(10'000);
   api_.emplace(*pool_, std::move(apiHandler_), apiOptions);
   std::vector<HttpListenerConfig> listeners;
   if (!makeSocketDirectory(config_.apiSocket)) return 1;

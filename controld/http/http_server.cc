@@ -237,6 +237,8 @@ void HttpServerCore::forget(uint64_t connection) {
   if (connections_.erase(connection) != 0 && connectionsOpen_ != nullptr) {
     connectionsOpen_->Decrement();
   }
+  // The last answer of a graceful stop went: finish on the next turn, outside this close.
+  if (stopping_ && connections_.empty()) uv_async_send(&wake_);
 }
 
 // Loop thread. Every handle is closed; uv_run returns once their close callbacks ran.
@@ -250,11 +252,34 @@ void HttpServerCore::closeAll() {
   while (!connections_.empty()) connections_.begin()->second->close();
 }
 
+// Loop thread. A stop with a grace: no new connections, none kept between requests, and every
+// request already read is answered (with Connection: close) within the grace; sweep() ends it.
+void HttpServerCore::beginStop() {
+  const uint64_t grace = millis(options_.stopGrace);
+  if (grace == 0) {
+    closeAll();
+    return;
+  }
+  stopping_ = true;
+  draining_.store(true);
+  stopDeadline_ = uv_now(&loop_) + grace;
+  listeners_.clear();  // each AcceptLoop closes its handles
+  sweep();             // connections between requests close now
+  log_.info("HTTP server stopping: answering open requests",
+            {{"server", options_.name}, {"connections", connections_.size()}, {"grace_ms", grace}});
+  if (connections_.empty()) closeAll();
+}
+
 void HttpServerCore::onWake() {
   if (closing_) return;
   if (stopRequested_.load()) {
-    closeAll();
-    return;
+    if (!stopping_) {
+      beginStop();
+      if (closing_) return;
+    } else if (connections_.empty()) {
+      closeAll();
+      return;
+    }
   }
   for (auto& completion : dispatch_->mailbox.take()) {
     // The connection may have closed meanwhile (a write error, a reset): then nobody waits.
@@ -308,6 +333,12 @@ void HttpServerCore::onAcceptError(const net::AcceptFailure& failure) {
 void HttpServerCore::sweep() {
   if (closing_) return;
   const uint64_t now = uv_now(&loop_);
+  if (stopping_ && now >= stopDeadline_) {
+    log_.warn("HTTP server stop grace over: cutting open requests",
+              {{"server", options_.name}, {"connections", connections_.size()}});
+    closeAll();
+    return;
+  }
   const bool isDraining = draining();
   std::vector<HttpConnection*> expired;
   for (const auto& [id, connection] : connections_) {

@@ -72,6 +72,10 @@ struct HttpServerOptions {
   // How long accepting stops after accept() failed for lack of descriptors (or memory).
   std::chrono::milliseconds acceptPause{500};
   int backlog = 16384;
+  // stop(): 0 closes every connection at once. Otherwise the listeners close at once, connections
+  // between requests close, and a request already read or being answered gets up to this long
+  // to be answered (Connection: close) before the rest is cut.
+  std::chrono::milliseconds stopGrace{0};
   // Optional: <prefix>_http_requests_total{server,status_class},
   // <prefix>_http_connections_open{server}, <prefix>_http_connections_rejected_total{server} and
   // <prefix>_accept_errors_total{server,error}.

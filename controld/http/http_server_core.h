@@ -92,6 +92,7 @@ class HttpServerCore {
   };
 
   void closeAll();
+  void beginStop();
   void onWake();
   void onAccept(const Listener& listener, int fd, const sockaddr_storage& peer);
   void onAcceptError(const net::AcceptFailure& failure);
@@ -115,6 +116,8 @@ class HttpServerCore {
 
   // Loop thread only.
   bool closing_ = false;
+  bool stopping_ = false;      // stop() with a grace: listeners closed, waiting for answers
+  uint64_t stopDeadline_ = 0;  // uv_now at which the grace ends
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unordered_map<uint64_t, HttpConnection*> connections_;  // owned, see above
   uint64_t nextConnectionId_ = 1;

@@ -539,6 +539,44 @@ TEST_CASE("http server: stop() closes open connections and returns promptly") {
   f.reset();         // the blocked handler finishes now; its response has nowhere to go
 }
 
+TEST_CASE("http server: stop() with a grace answers the requests already read, then closes") {
+  HttpServerOptions options;
+  options.stopGrace = 10s;
+  auto f = std::make_unique<Fixture>(options);
+  f->start();
+  Client idle = f->tcp();
+  idle.send(get("/echo"));
+  REQUIRE(idle.response());
+  Client blocked = f->unixClient();
+  blocked.send(post("/block", "created?"));
+  REQUIRE(f->gate.waitEntered(1));
+
+  std::jthread stopper([&] { f->server.stop(); });
+  // Between requests: closed at once. New connections: refused (the listeners are gone).
+  CHECK(idle.waitEof());
+  CHECK_FALSE(std::filesystem::exists(f->socketPath));
+  f->gate.open();
+  const auto answer = blocked.response();
+  REQUIRE(answer.has_value());
+  CHECK(answer->status == 200);
+  CHECK(bodyOf(answer)["body"] == "created?");
+  CHECK(answer->header("Connection").value_or("") == "close");
+  CHECK(blocked.waitEof());
+}
+
+TEST_CASE("http server: stop() cuts what is still open when its grace ends") {
+  HttpServerOptions options;
+  options.stopGrace = 300ms;
+  auto f = std::make_unique<Fixture>(options);
+  f->start();
+  Client blocked = f->tcp();
+  blocked.send(get("/block"));
+  REQUIRE(f->gate.waitEntered(1));
+  f->server.stop();  // the handler never returns within the grace
+  CHECK_FALSE(blocked.response().has_value());
+  f.reset();
+}
+
 TEST_CASE("http server: a stale unix socket file is replaced, a live one or a file is not") {
   TempDir dir;
   const std::string path = dir.file("stale.sock");
