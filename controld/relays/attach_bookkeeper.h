@@ -83,7 +83,6 @@ class AttachBookkeeper {
   std::unordered_set<std::string> pending_;
   // tunnel -> its lastConnectedAt as this process last wrote or read it (pruned after the hour)
   std::unordered_map<std::string, int64_t> recent_;
-  int64_t prunedAtMs_ = 0;
   uint64_t dropped_ = 0;
   uint64_t writes_ = 0;
 
