@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/tls_stream.h"
+#include "tests/load/owned_write.h"
 
 namespace ot::load {
 namespace {
@@ -52,11 +53,6 @@ class Handshake final : private tls::TlsStream::Owner {
   }
 
  private:
-  struct Write {
-    uv_write_t req{};
-    std::vector<uint8_t> bytes;
-  };
-
   static void onConnect(uv_connect_t* req, int status) {
     auto* self = static_cast<Handshake*>(req->data);
     if (self->closing_) return;
@@ -91,17 +87,7 @@ class Handshake final : private tls::TlsStream::Owner {
 
   bool sendCiphertext(std::vector<uint8_t> bytes) override {
     if (closing_) return false;
-    auto* write = new Write;
-    write->bytes = std::move(bytes);
-    write->req.data = write;
-    uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(write->bytes.data()),
-                               static_cast<unsigned>(write->bytes.size()));
-    if (uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1,
-                 [](uv_write_t* req, int) { delete static_cast<Write*>(req->data); }) != 0) {
-      delete write;
-      return false;
-    }
-    return true;
+    return writeOwned(reinterpret_cast<uv_stream_t*>(&tcp_), std::move(bytes));
   }
   void onTlsHandshakeDone() override { finish(true); }
   void onTlsPlaintext(std::span<uint8_t>) override {}

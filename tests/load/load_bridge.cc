@@ -11,6 +11,7 @@
 
 #include "common/bridge_control.h"
 #include "common/websocket_frame.h"
+#include "tests/load/owned_write.h"
 
 namespace ot::load {
 namespace {
@@ -148,20 +149,7 @@ void LoadBridge::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* bu
 
 bool LoadBridge::sendCiphertext(std::vector<uint8_t> bytes) {
   if (!tcpOpen_ || phase_ == Phase::kClosing || phase_ == Phase::kStopped) return false;
-  auto* request = new WriteRequest;
-  request->bytes = std::move(bytes);
-  request->req.data = request;
-  uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(request->bytes.data()),
-                             static_cast<unsigned>(request->bytes.size()));
-  if (uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1, onWriteCb) != 0) {
-    delete request;
-    return false;
-  }
-  return true;
-}
-
-void LoadBridge::onWriteCb(uv_write_t* req, int) {
-  delete static_cast<WriteRequest*>(req->data);
+  return writeOwned(reinterpret_cast<uv_stream_t*>(&tcp_), std::move(bytes));
 }
 
 void LoadBridge::onTlsHandshakeDone() {

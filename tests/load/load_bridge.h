@@ -71,10 +71,6 @@ class LoadBridge final : private tls::TlsStream::Owner {
     kClosing,  // the socket is closing; the retry wait starts in its close callback
     kStopped,
   };
-  struct WriteRequest {
-    uv_write_t req{};
-    std::vector<uint8_t> bytes;
-  };
   struct Visitor {
     bool peerEnded = false;
     bool ended = false;
@@ -94,7 +90,6 @@ class LoadBridge final : private tls::TlsStream::Owner {
   static void onConnectCb(uv_connect_t* req, int status);
   static void onAllocCb(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
-  static void onWriteCb(uv_write_t* req, int status);
   static void onCloseCb(uv_handle_t* handle);
   static void onTimerCb(uv_timer_t* timer);
   static void onTimerClosedCb(uv_handle_t* handle);

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "tests/load/owned_write.h"
+
 namespace ot::load {
 namespace {
 
@@ -53,10 +55,6 @@ class Visitor {
   void start();
 
  private:
-  struct Write {
-    uv_write_t req{};
-    std::vector<uint8_t> bytes;
-  };
   static void onConnect(uv_connect_t* req, int status);
   static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   void send(std::vector<uint8_t> bytes);
@@ -197,16 +195,7 @@ void Visitor::expect(std::vector<uint8_t> bytes) {
 }
 
 void Visitor::send(std::vector<uint8_t> bytes) {
-  auto* write = new Write;
-  write->bytes = std::move(bytes);
-  write->req.data = write;
-  uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(write->bytes.data()),
-                             static_cast<unsigned>(write->bytes.size()));
-  if (uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1,
-               [](uv_write_t* req, int) { delete static_cast<Write*>(req->data); }) != 0) {
-    delete write;
-    finish(false);
-  }
+  if (!writeOwned(reinterpret_cast<uv_stream_t*>(&tcp_), std::move(bytes))) finish(false);
 }
 
 void Visitor::finish(bool ok) {
