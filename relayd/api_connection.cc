@@ -203,6 +203,16 @@ bool ApiConnection::answersUnread() const {
          stream_->queuedBytes() > kHttpAnswersUnreadMark;
 }
 
+bool ApiConnection::pausedForUnreadAnswers() {
+  if (!answersUnread()) return false;
+  if (!readPausedForAnswers_ && stream_ != nullptr) {
+    readPausedForAnswers_ = true;
+    context_.metrics.peerBacklogPaused.Increment();
+    stream_->stopReading();  // onWritten resumes
+  }
+  return true;
+}
+
 void ApiConnection::sendPlain(std::span<const uint8_t> bytes) {
   if (phase_ == Phase::kHandshake || stream_ == nullptr || stream_->closing()) return;
   if (!tls_.write(bytes)) fail();

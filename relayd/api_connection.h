@@ -96,6 +96,8 @@ class ApiConnection final : public TcpStream::Handler,
   bool takeSourceConnectionSlot();
   // More of our answers than kHttpAnswersUnreadMark wait for the client: no next request.
   [[nodiscard]] bool answersUnread() const;
+  // While answersUnread(): stop reading the client (once, counted) and say so (true).
+  bool pausedForUnreadAnswers();
   void processHttp();
   void handleRequest(const HttpMessage& request);
   void handleBridgeUpgrade(const HttpMessage& request, const std::string& tunnelId);

@@ -49,14 +49,7 @@ bool ApiConnection::http2AnswersUnread() const {
 
 void ApiConnection::processHttp2() {
   if (phase_ != Phase::kHttp2 || stream_ == nullptr) return;
-  if (answersUnread()) {
-    if (!readPausedForAnswers_) {
-      readPausedForAnswers_ = true;
-      context_.metrics.peerBacklogPaused.Increment();
-      stream_->stopReading();
-    }
-    return;
-  }
+  if (pausedForUnreadAnswers()) return;
   if (!httpInput_.empty()) {
     std::vector<uint8_t> input;
     input.swap(httpInput_);

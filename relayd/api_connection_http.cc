@@ -30,14 +30,7 @@ void ApiConnection::processHttp() {
     // Pipelined requests wait, and the client is not read, while it leaves our answers unread
     // (onWritten resumes).
     if (stream_ == nullptr) return;
-    if (answersUnread()) {
-      if (!readPausedForAnswers_) {
-        readPausedForAnswers_ = true;
-        context_.metrics.peerBacklogPaused.Increment();
-        stream_->stopReading();
-      }
-      return;
-    }
+    if (pausedForUnreadAnswers()) return;
     const HttpParseResult result = parser_->feed(std::span<const uint8_t>(httpInput_));
     switch (result.status) {
       case HttpParseStatus::kNeedMore:
