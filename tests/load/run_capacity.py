@@ -67,6 +67,7 @@ class Controld:
             "ISSUER": "local", "DATABASE_URL": "sqlite:" + str(state / "controld.db"),
             "METRICS_LISTEN": "off", "LOG_LEVEL": "warn", "CREATE_RATE_PER_HOUR": "0",
             "ISSUANCE_RATE_PER_DAY": "0", "ISSUANCE_BACKLOG_LIMIT": "0",
+            "STATE_DIR": str(state),  # its machine-id lives with the seeded tunnels, not in the cwd
         }
         self.log = open(state / "controld.log", "ab")
         self.process = subprocess.Popen([str(build / "controld/controld")], env=self.env,
