@@ -379,9 +379,12 @@ void BridgeSession::onStall(TimerEntry*, void* owner) {
   std::vector<StreamForBridge*> slow;
   for (auto& [id, entry] : self->streams_) {
     if (entry.visitor->pendingToVisitor() == 0) continue;
+    // A visitor that arrived during the wait had less than the whole wait to take anything (a
+    // new one may only hold its TLS ServerHello, written and not yet confirmed): the next wait
+    // judges it, if the bridge is still over budget then.
     auto before = self->stallAcked_.find(id);
-    const uint64_t start = before == self->stallAcked_.end() ? 0 : before->second;
-    if (entry.visitor->tookTooLittleSince(start)) slow.push_back(entry.visitor);
+    if (before == self->stallAcked_.end()) continue;
+    if (entry.visitor->tookTooLittleSince(before->second)) slow.push_back(entry.visitor);
   }
   for (StreamForBridge* visitor : slow) {
     self->context_.metrics.backpressureReset.Increment();

@@ -357,6 +357,34 @@ TEST_CASE_FIXTURE(BridgeRig,
   CHECK(resets == 4);
 }
 
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: a visitor that arrived during a wait is not judged by it (a "
+                  "new visitor's first bytes are not 'taking nothing')") {
+  attach();
+  std::vector<FakeStream*> stalled;
+  for (size_t i = 0; i < 9; ++i) {
+    FakeStream& stream = open();
+    stalled.push_back(&stream);
+    dataFromClient(stream.id, bridge::kRelayWindow);
+  }
+  REQUIRE(transport.paused);
+  advance(static_cast<int64_t>(ot::relayd::kSlowVisitorWaitMs) / 2);
+  stalled[8]->finish();  // under budget again: the bridge reads, the wait stays armed
+  REQUIRE_FALSE(transport.paused);
+  FakeStream& late = open();
+  dataFromClient(late.id, 4096);  // its TLS ServerHello, written and not yet confirmed taken
+  advance(static_cast<int64_t>(ot::relayd::kSlowVisitorWaitMs) / 2 + context->wheel.tickMs());
+  CHECK(metrics.backpressureStall.Value() == 1);
+  for (size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    REQUIRE(stalled[i]->abortedWith.has_value());
+    CHECK(*stalled[i]->abortedWith == bridge::ResetReason::kTooSlow);
+  }
+  CHECK_FALSE(late.abortedWith.has_value());
+  CHECK(metrics.backpressureReset.Value() == 8);
+  CHECK(session->streamCount() == 1);
+}
+
 TEST_CASE_FIXTURE(
     BridgeRig,
     "bridge session: the client's end and reset reach the stream; data after end is an error") {
