@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "relayd/connection_cap.h"
 #include "relayd/inbound_connection.h"
 #include "relayd/listener.h"
 #include "relayd/plain_http_server.h"
@@ -29,13 +31,49 @@ const log::Logger kLog("relayd");
 constexpr uint64_t kShutdownGraceMs = 10'000;
 constexpr uint64_t kGraceCheckMs = 50;
 
-// At most as many connections as three quarters of memory hold at 64 KB each, and 60,000.
-uint64_t connectionLimit() {
+// What this process may use: physical memory, or the cgroup's memory.max (v2) when lower.
+uint64_t memoryForProcess(std::string& source) {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long pageSize = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || pageSize <= 0) return 60'000;
-  const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
-  return std::min<uint64_t>(60'000, memory / 4 * 3 / (64 * 1024));
+  uint64_t memory = 0;
+  source = "unknown";
+  if (pages > 0 && pageSize > 0) {
+    memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+    source = "physical";
+  }
+  if (FILE* file = std::fopen("/sys/fs/cgroup/memory.max", "re")) {
+    unsigned long long limit = 0;
+    // "max" (no limit) does not parse as a number and leaves physical memory.
+    if (std::fscanf(file, "%llu", &limit) == 1 && limit > 0 && (memory == 0 || limit < memory)) {
+      memory = limit;
+      source = "cgroup";
+    }
+    std::fclose(file);
+  }
+  return memory;
+}
+
+// The public connection cap from memory and descriptors (connection_cap.h), logged with its inputs.
+uint64_t connectionLimit(const RelaydConfig& config) {
+  ConnectionCapInputs inputs;
+  std::string memorySource;
+  inputs.memoryBytes = memoryForProcess(memorySource);
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
+    inputs.openFileLimit = files.rlim_cur;
+  inputs.bufferedBytesLimit = config.bufferedBytesLimit;
+  const ConnectionCap cap = deriveConnectionCap(inputs);
+  kLog.info("connection cap", {{"max_connections", std::to_string(cap.limit)},
+                               {"bound_by", std::string(cap.boundBy)},
+                               {"memory_bytes", std::to_string(inputs.memoryBytes)},
+                               {"memory_source", memorySource},
+                               {"buffered_bytes_limit", std::to_string(inputs.bufferedBytesLimit)},
+                               {"bytes_per_connection", std::to_string(inputs.bytesPerConnection)},
+                               {"by_memory", std::to_string(cap.byMemory)},
+                               {"nofile", std::to_string(inputs.openFileLimit)},
+                               {"reserved_fds", std::to_string(cap.reservedDescriptors)},
+                               {"by_descriptors", std::to_string(cap.byDescriptors)}});
+  return cap.limit;
 }
 
 }  // namespace
@@ -79,7 +117,7 @@ int RelayServer::run() {
     s.config.identity.machineId =
         "m-" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
   s.context = std::make_unique<RelayContext>(&s.loop, s.config, s.relayMetrics);
-  s.context->maxConnections = connectionLimit();
+  s.context->maxConnections = connectionLimit(s.config);
 
   ControlClientOptions control;
   control.socketPath = s.config.controlSocket;
