@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <prometheus/text_serializer.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -18,8 +19,13 @@ struct FdCount {
   bool exhausted = false;  // the directory could not be opened for lack of descriptors
 };
 
-// Entries of /proc/self/fd, not counting the descriptor used to read the directory itself.
+// Open descriptors. Linux 6.2 and later give the count as the st_size of /proc/self/fd, at once;
+// before, it is the entries of the directory (not counting the descriptor used to read it), a walk
+// of every descriptor that costs relayd milliseconds per scrape at tens of thousands of bridges.
 FdCount countOpenFds() {
+  struct stat info {};
+  if (stat("/proc/self/fd", &info) == 0 && info.st_size > 0)
+    return {static_cast<double>(info.st_size), false};
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return {std::nullopt, errno == EMFILE || errno == ENFILE};
   const std::string own = std::to_string(dirfd(dir));

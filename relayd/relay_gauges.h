@@ -1,7 +1,7 @@
 // relayd's gauges computed when they are read, and its descriptor watch. refresh() runs before
 // each scrape and sets opentunnel_certificates_expiring (tunnels with a bridge here whose
 // certificate expires within 14 days, from the records controld pushed) and
-// opentunnel_loop_handles (the libuv handles alive on the loop). start() checks descriptor use
+// opentunnel_loop_handles (the libuv handles active on the loop). start() checks descriptor use
 // every few seconds (common/descriptor_watch.h), naming the handle count as its tasks.
 //
 // Loop thread only. close() before the loop's last run; the object must outlive that run (the
@@ -32,7 +32,7 @@ class RelayGauges {
   void refresh();
   void close();
 
-  // Handles on `loop`, closing ones included.
+  // Active handles on `loop` (sockets reading or writing, running timers, signals): O(1).
   [[nodiscard]] static size_t handleCount(uv_loop_t* loop);
 
  private:

@@ -96,7 +96,7 @@ class RelayMetrics {
   // opentunnel_bridge_fragment_limit_total: bridges closed (1009) for a message in too many frames.
   prometheus::Counter& bridgeFragmentLimit;
   // Set at scrape time (relay_gauges.h): opentunnel_certificates_expiring, and
-  // opentunnel_loop_handles (ours: libuv handles alive on the loop, in place of the reference's
+  // opentunnel_loop_handles (ours: libuv handles active on the loop, in place of the reference's
   // Tokio task count).
   prometheus::Gauge& certificatesExpiring;
   prometheus::Gauge& loopHandles;
