@@ -35,12 +35,19 @@ void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
     self->finishClose();  // no answer is waited for
     return;
   }
+  // Only a bridge silent for a whole heartbeat is pinged: any frame from the client counts as
+  // life (onPlaintext), so a bridge that carries traffic, or whose client pings on its own, costs
+  // no ping, only this entry's one wake-up per heartbeat.
   if (silent >= heartbeat && !self->pingOutstanding_) {
     self->pingOutstanding_ = true;
     self->sendFrame(ws::Opcode::kPing, {}, {});
   }
-  const uint64_t next =
-      silent >= heartbeat ? self->lastHeardMs_ + retireAfter : self->lastHeardMs_ + heartbeat;
+  // Not silent: look again a heartbeat after the last sign of life. Silent: a heartbeat from now,
+  // so a client that answered and fell silent again is pinged after one more heartbeat (not only
+  // when the retirement is due), and at the latest at the retirement.
+  const uint64_t next = silent < heartbeat
+                            ? self->lastHeardMs_ + heartbeat
+                            : std::min(now + heartbeat, self->lastHeardMs_ + retireAfter);
   self->context_.wheel.schedule(self->heartbeat_, now, next > now ? next - now : 0);
 }
 

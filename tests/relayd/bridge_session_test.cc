@@ -240,6 +240,17 @@ struct BridgeRig : ot::test::ManualRelayLoop {
     clock->advance(ms);
     context->wheel.advance(context->nowMs());
   }
+  // Time passing as on the loop: the wheel advanced every tick.
+  void runFor(int64_t ms) {
+    const auto tick = static_cast<int64_t>(context->wheel.tickMs());
+    for (int64_t passed = 0; passed < ms; passed += tick) advance(std::min(tick, ms - passed));
+  }
+  size_t pingsSent() const {
+    const std::vector<Sent> all = sent();
+    return static_cast<size_t>(std::count_if(all.begin(), all.end(), [](const Sent& message) {
+      return message.opcode == ws::Opcode::kPing;
+    }));
+  }
 };
 
 }  // namespace
@@ -453,4 +464,50 @@ TEST_CASE_FIXTURE(BridgeRig,
   CHECK(closeSent() == ws::kCloseServiceRestart);
   REQUIRE(relay.detached.size() == 1);
   CHECK(relay.detached[0] == DetachOutcome::kDrain);
+}
+
+TEST_CASE_FIXTURE(
+    BridgeRig,
+    "bridge session heartbeat: a bridge that carries traffic is never pinged; a "
+    "silent one is, once per heartbeat of silence, and retired when it stays silent") {
+  attach();
+  const auto heartbeat = static_cast<int64_t>(config.bridgeHeartbeatMs);
+  const auto tick = static_cast<int64_t>(context->wheel.tickMs());
+  REQUIRE(heartbeat == 15'000);
+  FakeStream& stream = open();
+  // A minute with a frame from the client every 10 s (credit, a pong, a text message): life.
+  const std::string text = "ignored after attach";
+  for (int i = 0; i < 6; ++i) {
+    runFor(10'000);
+    if (i % 3 == 0) frameFromClient(bridge::encodeCredit(stream.id, 1));
+    if (i % 3 == 1) fromClient(ws::Opcode::kPong, {});
+    if (i % 3 == 2)
+      fromClient(
+          ws::Opcode::kText,
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  }
+  CHECK(pingsSent() == 0);
+  // Silent for a heartbeat: one ping (the wheel fires within a tick or two after it).
+  runFor(heartbeat - tick);
+  CHECK(pingsSent() == 0);
+  runFor(3 * tick);
+  CHECK(pingsSent() == 1);
+  // The client answers at once and falls silent again: pinged again a heartbeat after its answer,
+  // not only when the retirement is due.
+  fromClient(ws::Opcode::kPong, {});
+  runFor(heartbeat - tick);
+  CHECK(pingsSent() == 1);
+  runFor(3 * tick);
+  CHECK(pingsSent() == 2);
+  // No answer: no second ping while one is out, and retired at the idle timeout plus a heartbeat
+  // (45 s) after the client's last frame.
+  const auto retireAfter = static_cast<int64_t>(config.bridgeIdleTimeoutMs) + heartbeat;
+  runFor(retireAfter - (heartbeat + 2 * tick) - tick);
+  CHECK(pingsSent() == 2);
+  CHECK(closeSent() == 0);
+  runFor(3 * tick);
+  CHECK(pingsSent() == 2);
+  CHECK(closeSent() == ws::kCloseGoingAway);
+  REQUIRE(relay.detached.size() == 1);
+  CHECK(relay.detached[0] == DetachOutcome::kIdleRetire);
 }
