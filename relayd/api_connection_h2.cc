@@ -81,7 +81,7 @@ void ApiConnection::flushHttp2() {
 void ApiConnection::dispatchHttp2() {
   while (!h2Waiting_.empty() && !http2AnswersUnread()) {
     Http2Request request = std::move(h2Waiting_.front());
-    h2Waiting_.pop_front();
+    h2Waiting_.erase(h2Waiting_.begin());
     proxyHttp2(std::move(request));
   }
 }

@@ -161,6 +161,9 @@ void BridgeSession::attachAllowed(uint32_t maxConns) {
   reader_.setMaxMessageSize(bridge::kMaxMessageAfterAttach);
   context_.metrics.attach(AttachOutcome::kOk);
   relay_.bridgeAttached(this);
+  // What an attached bridge no longer needs: the token (authorized) and the route error.
+  std::string().swap(attach_.token);
+  std::string().swap(attach_.routeError);
   scheduleHeartbeat();
   transport_.resumeReading();
   if (!deferredInput_.empty()) {

@@ -106,6 +106,7 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   [[nodiscard]] bool closed() const {
     return phase_ == Phase::kClosing || phase_ == Phase::kClosed;
   }
+  // The client's attach; once attached its token is released (empty).
   [[nodiscard]] const bridge::AttachRequest& attachRequest() const { return attach_; }
   [[nodiscard]] const std::string& peerAddress() const { return transport_.peerAddress(); }
   [[nodiscard]] uint64_t attachedAtUnixMs() const { return attachedAtUnixMs_; }

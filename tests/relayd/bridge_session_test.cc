@@ -511,3 +511,9 @@ TEST_CASE_FIXTURE(
   REQUIRE(relay.detached.size() == 1);
   CHECK(relay.detached[0] == DetachOutcome::kIdleRetire);
 }
+
+TEST_CASE_FIXTURE(BridgeRig, "bridge session: an attached bridge keeps no copy of its token") {
+  attach();
+  CHECK(session->attachRequest().token.empty());
+  CHECK(session->attachRequest().routes == std::vector<std::string>{""});
+}
