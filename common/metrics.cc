@@ -86,6 +86,9 @@ ProcessStats readProcessStats(std::chrono::steady_clock::time_point startedAt) {
   stats.maxFds = softFdLimit();
   const FdCount fds = countOpenFds();
   stats.openFds = fds.exhausted ? stats.maxFds : fds.count;
+  // Out of descriptors reads as the limit either way: the stat count can exceed a soft limit that
+  // was lowered below what is open, where the walk could not open the directory at all.
+  if (stats.openFds && stats.maxFds && *stats.openFds > *stats.maxFds) stats.openFds = stats.maxFds;
   stats.residentMemoryBytes = residentBytes();
   const std::chrono::duration<double> uptime = std::chrono::steady_clock::now() - startedAt;
   stats.uptimeSeconds = uptime.count() < 0 ? 0 : uptime.count();
