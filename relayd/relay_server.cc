@@ -31,7 +31,8 @@ const log::Logger kLog("relayd");
 constexpr uint64_t kShutdownGraceMs = 10'000;
 constexpr uint64_t kGraceCheckMs = 50;
 
-// What this process may use: physical memory, or the cgroup's memory.max (v2) when lower.
+// What this process may use: physical memory, or its cgroup's limit when lower (v2 memory.max,
+// v1 memory.limit_in_bytes; "max" or v1's huge "unlimited" leave physical memory).
 uint64_t memoryForProcess(std::string& source) {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long pageSize = sysconf(_SC_PAGE_SIZE);
@@ -41,14 +42,17 @@ uint64_t memoryForProcess(std::string& source) {
     memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
     source = "physical";
   }
-  if (FILE* file = std::fopen("/sys/fs/cgroup/memory.max", "re")) {
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    FILE* file = std::fopen(path, "re");
+    if (file == nullptr) continue;
     unsigned long long limit = 0;
-    // "max" (no limit) does not parse as a number and leaves physical memory.
     if (std::fscanf(file, "%llu", &limit) == 1 && limit > 0 && (memory == 0 || limit < memory)) {
       memory = limit;
       source = "cgroup";
     }
     std::fclose(file);
+    break;
   }
   return memory;
 }
