@@ -51,6 +51,19 @@ Delta sumDeltas(const std::vector<Sample>& samples, Keep keep) {
   return total;
 }
 
+void printWaits(const char* when, const WaitTally& waits) {
+  auto at = [&](WaitKind kind) { return static_cast<size_t>(kind); };
+  auto seconds = [&](WaitKind kind) {
+    return static_cast<double>(waits.longestMs[at(kind)]) / 1000;
+  };
+  std::printf("%s: attempts ended busy %" PRIu64 " (longest wait scheduled %.2f s), broken %" PRIu64
+              " (longest %.2f s); attached bridges ended or drained %" PRIu64
+              " (longest wait %.2f s)\n",
+              when, waits.count[at(WaitKind::kBusy)], seconds(WaitKind::kBusy),
+              waits.count[at(WaitKind::kBroken)], seconds(WaitKind::kBroken),
+              waits.count[at(WaitKind::kAfterAttached)], seconds(WaitKind::kAfterAttached));
+}
+
 }  // namespace
 
 std::string sampleHeader() {
@@ -170,6 +183,13 @@ void printReport(const ReportInput& in) {
                     : 0.0);
   }
 
+  printWaits("run", in.waits);
+  if (in.fatal > 0)
+    std::printf("run: %" PRIu64
+                " bridges stopped on an answer otunnel gives up on (bad_token, "
+                "invalid_route, HTTP 400/404/405/426)\n",
+                in.fatal);
+
   const StormTimes& st = in.storm;
   if (st.signalAt >= 0) {
     auto since = [&](double t) { return t >= 0 ? t - st.signalAt : -1.0; };
@@ -182,10 +202,9 @@ void printReport(const ReportInput& in) {
                   since(st.allBackAt), st.allBackAt - st.newSeenAt);
     else
       std::printf("NOT all back when the tool gave up\n");
-    std::printf("storm: %" PRIu64
-                " failed attempts, handshakes shed by the new relayd: %.0f, "
-                "longest backoff wait scheduled: %.1f s\n",
-                st.failures, st.shedAtEnd, static_cast<double>(st.longestWaitMs) / 1000);
+    std::printf("storm: %" PRIu64 " failed attempts, handshakes shed by the new relayd: %.0f\n",
+                st.failures, st.shedAtEnd);
+    printWaits("storm", st.waits);
     const Delta storm =
         sumDeltas(s, [](const Sample&, const Sample& b) { return b.phase == Phase::kStorm; });
     if (storm.seconds > 0)
