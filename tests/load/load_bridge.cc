@@ -45,6 +45,8 @@ client::AttemptEnd closedBeforeAttached(uint16_t closeCode) {
   return end;
 }
 
+static_assert(static_cast<size_t>(client::AttemptEnd::Cause::kOther) + 1 == kAttemptCauses);
+
 }  // namespace
 
 LoadBridge::LoadBridge(uv_loop_t* loop, const BridgeTarget& target, TunnelCredentials tunnel,
@@ -184,7 +186,7 @@ void LoadBridge::onUpgradeFailed(const client::TransportFailure& failure) {
     endFatal();
     return;
   }
-  endAttempt(failure.retry);
+  endAttempt(failure.retry, client::AttemptEnd::Cause::kUpgradeRefused);
 }
 
 bool LoadBridge::sendCiphertext(std::vector<uint8_t> bytes) {
@@ -302,7 +304,7 @@ void LoadBridge::onText(std::string_view text) {
       endFatal();
       return;
     }
-    broken();
+    broken(client::AttemptEnd::Cause::kAttachError);
     return;
   }
   // drain instead of attached: the relay is restarting, busy.
@@ -384,6 +386,7 @@ void LoadBridge::onTimer() {
     case Phase::kTls:
     case Phase::kUpgrading:
     case Phase::kAttaching:
+      counters_.deadlines.fetch_add(1, std::memory_order_relaxed);
       broken();  // no `attached` within 10 s
       return;
     case Phase::kAttached:
@@ -400,7 +403,7 @@ void LoadBridge::onTimer() {
   }
 }
 
-void LoadBridge::endAttempt(const client::RetryHint& hint) {
+void LoadBridge::endAttempt(const client::RetryHint& hint, client::AttemptEnd::Cause cause) {
   if (phase_ == Phase::kClosing || phase_ == Phase::kStopped || phase_ == Phase::kWaiting) return;
   if (phase_ == Phase::kAttached) {
     if (!draining_) {  // a drained bridge's wait was scheduled at its drain
@@ -409,7 +412,7 @@ void LoadBridge::endAttempt(const client::RetryHint& hint) {
     }
   } else {
     counters_.failures.fetch_add(1, std::memory_order_relaxed);
-    scheduleRetry(hint, false);
+    scheduleRetry(hint, false, cause);
   }
   visitors_.clear();
   uv_timer_stop(&timer_);
@@ -427,9 +430,12 @@ void LoadBridge::endFatal() {
   closeSocket();
 }
 
-void LoadBridge::scheduleRetry(const client::RetryHint& hint, bool afterAttached) {
+void LoadBridge::scheduleRetry(const client::RetryHint& hint, bool afterAttached,
+                               client::AttemptEnd::Cause cause) {
   const ScheduledWait wait = scheduleWait(backoff_, hint, afterAttached);
   countWait(counters_, wait);
+  if (wait.kind == WaitKind::kBroken)
+    counters_.brokenBy[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);
   retryAtMs_ = uv_now(loop_) + wait.delayMs;
 }
 

@@ -94,7 +94,9 @@ class LoadBridge final : private tls::TlsStream::Owner {
   void onTlsHandshakeDone() override;
   void onTlsPlaintext(std::span<uint8_t> bytes) override;
   void onTlsCloseNotify() override { onEndOfStream(UV_EOF); }
-  void onTlsFailed() override { broken(); }  // an alert, a certificate that does not verify
+  void onTlsFailed() override {
+    broken(client::AttemptEnd::Cause::kTlsFailed);
+  }  // an alert, a certificate that does not verify
   [[nodiscard]] bool wantsTlsPlaintext() const override {
     return phase_ >= Phase::kUpgrading && phase_ <= Phase::kAttached;
   }
@@ -120,12 +122,18 @@ class LoadBridge final : private tls::TlsStream::Owner {
   void sendBridgeFrame(const std::vector<uint8_t>& frame) { sendFrame(ws::Opcode::kBinary, frame); }
   // The attempt or the attached bridge ended: close the socket, then wait and retry. `hint`
   // chooses the wait of an attempt that ended before `attached`.
-  void endAttempt(const client::RetryHint& hint);
-  void endAs(const client::AttemptEnd& end) { endAttempt(client::classifyAttemptEnd(end)); }
-  void broken() { endAttempt({}); }
+  void endAttempt(const client::RetryHint& hint,
+                  client::AttemptEnd::Cause cause = client::AttemptEnd::Cause::kOther);
+  void endAs(const client::AttemptEnd& end) {
+    endAttempt(client::classifyAttemptEnd(end), end.cause);
+  }
+  void broken(client::AttemptEnd::Cause cause = client::AttemptEnd::Cause::kOther) {
+    endAttempt({}, cause);
+  }
   // An answer otunnel stops retrying on: close, count, no further attempt.
   void endFatal();
-  void scheduleRetry(const client::RetryHint& hint, bool afterAttached);
+  void scheduleRetry(const client::RetryHint& hint, bool afterAttached,
+                     client::AttemptEnd::Cause cause = client::AttemptEnd::Cause::kOther);
   void closeSocket();
 
   uv_loop_t* loop_;

@@ -13,6 +13,8 @@ namespace ot::load {
 // or was drained (125-250 ms), its attempt ended "busy" (0.25-3 s) or "broken" (doubling).
 enum class WaitKind : uint8_t { kAfterAttached, kBusy, kBroken };
 inline constexpr size_t kWaitKinds = 3;
+// client::AttemptEnd::Cause's values, for the broken attempts by how they ended.
+inline constexpr size_t kAttemptCauses = 8;
 
 struct WaitCounters {
   std::atomic<uint64_t> count{0};      // waits of this kind scheduled, ever
@@ -32,6 +34,8 @@ struct LoadCounters {
   std::atomic<uint64_t> visitorsEchoed{0};     // visitor connections whose bytes we echoed
   std::atomic<uint64_t> fatal{0};              // ends otunnel gives up on (bad_token, 404, ...)
   std::array<WaitCounters, kWaitKinds> waits;  // by WaitKind
+  std::array<std::atomic<uint64_t>, kAttemptCauses> brokenBy{};  // by AttemptEnd::Cause
+  std::atomic<uint64_t> deadlines{0};  // attempts without `attached` within 10 s (Cause kOther)
   std::atomic<uint64_t> attachMicrosTotal{0};  // connect start -> `attached`, summed
 };
 

@@ -184,6 +184,18 @@ void printReport(const ReportInput& in) {
   }
 
   printWaits("run", in.waits);
+  if (in.waits.count[static_cast<size_t>(WaitKind::kBroken)] > 0) {
+    // In client::AttemptEnd::Cause's order.
+    static constexpr const char* kCauses[kAttemptCauses] = {
+        "connect failed", "closed in the TLS handshake",
+        "TLS failed",     "upgrade refused",
+        "closed",         "drain",
+        "attach_error",   "other"};
+    std::printf("run: broken attempts by how they ended:");
+    for (size_t c = 0; c < kAttemptCauses; ++c)
+      if (in.brokenBy[c] > 0) std::printf(" %s %" PRIu64 ",", kCauses[c], in.brokenBy[c]);
+    std::printf(" (the 10 s attach deadline: %" PRIu64 ")\n", in.deadlines);
+  }
   if (in.fatal > 0)
     std::printf("run: %" PRIu64
                 " bridges stopped on an answer otunnel gives up on (bad_token, "

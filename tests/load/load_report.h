@@ -56,9 +56,11 @@ struct ReportInput {
   int64_t markAt = 0;   // the lower point of the memory slope
   std::vector<Sample> samples;
   StormTimes storm;
-  WaitTally waits;                  // the whole run
-  uint64_t fatal = 0;               // bridges stopped on an answer otunnel gives up on
-  uint64_t relaydRssBeforeKiB = 0;  // before the first bridge
+  WaitTally waits;     // the whole run
+  uint64_t fatal = 0;  // bridges stopped on an answer otunnel gives up on
+  std::array<uint64_t, kAttemptCauses> brokenBy{};  // broken attempts by AttemptEnd::Cause
+  uint64_t deadlines = 0;                           // of which the 10 s attach deadline
+  uint64_t relaydRssBeforeKiB = 0;                  // before the first bridge
   // --visitors: how many completed / failed, in how long, and their times to the first byte back.
   uint64_t visitorsCompleted = 0;
   uint64_t visitorsFailed = 0;

@@ -137,6 +137,9 @@ class Tool {
       for (size_t k = 0; k < kWaitKinds; ++k)
         report_.waits.longestMs[k] = std::max(report_.waits.longestMs[k], longestBeforeStorm_[k]);
       report_.fatal = counters_.fatal.load();
+      for (size_t c = 0; c < kAttemptCauses; ++c)
+        report_.brokenBy[c] = counters_.brokenBy[c].load();
+      report_.deadlines = counters_.deadlines.load();
       printReport(report_);
     }
   }
