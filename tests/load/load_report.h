@@ -27,6 +27,7 @@ struct Sample {
   int relaydPid = 0;
   uint64_t relaydCpuMicros = 0;
   uint64_t relaydRssKiB = 0;
+  uint64_t relaydRunDelayMicros = 0;  // runnable, waiting for a CPU (schedstat)
   bool controldUp = false;
   uint64_t controldCpuMicros = 0;
   uint64_t controldRssKiB = 0;

@@ -297,6 +297,7 @@ class Tool {
         s.relaydPid = relayd;
         s.relaydCpuMicros = r->cpuMicros;
         s.relaydRssKiB = r->rssKiB;
+        s.relaydRunDelayMicros = r->runDelayMicros;
       }
       if (auto c = sampleProcess(resolveControld())) {
         s.controldUp = true;
