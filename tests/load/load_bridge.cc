@@ -34,11 +34,18 @@ ws::MaskKey randomMask() {
   return key;
 }
 
-void raiseMax(std::atomic<uint64_t>& max, uint64_t value) {
-  uint64_t seen = max.load(std::memory_order_relaxed);
-  while (value > seen && !max.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
-  }
+bool fatalUpgradeStatus(int status) {  // as client/bridge_client.cc
+  return status == 400 || status == 404 || status == 405 || status == 426;
 }
+
+client::AttemptEnd closedBeforeAttached(uint16_t closeCode) {
+  client::AttemptEnd end;
+  end.cause = client::AttemptEnd::Cause::kClosed;
+  end.closeCode = closeCode;
+  return end;
+}
+
+static_assert(static_cast<size_t>(client::AttemptEnd::Cause::kOther) + 1 == kAttemptCauses);
 
 }  // namespace
 
@@ -62,7 +69,7 @@ void LoadBridge::start() {
 }
 
 void LoadBridge::stop() {
-  if (phase_ == Phase::kAttached) counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
+  if (attached()) counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
   phase_ = Phase::kStopped;
   closeSocket();
   if (timerOpen_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&timer_)))
@@ -73,12 +80,14 @@ void LoadBridge::attempt() {
   if (phase_ == Phase::kStopped) return;
   counters_.attempts.fetch_add(1, std::memory_order_relaxed);
   attemptStartMs_ = uv_now(loop_);
+  draining_ = false;
   phase_ = Phase::kConnecting;
   if (uv_tcp_init_ex(loop_, &tcp_, AF_INET) != 0) {
-    pendingDelayMs_ = backoff_.nextDelayMs();
+    // otunnel: "cannot create a socket", a broken attempt.
     counters_.failures.fetch_add(1, std::memory_order_relaxed);
+    scheduleRetry({}, false);
     phase_ = Phase::kWaiting;
-    uv_timer_start(&timer_, onTimerCb, pendingDelayMs_, 0);
+    uv_timer_start(&timer_, onTimerCb, retryAtMs_ - uv_now(loop_), 0);
     return;
   }
   tcpOpen_ = true;
@@ -91,11 +100,14 @@ void LoadBridge::attempt() {
   sockaddr_in local{};
   local.sin_family = AF_INET;
   local.sin_addr = source_;
-  if (uv_tcp_bind(&tcp_, reinterpret_cast<const sockaddr*>(&local), 0) != 0 ||
-      uv_tcp_connect(&connectReq_, &tcp_, reinterpret_cast<const sockaddr*>(&target_.relay),
-                     onConnectCb) != 0) {
+  int rc = uv_tcp_bind(&tcp_, reinterpret_cast<const sockaddr*>(&local), 0);
+  if (rc == 0)
+    rc = uv_tcp_connect(&connectReq_, &tcp_, reinterpret_cast<const sockaddr*>(&target_.relay),
+                        onConnectCb);
+  if (rc != 0) {
+    // otunnel's connect that fails to start (the bind is the tool's own step).
     counters_.refusedBeforeTls.fetch_add(1, std::memory_order_relaxed);
-    endAttempt(ws::kCloseAbnormal);
+    endAs({client::AttemptEnd::Cause::kConnectFailed, rc});
     return;
   }
   uv_timer_start(&timer_, onTimerCb, kAttachDeadlineMs, 0);
@@ -108,8 +120,9 @@ void LoadBridge::onConnectCb(uv_connect_t* req, int status) {
 void LoadBridge::onConnected(int status) {
   if (phase_ != Phase::kConnecting) return;
   if (status != 0) {
+    // ECONNREFUSED (nothing listens between the old relayd and the new) is busy.
     counters_.refusedBeforeTls.fetch_add(1, std::memory_order_relaxed);
-    endAttempt(ws::kCloseAbnormal);
+    endAs({client::AttemptEnd::Cause::kConnectFailed, status});
     return;
   }
   uv_tcp_nodelay(&tcp_, 1);
@@ -119,11 +132,11 @@ void LoadBridge::onConnected(int status) {
       static_cast<tls::TlsStream::Owner&>(*this), gPlaintext);
   if (!tls_->valid() ||
       uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAllocCb, onReadCb) != 0) {
-    endAttempt(ws::kCloseAbnormal);
+    broken();
     return;
   }
   phase_ = Phase::kTls;
-  if (!tls_->startHandshake()) endAttempt(ws::kCloseAbnormal);
+  if (!tls_->startHandshake()) broken();
 }
 
 void LoadBridge::onAllocCb(uv_handle_t*, size_t, uv_buf_t* buf) {
@@ -135,16 +148,45 @@ void LoadBridge::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* bu
   auto* self = static_cast<LoadBridge*>(stream->data);
   if (nread == 0) return;
   if (nread < 0) {
-    // Closed before the TLS handshake finished: relayd shed it (or was not serving yet).
-    if (self->phase_ == Phase::kTls)
-      self->counters_.refusedBeforeTls.fetch_add(1, std::memory_order_relaxed);
-    self->endAttempt(ws::kCloseAbnormal);
+    self->onEndOfStream(static_cast<int>(nread));
     return;
   }
   if (self->phase_ < Phase::kTls || self->phase_ > Phase::kAttached) return;
   self->lastReceiveMs_ = uv_now(self->loop_);
   self->tls_->receive(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base), size_t(nread)));
+}
+
+void LoadBridge::onEndOfStream(int status) {
+  switch (phase_) {
+    case Phase::kTls:
+      // Closed before the TLS handshake completed, no alert: relayd shed it (no handshake slot)
+      // or, draining, refused it from its ClientHello. Busy for EOF and resets.
+      counters_.refusedBeforeTls.fetch_add(1, std::memory_order_relaxed);
+      endAs({client::AttemptEnd::Cause::kClosedInHandshake, status});
+      return;
+    case Phase::kUpgrading: {
+      // A refusal whose body runs to the end of the connection completes now.
+      const client::RelayUpgrade::Step step = upgrade_->finish();
+      onUpgradeFailed(step.failure);
+      return;
+    }
+    case Phase::kAttaching:
+      endAs(closedBeforeAttached(ws::kCloseAbnormal));  // upgraded, then dropped: broken
+      return;
+    default:
+      broken();  // attached: the short wait after an attached bridge
+      return;
+  }
+}
+
+void LoadBridge::onUpgradeFailed(const client::TransportFailure& failure) {
+  // The RetryHint comes from RelayUpgrade, which classified the status and Retry-After.
+  if (failure.permanent || fatalUpgradeStatus(failure.httpStatus)) {
+    endFatal();
+    return;
+  }
+  endAttempt(failure.retry, client::AttemptEnd::Cause::kUpgradeRefused);
 }
 
 bool LoadBridge::sendCiphertext(std::vector<uint8_t> bytes) {
@@ -155,19 +197,19 @@ bool LoadBridge::sendCiphertext(std::vector<uint8_t> bytes) {
 void LoadBridge::onTlsHandshakeDone() {
   std::array<uint8_t, 16> nonce{};
   if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
-    endAttempt(ws::kCloseAbnormal);
+    broken();
     return;
   }
   upgrade_ = client::RelayUpgrade::create(target_.domain, "/api/tunnel/" + tunnel_.id + "/bridge",
                                           "otunnel/load", nonce);
   if (!upgrade_) {
-    endAttempt(ws::kCloseAbnormal);
+    endFatal();  // otunnel: the request cannot be built, permanent
     return;
   }
   phase_ = Phase::kUpgrading;
   const std::string& request = upgrade_->request();
   if (!tls_->write(std::span(reinterpret_cast<const uint8_t*>(request.data()), request.size())))
-    endAttempt(ws::kCloseAbnormal);
+    broken();
 }
 
 void LoadBridge::onTlsPlaintext(std::span<uint8_t> bytes) {
@@ -175,7 +217,7 @@ void LoadBridge::onTlsPlaintext(std::span<uint8_t> bytes) {
     const client::RelayUpgrade::Step step = upgrade_->feed(bytes);
     if (step.outcome == client::RelayUpgrade::Outcome::kNeedMore) return;
     if (step.outcome == client::RelayUpgrade::Outcome::kFailed) {
-      endAttempt(ws::kCloseAbnormal);
+      onUpgradeFailed(step.failure);
       return;
     }
     phase_ = Phase::kAttaching;
@@ -219,12 +261,13 @@ void LoadBridge::consumeWebSocket(std::span<uint8_t> data) {
               step.closeCode == ws::kCloseNoStatus ? ws::kCloseNormal : step.closeCode, {},
               randomMask());
           if (tls_->write(reply)) tls_->flush();
-          endAttempt(step.closeCode);
+          // Before `attached`, 1012 / 1013 are busy (the relay restarts, try again later).
+          endAs(closedBeforeAttached(step.closeCode));
           return;
         }
         break;
       case ws::ReadEvent::kError:
-        endAttempt(ws::closeCodeFor(step.error));
+        endAs(closedBeforeAttached(ws::closeCodeFor(step.error)));
         return;
     }
   }
@@ -232,14 +275,17 @@ void LoadBridge::consumeWebSocket(std::span<uint8_t> data) {
 
 void LoadBridge::onText(std::string_view text) {
   auto parsed = bridge::parseRelayMessage(text);
+  if (phase_ == Phase::kAttached) {
+    // Once attached only drain matters; anything else is ignored (as otunnel does).
+    if (parsed && std::holds_alternative<bridge::Drain>(parsed.value()) && !draining_) onDrain();
+    return;
+  }
   if (!parsed) {
-    if (phase_ == Phase::kAttaching) endAttempt(ws::kCloseProtocolError);
+    broken();  // a protocol error before attached
     return;
   }
   if (const auto* attached = std::get_if<bridge::Attached>(&parsed.value())) {
-    if (phase_ != Phase::kAttaching) return;
     phase_ = Phase::kAttached;
-    wasAttached_ = true;
     backoff_.attached();
     heartbeatMs_ = attached->heartbeatMs;
     reader_->setMaxMessageSize(bridge::kMaxMessageAfterAttach);
@@ -250,25 +296,41 @@ void LoadBridge::onText(std::string_view text) {
     uv_timer_start(&timer_, onTimerCb, target_.heartbeatCheckMs, target_.heartbeatCheckMs);
     return;
   }
-  if (std::holds_alternative<bridge::AttachError>(parsed.value())) {
+  if (const auto* error = std::get_if<bridge::AttachError>(&parsed.value())) {
     counters_.attachErrors.fetch_add(1, std::memory_order_relaxed);
-    endAttempt(ws::kClosePolicyViolation);
+    // otunnel gives up on these two (too_many_routes too, but the tool sends one route).
+    if (error->code == bridge::AttachErrorCode::kBadToken ||
+        error->code == bridge::AttachErrorCode::kInvalidRoute) {
+      endFatal();
+      return;
+    }
+    broken(client::AttemptEnd::Cause::kAttachError);
     return;
   }
-  // drain: no new connections come on this bridge; the relay closes it with 1012 once its
-  // connections are done (at once for an idle bridge), and that close ends it like any other.
+  // drain instead of attached: the relay is restarting, busy.
   counters_.drains.fetch_add(1, std::memory_order_relaxed);
-  if (phase_ == Phase::kAttaching) endAttempt(ws::kCloseServiceRestart);
+  client::AttemptEnd drain;
+  drain.cause = client::AttemptEnd::Cause::kDrain;
+  endAs(drain);
+}
+
+void LoadBridge::onDrain() {
+  // No new connections come on this bridge; the relay closes it with 1012 once its connections
+  // are done (at once for an idle bridge). otunnel schedules the replacement now, 125-250 ms out.
+  counters_.drains.fetch_add(1, std::memory_order_relaxed);
+  draining_ = true;
+  counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
+  scheduleRetry({}, true);
 }
 
 void LoadBridge::onBinary(std::span<const uint8_t> message) {
   if (phase_ != Phase::kAttached) {
-    endAttempt(ws::kCloseProtocolError);
+    broken();  // a binary message before attached: a protocol error
     return;
   }
   auto decoded = bridge::decodeFrame(message);
   if (!decoded) {
-    endAttempt(ws::kCloseProtocolError);
+    broken();
     return;
   }
   const bridge::Frame& frame = decoded.value();
@@ -307,7 +369,7 @@ void LoadBridge::onBinary(std::span<const uint8_t> message) {
 
 void LoadBridge::sendFrame(ws::Opcode opcode, std::span<const uint8_t> payload) {
   const std::vector<uint8_t> frame = ws::buildFrame(opcode, payload, randomMask());
-  if (!tls_->write(frame)) endAttempt(ws::kCloseAbnormal);
+  if (!tls_->write(frame)) endAs(closedBeforeAttached(ws::kCloseAbnormal));
 }
 
 void LoadBridge::onTimerCb(uv_timer_t* timer) {
@@ -324,11 +386,12 @@ void LoadBridge::onTimer() {
     case Phase::kTls:
     case Phase::kUpgrading:
     case Phase::kAttaching:
-      endAttempt(ws::kCloseAbnormal);  // no `attached` within 10 s
+      counters_.deadlines.fetch_add(1, std::memory_order_relaxed);
+      broken();  // no `attached` within 10 s
       return;
     case Phase::kAttached:
       if (now - lastReceiveMs_ >= 3ull * heartbeatMs_) {
-        endAttempt(ws::kCloseGoingAway);
+        broken();  // the relay fell silent: the short wait after an attached bridge
       } else if (now - lastReceiveMs_ >= heartbeatMs_ && now - lastPingMs_ >= heartbeatMs_) {
         lastPingMs_ = now;
         sendFrame(ws::Opcode::kPing, {});
@@ -340,20 +403,40 @@ void LoadBridge::onTimer() {
   }
 }
 
-void LoadBridge::endAttempt(uint16_t closeCode) {
-  (void)closeCode;
+void LoadBridge::endAttempt(const client::RetryHint& hint, client::AttemptEnd::Cause cause) {
   if (phase_ == Phase::kClosing || phase_ == Phase::kStopped || phase_ == Phase::kWaiting) return;
   if (phase_ == Phase::kAttached) {
-    counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
+    if (!draining_) {  // a drained bridge's wait was scheduled at its drain
+      counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
+      scheduleRetry({}, true);
+    }
   } else {
     counters_.failures.fetch_add(1, std::memory_order_relaxed);
+    scheduleRetry(hint, false, cause);
   }
-  pendingDelayMs_ = backoff_.nextDelayMs();
-  raiseMax(counters_.longestWaitMs, pendingDelayMs_);
   visitors_.clear();
   uv_timer_stop(&timer_);
   phase_ = Phase::kClosing;
   closeSocket();
+}
+
+void LoadBridge::endFatal() {
+  if (phase_ == Phase::kClosing || phase_ == Phase::kStopped || phase_ == Phase::kWaiting) return;
+  counters_.failures.fetch_add(1, std::memory_order_relaxed);
+  counters_.fatal.fetch_add(1, std::memory_order_relaxed);
+  visitors_.clear();
+  uv_timer_stop(&timer_);
+  phase_ = Phase::kStopped;  // the timer closes with stop()
+  closeSocket();
+}
+
+void LoadBridge::scheduleRetry(const client::RetryHint& hint, bool afterAttached,
+                               client::AttemptEnd::Cause cause) {
+  const ScheduledWait wait = scheduleWait(backoff_, hint, afterAttached);
+  countWait(counters_, wait);
+  if (wait.kind == WaitKind::kBroken)
+    counters_.brokenBy[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);
+  retryAtMs_ = uv_now(loop_) + wait.delayMs;
 }
 
 void LoadBridge::closeSocket() {
@@ -371,7 +454,8 @@ void LoadBridge::onCloseCb(uv_handle_t* handle) {
   self->tcp_.data = self;
   if (self->phase_ == Phase::kStopped) return;
   self->phase_ = Phase::kWaiting;
-  uv_timer_start(&self->timer_, onTimerCb, self->pendingDelayMs_, 0);
+  const uint64_t now = uv_now(self->loop_);
+  uv_timer_start(&self->timer_, onTimerCb, self->retryAtMs_ > now ? self->retryAtMs_ - now : 0, 0);
 }
 
 void LoadBridge::onTimerClosedCb(uv_handle_t* handle) {

@@ -1,12 +1,23 @@
 // One bridge of the load tool, opened exactly as otunnel opens its own (docs/protocol.md): TCP
 // from a chosen loopback source address (bound before connect, so the ephemeral port range is
-// per source address), TLS with SNI and verification of the API domain, the upgrade
-// (client::RelayUpgrade), `attach`, then idle: relay pings answered at once, our own ping after
-// heartbeat_ms of silence, abandoned after three. Visitor streams the relay opens are echoed
-// back (data for data, end for end, credit granted as the bytes are taken). The reconnect loop is
-// otunnel's: client::Backoff (125-250 ms after an attached bridge ended, doubling with equal
-// jitter up to 30 s after each failed attempt, reset only by `attached`), a 10 s deadline to
-// reach `attached`, and `drain` followed by close 1012 counted as the end of an attached bridge.
+// per source address), TLS with SNI, verification of the API domain and otunnel's ALPN offer
+// (http/1.1 and otunnel-bridge, so a draining relayd refuses it from the ClientHello), the
+// upgrade (client::RelayUpgrade), `attach`, then idle: relay pings answered at once, our own ping
+// after heartbeat_ms of silence, abandoned after three. Visitor streams the relay opens are
+// echoed back (data for data, end for end, credit granted as the bytes are taken).
+//
+// The reconnect loop is otunnel's (client/bridge_link.cc, bridge_client.cc, relay_transport.cc):
+// each attempt that ends before `attached` is described as a client::AttemptEnd at the point
+// otunnel describes it (the connect's status, EOF or reset before the TLS handshake completed,
+// the upgrade's status and Retry-After, a close code or `drain` before `attached`) and
+// classified by client::classifyAttemptEnd; client::Backoff then waits the busy schedule
+// (0.25-3 s) or the broken one (doubling up to 30 s); an attached bridge's end, or its `drain`,
+// waits 125-250 ms (tests/load/load_retry.h). Within 10 s of its start an attempt must reach
+// `attached`. What otunnel gives up on for good (bad_token, invalid_route, HTTP 400/404/405/426)
+// stops the bridge. One difference: otunnel starts the replacement of a drained bridge while the
+// old connection finishes; the tool has one connection per bridge, so the replacement starts
+// at the end of the wait or when the relay closes the drained bridge, whichever is later (at
+// once for an idle bridge: relayd closes it with 1012 right after `drain`).
 //
 // One uv_tcp_t and one uv_timer_t per bridge; the socket is closed and re-initialised for each
 // attempt. Loop thread only.
@@ -30,6 +41,7 @@
 #include "common/tls_stream.h"
 #include "common/websocket_message.h"
 #include "tests/load/load_counters.h"
+#include "tests/load/load_retry.h"
 
 namespace ot::load {
 
@@ -58,7 +70,7 @@ class LoadBridge final : private tls::TlsStream::Owner {
   // Closes everything; the loop must run until closed() before the bridge is destroyed.
   void stop();
   [[nodiscard]] bool closed() const { return !tcpOpen_ && !timerOpen_; }
-  [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached; }
+  [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached && !draining_; }
 
  private:
   enum class Phase : uint8_t {
@@ -81,8 +93,10 @@ class LoadBridge final : private tls::TlsStream::Owner {
   bool sendCiphertext(std::vector<uint8_t> bytes) override;
   void onTlsHandshakeDone() override;
   void onTlsPlaintext(std::span<uint8_t> bytes) override;
-  void onTlsCloseNotify() override { endAttempt(ws::kCloseAbnormal); }
-  void onTlsFailed() override { endAttempt(ws::kCloseAbnormal); }
+  void onTlsCloseNotify() override { onEndOfStream(UV_EOF); }
+  void onTlsFailed() override {
+    broken(client::AttemptEnd::Cause::kTlsFailed);
+  }  // an alert, a certificate that does not verify
   [[nodiscard]] bool wantsTlsPlaintext() const override {
     return phase_ >= Phase::kUpgrading && phase_ <= Phase::kAttached;
   }
@@ -96,14 +110,30 @@ class LoadBridge final : private tls::TlsStream::Owner {
 
   void attempt();
   void onConnected(int status);
+  // The relay's end of the stream (EOF, a reset, close_notify), as otunnel reads it.
+  void onEndOfStream(int status);
+  void onUpgradeFailed(const client::TransportFailure& failure);
+  void onDrain();
   void consumeWebSocket(std::span<uint8_t> data);
   void onText(std::string_view text);
   void onBinary(std::span<const uint8_t> message);
   void onTimer();
   void sendFrame(ws::Opcode opcode, std::span<const uint8_t> payload);
   void sendBridgeFrame(const std::vector<uint8_t>& frame) { sendFrame(ws::Opcode::kBinary, frame); }
-  // The attempt or the attached bridge ended: close the socket, then wait and retry.
-  void endAttempt(uint16_t closeCode);
+  // The attempt or the attached bridge ended: close the socket, then wait and retry. `hint`
+  // chooses the wait of an attempt that ended before `attached`.
+  void endAttempt(const client::RetryHint& hint,
+                  client::AttemptEnd::Cause cause = client::AttemptEnd::Cause::kOther);
+  void endAs(const client::AttemptEnd& end) {
+    endAttempt(client::classifyAttemptEnd(end), end.cause);
+  }
+  void broken(client::AttemptEnd::Cause cause = client::AttemptEnd::Cause::kOther) {
+    endAttempt({}, cause);
+  }
+  // An answer otunnel stops retrying on: close, count, no further attempt.
+  void endFatal();
+  void scheduleRetry(const client::RetryHint& hint, bool afterAttached,
+                     client::AttemptEnd::Cause cause = client::AttemptEnd::Cause::kOther);
   void closeSocket();
 
   uv_loop_t* loop_;
@@ -118,12 +148,12 @@ class LoadBridge final : private tls::TlsStream::Owner {
   uv_timer_t timer_{};
   bool tcpOpen_ = false;
   bool timerOpen_ = false;
-  bool wasAttached_ = false;
+  bool draining_ = false;  // attached, `drain` received: the retry wait already runs
   uint64_t attemptStartMs_ = 0;
   uint64_t lastReceiveMs_ = 0;
   uint64_t lastPingMs_ = 0;
   uint32_t heartbeatMs_ = 15000;
-  uint64_t pendingDelayMs_ = 0;  // the wait before the next attempt, decided when one ended
+  uint64_t retryAtMs_ = 0;  // uv_now() of the next attempt, decided when the last one ended
   std::unique_ptr<tls::TlsStream> tls_;
   std::optional<client::RelayUpgrade> upgrade_;
   std::optional<ws::MessageReader> reader_;

@@ -2,10 +2,24 @@
 // the bridges themselves live on the loop thread).
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace ot::load {
+
+// Why a bridge waits before its next attempt (tests/load/load_retry.h): its attached bridge ended
+// or was drained (125-250 ms), its attempt ended "busy" (0.25-3 s) or "broken" (doubling).
+enum class WaitKind : uint8_t { kAfterAttached, kBusy, kBroken };
+inline constexpr size_t kWaitKinds = 3;
+// client::AttemptEnd::Cause's values, for the broken attempts by how they ended.
+inline constexpr size_t kAttemptCauses = 8;
+
+struct WaitCounters {
+  std::atomic<uint64_t> count{0};      // waits of this kind scheduled, ever
+  std::atomic<uint64_t> longestMs{0};  // the longest since the last reset (the storm's start)
+};
 
 struct LoadCounters {
   std::atomic<int64_t> bridgesUp{0};           // attached now
@@ -18,7 +32,10 @@ struct LoadCounters {
   std::atomic<uint64_t> closes1012{0};         // close 1012 received
   std::atomic<uint64_t> pingsAnswered{0};      // relay pings we answered
   std::atomic<uint64_t> visitorsEchoed{0};     // visitor connections whose bytes we echoed
-  std::atomic<uint64_t> longestWaitMs{0};      // the longest backoff wait scheduled since reset
+  std::atomic<uint64_t> fatal{0};              // ends otunnel gives up on (bad_token, 404, ...)
+  std::array<WaitCounters, kWaitKinds> waits;  // by WaitKind
+  std::array<std::atomic<uint64_t>, kAttemptCauses> brokenBy{};  // by AttemptEnd::Cause
+  std::atomic<uint64_t> deadlines{0};  // attempts without `attached` within 10 s (Cause kOther)
   std::atomic<uint64_t> attachMicrosTotal{0};  // connect start -> `attached`, summed
 };
 

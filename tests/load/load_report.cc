@@ -29,6 +29,7 @@ struct Delta {
   double attaches = 0;
   double relaydCpu = 0;    // microseconds
   double controldCpu = 0;  // microseconds
+  double relaydWait = 0;   // microseconds runnable but not running
   double pings = 0;
 };
 
@@ -44,6 +45,7 @@ Delta sumDeltas(const std::vector<Sample>& samples, Keep keep) {
     total.seconds += b.seconds - a.seconds;
     total.attaches += static_cast<double>(b.attaches - a.attaches);
     total.relaydCpu += static_cast<double>(b.relaydCpuMicros - a.relaydCpuMicros);
+    total.relaydWait += static_cast<double>(b.relaydRunDelayMicros - a.relaydRunDelayMicros);
     if (a.controldUp && b.controldUp)
       total.controldCpu += static_cast<double>(b.controldCpuMicros - a.controldCpuMicros);
     total.pings += static_cast<double>(b.pingsAnswered - a.pingsAnswered);
@@ -51,11 +53,24 @@ Delta sumDeltas(const std::vector<Sample>& samples, Keep keep) {
   return total;
 }
 
+void printWaits(const char* when, const WaitTally& waits) {
+  auto at = [&](WaitKind kind) { return static_cast<size_t>(kind); };
+  auto seconds = [&](WaitKind kind) {
+    return static_cast<double>(waits.longestMs[at(kind)]) / 1000;
+  };
+  std::printf("%s: attempts ended busy %" PRIu64 " (longest wait scheduled %.2f s), broken %" PRIu64
+              " (longest %.2f s); attached bridges ended or drained %" PRIu64
+              " (longest wait %.2f s)\n",
+              when, waits.count[at(WaitKind::kBusy)], seconds(WaitKind::kBusy),
+              waits.count[at(WaitKind::kBroken)], seconds(WaitKind::kBroken),
+              waits.count[at(WaitKind::kAfterAttached)], seconds(WaitKind::kAfterAttached));
+}
+
 }  // namespace
 
 std::string sampleHeader() {
   return "    t phase  bridges  att/s  fail/s  shed(total)  relayd: cpu%   rss MiB  "
-         "controld: cpu%  rss MiB  tool cpu%";
+         "controld: cpu%  rss MiB  tool cpu%  relayd wait%";
 }
 
 std::string formatSampleLine(const Sample& now, const Sample* previous) {
@@ -64,12 +79,16 @@ std::string formatSampleLine(const Sample& now, const Sample* previous) {
   double relaydCpu = 0;
   double controldCpu = 0;
   double toolCpu = 0;
+  double relaydWait = 0;
   if (previous != nullptr && now.seconds > previous->seconds) {
     const double dt = now.seconds - previous->seconds;
     attachRate = static_cast<double>(now.attaches - previous->attaches) / dt;
     failRate = static_cast<double>(now.failures - previous->failures) / dt;
-    if (now.relaydUp && previous->relaydUp && now.relaydPid == previous->relaydPid)
+    if (now.relaydUp && previous->relaydUp && now.relaydPid == previous->relaydPid) {
       relaydCpu = static_cast<double>(now.relaydCpuMicros - previous->relaydCpuMicros) / dt / 1e4;
+      relaydWait =
+          static_cast<double>(now.relaydRunDelayMicros - previous->relaydRunDelayMicros) / dt / 1e4;
+    }
     if (now.controldUp && previous->controldUp)
       controldCpu =
           static_cast<double>(now.controldCpuMicros - previous->controldCpuMicros) / dt / 1e4;
@@ -77,10 +96,11 @@ std::string formatSampleLine(const Sample& now, const Sample* previous) {
   }
   char line[256];
   std::snprintf(line, sizeof line,
-                "%5.0f %-5s %8" PRId64 " %6.0f %7.0f %12.0f  %12.1f %9.1f  %14.1f %8.1f  %9.1f",
+                "%5.0f %-5s %8" PRId64
+                " %6.0f %7.0f %12.0f  %12.1f %9.1f  %14.1f %8.1f  %9.1f  %12.1f",
                 now.seconds, phaseName(now.phase), now.bridgesUp, attachRate, failRate, now.shed,
                 relaydCpu, now.relaydUp ? static_cast<double>(now.relaydRssKiB) / 1024 : 0.0,
-                controldCpu, static_cast<double>(now.controldRssKiB) / 1024, toolCpu);
+                controldCpu, static_cast<double>(now.controldRssKiB) / 1024, toolCpu, relaydWait);
   return line;
 }
 
@@ -170,6 +190,25 @@ void printReport(const ReportInput& in) {
                     : 0.0);
   }
 
+  printWaits("run", in.waits);
+  if (in.waits.count[static_cast<size_t>(WaitKind::kBroken)] > 0) {
+    // In client::AttemptEnd::Cause's order.
+    static constexpr const char* kCauses[kAttemptCauses] = {
+        "connect failed", "closed in the TLS handshake",
+        "TLS failed",     "upgrade refused",
+        "closed",         "drain",
+        "attach_error",   "other"};
+    std::printf("run: broken attempts by how they ended:");
+    for (size_t c = 0; c < kAttemptCauses; ++c)
+      if (in.brokenBy[c] > 0) std::printf(" %s %" PRIu64 ",", kCauses[c], in.brokenBy[c]);
+    std::printf(" (the 10 s attach deadline: %" PRIu64 ")\n", in.deadlines);
+  }
+  if (in.fatal > 0)
+    std::printf("run: %" PRIu64
+                " bridges stopped on an answer otunnel gives up on (bad_token, "
+                "invalid_route, HTTP 400/404/405/426)\n",
+                in.fatal);
+
   const StormTimes& st = in.storm;
   if (st.signalAt >= 0) {
     auto since = [&](double t) { return t >= 0 ? t - st.signalAt : -1.0; };
@@ -182,15 +221,24 @@ void printReport(const ReportInput& in) {
                   since(st.allBackAt), st.allBackAt - st.newSeenAt);
     else
       std::printf("NOT all back when the tool gave up\n");
-    std::printf("storm: %" PRIu64
-                " failed attempts, handshakes shed by the new relayd: %.0f, "
-                "longest backoff wait scheduled: %.1f s\n",
-                st.failures, st.shedAtEnd, static_cast<double>(st.longestWaitMs) / 1000);
-    const Delta storm =
-        sumDeltas(s, [](const Sample&, const Sample& b) { return b.phase == Phase::kStorm; });
+    std::printf("storm: %" PRIu64 " failed attempts, handshakes shed by the new relayd: %.0f\n",
+                st.failures, st.shedAtEnd);
+    printWaits("storm", st.waits);
+    // The new relayd only: the old one's drain is not the storm's cost.
+    int oldPid = 0;
+    for (const Sample& x : s)
+      if (x.phase == Phase::kStorm) {
+        oldPid = x.relaydPid;
+        break;
+      }
+    const Delta storm = sumDeltas(s, [&](const Sample& a, const Sample& b) {
+      return b.phase == Phase::kStorm && a.relaydPid != oldPid;
+    });
     if (storm.seconds > 0)
-      std::printf("storm: new relayd busy %.0f%% of a core on average while bridges came back\n",
-                  storm.relaydCpu / storm.seconds / 1e4);
+      std::printf(
+          "storm: new relayd busy %.0f%% of a core on average while bridges came back, "
+          "and runnable but waiting for a CPU %.0f%% of the time (a shared box)\n",
+          storm.relaydCpu / storm.seconds / 1e4, storm.relaydWait / storm.seconds / 1e4);
   }
 
   if (slopeKiB > 0 && high) {

@@ -4,9 +4,12 @@
 // bridges from the measured slopes, printed as "projected". Pure arithmetic over the samples.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "tests/load/load_counters.h"
 
 namespace ot::load {
 
@@ -24,6 +27,7 @@ struct Sample {
   int relaydPid = 0;
   uint64_t relaydCpuMicros = 0;
   uint64_t relaydRssKiB = 0;
+  uint64_t relaydRunDelayMicros = 0;  // runnable, waiting for a CPU (schedstat)
   bool controldUp = false;
   uint64_t controldCpuMicros = 0;
   uint64_t controldRssKiB = 0;
@@ -31,15 +35,21 @@ struct Sample {
   double shed = -1;  // opentunnel_connections_shed_total{reason="handshakes"}; -1: no scrape
 };
 
+// Reconnect waits by kind (WaitKind): how many were scheduled and the longest of each.
+struct WaitTally {
+  std::array<uint64_t, kWaitKinds> count{};
+  std::array<uint64_t, kWaitKinds> longestMs{};
+};
+
 struct StormTimes {
-  double signalAt = -1;        // SIGTERM sent (or the drop noticed)
-  double oldGoneAt = -1;       // the old relayd exited
-  double newSeenAt = -1;       // a new relayd process appeared
-  double firstAttachAt = -1;   // the first attach after the signal
-  double allBackAt = -1;       // every bridge attached again
-  uint64_t longestWaitMs = 0;  // the longest backoff wait any bridge scheduled meanwhile
-  double shedAtEnd = -1;       // the new relayd's shed counter when all were back
-  uint64_t failures = 0;       // failed attempts during the storm
+  double signalAt = -1;       // SIGTERM sent (or the drop noticed)
+  double oldGoneAt = -1;      // the old relayd exited
+  double newSeenAt = -1;      // a new relayd process appeared
+  double firstAttachAt = -1;  // the first attach after the signal
+  double allBackAt = -1;      // every bridge attached again
+  WaitTally waits;            // the waits scheduled from the signal until all were back
+  double shedAtEnd = -1;      // the new relayd's shed counter when all were back
+  uint64_t failures = 0;      // failed attempts during the storm
 };
 
 struct ReportInput {
@@ -47,7 +57,11 @@ struct ReportInput {
   int64_t markAt = 0;   // the lower point of the memory slope
   std::vector<Sample> samples;
   StormTimes storm;
-  uint64_t relaydRssBeforeKiB = 0;  // before the first bridge
+  WaitTally waits;     // the whole run
+  uint64_t fatal = 0;  // bridges stopped on an answer otunnel gives up on
+  std::array<uint64_t, kAttemptCauses> brokenBy{};  // broken attempts by AttemptEnd::Cause
+  uint64_t deadlines = 0;                           // of which the 10 s attach deadline
+  uint64_t relaydRssBeforeKiB = 0;                  // before the first bridge
   // --visitors: how many completed / failed, in how long, and their times to the first byte back.
   uint64_t visitorsCompleted = 0;
   uint64_t visitorsFailed = 0;

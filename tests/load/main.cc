@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/bridge_control.h"
 #include "tests/load/bare_handshake.h"
 #include "tests/load/load_bridge.h"
 #include "tests/load/load_report.h"
@@ -95,7 +97,9 @@ class Tool {
       return false;
     }
     target_.domain = options_.domain;
-    auto context = tls::makeClientContext(options_.caFile, {"http/1.1"});
+    // otunnel's offer (client/bridge_settings.cc): a draining relayd refuses from the ClientHello.
+    auto context =
+        tls::makeClientContext(options_.caFile, {"http/1.1", std::string(bridge::kBridgeAlpn)});
     if (!context) {
       std::fprintf(stderr, "TLS context: %s\n", context.error().message.c_str());
       return false;
@@ -128,6 +132,14 @@ class Tool {
       std::lock_guard lock(mutex_);
       report_.bridges = options_.bridges;
       report_.markAt = std::min(options_.markAt, options_.bridges / 2);
+      if (report_.storm.signalAt >= 0 && !stormDone_) report_.storm.waits = stormWaits();
+      report_.waits = waitsNow();
+      for (size_t k = 0; k < kWaitKinds; ++k)
+        report_.waits.longestMs[k] = std::max(report_.waits.longestMs[k], longestBeforeStorm_[k]);
+      report_.fatal = counters_.fatal.load();
+      for (size_t c = 0; c < kAttemptCauses; ++c)
+        report_.brokenBy[c] = counters_.brokenBy[c].load();
+      report_.deadlines = counters_.deadlines.load();
       printReport(report_);
     }
   }
@@ -170,7 +182,7 @@ class Tool {
         if (up >= options_.bridges && sawDrop_ && !stormDone_) {
           std::lock_guard lock(mutex_);
           report_.storm.allBackAt = now;
-          report_.storm.longestWaitMs = counters_.longestWaitMs.load();
+          report_.storm.waits = stormWaits();
           report_.storm.failures = counters_.failures.load() - failuresAtStorm_;
           stormDone_ = true;
         }
@@ -227,7 +239,11 @@ class Tool {
   }
 
   void beginStorm(double now, bool signal) {
-    counters_.longestWaitMs = 0;
+    // The storm's longest waits start from zero; the run's keep what came before.
+    const WaitTally before = waitsNow();
+    waitsAtStorm_ = before.count;
+    longestBeforeStorm_ = before.longestMs;
+    for (WaitCounters& kind : counters_.waits) kind.longestMs = 0;
     attachesAtStorm_ = counters_.attaches.load();
     failuresAtStorm_ = counters_.failures.load();
     stormOldPid_ = resolveRelayd();
@@ -240,6 +256,20 @@ class Tool {
       ::kill(stormOldPid_.load(), SIGTERM);
     }
     enter(Phase::kStorm, now);
+  }
+
+  WaitTally waitsNow() const {
+    WaitTally tally;
+    for (size_t k = 0; k < kWaitKinds; ++k) {
+      tally.count[k] = counters_.waits[k].count.load();
+      tally.longestMs[k] = counters_.waits[k].longestMs.load();
+    }
+    return tally;
+  }
+  WaitTally stormWaits() const {
+    WaitTally tally = waitsNow();
+    for (size_t k = 0; k < kWaitKinds; ++k) tally.count[k] -= waitsAtStorm_[k];
+    return tally;
   }
 
   void finish() {
@@ -267,6 +297,7 @@ class Tool {
         s.relaydPid = relayd;
         s.relaydCpuMicros = r->cpuMicros;
         s.relaydRssKiB = r->rssKiB;
+        s.relaydRunDelayMicros = r->runDelayMicros;
       }
       if (auto c = sampleProcess(resolveControld())) {
         s.controldUp = true;
@@ -319,6 +350,8 @@ class Tool {
   std::atomic<pid_t> stormOldPid_{0};
   uint64_t attachesAtStorm_ = 0;
   uint64_t failuresAtStorm_ = 0;
+  std::array<uint64_t, kWaitKinds> waitsAtStorm_{};
+  std::array<uint64_t, kWaitKinds> longestBeforeStorm_{};
   double firstAttach_ = -1;
   bool sawDrop_ = false;
   bool stormDone_ = false;

@@ -41,6 +41,10 @@ std::optional<ProcSample> sampleProcess(pid_t pid) {
       break;
     }
   }
+  std::ifstream schedstat(base + "/schedstat");  // "<on cpu ns> <waiting ns> <slices>"
+  uint64_t onCpuNs = 0;
+  uint64_t waitingNs = 0;
+  if (schedstat >> onCpuNs >> waitingNs) sample.runDelayMicros = waitingNs / 1000;
   return sample;
 }
 

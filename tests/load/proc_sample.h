@@ -1,6 +1,7 @@
 // What the load tool reads about the daemons it loads, from /proc and from relayd's /metrics:
-// CPU time (utime + stime), resident memory, open descriptors, a counter scraped from a
-// Prometheus text page. Plain blocking reads: the tool calls them from its sampler thread only.
+// CPU time (utime + stime), run-queue delay, resident memory, open descriptors, a counter scraped
+// from a Prometheus text page. Plain blocking reads: the tool calls them from its sampler thread
+// only.
 #pragma once
 
 #include <sys/types.h>
@@ -14,6 +15,9 @@ namespace ot::load {
 struct ProcSample {
   uint64_t cpuMicros = 0;  // user + system, since the process started
   uint64_t rssKiB = 0;
+  // Time spent runnable but waiting for a CPU (/proc/<pid>/schedstat; 0 without schedstats): on
+  // a shared box, what tells a starved daemon from an idle one.
+  uint64_t runDelayMicros = 0;
 };
 
 // nullopt when the process is gone (or /proc cannot be read).
