@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <prometheus/text_serializer.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -18,8 +19,14 @@ struct FdCount {
   bool exhausted = false;  // the directory could not be opened for lack of descriptors
 };
 
-// Entries of /proc/self/fd, not counting the descriptor used to read the directory itself.
+// Open descriptors. Linux 6.2+ reports their number as the size of /proc/self/fd: one stat, O(1)
+// and needing no descriptor. Older kernels report 0 there; then the directory's entries are
+// counted (O(descriptors): at 19,000 bridges that walk was the largest part of a relayd scrape),
+// not counting the descriptor used to read it.
 FdCount countOpenFds() {
+  struct stat status {};
+  if (stat("/proc/self/fd", &status) == 0 && status.st_size > 0)
+    return {static_cast<double>(status.st_size), false};
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return {std::nullopt, errno == EMFILE || errno == ENFILE};
   const std::string own = std::to_string(dirfd(dir));
@@ -79,7 +86,10 @@ ProcessStats readProcessStats(std::chrono::steady_clock::time_point startedAt) {
   ProcessStats stats;
   stats.maxFds = softFdLimit();
   const FdCount fds = countOpenFds();
-  stats.openFds = fds.exhausted ? stats.maxFds : fds.count;
+  // Out of descriptors reads as the limit, however it was found out (the directory could not be
+  // opened, or the count reached the soft limit).
+  const bool atLimit = fds.count && stats.maxFds && *fds.count >= *stats.maxFds;
+  stats.openFds = fds.exhausted || atLimit ? stats.maxFds : fds.count;
   stats.residentMemoryBytes = residentBytes();
   const std::chrono::duration<double> uptime = std::chrono::steady_clock::now() - startedAt;
   stats.uptimeSeconds = uptime.count() < 0 ? 0 : uptime.count();
