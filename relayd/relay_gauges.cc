@@ -29,14 +29,18 @@ void RelayGauges::start() {
 
 void RelayGauges::onTimer(uv_timer_t* handle) {
   auto* self = static_cast<RelayGauges*>(handle->data);
-  (void)metrics::checkDescriptors(self->warnings_, kLog,
-                                  static_cast<double>(handleCount(self->loop_)));
+  // The one walk over the handles, every check: a walk per scrape was most of an idle relayd's
+  // scrape cost, growing with the bridges (19.6 % of its CPU at 5,000 idle bridges, one scrape a
+  // second).
+  const auto handles = static_cast<double>(handleCount(self->loop_));
+  self->metrics_.loopHandles.Set(handles);
+  (void)metrics::checkDescriptors(self->warnings_, kLog, handles);
 }
 
 void RelayGauges::refresh() {
   const int64_t deadline = unixNowMs() + kCertificateExpiringWindow.count();
   metrics_.certificatesExpiring.Set(static_cast<double>(table_.certificatesExpiringBy(deadline)));
-  metrics_.loopHandles.Set(static_cast<double>(handleCount(loop_)));
+  if (!started_) metrics_.loopHandles.Set(static_cast<double>(handleCount(loop_)));
 }
 
 void RelayGauges::close() {

@@ -1,8 +1,9 @@
-// relayd's gauges computed when they are read, and its descriptor watch. refresh() runs before
-// each scrape and sets opentunnel_certificates_expiring (tunnels with a bridge here whose
-// certificate expires within 14 days, from the records controld pushed) and
-// opentunnel_loop_handles (the libuv handles alive on the loop). start() checks descriptor use
-// every few seconds (common/descriptor_watch.h), naming the handle count as its tasks.
+// relayd's computed gauges, and its descriptor watch. refresh() runs before each scrape and sets
+// opentunnel_certificates_expiring (tunnels with a bridge here whose certificate expires within
+// 14 days, from the records controld pushed). start() checks descriptor use every few seconds
+// (common/descriptor_watch.h), and in the same step counts the libuv handles alive on the loop
+// (a walk over all of them) into opentunnel_loop_handles and names that count as its tasks; so
+// the gauge is at most one check old (refresh() counts them itself before start()).
 //
 // Loop thread only. close() before the loop's last run; the object must outlive that run (the
 // timer is embedded).
