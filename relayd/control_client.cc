@@ -235,11 +235,11 @@ bool ControlClient::connected() const {
   return impl_->connected_;
 }
 
-void ControlClient::bridgeAttached(const v1::Bridge& bridge) {
+void ControlClient::bridgeAttached(v1::Bridge bridge) {
   if (impl_->stopped_) return;
   v1::RelayMessage message;
-  *message.mutable_attached()->mutable_bridge() = bridge;
-  impl_->mirror_.attached(bridge);
+  *message.mutable_attached()->mutable_bridge() = bridge;  // the one copy: the mirror takes it
+  impl_->mirror_.attached(std::move(bridge));
   std::lock_guard lock(impl_->mutex_);
   impl_->queueLocked(std::move(message));
 }

@@ -73,7 +73,7 @@ class ControlClient {
   // Whether the session is accepted right now, as the loop last heard.
   [[nodiscard]] bool connected() const;
 
-  void bridgeAttached(const v1::Bridge& bridge);
+  void bridgeAttached(v1::Bridge bridge);
   void bridgeDetached(const std::string& bridgeId, const std::string& tunnelId,
                       v1::DetachReason reason, int64_t detachedAtUnixMs);
   // Usage to report in the next Counters message (summed per tunnel until then).

@@ -1,11 +1,13 @@
 #include "relayd/control_mirror.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace ot::relayd {
 
-void BridgeMirror::attached(const v1::Bridge& bridge) {
-  bridges_.insert_or_assign(bridge.bridge_id(), bridge);
+void BridgeMirror::attached(v1::Bridge bridge) {
+  std::string id = bridge.bridge_id();
+  bridges_.insert_or_assign(std::move(id), std::move(bridge));
 }
 
 bool BridgeMirror::detached(const std::string& bridgeId) {
@@ -16,12 +18,18 @@ std::vector<v1::RelayMessage> BridgeMirror::snapshot(size_t maxPerPart) const {
   const size_t perPart = std::max<size_t>(maxPerPart, 1);
   std::vector<v1::RelayMessage> parts;
   parts.reserve(bridges_.size() / perPart + 1);
+  std::vector<const v1::Bridge*> sorted;
+  sorted.reserve(bridges_.size());
+  for (const auto& entry : bridges_) sorted.push_back(&entry.second);
+  std::sort(sorted.begin(), sorted.end(), [](const v1::Bridge* a, const v1::Bridge* b) {
+    return a->bridge_id() < b->bridge_id();
+  });
   v1::BridgeSnapshot* part = nullptr;
-  for (const auto& [id, bridge] : bridges_) {
+  for (const v1::Bridge* bridge : sorted) {
     if (part == nullptr || static_cast<size_t>(part->bridges_size()) >= perPart) {
       part = parts.emplace_back().mutable_snapshot();
     }
-    *part->add_bridges() = bridge;
+    *part->add_bridges() = *bridge;
   }
   if (parts.empty()) parts.emplace_back().mutable_snapshot();
   parts.back().mutable_snapshot()->set_last(true);

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "opentunnel/control/v1/control.pb.h"
@@ -18,13 +19,15 @@ namespace ot::relayd {
 
 namespace v1 = ::opentunnel::control::v1;
 
-// The bridges attached right now, by bridge_id. Ordered so that snapshots are deterministic.
+// The bridges attached right now, by bridge_id: hashed, so an attach or detach costs the same at
+// 20 bridges as at 100,000 (an ordered map cost a chain of string compares on cold nodes). A
+// snapshot, taken once per session, sorts by bridge_id so that it stays deterministic.
 class BridgeMirror {
  public:
   static constexpr size_t kMaxBridgesPerPart = 1000;
 
-  // Inserts or replaces the bridge with that bridge_id.
-  void attached(const v1::Bridge& bridge);
+  // Inserts or replaces the bridge with that bridge_id (moved in: the caller's copy is not kept).
+  void attached(v1::Bridge bridge);
   // False when no such bridge was held.
   bool detached(const std::string& bridgeId);
 
@@ -40,7 +43,7 @@ class BridgeMirror {
   }
 
  private:
-  std::map<std::string, v1::Bridge> bridges_;
+  std::unordered_map<std::string, v1::Bridge> bridges_;
 };
 
 // Usage summed per tunnel until it is taken into a Counters message. Bounded by the number of

@@ -268,7 +268,7 @@ void Relay::bridgeAttached(BridgeSession* bridge) {
   proto.set_profile(attach.profile);
   proto.set_max_conns(bridge->maxConns());
   proto.set_attached_at_unix_ms(static_cast<int64_t>(bridge->attachedAtUnixMs()));
-  control_->bridgeAttached(proto);
+  control_->bridgeAttached(std::move(proto));
   kLog.debug("bridge attached", {{"bridge", bridge->bridgeId()}, {"tunnel", bridge->tunnelId()}});
 }
 

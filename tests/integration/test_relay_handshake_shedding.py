@@ -68,3 +68,31 @@ def test_api_connections_wait_a_second_for_a_handshake_slot_then_are_shed(stack)
         assert metrics.get("opentunnel_connections_shed_total", reason="handshakes") == 1
     finally:
         attack.close_all(sockets)
+
+
+def test_a_finished_handshake_gives_its_slot_back_before_the_upgrade(stack):
+    """A slot counts a TLS handshake in progress, nothing after it: 256 API connections whose
+    handshakes completed and which then send nothing (no upgrade, no request) hold none, so the
+    next connection's handshake starts at once instead of waiting for a slot or being shed."""
+    s = stack()
+    relayd = s.relayd
+    context = rh.client_context(relayd.ca_file)
+    ok_before = relayd.metrics().get("opentunnel_api_tls_handshakes_total", result="ok") or 0
+    idle = []
+    try:
+        for i in range(SLOTS // PER_SOURCE):
+            for _ in range(PER_SOURCE):
+                raw = attack.connect_from(f"127.0.0.{40 + i}", relayd.tls_port)
+                idle.append(context.wrap_socket(raw, server_hostname=rh.DOMAIN))
+        metrics = relayd.metrics()
+        assert metrics.get("opentunnel_api_tls_handshakes_total", result="ok") == ok_before + SLOTS
+
+        started = time.monotonic()
+        with rh.tls_connect(relayd.tls_port, rh.DOMAIN, relayd.ca_file, timeout=10):
+            took = time.monotonic() - started
+        assert "API connection waits for a handshake slot" not in relayd.log_text()
+        assert took < 0.9, f"the handshake took {took:.2f} s: it waited for a slot"
+        metrics = relayd.metrics()
+        assert metrics.get("opentunnel_connections_shed_total", reason="handshakes") == 0
+    finally:
+        attack.close_all(idle)
