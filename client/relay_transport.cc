@@ -92,7 +92,6 @@ void RelayTransport::onConnected() {
   tcp_->setNoDelay(true);
   tcp_->setKeepAlive(kKeepAliveSeconds);
   tcp_->setNotSentLowat(kNotSentLowat);
-  tcp_->setSendBuffer(kSendBuffer);
   lastReceiveMs_ = uv_now(loop_);
   tls_ = std::make_unique<tls::TlsStream>(
       tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true),

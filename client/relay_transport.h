@@ -99,10 +99,6 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   // TCP_NOTSENT_LOWAT of the socket: the kernel keeps at most this much unsent, so bytes
   // wait in our queue instead, where the streams' turns are decided (StreamScheduler).
   static constexpr int kNotSentLowat = 64 * 1024;
-  // SO_SNDBUF of the socket (the kernel doubles it): on loopback and short paths the bytes the
-  // relay has not read yet stay unacknowledged, so this bounds what waits unread in relayd's
-  // receive queue ahead of another stream's frame (without it: up to the 512 KiB window).
-  static constexpr int kSendBuffer = 64 * 1024;
   // Above the high watermark (1 MiB) until the queue drains below the low one (256 KiB): the
   // producers (visitor streams) stop reading their local sockets meanwhile.
   [[nodiscard]] bool congested() const { return congested_; }

@@ -279,12 +279,6 @@ void TcpStream::setNotSentLowat(int bytes) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof(bytes));
 }
 
-void TcpStream::setSendBuffer(int bytes) {
-  uv_os_fd_t fd = -1;
-  if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return;
-  (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-}
-
 uint64_t TcpStream::bytesAcked() const {
   uv_os_fd_t fd = -1;
   if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return 0;

@@ -126,10 +126,6 @@ class TcpStream {
   void setKeepAlive(unsigned delaySeconds);
   // TCP_NOTSENT_LOWAT: at most this much unsent data sits in the kernel for this socket.
   void setNotSentLowat(int bytes);
-  // SO_SNDBUF (the kernel doubles it): what the kernel holds sent-but-unacknowledged plus unsent.
-  // On loopback a peer that does not read leaves its bytes unacknowledged, so this also bounds
-  // what waits unread in the peer's receive queue.
-  void setSendBuffer(int bytes);
   // Bytes the peer has acknowledged: written to the kernel minus its send queue (SIOCOUTQ).
   [[nodiscard]] uint64_t bytesAcked() const;
   // Bytes whose writes completed (taken by the kernel) since the stream opened.
