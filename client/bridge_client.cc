@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -277,6 +278,31 @@ void BridgeClient::onWritable() {
   }
 }
 
+void BridgeClient::onBytesWritten() {
+  if (scheduler_.waiting() > 0) runTurns();
+}
+
+bool BridgeClient::bridgeHasRoom() const {
+  return transport_ != nullptr && scheduler_.idleWithRoom(transport_->queuedBytes());
+}
+
+void BridgeClient::onStreamReady(uint32_t connId) {
+  scheduler_.markReady(connId);
+  runTurns();
+}
+
+void BridgeClient::runTurns() {
+  if (runningTurns_) return;  // a turn's stream asked again: the loop below serves it
+  runningTurns_ = true;
+  while (!ended_ && transport_ != nullptr) {
+    const std::optional<uint32_t> connId = scheduler_.next(transport_->queuedBytes());
+    if (!connId) break;
+    const auto it = streams_.find(*connId);
+    if (it != streams_.end()) (void)it->second->onTurn(StreamScheduler::kQuantum);
+  }
+  runningTurns_ = false;
+}
+
 bool BridgeClient::bridgeCongested() const {
   return transport_ != nullptr && transport_->congested();
 }
@@ -309,6 +335,7 @@ void BridgeClient::onLocalServiceUnreachable(const LocalTarget& target, std::str
 
 void BridgeClient::onStreamFreed(uint32_t connId) {
   streams_.erase(connId);
+  scheduler_.remove(connId);
   host_.onSessionChanged();
   maybeFinished();
 }

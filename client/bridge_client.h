@@ -22,6 +22,7 @@
 #include "client/bridge_settings.h"
 #include "client/local_stream.h"
 #include "client/relay_transport.h"
+#include "client/stream_scheduler.h"
 #include "common/bridge_control.h"
 #include "common/log.h"
 
@@ -85,12 +86,15 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   void onDisconnected(uint16_t code, std::string_view reason) override;
   void onTransportClosed() override;
   void onWritable() override;
+  void onBytesWritten() override;
 
   // StreamHost
   void sendStreamFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) override;
   void onStreamDeadlineChanged() override;
   void onStreamFreed(uint32_t connId) override;
   [[nodiscard]] bool bridgeCongested() const override;
+  [[nodiscard]] bool bridgeHasRoom() const override;
+  void onStreamReady(uint32_t connId) override;
   void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) override;
 
   void onRelayMessage(const bridge::RelayMessage& message);
@@ -100,6 +104,8 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   void protocolError(std::string text);
   void endSession(SessionEnd end);
   void maybeFinished();
+  // Gives turns to waiting streams while the transport's queue is below the low mark.
+  void runTurns();
 
   uv_loop_t* loop_;
   const BridgeSettings& settings_;
@@ -116,6 +122,8 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   bool draining_ = false;
   RelayTransport* transport_ = nullptr;                 // owns itself; null once closed
   std::unordered_map<uint32_t, LocalStream*> streams_;  // each owns itself until freed
+  StreamScheduler scheduler_;  // whose data goes out next (issue 12 item 5)
+  bool runningTurns_ = false;
   bridge::Attached attached_;
   uint32_t highestOpened_ = 0;
   uint64_t attemptDeadlineMs_ = 0;

@@ -268,6 +268,7 @@ void LocalStream::closeLocal(bool abortive) {
   handshakeDeadlineMs_ = 0;
   pendingLocal_ = {};
   pendingRelay_ = {};
+  pendingOffset_ = 0;
   // An RST tells the local service the visitor aborted (TcpStream falls back to a plain close
   // after a shutdown). Closing also cancels a lookup in flight.
   tcp_->close(abortive && previous == Local::kConnected);

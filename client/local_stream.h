@@ -48,6 +48,12 @@ class StreamHost {
   // The bridge's write queue is over its high watermark: do not read local sockets for now
   // (resume() follows when it drained).
   [[nodiscard]] virtual bool bridgeCongested() const = 0;
+  // The bridge takes bytes at once: no stream waits for a turn (StreamScheduler) and what is
+  // queued to its socket is below the low mark. Otherwise a stream asks for a turn.
+  [[nodiscard]] virtual bool bridgeHasRoom() const = 0;
+  // The stream wants a turn: bytes to send, or room to read its local socket again. onTurn()
+  // follows when the bridge has room and the streams ahead had theirs.
+  virtual void onStreamReady(uint32_t connId) = 0;
   // The stream could not reach its local service (`error` says why); for the person running
   // otunnel. The stream itself answers the visitor.
   virtual void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {
@@ -92,6 +98,10 @@ class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Hand
   void abort();
   // The bridge can take data again: read the local socket if credit allows.
   void resume();
+  // Its turn (StreamScheduler): sends one data frame of at most `quantum` bytes of what waits,
+  // or, with nothing waiting, reads the local socket again. Asks for another turn if it needs
+  // one. Answers the payload bytes sent.
+  size_t onTurn(size_t quantum);
 
   // The earliest deadline (0: none): the connect's (or the 502's), or the visitor's handshake's.
   [[nodiscard]] uint64_t deadlineMs() const {
@@ -147,10 +157,13 @@ class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Hand
   void maybeShutdown();
   void maybeFinish();
   void sendToRelay(std::span<const uint8_t> bytes);
-  [[nodiscard]] size_t sendData(std::span<const uint8_t> bytes);
+  [[nodiscard]] size_t sendData(std::span<const uint8_t> bytes, size_t limit = SIZE_MAX);
   void flushToRelay();
   void sendEnd();
-  void updateReading();
+  // `turn`: called from onTurn, so reading may start even though the bridge has no room for
+  // streams without a turn.
+  void updateReading(bool turn = false);
+  void requestTurn();
   void resetStream(bridge::ResetReason reason, std::string_view text);
   void closeLocal(bool abortive);
   [[nodiscard]] bool closing() const { return local_ == Local::kClosing; }
@@ -185,8 +198,10 @@ class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Hand
   bridge::StreamCredit sendCredit_;
   // Toward the local service: held until it is connected, then queued in tcp_ (queuedBytes()).
   std::vector<uint8_t> pendingLocal_;
-  // Toward the relay: what the send credit does not cover yet.
+  // Toward the relay: what the send credit or the bridge's turns (StreamScheduler) have not
+  // let out yet, from pendingOffset_ on (cleared once all is sent).
   std::vector<uint8_t> pendingRelay_;
+  size_t pendingOffset_ = 0;
 };
 
 }  // namespace ot::client

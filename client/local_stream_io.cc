@@ -136,18 +136,24 @@ void LocalStream::onLocalEof() {
 
 void LocalStream::sendToRelay(std::span<const uint8_t> bytes) {
   if (bytes.empty() || sentEnd_ || protocolClosed()) return;
-  if (pendingRelay_.empty()) bytes = bytes.subspan(sendData(bytes));
-  pendingRelay_.insert(pendingRelay_.end(), bytes.begin(), bytes.end());
+  // Straight out while the bridge has room and no other stream waits for a turn; the rest
+  // waits for this stream's turns (StreamScheduler), one frame each.
+  if (pendingRelay_.empty() && host_.bridgeHasRoom()) bytes = bytes.subspan(sendData(bytes));
+  if (!bytes.empty()) {
+    pendingRelay_.insert(pendingRelay_.end(), bytes.begin(), bytes.end());
+    if (sendCredit_.available() > 0) requestTurn();
+  }
   updateReading();
 }
 
-size_t LocalStream::sendData(std::span<const uint8_t> bytes) {
+size_t LocalStream::sendData(std::span<const uint8_t> bytes, size_t limit) {
   const std::array<uint8_t, bridge::kFrameHeaderSize> head =
       bridge::encodeFrameHeader(bridge::FrameKind::kData, options_.connId);
   size_t sent = 0;
-  while (sent < bytes.size() && sendCredit_.available() > 0) {
-    const size_t n = std::min({bytes.size() - sent, static_cast<size_t>(sendCredit_.available()),
-                               static_cast<size_t>(options_.maxPayload)});
+  while (sent < bytes.size() && sent < limit && sendCredit_.available() > 0) {
+    const size_t n =
+        std::min({bytes.size() - sent, limit - sent, static_cast<size_t>(sendCredit_.available()),
+                  static_cast<size_t>(options_.maxPayload)});
     (void)sendCredit_.consume(n);
     host_.sendStreamFrame(head, bytes.subspan(sent, n));
     sent += n;
@@ -155,14 +161,37 @@ size_t LocalStream::sendData(std::span<const uint8_t> bytes) {
   return sent;
 }
 
-void LocalStream::flushToRelay() {
+size_t LocalStream::onTurn(size_t quantum) {
+  if (closing()) return 0;
+  size_t sent = 0;
   if (!pendingRelay_.empty()) {
-    const size_t sent = sendData(pendingRelay_);
-    pendingRelay_.erase(pendingRelay_.begin(),
-                        pendingRelay_.begin() + static_cast<std::ptrdiff_t>(sent));
-    if (pendingRelay_.empty()) pendingRelay_.shrink_to_fit();
+    sent = sendData(std::span<const uint8_t>(pendingRelay_).subspan(pendingOffset_), quantum);
+    pendingOffset_ += sent;
+    if (pendingOffset_ == pendingRelay_.size()) {
+      pendingRelay_.clear();
+      pendingOffset_ = 0;
+    }
+    if (!pendingRelay_.empty()) {
+      if (sendCredit_.available() > 0) requestTurn();
+      return sent;
+    }
+    if (localEof_) sendEnd();
   }
-  if (pendingRelay_.empty() && localEof_) sendEnd();
+  updateReading(true);
+  return sent;
+}
+
+void LocalStream::requestTurn() {
+  host_.onStreamReady(options_.connId);
+}
+
+void LocalStream::flushToRelay() {
+  // New credit: what waits goes out in turns.
+  if (!pendingRelay_.empty()) {
+    if (sendCredit_.available() > 0) requestTurn();
+    return;
+  }
+  if (localEof_) sendEnd();
   updateReading();
 }
 
@@ -174,11 +203,16 @@ void LocalStream::sendEnd() {
   maybeFinish();
 }
 
-void LocalStream::updateReading() {
+void LocalStream::updateReading(bool turn) {
   if (closing()) return;
-  const bool want = local_ == Local::kConnected && !localEof_ && !sentEnd_ && !protocolClosed() &&
-                    pendingRelay_.empty() && sendCredit_.available() > 0 &&
-                    (!terminating() || tls_->handshakeDone()) && !host_.bridgeCongested();
+  bool want = local_ == Local::kConnected && !localEof_ && !sentEnd_ && !protocolClosed() &&
+              pendingRelay_.empty() && sendCredit_.available() > 0 &&
+              (!terminating() || tls_->handshakeDone()) && !host_.bridgeCongested();
+  // A read may queue up to 64 KiB more: only with room on the bridge, else after a turn.
+  if (want && !turn && !host_.bridgeHasRoom()) {
+    want = false;
+    requestTurn();
+  }
   if (want && !tcp_->reading()) {
     if (const int rc = tcp_->startReading(); rc != 0) {
       resetStream(bridge::ResetReason::kClientIoError,

@@ -91,6 +91,7 @@ void RelayTransport::onConnected() {
   if (closing()) return;
   tcp_->setNoDelay(true);
   tcp_->setKeepAlive(kKeepAliveSeconds);
+  tcp_->setNotSentLowat(kNotSentLowat);
   lastReceiveMs_ = uv_now(loop_);
   tls_ = std::make_unique<tls::TlsStream>(
       tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true),
@@ -345,6 +346,7 @@ void RelayTransport::onWritten(size_t) {
     congested_ = false;
     if (state_ == State::kOpen) listener_.onWritable();
   }
+  if (state_ == State::kOpen && !closing()) listener_.onBytesWritten();
 }
 
 void RelayTransport::failAs(std::string text, const AttemptEnd& end) {

@@ -60,6 +60,8 @@ class RelayTransportListener {
   virtual void onTransportClosed() = 0;
   // The write queue fell back below the low watermark after congested() had turned true.
   virtual void onWritable() = 0;
+  // A write completed (queuedBytes() went down): a stream waiting for its turn may go.
+  virtual void onBytesWritten() = 0;
 };
 
 class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::Handler {
@@ -94,6 +96,9 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   [[nodiscard]] uint64_t closeDeadlineMs() const { return closeDeadlineMs_; }
   // Ciphertext handed to the socket and not yet written.
   [[nodiscard]] size_t queuedBytes() const { return tcp_->queuedBytes(); }
+  // TCP_NOTSENT_LOWAT of the socket: the kernel keeps at most this much unsent, so bytes
+  // wait in our queue instead, where the streams' turns are decided (StreamScheduler).
+  static constexpr int kNotSentLowat = 64 * 1024;
   // Above the high watermark (1 MiB) until the queue drains below the low one (256 KiB): the
   // producers (visitor streams) stop reading their local sockets meanwhile.
   [[nodiscard]] bool congested() const { return congested_; }

@@ -485,6 +485,8 @@ class CongestionHost final : public ot::client::StreamHost {
   void onStreamDeadlineChanged() override { ++deadlineChanges; }
   void onStreamFreed(uint32_t) override { freed = true; }
   [[nodiscard]] bool bridgeCongested() const override { return congested; }
+  [[nodiscard]] bool bridgeHasRoom() const override { return !congested; }
+  void onStreamReady(uint32_t) override {}
 
   std::vector<uint8_t> frameTypes;
   int deadlineChanges = 0;
