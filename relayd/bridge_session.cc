@@ -66,8 +66,9 @@ void BridgeSession::flushGather() {
   if (gather_ == nullptr || gather_->count == 0) return;
   StreamForBridge* visitor = gather_->visitor;
   const size_t count = std::exchange(gather_->count, 0);
-  if (closed()) return;  // its streams were aborted
-  visitor->deliverAll(std::span<const std::span<const uint8_t>>(gather_->payloads.data(), count));
+  if (!closed()) {  // else its streams were aborted
+    visitor->deliverAll(std::span<const std::span<const uint8_t>>(gather_->payloads.data(), count));
+  }
   checkBudgets();
 }
 
@@ -138,7 +139,15 @@ void BridgeSession::handleMessage(ws::ReadStep& step) {
     return;
   }
   // Often in place in the decrypted record: written to the visitor from there.
-  handleFrame(step.message(), step.payload.empty());
+  if (step.payload.empty() || gather_ == nullptr) {
+    handleFrame(step.message(), step.payload.empty());
+    return;
+  }
+  // Collected across two reads: kept alive in the gather, so it goes out in the same write as
+  // the frames that follow it in this read.
+  flushGather();  // nothing gathered may point into the message it replaces
+  gather_->owned = std::move(step.payload);
+  handleFrame(gather_->owned, true);
 }
 
 void BridgeSession::handleAttach(std::string_view text) {

@@ -130,7 +130,8 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
 
   void handleMessage(ws::ReadStep& step);
   void handleAttach(std::string_view text);
-  // `inPlace`: the message lies in the caller's decrypted input (valid until onPlaintext returns).
+  // `inPlace`: the message stays valid until onPlaintext returns (in the decrypted input, or
+  // kept in the gather).
   void handleFrame(std::span<const uint8_t> message, bool inPlace);
   // Consecutive in-place data frames for one stream, delivered in one write by flushGather (before
   // any other frame is handled and before onPlaintext returns).
@@ -138,6 +139,7 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
     StreamForBridge* visitor = nullptr;
     std::array<std::span<const uint8_t>, 8> payloads{};
     size_t count = 0;
+    std::vector<uint8_t> owned;  // a message collected across reads; replaced only after a flush
   };
   void readInput(std::span<uint8_t> bytes);
   void flushGather();

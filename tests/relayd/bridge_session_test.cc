@@ -549,3 +549,27 @@ TEST_CASE_FIXTURE(BridgeRig,
   CHECK(frames[2].payload.size() == bridge::kMaxDataPayload);
   CHECK(frames[3].payload.size() == 100);
 }
+
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: a frame cut across two reads goes out with the frames that "
+                  "follow it in the second") {
+  attach();
+  FakeStream& stream = open();
+  std::vector<std::string> events;
+  stream.events = &events;
+  const ws::MaskKey mask{1, 2, 3, 4};
+  std::vector<uint8_t> input;
+  for (const auto& frame : {bridge::encodeData(stream.id, std::vector<uint8_t>(40, 'a')),
+                            bridge::encodeData(stream.id, std::vector<uint8_t>(3, 'b'))}) {
+    const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
+    input.insert(input.end(), bytes.begin(), bytes.end());
+  }
+  std::vector<uint8_t> first(input.begin(), input.begin() + 20);
+  std::vector<uint8_t> second(input.begin() + 20, input.end());
+  session->onPlaintext(first);
+  CHECK(events.empty());
+  session->onPlaintext(second);
+  const std::vector<std::string> expected = {std::to_string(stream.id) + " data x2 " +
+                                             std::string(40, 'a') + "bbb"};
+  CHECK(events == expected);
+}
