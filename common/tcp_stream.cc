@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <new>
 #include <utility>
 
@@ -20,6 +22,8 @@ namespace {
 struct WriteRequest {
   uv_write_t req{};
   std::vector<uint8_t> bytes;
+  size_t offset = 0;  // bytes[offset..] is what this request writes
+  [[nodiscard]] size_t size() const { return bytes.size() - offset; }
 };
 
 }  // namespace
@@ -165,9 +169,60 @@ void TcpStream::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
 // --- Writing ----------------------------------------------------------------------------------
 
 void TcpStream::write(std::vector<uint8_t> bytes) {
-  if (closing_ || bytes.empty()) return;
-  if (!backlog_.admits(chargedBytes_, bytes.size() + kWriteOverheadBytes)) {
-    overflow(bytes.size());
+  queueWrite(std::move(bytes), 0);
+}
+
+size_t TcpStream::tryWrite(std::span<const std::span<const uint8_t>> pieces) {
+  if (closing_ || shutdownSent_ || queuedBytes_ > 0 || pieces.empty()) return 0;
+  constexpr size_t kMaxPieces = 16;
+  std::array<uv_buf_t, kMaxPieces> bufs{};
+  const size_t count = std::min(pieces.size(), kMaxPieces);
+  for (size_t i = 0; i < count; ++i) {
+    bufs[i] = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(pieces[i].data())),
+                          static_cast<unsigned>(pieces[i].size()));
+  }
+  const int rc = uv_try_write(reinterpret_cast<uv_stream_t*>(&tcp_), bufs.data(),
+                              static_cast<unsigned>(count));
+  if (rc <= 0) return 0;  // EAGAIN, or an error the queued write will report
+  bytesWritten_ += static_cast<size_t>(rc);
+  return static_cast<size_t>(rc);
+}
+
+size_t TcpStream::writeCopy(std::span<const uint8_t> bytes) {
+  const std::span<const uint8_t> one[] = {bytes};
+  return writeCopy(one);
+}
+
+size_t TcpStream::writeCopy(std::span<const std::span<const uint8_t>> pieces) {
+  size_t total = 0;
+  for (const auto piece : pieces) total += piece.size();
+  const size_t taken = tryWrite(pieces);
+  if (taken < total) {
+    std::vector<uint8_t> rest;
+    rest.reserve(total - taken);
+    size_t skip = taken;
+    for (const auto piece : pieces) {
+      const size_t from = std::min(skip, piece.size());
+      skip -= from;
+      rest.insert(rest.end(), piece.begin() + static_cast<ptrdiff_t>(from), piece.end());
+    }
+    queueWrite(std::move(rest), 0);
+  }
+  return taken;
+}
+
+size_t TcpStream::writeNow(std::vector<uint8_t> bytes) {
+  const std::span<const uint8_t> one[] = {bytes};
+  const size_t taken = tryWrite(one);
+  if (taken < bytes.size()) queueWrite(std::move(bytes), taken);
+  return taken;
+}
+
+void TcpStream::queueWrite(std::vector<uint8_t> bytes, size_t offset) {
+  const size_t size = bytes.size() - offset;
+  if (closing_ || size == 0) return;
+  if (!backlog_.admits(chargedBytes_, size + kWriteOverheadBytes)) {
+    overflow(size);
     return;
   }
   auto* request = new (std::nothrow) WriteRequest{};
@@ -176,10 +231,10 @@ void TcpStream::write(std::vector<uint8_t> bytes) {
     return;
   }
   request->bytes = std::move(bytes);
+  request->offset = offset;
   request->req.data = this;
-  const size_t size = request->bytes.size();
-  uv_buf_t buf =
-      uv_buf_init(reinterpret_cast<char*>(request->bytes.data()), static_cast<unsigned>(size));
+  uv_buf_t buf = uv_buf_init(reinterpret_cast<char*>(request->bytes.data() + offset),
+                             static_cast<unsigned>(size));
   const int rc = uv_write(&request->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1, onWriteCb);
   if (rc != 0) {
     delete request;
@@ -203,7 +258,7 @@ void TcpStream::overflow(size_t bytes) {
 void TcpStream::onWriteCb(uv_write_t* req, int status) {
   auto* request = reinterpret_cast<WriteRequest*>(req);
   auto* self = static_cast<TcpStream*>(req->data);
-  const size_t size = request->bytes.size();
+  const size_t size = request->size();
   delete request;
   self->queuedBytes_ -= size;
   self->chargedBytes_ -= size + kWriteOverheadBytes;

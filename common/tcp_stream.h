@@ -111,6 +111,16 @@ class TcpStream {
   // Queues bytes for the socket. Ignored once closing. A write that would take the backlog past
   // its hard limit is not queued: the peer is reset (counted, logged) and the stream closes.
   void write(std::vector<uint8_t> bytes);
+  // Writes what the socket takes at once (uv_try_write: no request, no write watcher) and queues
+  // only the rest, as write() does: from `bytes` copied (writeCopy) or `bytes` itself (writeNow).
+  // Answers the bytes the kernel took during the call: they count in bytesWritten() at once and
+  // are NOT reported through onWritten (the caller accounts for them; the rest is reported
+  // there as usual). Nothing is tried while writes are queued or once shut down (their order),
+  // and a failed attempt leaves the error to the queued write's callback.
+  [[nodiscard]] size_t writeCopy(std::span<const uint8_t> bytes);
+  // writeCopy of several pieces in one write (writev), queued as one piece when not all taken.
+  [[nodiscard]] size_t writeCopy(std::span<const std::span<const uint8_t>> pieces);
+  [[nodiscard]] size_t writeNow(std::vector<uint8_t> bytes);
   [[nodiscard]] size_t queuedBytes() const { return queuedBytes_; }
   // The peer leaves more than the high mark unread: its reading is paused until the low mark.
   // Owners that hold input already read (pipelined requests) wait for this to clear too; they
@@ -147,6 +157,8 @@ class TcpStream {
   static void onConnectCb(uv_connect_t* req, int status);
   static void onCloseCb(uv_handle_t* handle);
   int applyReading();
+  [[nodiscard]] size_t tryWrite(std::span<const std::span<const uint8_t>> pieces);
+  void queueWrite(std::vector<uint8_t> bytes, size_t offset);
   void overflow(size_t bytes);
   void connectTo(const sockaddr_storage& address);
   void connectFailed(ConnectFailure::Stage stage, int status, const sockaddr_storage& address);

@@ -112,14 +112,18 @@ class FrameDecoder {
 
   // Unmasks payload in place inside `input`, so kPayload points into it.
   [[nodiscard]] DecodeStep decode(std::span<uint8_t> input);
-  // Leaves `input` untouched and unmasks into `out` (at most out.size() bytes per step; `out`
-  // must not be empty while payload remains).
+  // Leaves `input` untouched and unmasks into `out` in the same pass as the copy (at most
+  // out.size() bytes per step; `out` must not be empty while payload remains).
   [[nodiscard]] DecodeStep decodeInto(std::span<const uint8_t> input, std::span<uint8_t> out);
 
   // The frame being read, valid from kHeader until the next header starts (payloadRemaining
   // too; while a header is half read it only promises not to exceed the final length).
   [[nodiscard]] const FrameHeader& header() const { return header_; }
   [[nodiscard]] uint64_t payloadRemaining() const { return header_.payloadLength - payloadDone_; }
+  // Payload of the current frame is being read (a header is complete, its payload is not).
+  [[nodiscard]] bool inPayload() const { return phase_ == Phase::kPayload; }
+  // Payload bytes of the current frame read so far.
+  [[nodiscard]] uint64_t payloadDone() const { return payloadDone_; }
   [[nodiscard]] Role role() const { return role_; }
 
  private:
@@ -155,6 +159,11 @@ struct EncodedHeader {
 // XORs `data` with the key, where data[0] is byte `offset` of the frame payload. Masking is its
 // own inverse, and a payload may be masked in pieces: call again with offset += data.size().
 void maskInPlace(std::span<uint8_t> data, MaskKey key, uint64_t offset = 0);
+// The copy and the XOR in one pass: out[i] = in[i] ^ key[(offset + i) % 4] for every byte of
+// `in` (out.size() >= in.size()). `out` may be `in` itself (then it is maskInPlace), but must not
+// overlap it otherwise.
+void maskCopy(std::span<uint8_t> out, std::span<const uint8_t> in, MaskKey key,
+              uint64_t offset = 0);
 
 // Whole frames for small payloads (control frames, attach JSON). The client passes a fresh
 // random mask; the server passes none. Control payloads are cut to 125 bytes, the most a

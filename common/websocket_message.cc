@@ -1,5 +1,6 @@
 #include "common/websocket_message.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ot::ws {
@@ -49,11 +50,38 @@ Error MessageReader::onHeader() {
   return Error::kNone;
 }
 
+// Whether the payload bytes now in the input are copied into message_ (unmasked on the way)
+// rather than unmasked in place: data of a message delivered whole, unless kWholeView can hand
+// the message over in place (its only frame lies whole in the input).
+bool MessageReader::collects(size_t available) const {
+  if (!decoder_.inPayload() || messageDelivery_ == Delivery::kStream) return false;
+  const FrameHeader& header = decoder_.header();
+  if (isControl(header.opcode)) return false;
+  const bool wholeInInput = messageDelivery_ == Delivery::kWholeView && messageFrames_ == 1 &&
+                            header.fin && decoder_.payloadDone() == 0 &&
+                            header.payloadLength <= available;
+  return !wholeInInput;
+}
+
 ReadStep MessageReader::next(std::span<uint8_t> input) {
   if (error_ != Error::kNone) return fail(error_, 0);
   size_t used = 0;
+  // kWholeView: the message's one frame, unmasked in place (its end follows in this call).
+  std::span<const uint8_t> inPlace;
+  bool isInPlace = false;
   for (;;) {
-    const DecodeStep step = decoder_.decode(input.subspan(used));
+    const std::span<uint8_t> rest = input.subspan(used);
+    DecodeStep step;
+    const bool collected = collects(rest.size());
+    if (collected) {
+      const auto take =
+          static_cast<size_t>(std::min<uint64_t>(rest.size(), decoder_.payloadRemaining()));
+      const size_t had = message_.size();
+      message_.resize(had + take);
+      step = decoder_.decodeInto(rest, std::span<uint8_t>(message_).subspan(had));
+    } else {
+      step = decoder_.decode(rest);
+    }
     used += step.consumed;
     const FrameHeader& header = decoder_.header();
     switch (step.event) {
@@ -80,8 +108,10 @@ ReadStep MessageReader::next(std::span<uint8_t> input) {
             return fail(Error::kInvalidUtf8, used - (step.payload.size() - valid - 1));
           }
         }
-        if (messageDelivery_ == Delivery::kWhole) {
-          message_.insert(message_.end(), step.payload.begin(), step.payload.end());
+        if (collected) continue;  // already in message_
+        if (messageDelivery_ != Delivery::kStream) {
+          isInPlace = true;  // the whole payload: handed over at the frame's end
+          inPlace = step.payload;
           continue;
         }
         ReadStep out;
@@ -119,9 +149,13 @@ ReadStep MessageReader::next(std::span<uint8_t> input) {
     ReadStep out;
     out.consumed = used;
     out.opcode = messageOpcode_;
-    if (messageDelivery_ == Delivery::kWhole) {
+    if (messageDelivery_ != Delivery::kStream) {
       out.event = ReadEvent::kMessage;
-      out.payload = std::exchange(message_, {});
+      if (isInPlace) {
+        out.chunk = inPlace;
+      } else {
+        out.payload = std::exchange(message_, {});
+      }
     } else {
       out.event = ReadEvent::kData;
       out.messageBegin = !delivered_;

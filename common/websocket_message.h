@@ -19,7 +19,13 @@ namespace ot::ws {
 //   kStream  chunks as they arrive, pointing into the caller's input (unmasked in place);
 //            nothing is buffered, so a 32 KiB payload can go straight to a visitor socket.
 //   kWhole   one message at a time, collected up to the size limit and handed over by value.
-enum class Delivery : uint8_t { kStream, kWhole };
+//   kWholeView  as kWhole, but a message that is one frame lying whole in the input is handed in
+//            `chunk`, pointing into the input (unmasked in place), and not copied: relayd writes
+//            a data frame's payload to its visitor straight from the decrypted record.
+//            ReadStep::message() is the message either way.
+// Payload that is collected (kWhole, kWholeView across inputs) is unmasked in the same pass that
+// copies it out of the input.
+enum class Delivery : uint8_t { kStream, kWhole, kWholeView };
 
 // Frames one data message may take (its first frame and continuations). Each frame costs a header
 // parse however small it is, so a peer sending endless empty continuations is refused with 1009
@@ -29,7 +35,8 @@ inline constexpr uint32_t kMaxMessageFragments = 1024;
 //   kNeedMore  all input was consumed; call again with more bytes.
 //   kData      (kStream) the next chunk of a text/binary message. messageBegin marks the first
 //              event of a message, messageEnd the last one, whose chunk may be empty.
-//   kMessage   (kWhole) a complete text/binary message in `payload`.
+//   kMessage   (kWhole, kWholeView) a complete text/binary message in `payload`, or (kWholeView,
+//              payload empty) in `chunk`: message() says which.
 //   kControl   a complete ping, pong or close in `payload`; a close also sets closeCode.
 //   kError     the stream is broken: close the connection with closeCodeFor(error). consumed
 //              counts bytes up to and including the one that revealed the error. Final.
@@ -41,11 +48,15 @@ struct ReadStep {
   Opcode opcode = Opcode::kContinuation;  // kText/kBinary for data, kClose/kPing/kPong control
   bool messageBegin = false;
   bool messageEnd = false;
-  std::span<const uint8_t> chunk;  // kData: valid while the caller's input buffer is
+  std::span<const uint8_t> chunk;  // kData, kMessage in place: valid while the caller's input is
   std::vector<uint8_t> payload;    // kMessage, kControl: owned by the caller from here on
   uint16_t closeCode = kCloseNoStatus;
   Error error = Error::kNone;
 
+  // kMessage: the message, in `payload` or (kWholeView, in place) in `chunk`.
+  [[nodiscard]] std::span<const uint8_t> message() const {
+    return payload.empty() ? chunk : std::span<const uint8_t>(payload);
+  }
   // The close reason (UTF-8, already validated); empty unless this is a close with a reason.
   [[nodiscard]] std::string_view closeReason() const;
 };
@@ -73,6 +84,7 @@ class MessageReader {
 
  private:
   [[nodiscard]] Error onHeader();
+  [[nodiscard]] bool collects(size_t available) const;
   [[nodiscard]] ReadStep fail(Error error, size_t consumed);
 
   FrameDecoder decoder_;

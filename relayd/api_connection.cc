@@ -119,7 +119,15 @@ void ApiConnection::feedCiphertext(std::span<const uint8_t> bytes) {
 }
 
 bool ApiConnection::sendCiphertext(std::vector<uint8_t> bytes) {
-  if (stream_ != nullptr) stream_->write(std::move(bytes));
+  if (stream_ == nullptr) return true;
+  if (phase_ == Phase::kBridge) {
+    // Straight to the socket when it takes it: no write request, no write watcher to arm and
+    // disarm. The bridge needs no onWritten for bytes taken at once: its marks look at what is
+    // queued, and its pong pacing at bytesWritten().
+    (void)stream_->writeNow(std::move(bytes));
+  } else {
+    stream_->write(std::move(bytes));
+  }
   return true;  // a failed write closes the stream; what follows copes with that
 }
 

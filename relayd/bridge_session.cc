@@ -1,5 +1,5 @@
-// BridgeSession's input (attach, stream frames), output (frames, pongs, socket watermarks) and
-// flow control (the streams, the visitors' budget, stalls). Liveness, drain and close are in
+// BridgeSession's input (attach, stream frames) and flow control (the streams, the visitors'
+// budget, stalls). Output is in bridge_session_output.cc; liveness, drain and close in
 // bridge_session_close.cc.
 #include "relayd/bridge_session.h"
 
@@ -28,7 +28,7 @@ BridgeSession::BridgeSession(RelayContext& context, RelayForBridge& relay,
       transport_(transport),
       tunnelId_(std::move(tunnelId)),
       key_(0),
-      reader_(ws::Role::kServer, bridge::kMaxMessageBeforeAttach, ws::Delivery::kWhole),
+      reader_(ws::Role::kServer, bridge::kMaxMessageBeforeAttach, ws::Delivery::kWholeView),
       heartbeat_(&BridgeSession::onHeartbeat, this),
       stall_(&BridgeSession::onStall, this),
       closeWait_(&BridgeSession::onCloseWait, this) {
@@ -53,6 +53,26 @@ BridgeSession::~BridgeSession() {
 // Input
 
 void BridgeSession::onPlaintext(std::span<uint8_t> bytes) {
+  // An outer call's frames (attachAllowed replays deferred input from inside one) go first.
+  flushGather();
+  Gather gather;
+  Gather* outer = std::exchange(gather_, &gather);
+  readInput(bytes);
+  flushGather();
+  gather_ = outer;
+}
+
+void BridgeSession::flushGather() {
+  if (gather_ == nullptr || gather_->count == 0) return;
+  StreamForBridge* visitor = gather_->visitor;
+  const size_t count = std::exchange(gather_->count, 0);
+  if (!closed()) {  // else its streams were aborted
+    visitor->deliverAll(std::span<const std::span<const uint8_t>>(gather_->payloads.data(), count));
+  }
+  checkBudgets();
+}
+
+void BridgeSession::readInput(std::span<uint8_t> bytes) {
   if (closed() && phase_ != Phase::kClosing) return;
   lastHeardMs_ = context_.nowMs();
   pingOutstanding_ = false;
@@ -65,6 +85,9 @@ void BridgeSession::onPlaintext(std::span<uint8_t> bytes) {
     ws::ReadStep step = reader_.next(bytes);
     bytes = bytes.subspan(step.consumed);
     if (step.event == ws::ReadEvent::kNeedMore) break;
+    if (step.event != ws::ReadEvent::kMessage || step.opcode != ws::Opcode::kBinary) {
+      flushGather();  // a data frame's stream hears of it before anything that follows
+    }
     if (step.event == ws::ReadEvent::kError) {
       kLog.debug("bridge protocol error",
                  {{"bridge", bridgeId_}, {"error", ws::errorName(step.error)}});
@@ -105,8 +128,8 @@ void BridgeSession::handleMessage(ws::ReadStep& step) {
   if (step.event != ws::ReadEvent::kMessage || phase_ == Phase::kClosing) return;
   if (step.opcode == ws::Opcode::kText) {
     if (phase_ == Phase::kAwaitAttach) {
-      handleAttach(std::string_view(reinterpret_cast<const char*>(step.payload.data()),
-                                    step.payload.size()));
+      const std::span<const uint8_t> text = step.message();
+      handleAttach(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
     }
     // Text after attach is ignored (protocol.md 4.5).
     return;
@@ -115,7 +138,16 @@ void BridgeSession::handleMessage(ws::ReadStep& step) {
     protocolError("binary message before attach");
     return;
   }
-  handleFrame(step.payload);
+  // Often in place in the decrypted record: written to the visitor from there.
+  if (step.payload.empty() || gather_ == nullptr) {
+    handleFrame(step.message(), step.payload.empty());
+    return;
+  }
+  // Collected across two reads: kept alive in the gather, so it goes out in the same write as
+  // the frames that follow it in this read.
+  flushGather();  // nothing gathered may point into the message it replaces
+  gather_->owned = std::move(step.payload);
+  handleFrame(gather_->owned, true);
 }
 
 void BridgeSession::handleAttach(std::string_view text) {
@@ -187,8 +219,11 @@ void BridgeSession::attachRefused(bridge::AttachErrorCode code, const std::strin
   transport_.resumeReading();  // to read the client's close answer
 }
 
-void BridgeSession::handleFrame(std::span<const uint8_t> message) {
+void BridgeSession::handleFrame(std::span<const uint8_t> message, bool inPlace) {
   auto decoded = bridge::decodeFrame(message);
+  const bool gathers = inPlace && gather_ != nullptr && decoded.ok() &&
+                       decoded.value().kind == bridge::FrameKind::kData;
+  if (!gathers) flushGather();
   if (!decoded.ok()) {
     protocolError(std::string(bridge::frameErrorName(decoded.error())).c_str());
     return;
@@ -207,12 +242,20 @@ void BridgeSession::handleFrame(std::span<const uint8_t> message) {
   StreamEntry& entry = it->second;
   switch (frame.kind) {
     case bridge::FrameKind::kData: {
+      if (gathers && gather_->count > 0 && gather_->visitor != entry.visitor) flushGather();
       if (entry.clientEnded) {
         protocolError("data after end");
         return;
       }
       if (entry.receiveCredit.consume(frame.payload.size()) != bridge::CreditStatus::kOk) {
         protocolError("flow-control violation");
+        return;
+      }
+      if (gathers) {
+        Gather& gather = *gather_;
+        if (gather.count == gather.payloads.size()) flushGather();
+        gather.visitor = entry.visitor;
+        gather.payloads[gather.count++] = frame.payload;
         return;
       }
       entry.visitor->deliver(frame.payload);
@@ -241,75 +284,9 @@ void BridgeSession::handleFrame(std::span<const uint8_t> message) {
 }
 
 void BridgeSession::protocolError(const char* what) {
+  flushGather();  // what the client sent before the error still reaches its visitors
   kLog.info("bridge protocol error", {{"bridge", bridgeId_}, {"error", what}});
   close(ws::kCloseProtocolError, DetachOutcome::kServerClose, what);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Output
-
-void BridgeSession::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
-                              std::span<const uint8_t> payload) {
-  const auto header = ws::encodeFrameHeader(opcode, true, head.size() + payload.size());
-  std::vector<uint8_t> bytes = std::move(context_.frameScratch);
-  bytes.clear();
-  bytes.reserve(header.size + head.size() + payload.size());
-  bytes.insert(bytes.end(), header.view().begin(), header.view().end());
-  bytes.insert(bytes.end(), head.begin(), head.end());
-  bytes.insert(bytes.end(), payload.begin(), payload.end());
-  transport_.sendPlain(bytes);  // encrypted (copied) by TLS when this returns
-  context_.frameScratch = std::move(bytes);
-}
-
-void BridgeSession::sendText(const std::string& text) {
-  sendFrame(ws::Opcode::kText, {},
-            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
-void BridgeSession::sendStreamFrame(std::vector<uint8_t> frame) {
-  sendFrame(ws::Opcode::kBinary, {}, frame);
-}
-
-void BridgeSession::sendData(uint32_t connId, std::span<const uint8_t> payload) {
-  if (closed()) return;
-  const auto head = bridge::encodeFrameHeader(bridge::FrameKind::kData, connId);
-  sendFrame(ws::Opcode::kBinary, head, payload);
-  if (!visitorsPaused_ && transport_.queuedBytes() > kBridgeSocketHighMark) {
-    visitorsPaused_ = true;
-    for (auto& [id, entry] : streams_) entry.visitor->pauseForBridge();
-  }
-}
-
-void BridgeSession::sendEnd(uint32_t connId) {
-  if (!closed()) sendStreamFrame(bridge::encodeEnd(connId));
-}
-
-void BridgeSession::sendReset(uint32_t connId, bridge::ResetReason reason) {
-  if (!closed()) sendStreamFrame(bridge::encodeReset(connId, reason));
-}
-
-void BridgeSession::sendCredit(uint32_t connId, uint32_t increment) {
-  if (closed()) return;
-  auto it = streams_.find(connId);
-  if (it == streams_.end()) return;
-  if (it->second.receiveCredit.grant(increment) != bridge::CreditStatus::kOk) return;
-  sendStreamFrame(bridge::encodeCredit(connId, increment));
-}
-
-void BridgeSession::sendPendingPong() {
-  if (!pongWanted_ || closed() || transport_.bytesWritten() < pongQueuedEnd_) return;
-  pongWanted_ = false;
-  sendFrame(ws::Opcode::kPong, {}, pongPayload_);
-  pongPayload_.clear();
-  pongQueuedEnd_ = transport_.bytesWritten() + transport_.queuedBytes();
-}
-
-void BridgeSession::onTransportWritten() {
-  sendPendingPong();
-  if (visitorsPaused_ && transport_.queuedBytes() <= kBridgeSocketLowMark) {
-    visitorsPaused_ = false;
-    for (auto& [id, entry] : streams_) entry.visitor->resumeFromBridge();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,10 +299,14 @@ bool BridgeSession::openStream(StreamForBridge* visitor, const std::string& rout
   if (!open) open = bridge::encodeOpen(nextConnId_, route, "");
   if (!open) return false;
   const uint32_t connId = nextConnId_++;
+  // `open` and the ClientHello's data frame in one write.
+  std::vector<uint8_t> local;
+  const bool own = beginBatch(local);
   sendStreamFrame(std::move(*open));
   streams_.emplace(connId, StreamEntry{visitor, bridge::StreamCredit(bridge::kRelayWindow), false});
   if (visitorsPaused_) visitor->pauseForBridge();
   visitor->start(this, connId, std::move(hello));
+  endBatch(local, own);
   return true;
 }
 

@@ -12,6 +12,7 @@
 // Owned by its ApiConnection; loop thread only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -130,8 +131,25 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
 
   void handleMessage(ws::ReadStep& step);
   void handleAttach(std::string_view text);
-  void handleFrame(std::span<const uint8_t> message);
+  // `inPlace`: the message stays valid until onPlaintext returns (in the decrypted input, or
+  // kept in the gather).
+  void handleFrame(std::span<const uint8_t> message, bool inPlace);
+  // Consecutive in-place data frames for one stream, delivered in one write by flushGather (before
+  // any other frame is handled and before onPlaintext returns).
+  struct Gather {
+    StreamForBridge* visitor = nullptr;
+    std::array<std::span<const uint8_t>, 8> payloads{};
+    size_t count = 0;
+    std::vector<uint8_t> owned;  // a message collected across reads; replaced only after a flush
+  };
+  void readInput(std::span<uint8_t> bytes);
+  void flushGather();
   void sendText(const std::string& text);
+  // Frames sent between beginBatch and endBatch go to the transport in one sendPlain: an `open`
+  // with its ClientHello, the data frames of one visitor read. `local` holds them unless an
+  // outer batch is running (then beginBatch answers false and endBatch leaves it alone).
+  [[nodiscard]] bool beginBatch(std::vector<uint8_t>& local);
+  void endBatch(std::vector<uint8_t>& local, bool own);
   void sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
                  std::span<const uint8_t> payload);
   void sendStreamFrame(std::vector<uint8_t> frame);
@@ -153,6 +171,8 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   std::string bridgeId_;
   Phase phase_ = Phase::kAwaitAttach;
   ws::MessageReader reader_;
+  std::vector<uint8_t>* batch_ = nullptr;  // frames collected for one write (beginBatch)
+  Gather* gather_ = nullptr;               // data frames collected while onPlaintext runs
   bridge::AttachRequest attach_;
   std::vector<uint8_t> deferredInput_;  // bytes that arrived while the attach was decided
   std::unordered_map<uint32_t, StreamEntry> streams_;

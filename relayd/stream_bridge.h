@@ -35,7 +35,9 @@ inline constexpr uint64_t kLaggingVisitorProgressBytes = 32 * 1024;
 class BridgeForStream {
  public:
   // Frames for `connId`, sent unless the bridge is closing. `sendCredit` also widens what the
-  // client may still send on the stream (the relay's receive window).
+  // client may still send on the stream (the relay's receive window). `sendData` takes any
+  // amount: the bridge cuts it into data frames of at most kMaxDataPayload and hands them to its
+  // transport in one piece (one TLS write, one socket write).
   virtual void sendData(uint32_t connId, std::span<const uint8_t> payload) = 0;
   virtual void sendEnd(uint32_t connId) = 0;
   virtual void sendReset(uint32_t connId, bridge::ResetReason reason) = 0;
@@ -58,6 +60,10 @@ class StreamForBridge {
   virtual void start(BridgeForStream* bridge, uint32_t connId, std::vector<uint8_t> hello) = 0;
   // Client -> visitor. The bridge already checked the relay's receive credit.
   virtual void deliver(std::span<const uint8_t> payload) = 0;
+  // Consecutive data frames for this stream, delivered together (VisitorStream: one write).
+  virtual void deliverAll(std::span<const std::span<const uint8_t>> payloads) {
+    for (const auto payload : payloads) deliver(payload);
+  }
   virtual void peerEnded() = 0;  // `end` from the client
   virtual void peerReset() = 0;  // `reset` from the client: abort the visitor
   // `credit` from the client; false when it would pass 2^31 - 1 (a protocol error).

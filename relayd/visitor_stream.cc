@@ -38,8 +38,8 @@ void VisitorStream::start(BridgeForStream* bridge, uint32_t connId, std::vector<
 void VisitorStream::sendToBridge(std::span<const uint8_t> bytes) {
   if (bridge_ == nullptr) return;
   while (!bytes.empty() && sendCredit_.available() > 0) {
-    const size_t chunk = std::min(
-        {bytes.size(), bridge::kMaxDataPayload, static_cast<size_t>(sendCredit_.available())});
+    // All the credit allows at once: the bridge frames it and writes the frames together.
+    const size_t chunk = std::min(bytes.size(), static_cast<size_t>(sendCredit_.available()));
     (void)sendCredit_.consume(chunk);
     bridge_->sendData(connId_, bytes.first(chunk));
     bytesIn_ += chunk;
@@ -99,12 +99,22 @@ void VisitorStream::onStreamError(int) {
 }
 
 void VisitorStream::deliver(std::span<const uint8_t> payload) {
+  const std::span<const uint8_t> one[] = {payload};
+  deliverAll(one);
+}
+
+void VisitorStream::deliverAll(std::span<const std::span<const uint8_t>> payloads) {
   if (socketClosed_ || stream_ == nullptr) return;
   touch();
-  bytesOut_ += payload.size();
-  pendingToVisitor_ += payload.size();
-  if (bridge_ != nullptr) bridge_->visitorBuffered(static_cast<int64_t>(payload.size()));
-  stream_->write(std::vector<uint8_t>(payload.begin(), payload.end()));
+  size_t size = 0;
+  for (const auto payload : payloads) size += payload.size();
+  bytesOut_ += size;
+  pendingToVisitor_ += size;
+  if (bridge_ != nullptr) bridge_->visitorBuffered(static_cast<int64_t>(size));
+  // Straight from the decrypted records, in one write: only what the socket does not take at
+  // once is copied.
+  const size_t taken = stream_->writeCopy(payloads);
+  if (taken > 0) accountWritten(taken);
   if (pendingToVisitor_ >= kLagThreshold && !stall_.armed()) {
     stallBaseline_ = ackedByVisitor();
     context_.wheel.schedule(stall_, context_.nowMs(), kSlowVisitorWaitMs);
@@ -124,16 +134,20 @@ void VisitorStream::onStall(TimerEntry*, void* owner) {
 }
 
 void VisitorStream::onWritten(size_t bytes) {
+  if (accountWritten(bytes)) finishIfDone();
+}
+
+bool VisitorStream::accountWritten(size_t bytes) {
   const size_t taken = std::min(bytes, pendingToVisitor_);
   pendingToVisitor_ -= taken;
-  if (bridge_ == nullptr) return;
+  if (bridge_ == nullptr) return false;
   bridge_->visitorBuffered(-static_cast<int64_t>(taken));
   ungranted_ += static_cast<uint32_t>(taken);
   if (!clientEnded_ && ungranted_ >= bridge::kRelayWindow / kGrantDivisor) {
     bridge_->sendCredit(connId_, ungranted_);
     ungranted_ = 0;
   }
-  finishIfDone();
+  return true;
 }
 
 void VisitorStream::peerEnded() {

@@ -36,6 +36,7 @@ class VisitorStream final : public StreamForBridge,
   // StreamForBridge
   void start(BridgeForStream* bridge, uint32_t connId, std::vector<uint8_t> hello) override;
   void deliver(std::span<const uint8_t> payload) override;
+  void deliverAll(std::span<const std::span<const uint8_t>> payloads) override;
   void peerEnded() override;
   void peerReset() override;
   [[nodiscard]] bool addSendCredit(uint32_t increment) override;
@@ -60,6 +61,9 @@ class VisitorStream final : public StreamForBridge,
 
  private:
   void sendToBridge(std::span<const uint8_t> bytes);
+  // The visitor's socket took `bytes` of what deliver() wrote: the pending count goes down and
+  // credit goes back to the client. False when the stream has left its bridge.
+  bool accountWritten(size_t bytes);
   void flushHeld();
   void updateReading();
   void touch();

@@ -10,13 +10,27 @@ both and the ratio tunnel/direct, and the CPU time relayd and otunnel spent per 
 the tunnel (read from /proc, summed over every run; it holds steady on a busy machine where MB/s
 does not).
 
+Side by side, the same transfers go through OpenSSH's reverse tunnel (`ssh -N -R`) with the
+cipher our TLS negotiates (TLS_AES_128_GCM_SHA256 -> aes128-gcm@openssh.com): a throwaway sshd on
+a loopback port (its own host key, authorized key and config in the work directory; run as root,
+it needs /usr/sbin/sshd and /run/sshd), an ssh client forwarding a loopback port of sshd's to the
+origin, curl over plain HTTP to that port. sshd (every process of its tree) stands beside relayd,
+the ssh client beside otunnel. When sshd or ssh is missing or will not start, the ssh path is
+skipped with the reason printed (--no-ssh skips it always).
+
 Usage (after building controld, relayd and otunnel in build/):
     /usr/bin/python3 tests/bench/tunnel_throughput.py [--mb 200] [--links 2] [--runs 3]
     OT_BUILD_DIR=/work/main/build-asan /usr/bin/python3 tests/bench/tunnel_throughput.py --mb 50
 
-Output, one line per direction, e.g.:
-    download  direct 1850.3 MB/s  tunnel 210.4 MB/s  ratio 0.11  cpu ms/MB relayd 3.10 otunnel 4.02
-The best of --runs runs is reported for each path.
+Output, per direction (the best of --runs runs for each path; CPU summed over all runs):
+    download  direct  1850.3 MB/s
+    download  tunnel   410.4 MB/s  ratio 0.22  cpu ms/MB relayd 1.10 otunnel 1.52
+    download  ssh -R   520.2 MB/s  ratio 0.28  cpu ms/MB sshd   1.25 ssh     1.40
+
+--direction download|upload runs one direction only (e.g. while perf records relayd, whose pid is
+printed). --visitors N then opens N visitor connections through the tunnel, one HTTPS connection
+each (GET /dl?n=1), and prints the epoll_ctl calls relayd and otunnel made per visitor (perf stat
+on the syscalls:sys_enter_epoll_ctl tracepoint; skipped with a message when perf cannot count).
 
 With --rtt N it then measures small round trips on their own stream of the same tunnel (one
 HTTPS keep-alive connection through relayd + otunnel, N requests of GET /dl?n=1): alone, then
@@ -27,6 +41,7 @@ import argparse
 import http.client
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -121,6 +136,120 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+SSH_CIPHER = "aes128-gcm@openssh.com"  # TLS_AES_128_GCM_SHA256, what relayd and otunnel pick
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_port(port, alive, timeout=15.0):
+    """True once 127.0.0.1:port accepts a connection; False when alive() turns false or at the
+    deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def process_tree(pid):
+    """pid and all its descendants (/proc/<pid>/task/*/children)."""
+    found = [pid]
+    for current in found:
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    found.extend(int(child) for child in f.read().split())
+            except OSError:
+                pass
+    return found
+
+
+class SshReverseTunnel:
+    """A throwaway sshd on a loopback port and `ssh -N -R port:127.0.0.1:origin` into it."""
+
+    def __init__(self, workdir, origin_port):
+        self.dir = workdir / "ssh"
+        self.dir.mkdir()
+        self.sshd = None
+        self.ssh = None
+        self.port = None
+        self.error = None
+        self.origin_port = origin_port
+
+    def start(self):
+        sshd_exe = shutil.which("sshd") or "/usr/sbin/sshd"
+        if not os.path.exists(sshd_exe) or shutil.which("ssh") is None:
+            self.error = "sshd or ssh not installed (Debian: openssh-server, openssh-client)"
+            return False
+        if os.geteuid() != 0:
+            self.error = "sshd needs root here (privilege separation)"
+            return False
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation dir
+        for name in ("host_key", "user_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                            str(self.dir / name)], check=True, capture_output=True)
+        shutil.copy(self.dir / "user_key.pub", self.dir / "authorized_keys")
+        ssh_port = free_port()
+        (self.dir / "sshd_config").write_text(
+            f"Port {ssh_port}\nListenAddress 127.0.0.1\nHostKey {self.dir / 'host_key'}\n"
+            f"AuthorizedKeysFile {self.dir / 'authorized_keys'}\nPidFile none\nUsePAM no\n"
+            "StrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+            "AllowTcpForwarding yes\nGatewayPorts no\nCompression no\n"
+            f"Ciphers {SSH_CIPHER}\nLogLevel ERROR\n")
+        self.sshd_log = open(self.dir / "sshd.log", "w")
+        self.sshd = subprocess.Popen([sshd_exe, "-D", "-e", "-f", str(self.dir / "sshd_config")],
+                                     stdout=self.sshd_log, stderr=subprocess.STDOUT)
+        if not wait_port(ssh_port, lambda: self.sshd.poll() is None):
+            self.error = f"sshd did not start: {(self.dir / 'sshd.log').read_text().strip()}"
+            return False
+        self.port = free_port()
+        self.ssh_log = open(self.dir / "ssh.log", "w")
+        self.ssh = subprocess.Popen(
+            ["ssh", "-N", "-F", "/dev/null", "-i", str(self.dir / "user_key"), "-p", str(ssh_port),
+             "-c", SSH_CIPHER, "-o", "Compression=no", "-o", "BatchMode=yes",
+             "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={os.devnull}",
+             "-o", "ExitOnForwardFailure=yes", "-o", "LogLevel=ERROR",
+             "-R", f"127.0.0.1:{self.port}:127.0.0.1:{self.origin_port}", "root@127.0.0.1"],
+            stdout=self.ssh_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if not wait_port(self.port, lambda: self.ssh.poll() is None):
+            self.error = f"ssh -R did not come up: {(self.dir / 'ssh.log').read_text().strip()}"
+            return False
+        return True
+
+    def cpu(self):
+        """CPU seconds of sshd's whole tree (listener, the session's monitor and its child) and of
+        the ssh client."""
+        sshd = 0.0
+        for pid in process_tree(self.sshd.pid):
+            try:
+                sshd += cpu_seconds(pid)
+            except OSError:
+                pass
+        return {"sshd": sshd, "ssh": cpu_seconds(self.ssh.pid)}
+
+    def stop(self):
+        for process in (self.ssh, self.sshd):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
 def timed_curl(args):
     started = time.monotonic()
     result = subprocess.run(["curl", "-sS", "--http1.1", *args], capture_output=True, text=True)
@@ -174,6 +303,54 @@ def rtt_probe(tunnel, ca_file, tunnel_args, count, size):
           f"{'' if still_running else '; the download ended before the probe did: raise --mb'})")
 
 
+def count_epoll_ctl(pids, action):
+    """epoll_ctl calls each of `pids` made while action() ran (perf stat on the syscall
+    tracepoint), or None when perf cannot count them."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return None
+    outputs = {}
+    counters = {}
+    for name, pid in pids.items():
+        outputs[name] = tempfile.NamedTemporaryFile(prefix="ot-perf-", suffix=".txt")
+        counters[name] = subprocess.Popen(
+            [perf, "stat", "-x", ",", "-e", "syscalls:sys_enter_epoll_ctl", "-p", str(pid),
+             "-o", outputs[name].name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # perf attached
+    try:
+        action()
+    finally:
+        for counter in counters.values():
+            counter.send_signal(signal.SIGINT)
+            counter.wait()
+    counts = {}
+    for name, output in outputs.items():
+        text = Path(output.name).read_text()
+        output.close()
+        for line in text.splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and "epoll_ctl" in fields[2] and fields[0].isdigit():
+                counts[name] = int(fields[0])
+    return counts if len(counts) == len(pids) else None
+
+
+def visitor_connections(url, ca_file, count):
+    """`count` visitors, each its own HTTPS connection through the tunnel: GET /dl?n=1, close."""
+    parsed = urllib.parse.urlsplit(url)
+    context = rh.client_context(ca_file)
+    for _ in range(count):
+        connection = http.client.HTTPSConnection(parsed.hostname, parsed.port, timeout=30)
+        connection.sock = context.wrap_socket(
+            socket.create_connection(("127.0.0.1", parsed.port), timeout=30),
+            server_hostname=parsed.hostname)
+        try:
+            connection.request("GET", "/dl?n=1", headers={"Connection": "close"})
+            if connection.getresponse().read() != BLOCK[:1]:
+                raise RuntimeError("visitor: wrong body")
+        finally:
+            connection.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=200, help="megabytes per transfer")
@@ -182,11 +359,16 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--rtt", type=int, default=0,
                         help="then this many small round trips, alone and beside a download")
+    parser.add_argument("--no-ssh", action="store_true", help="skip the ssh -R path")
+    parser.add_argument("--direction", choices=("both", "download", "upload"), default="both")
+    parser.add_argument("--visitors", type=int, default=0,
+                        help="then this many visitor connections, counting epoll_ctl calls")
     options = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="ot-bench-"))
     origin = FastOrigin()
     stack = rh.Stack(workdir, relayd_env={"SHUTDOWN_DRAIN_MS": "200", "LOG_LEVEL": "info"})
+    ssh = None
     try:
         tunnel = stack.tunnel(origin.port, links=options.links)
         size = options.mb * MB
@@ -200,15 +382,31 @@ def main():
         tunnel_args = ["--cacert", str(stack.ca_file), "--resolve",
                        f"{parsed.hostname}:{parsed.port}:127.0.0.1"]
         direct = f"http://127.0.0.1:{origin.port}"
-        paths = {"direct": (direct, []), "tunnel": (tunnel.url, tunnel_args)}
+        tunnel_pids = {"relayd": stack.relayd.process.pid, "otunnel": tunnel.process.pid}
+
+        def tunnel_cpu():
+            return {name: cpu_seconds(pid) for name, pid in tunnel_pids.items()}
+
+        # name -> (base URL, curl arguments, CPU reader or None)
+        paths = {"direct": (direct, [], None), "tunnel": (tunnel.url, tunnel_args, tunnel_cpu)}
+        if options.no_ssh:
+            print("ssh -R: skipped (--no-ssh)")
+        else:
+            ssh = SshReverseTunnel(workdir, origin.port)
+            if ssh.start():
+                paths["ssh -R"] = (f"http://127.0.0.1:{ssh.port}", [], ssh.cpu)
+            else:
+                print(f"ssh -R: skipped: {ssh.error}")
         print(f"{options.mb} MB per transfer, otunnel --links {options.links}, "
-              f"best of {options.runs}")
-        daemons = {"relayd": stack.relayd.process.pid, "otunnel": tunnel.process.pid}
-        for direction in ("download", "upload"):
+              f"best of {options.runs}" + (f", ssh -R with {SSH_CIPHER}" if "ssh -R" in paths
+                                           else ""))
+        print(f"relayd pid {tunnel_pids['relayd']}, otunnel pid {tunnel_pids['otunnel']}",
+              flush=True)
+        directions = ("download", "upload") if options.direction == "both" else (options.direction,)
+        for direction in directions:
             best = {}
-            cpu = {}
-            for name, (base, extra) in paths.items():
-                before = {d: cpu_seconds(pid) for d, pid in daemons.items()}
+            for name, (base, extra, read_cpu) in paths.items():
+                before = read_cpu() if read_cpu else {}
                 for _ in range(options.runs):
                     if direction == "download":
                         seconds, out = timed_curl([*extra, "-o", "/dev/null", "-w",
@@ -220,17 +418,27 @@ def main():
                     if int(out) != size:
                         raise RuntimeError(f"{direction} {name}: {out} bytes, wanted {size}")
                     best[name] = max(best.get(name, 0.0), size / MB / seconds)
-                if name == "tunnel":
+                line = f"{direction:8}  {name:6} {best[name]:8.1f} MB/s"
+                if read_cpu:
                     moved = options.runs * size / MB
-                    cpu = {d: (cpu_seconds(pid) - before[d]) * 1000 / moved
-                           for d, pid in daemons.items()}
-            print(f"{direction:8}  direct {best['direct']:8.1f} MB/s  "
-                  f"tunnel {best['tunnel']:8.1f} MB/s  "
-                  f"ratio {best['tunnel'] / best['direct']:.2f}  "
-                  f"cpu ms/MB relayd {cpu['relayd']:.2f} otunnel {cpu['otunnel']:.2f}")
+                    after = read_cpu()
+                    line += f"  ratio {best[name] / best['direct']:.2f}  cpu ms/MB " + "  ".join(
+                        f"{d:7} {(after[d] - before[d]) * 1000 / moved:.2f}" for d in after)
+                print(line, flush=True)
+        if options.visitors:
+            counts = count_epoll_ctl(tunnel_pids, lambda: visitor_connections(
+                tunnel.url, stack.ca_file, options.visitors))
+            if counts is None:
+                print("epoll_ctl per visitor: perf cannot count syscalls:sys_enter_epoll_ctl here")
+            else:
+                print(f"epoll_ctl per visitor ({options.visitors} visitors, one connection "
+                      "each): " + "  ".join(f"{name} {count / options.visitors:.1f}"
+                                            for name, count in counts.items()))
         if options.rtt:
             rtt_probe(tunnel, stack.ca_file, tunnel_args, options.rtt, size)
     finally:
+        if ssh is not None:
+            ssh.stop()
         codes = stack.close()
         origin.stop()
         if options.keep:

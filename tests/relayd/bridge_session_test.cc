@@ -41,8 +41,11 @@ struct FakeTransport final : ot::relayd::BridgeTransport {
   bool closed = false;
   std::string peer = "192.0.2.9";
 
+  size_t writes = 0;  // sendPlain calls: each is one TLS write and one socket write
+
   void sendPlain(std::span<const uint8_t> bytes) override {
     out.insert(out.end(), bytes.begin(), bytes.end());
+    ++writes;
   }
   [[nodiscard]] size_t queuedBytes() const override { return queued; }
   [[nodiscard]] uint64_t bytesWritten() const override { return out.size(); }
@@ -105,12 +108,32 @@ struct FakeStream final : StreamForBridge {
     id = connId;
     hello = std::move(bytes);
   }
+  std::vector<std::string>* events = nullptr;  // deliveries and ends, in order, when set
+
   void deliver(std::span<const uint8_t> payload) override {
     delivered += payload.size();
     pending += payload.size();
     bridge->visitorBuffered(static_cast<int64_t>(payload.size()));
+    if (events != nullptr) events->push_back(std::to_string(id) + " data " + textOf(payload));
   }
-  void peerEnded() override { ended = true; }
+  void deliverAll(std::span<const std::span<const uint8_t>> payloads) override {
+    std::string text;
+    for (const auto payload : payloads) {
+      delivered += payload.size();
+      pending += payload.size();
+      bridge->visitorBuffered(static_cast<int64_t>(payload.size()));
+      text += textOf(payload);
+    }
+    if (events != nullptr) {
+      events->push_back(std::to_string(id) + " data x" + std::to_string(payloads.size()) + " " +
+                        text);
+    }
+  }
+  static std::string textOf(std::span<const uint8_t> bytes) { return {bytes.begin(), bytes.end()}; }
+  void peerEnded() override {
+    ended = true;
+    if (events != nullptr) events->push_back(std::to_string(id) + " end");
+  }
   void peerReset() override {
     reset = true;
     finish();
@@ -516,4 +539,100 @@ TEST_CASE_FIXTURE(BridgeRig, "bridge session: an attached bridge keeps no copy o
   attach();
   CHECK(session->attachRequest().token.empty());
   CHECK(session->attachRequest().routes == std::vector<std::string>{""});
+}
+
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: a stream's data frames read together reach it in one "
+                  "delivery, before anything that follows them") {
+  attach();
+  FakeStream& a = open();
+  FakeStream& b = open();
+  std::vector<std::string> events;
+  a.events = &events;
+  b.events = &events;
+  const auto text = [](std::string_view t) { return std::vector<uint8_t>(t.begin(), t.end()); };
+  // One read: a, a, a's end, b, a, b, b.
+  std::vector<uint8_t> input;
+  const ws::MaskKey mask{1, 2, 3, 4};
+  for (const auto& frame :
+       {bridge::encodeData(a.id, text("one")), bridge::encodeData(a.id, text("two")),
+        bridge::encodeEnd(a.id), bridge::encodeData(b.id, text("b1")),
+        bridge::encodeData(b.id, text("b2")), bridge::encodeData(a.id, text("late")),
+        bridge::encodeData(b.id, text("b3"))}) {
+    const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
+    input.insert(input.end(), bytes.begin(), bytes.end());
+  }
+  session->onPlaintext(input);
+  // "late" after a's end is a protocol error: the bridge closes, and b's b1 b2 were delivered
+  // before it (b3 is never read).
+  const std::vector<std::string> expected = {std::to_string(a.id) + " data x2 onetwo",
+                                             std::to_string(a.id) + " end",
+                                             std::to_string(b.id) + " data x2 b1b2"};
+  CHECK(events == expected);
+  CHECK(closeSent() == ws::kCloseProtocolError);
+}
+
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: interleaved streams are delivered in order, and a read's "
+                  "last frames before it ends") {
+  attach();
+  FakeStream& a = open();
+  FakeStream& b = open();
+  std::vector<std::string> events;
+  a.events = &events;
+  b.events = &events;
+  std::vector<uint8_t> input;
+  const ws::MaskKey mask{1, 2, 3, 4};
+  for (const auto& frame : {bridge::encodeData(a.id, std::vector<uint8_t>{'x'}),
+                            bridge::encodeData(b.id, std::vector<uint8_t>{'y'}),
+                            bridge::encodeData(a.id, std::vector<uint8_t>{'z'})}) {
+    const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
+    input.insert(input.end(), bytes.begin(), bytes.end());
+  }
+  session->onPlaintext(input);
+  const std::vector<std::string> expected = {std::to_string(a.id) + " data x1 x",
+                                             std::to_string(b.id) + " data x1 y",
+                                             std::to_string(a.id) + " data x1 z"};
+  CHECK(events == expected);
+  CHECK(closeSent() == 0);
+}
+
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: a visitor's read leaves as its data frames in one write") {
+  attach();
+  FakeStream& stream = open();
+  const size_t writesBefore = transport.writes;
+  const std::vector<uint8_t> read(bridge::kMaxDataPayload * 2 + 100, 'r');
+  stream.bridge->sendData(stream.id, read);
+  CHECK(transport.writes == writesBefore + 1);
+  std::vector<Sent> keep;
+  const auto frames = streamFrames(keep);
+  REQUIRE(frames.size() == 4);  // open, then three data frames
+  CHECK(frames[1].payload.size() == bridge::kMaxDataPayload);
+  CHECK(frames[2].payload.size() == bridge::kMaxDataPayload);
+  CHECK(frames[3].payload.size() == 100);
+}
+
+TEST_CASE_FIXTURE(BridgeRig,
+                  "bridge session: a frame cut across two reads goes out with the frames that "
+                  "follow it in the second") {
+  attach();
+  FakeStream& stream = open();
+  std::vector<std::string> events;
+  stream.events = &events;
+  const ws::MaskKey mask{1, 2, 3, 4};
+  std::vector<uint8_t> input;
+  for (const auto& frame : {bridge::encodeData(stream.id, std::vector<uint8_t>(40, 'a')),
+                            bridge::encodeData(stream.id, std::vector<uint8_t>(3, 'b'))}) {
+    const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
+    input.insert(input.end(), bytes.begin(), bytes.end());
+  }
+  std::vector<uint8_t> first(input.begin(), input.begin() + 20);
+  std::vector<uint8_t> second(input.begin() + 20, input.end());
+  session->onPlaintext(first);
+  CHECK(events.empty());
+  session->onPlaintext(second);
+  const std::vector<std::string> expected = {std::to_string(stream.id) + " data x2 " +
+                                             std::string(40, 'a') + "bbb"};
+  CHECK(events == expected);
 }

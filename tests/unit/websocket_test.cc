@@ -168,7 +168,9 @@ ReadOutcome readMessages(MessageReader& reader, Bytes input, size_t piece) {
         break;
       }
       Event e{step.event, step.opcode, {}, step.messageBegin, step.messageEnd, 0, {}};
-      e.data = step.event == ReadEvent::kData ? textOf(step.chunk) : textOf(step.payload);
+      e.data = step.event == ReadEvent::kData      ? textOf(step.chunk)
+               : step.event == ReadEvent::kMessage ? textOf(step.message())
+                                                   : textOf(step.payload);
       if (step.event == ReadEvent::kControl && step.opcode == Opcode::kClose) {
         e.closeCode = step.closeCode;
         e.reason = std::string(step.closeReason());
@@ -262,6 +264,31 @@ TEST_CASE("websocket: masking in pieces at any offset equals masking whole") {
   Bytes one = {0x00};
   ot::ws::maskInPlace(one, key, (uint64_t{1} << 40) + 3);
   CHECK(one[0] == key[3]);
+}
+
+TEST_CASE("websocket: maskCopy copies and masks in one pass, at any offset and alignment") {
+  const MaskKey key = {0x5C, 0xE1, 0x07, 0x9A};
+  const Bytes original = pattern(300);
+  for (size_t start = 0; start < 9; ++start) {  // source alignment
+    for (size_t length : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{31}, size_t{32},
+                          size_t{33}, size_t{64}, size_t{100}, size_t{291}}) {
+      for (uint64_t offset :
+           {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, (uint64_t{1} << 33) + 1}) {
+        CAPTURE(start);
+        CAPTURE(length);
+        CAPTURE(offset);
+        const std::span<const uint8_t> in =
+            std::span<const uint8_t>(original).subspan(start, length);
+        Bytes out(length + 5, 0xEE);  // a guard past the end
+        ot::ws::maskCopy(std::span<uint8_t>(out).subspan(1), in, key, offset);
+        CHECK(out[0] == 0xEE);
+        for (size_t i = 0; i < length; ++i) {
+          REQUIRE(out[1 + i] == (in[i] ^ key[(offset + i) % 4]));
+        }
+        for (size_t i = length + 1; i < out.size(); ++i) REQUIRE(out[i] == 0xEE);
+      }
+    }
+  }
 }
 
 // --- Decoder -----------------------------------------------------------------------------------
@@ -360,7 +387,7 @@ TEST_CASE("websocket: byte-by-byte and chunked decoding equal whole decoding") {
        "bye",
        false, false, 1001, "bye"},
   };
-  for (Delivery delivery : {Delivery::kWhole, Delivery::kStream}) {
+  for (Delivery delivery : {Delivery::kWhole, Delivery::kWholeView, Delivery::kStream}) {
     for (size_t piece : {size_t{0}, size_t{1}, size_t{5}, size_t{1000}}) {
       CAPTURE(piece);
       const ReadOutcome got = readMessages(Role::kServer, stream, piece, delivery);
@@ -561,7 +588,7 @@ TEST_CASE("websocket: one message may take at most kMaxMessageFragments frames")
     return out;
   };
   const uint32_t limit = ot::ws::kMaxMessageFragments;
-  for (const Delivery delivery : {Delivery::kWhole, Delivery::kStream}) {
+  for (const Delivery delivery : {Delivery::kWhole, Delivery::kWholeView, Delivery::kStream}) {
     CAPTURE(static_cast<int>(delivery));
     // Exactly at the limit, twice: the count starts again with each message.
     const Bytes atLimit = fragmented(limit);
@@ -596,6 +623,47 @@ TEST_CASE("websocket: control frames interleaved within a fragmented message") {
                                {ReadEvent::kData, Opcode::kText, "lo", false, false, 0, {}},
                                {ReadEvent::kData, Opcode::kText, "", false, true, 0, {}},
                            });
+}
+
+TEST_CASE("websocket: kWholeView hands a frame lying whole in the input over in place") {
+  Bytes input = concat({ot::ws::buildFrame(Opcode::kBinary, pattern(70000), kRfcMask),
+                        ot::ws::buildFrame(Opcode::kBinary, pattern(20), kRfcMask)});
+  MessageReader reader(Role::kServer, 100000, Delivery::kWholeView);
+  std::span<uint8_t> rest(input);
+  auto step = reader.next(rest);
+  REQUIRE(step.event == ReadEvent::kMessage);
+  CHECK(step.payload.empty());
+  CHECK(step.chunk.data() == input.data() + 14);  // unmasked in place, not copied
+  CHECK(Bytes(step.message().begin(), step.message().end()) == pattern(70000));
+  rest = rest.subspan(step.consumed);
+  step = reader.next(rest);
+  REQUIRE(step.event == ReadEvent::kMessage);
+  CHECK(step.chunk.data() == input.data() + 14 + 70000 + 6);
+  CHECK(Bytes(step.message().begin(), step.message().end()) == pattern(20));
+
+  // Split across two inputs: collected (copied and unmasked together) and handed over by value;
+  // the first input is left as it came (nothing is unmasked in place on this path).
+  Bytes split = ot::ws::buildFrame(Opcode::kBinary, pattern(1000), kRfcMask);
+  const Bytes splitCopy = split;
+  MessageReader collector(Role::kServer, 100000, Delivery::kWholeView);
+  std::span<uint8_t> first = std::span<uint8_t>(split).first(500);
+  auto part = collector.next(first);
+  CHECK(part.event == ReadEvent::kNeedMore);
+  CHECK(split == splitCopy);
+  std::span<uint8_t> second = std::span<uint8_t>(split).subspan(500);
+  part = collector.next(second);
+  REQUIRE(part.event == ReadEvent::kMessage);
+  CHECK(part.chunk.empty());
+  CHECK(part.payload == pattern(1000));
+  CHECK(Bytes(part.message().begin(), part.message().end()) == pattern(1000));
+
+  // A fragmented message is collected too, even when every fragment lies in the input.
+  const Bytes fragmented =
+      concat({ot::ws::buildFrame(Opcode::kBinary, pattern(10), kRfcMask, false),
+              ot::ws::buildFrame(Opcode::kContinuation, pattern(5), kRfcMask, true)});
+  auto whole = readMessages(Role::kServer, fragmented, 0, Delivery::kWholeView);
+  CHECK(whole.events ==
+        std::vector<Event>{message(Opcode::kBinary, textOf(concat({pattern(10), pattern(5)})))});
 }
 
 TEST_CASE("websocket: stream delivery points into the input and marks an empty message") {
@@ -745,7 +813,7 @@ TEST_CASE("websocket: text is validated across fragments") {
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);
-    for (Delivery delivery : {Delivery::kWhole, Delivery::kStream}) {
+    for (Delivery delivery : {Delivery::kWhole, Delivery::kWholeView, Delivery::kStream}) {
       for (size_t piece : {size_t{0}, size_t{1}}) {
         const ReadOutcome got = readMessages(Role::kServer, c.input, piece, delivery);
         CHECK(got.error == c.error);
