@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -231,6 +232,34 @@ struct BridgeRig : ot::test::ManualRelayLoop {
     REQUIRE(stream.bridge == &*session);
     return stream;
   }
+  // A stream whose deliveries and ends are written to `events`, in the order they reach it.
+  FakeStream& openRecorded(std::vector<std::string>& events) {
+    FakeStream& stream = open();
+    stream.events = &events;
+    return stream;
+  }
+  // Nine streams sent a whole window each: one window past the bridge's budget, so it stops
+  // reading and its stall wait starts.
+  std::vector<FakeStream*> fillPastBudget() {
+    std::vector<FakeStream*> all;
+    for (size_t i = 0; i < 9; ++i) {
+      FakeStream& stream = open();
+      all.push_back(&stream);
+      dataFromClient(stream.id, bridge::kRelayWindow);
+    }
+    REQUIRE(transport.paused);
+    return all;
+  }
+  // Bridge frames as the client sends them in one go: each a masked binary WebSocket message.
+  static std::vector<uint8_t> clientBytes(std::initializer_list<std::vector<uint8_t>> frames) {
+    const ws::MaskKey mask{1, 2, 3, 4};
+    std::vector<uint8_t> input;
+    for (const auto& frame : frames) {
+      const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
+      input.insert(input.end(), bytes.begin(), bytes.end());
+    }
+    return input;
+  }
   std::vector<Sent> sent() const {
     std::vector<uint8_t> bytes = transport.out;
     ws::MessageReader reader(ws::Role::kClient, 1 << 20);
@@ -355,13 +384,7 @@ TEST_CASE_FIXTURE(BridgeRig,
                   "bridge session: over budget, the visitors that took nothing are reset as "
                   "too_slow after one wait") {
   attach();
-  std::vector<FakeStream*> all;
-  for (size_t i = 0; i < 9; ++i) {
-    FakeStream& stream = open();
-    all.push_back(&stream);
-    dataFromClient(stream.id, bridge::kRelayWindow);
-  }
-  REQUIRE(transport.paused);
+  const std::vector<FakeStream*> all = fillPastBudget();
   advance(static_cast<int64_t>(ot::relayd::kSlowVisitorWaitMs) / 2);
   // The first five are slow but moving: 64 KiB each during the wait.
   for (size_t i = 0; i < 5; ++i) all[i]->take(ot::relayd::kSlowVisitorProgressBytes);
@@ -395,13 +418,7 @@ TEST_CASE_FIXTURE(BridgeRig,
                   "bridge session: a visitor that arrived during a wait is not judged by it (a "
                   "new visitor's first bytes are not 'taking nothing')") {
   attach();
-  std::vector<FakeStream*> stalled;
-  for (size_t i = 0; i < 9; ++i) {
-    FakeStream& stream = open();
-    stalled.push_back(&stream);
-    dataFromClient(stream.id, bridge::kRelayWindow);
-  }
-  REQUIRE(transport.paused);
+  const std::vector<FakeStream*> stalled = fillPastBudget();
   advance(static_cast<int64_t>(ot::relayd::kSlowVisitorWaitMs) / 2);
   stalled[8]->finish();  // under budget again: the bridge reads, the wait stays armed
   REQUIRE_FALSE(transport.paused);
@@ -545,23 +562,16 @@ TEST_CASE_FIXTURE(BridgeRig,
                   "bridge session: a stream's data frames read together reach it in one "
                   "delivery, before anything that follows them") {
   attach();
-  FakeStream& a = open();
-  FakeStream& b = open();
   std::vector<std::string> events;
-  a.events = &events;
-  b.events = &events;
+  FakeStream& a = openRecorded(events);
+  FakeStream& b = openRecorded(events);
   const auto text = [](std::string_view t) { return std::vector<uint8_t>(t.begin(), t.end()); };
   // One read: a, a, a's end, b, a, b, b.
-  std::vector<uint8_t> input;
-  const ws::MaskKey mask{1, 2, 3, 4};
-  for (const auto& frame :
-       {bridge::encodeData(a.id, text("one")), bridge::encodeData(a.id, text("two")),
-        bridge::encodeEnd(a.id), bridge::encodeData(b.id, text("b1")),
-        bridge::encodeData(b.id, text("b2")), bridge::encodeData(a.id, text("late")),
-        bridge::encodeData(b.id, text("b3"))}) {
-    const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
-    input.insert(input.end(), bytes.begin(), bytes.end());
-  }
+  std::vector<uint8_t> input =
+      clientBytes({bridge::encodeData(a.id, text("one")), bridge::encodeData(a.id, text("two")),
+                   bridge::encodeEnd(a.id), bridge::encodeData(b.id, text("b1")),
+                   bridge::encodeData(b.id, text("b2")), bridge::encodeData(a.id, text("late")),
+                   bridge::encodeData(b.id, text("b3"))});
   session->onPlaintext(input);
   // "late" after a's end is a protocol error: the bridge closes, and b's b1 b2 were delivered
   // before it (b3 is never read).
@@ -576,19 +586,12 @@ TEST_CASE_FIXTURE(BridgeRig,
                   "bridge session: interleaved streams are delivered in order, and a read's "
                   "last frames before it ends") {
   attach();
-  FakeStream& a = open();
-  FakeStream& b = open();
   std::vector<std::string> events;
-  a.events = &events;
-  b.events = &events;
-  std::vector<uint8_t> input;
-  const ws::MaskKey mask{1, 2, 3, 4};
-  for (const auto& frame : {bridge::encodeData(a.id, std::vector<uint8_t>{'x'}),
-                            bridge::encodeData(b.id, std::vector<uint8_t>{'y'}),
-                            bridge::encodeData(a.id, std::vector<uint8_t>{'z'})}) {
-    const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
-    input.insert(input.end(), bytes.begin(), bytes.end());
-  }
+  FakeStream& a = openRecorded(events);
+  FakeStream& b = openRecorded(events);
+  std::vector<uint8_t> input = clientBytes({bridge::encodeData(a.id, std::vector<uint8_t>{'x'}),
+                                            bridge::encodeData(b.id, std::vector<uint8_t>{'y'}),
+                                            bridge::encodeData(a.id, std::vector<uint8_t>{'z'})});
   session->onPlaintext(input);
   const std::vector<std::string> expected = {std::to_string(a.id) + " data x1 x",
                                              std::to_string(b.id) + " data x1 y",
@@ -617,16 +620,11 @@ TEST_CASE_FIXTURE(BridgeRig,
                   "bridge session: a frame cut across two reads goes out with the frames that "
                   "follow it in the second") {
   attach();
-  FakeStream& stream = open();
   std::vector<std::string> events;
-  stream.events = &events;
-  const ws::MaskKey mask{1, 2, 3, 4};
-  std::vector<uint8_t> input;
-  for (const auto& frame : {bridge::encodeData(stream.id, std::vector<uint8_t>(40, 'a')),
-                            bridge::encodeData(stream.id, std::vector<uint8_t>(3, 'b'))}) {
-    const auto bytes = ws::buildFrame(ws::Opcode::kBinary, frame, mask);
-    input.insert(input.end(), bytes.begin(), bytes.end());
-  }
+  FakeStream& stream = openRecorded(events);
+  std::vector<uint8_t> input =
+      clientBytes({bridge::encodeData(stream.id, std::vector<uint8_t>(40, 'a')),
+                   bridge::encodeData(stream.id, std::vector<uint8_t>(3, 'b'))});
   std::vector<uint8_t> first(input.begin(), input.begin() + 20);
   std::vector<uint8_t> second(input.begin() + 20, input.end());
   session->onPlaintext(first);
