@@ -322,7 +322,10 @@ void RelayTransport::abort() {
 }
 
 void RelayTransport::writeRaw(std::vector<uint8_t> bytes) {
-  tcp_->write(std::move(bytes));  // a failure is reported inside (onWriteError)
+  // Straight to the socket where it takes it: no write request, no write watcher to arm and
+  // disarm. Bytes taken at once need no onWritten: the watermarks and the streams' turns
+  // (StreamScheduler) look at what is queued, and a write taken whole queued nothing.
+  (void)tcp_->writeNow(std::move(bytes));  // a failure is reported inside (onWriteError)
   if (!closing() && tcp_->queuedBytes() >= kHighWatermark) congested_ = true;
 }
 
