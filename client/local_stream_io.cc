@@ -155,6 +155,7 @@ size_t LocalStream::sendData(std::span<const uint8_t> bytes, size_t limit) {
   const std::array<uint8_t, bridge::kFrameHeaderSize> head =
       bridge::encodeFrameHeader(bridge::FrameKind::kData, options_.connId);
   size_t sent = 0;
+  host_.beginFrameBatch();  // this read's (or turn's) frames leave in one write
   while (sent < bytes.size() && sent < limit && sendCredit_.available() > 0) {
     const size_t n =
         std::min({bytes.size() - sent, limit - sent, static_cast<size_t>(sendCredit_.available()),
@@ -163,6 +164,7 @@ size_t LocalStream::sendData(std::span<const uint8_t> bytes, size_t limit) {
     host_.sendStreamFrame(head, bytes.subspan(sent, n));
     sent += n;
   }
+  host_.endFrameBatch();
   return sent;
 }
 
