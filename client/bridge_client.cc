@@ -294,13 +294,36 @@ void BridgeClient::onStreamReady(uint32_t connId) {
 void BridgeClient::runTurns() {
   if (runningTurns_) return;  // a turn's stream asked again: the loop below serves it
   runningTurns_ = true;
-  while (!ended_ && transport_ != nullptr) {
-    const std::optional<uint32_t> connId = scheduler_.next(transport_->queuedBytes());
-    if (!connId) break;
-    const auto it = streams_.find(*connId);
-    if (it != streams_.end()) (void)it->second->onTurn(StreamScheduler::kQuantum);
+  // The turns of one round leave in one write: the transport counts held frames as queued, so
+  // the low mark bounds a batch as it bounds the socket's queue. When the socket took the batch
+  // at once nothing is queued and no write completion will call again: another round.
+  for (bool gave = true; gave;) {
+    gave = false;
+    beginFrameBatch();
+    while (!ended_ && transport_ != nullptr) {
+      const std::optional<uint32_t> connId = scheduler_.next(transport_->queuedBytes());
+      if (!connId) break;
+      gave = true;
+      const auto it = streams_.find(*connId);
+      if (it != streams_.end()) (void)it->second->onTurn(StreamScheduler::kQuantum);
+    }
+    endFrameBatch();
   }
   runningTurns_ = false;
+}
+
+void BridgeClient::beginFrameBatch() {
+  if (frameBatchDepth_++ > 0) return;
+  batchTransport_ = transport_;
+  if (batchTransport_ != nullptr) batchTransport_->beginBatch();
+}
+
+void BridgeClient::endFrameBatch() {
+  if (frameBatchDepth_ == 0 || --frameBatchDepth_ > 0) return;
+  // A transport that ended meanwhile still exists (it frees itself on its close callback, never
+  // inside a call) but sends nothing more; only the current one writes what it holds.
+  RelayTransport* transport = std::exchange(batchTransport_, nullptr);
+  if (transport != nullptr && transport == transport_) transport->endBatch();
 }
 
 bool BridgeClient::bridgeCongested() const {

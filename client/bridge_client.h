@@ -95,6 +95,8 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   [[nodiscard]] bool bridgeCongested() const override;
   [[nodiscard]] bool bridgeHasRoom() const override;
   void onStreamReady(uint32_t connId) override;
+  void beginFrameBatch() override;
+  void endFrameBatch() override;
   void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) override;
 
   void onRelayMessage(const bridge::RelayMessage& message);
@@ -124,6 +126,8 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   std::unordered_map<uint32_t, LocalStream*> streams_;  // each owns itself until freed
   StreamScheduler scheduler_;  // whose data goes out next (issue 12 item 5)
   bool runningTurns_ = false;
+  unsigned frameBatchDepth_ = 0;
+  RelayTransport* batchTransport_ = nullptr;  // the transport the open batch is on
   bridge::Attached attached_;
   uint32_t highestOpened_ = 0;
   uint64_t attemptDeadlineMs_ = 0;

@@ -54,6 +54,10 @@ class StreamHost {
   // The stream wants a turn: bytes to send, or room to read its local socket again. onTurn()
   // follows when the bridge has room and the streams ahead had theirs.
   virtual void onStreamReady(uint32_t connId) = 0;
+  // Frames sent between these two calls may leave in one write (RelayTransport::beginBatch):
+  // a stream brackets the data frames of one local read (or one turn) with them.
+  virtual void beginFrameBatch() {}
+  virtual void endFrameBatch() {}
   // The stream could not reach its local service (`error` says why); for the person running
   // otunnel. The stream itself answers the visitor.
   virtual void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {

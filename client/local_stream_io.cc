@@ -23,7 +23,9 @@ void LocalStream::toLocal(std::span<const uint8_t> bytes) {
     return;
   }
   if (local_ == Local::kConnected) {
-    writeLocal(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    // Straight from the decrypted record: only what the socket does not take at once is copied.
+    const size_t taken = tcp_->writeCopy(bytes);  // a failure is reported inside (onWriteError)
+    if (taken > 0 && !closing()) onLocalWritten(taken);
   } else {
     // Before the connection is up; bounded by the receive window, which we do not extend for
     // bytes still held here.
@@ -32,7 +34,10 @@ void LocalStream::toLocal(std::span<const uint8_t> bytes) {
 }
 
 void LocalStream::writeLocal(std::vector<uint8_t> bytes) {
-  tcp_->write(std::move(bytes));  // a failure is reported inside (onWriteError)
+  // Written at once where the socket takes it (no write request, no write watcher to arm): those
+  // bytes count as written now, the rest through onWritten when its queued write completes.
+  const size_t taken = tcp_->writeNow(std::move(bytes));  // a failure is reported inside
+  if (taken > 0 && !closing()) onLocalWritten(taken);
 }
 
 void LocalStream::onWriteError(int status) {
@@ -150,6 +155,7 @@ size_t LocalStream::sendData(std::span<const uint8_t> bytes, size_t limit) {
   const std::array<uint8_t, bridge::kFrameHeaderSize> head =
       bridge::encodeFrameHeader(bridge::FrameKind::kData, options_.connId);
   size_t sent = 0;
+  host_.beginFrameBatch();  // this read's (or turn's) frames leave in one write
   while (sent < bytes.size() && sent < limit && sendCredit_.available() > 0) {
     const size_t n =
         std::min({bytes.size() - sent, limit - sent, static_cast<size_t>(sendCredit_.available()),
@@ -158,6 +164,7 @@ size_t LocalStream::sendData(std::span<const uint8_t> bytes, size_t limit) {
     host_.sendStreamFrame(head, bytes.subspan(sent, n));
     sent += n;
   }
+  host_.endFrameBatch();
   return sent;
 }
 

@@ -272,9 +272,32 @@ bool RelayTransport::sendPing(std::span<const uint8_t> payload) {
                    payload.first(std::min(payload.size(), ws::kMaxControlPayload)));
 }
 
+namespace {
+
+// Appends one masked frame to `out`.
+void appendMasked(std::vector<uint8_t>& out, ws::Opcode opcode, std::span<const uint8_t> head,
+                  std::span<const uint8_t> payload) {
+  const size_t length = head.size() + payload.size();
+  const ws::MaskKey key = randomMask();
+  const ws::EncodedHeader header = ws::encodeFrameHeader(opcode, true, length, key);
+  const size_t start = out.size();
+  out.reserve(start + header.size + length);
+  out.insert(out.end(), header.bytes.data(), header.bytes.data() + header.size);
+  out.insert(out.end(), head.begin(), head.end());
+  out.insert(out.end(), payload.begin(), payload.end());
+  ws::maskInPlace(std::span<uint8_t>(out).subspan(start + header.size), key);
+}
+
+}  // namespace
+
 bool RelayTransport::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
                                std::span<const uint8_t> payload) {
   if (state_ != State::kOpen) return false;
+  if (batchDepth_ > 0 && opcode == ws::Opcode::kBinary) {
+    appendMasked(batch_, opcode, head, payload);
+    return true;
+  }
+  if (!flushBatch()) return false;  // what is held goes first
   const size_t length = head.size() + payload.size();
   const ws::MaskKey key = randomMask();
   const ws::EncodedHeader header = ws::encodeFrameHeader(opcode, true, length, key);
@@ -288,6 +311,33 @@ bool RelayTransport::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
   ws::maskInPlace(std::span<uint8_t>(frame).subspan(header.size), key);
   const bool written = tls_->write(frame);
   frameScratch_ = std::move(frame);
+  if (!written) {
+    lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
+    return false;
+  }
+  return !closing();
+}
+
+void RelayTransport::endBatch() {
+  if (batchDepth_ == 0 || --batchDepth_ > 0) return;
+  (void)flushBatch();
+}
+
+bool RelayTransport::flushBatch() {
+  if (batch_.empty()) return !closing();
+  if (state_ != State::kOpen && state_ != State::kCloseSent) {
+    batch_.clear();  // the connection is going away: nothing more is sent
+    return false;
+  }
+  // Moved out while TLS takes it, so a frame sent from inside (a failure's close) finds the
+  // batch empty; the buffer (and its capacity) comes back afterwards.
+  std::vector<uint8_t> frames = std::move(batch_);
+  batch_.clear();
+  const bool written = tls_->write(frames);
+  if (batch_.empty()) {
+    frames.clear();
+    batch_ = std::move(frames);
+  }
   if (!written) {
     lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
     return false;
@@ -322,7 +372,10 @@ void RelayTransport::abort() {
 }
 
 void RelayTransport::writeRaw(std::vector<uint8_t> bytes) {
-  tcp_->write(std::move(bytes));  // a failure is reported inside (onWriteError)
+  // Straight to the socket where it takes it: no write request, no write watcher to arm and
+  // disarm. Bytes taken at once need no onWritten: the watermarks and the streams' turns
+  // (StreamScheduler) look at what is queued, and a write taken whole queued nothing.
+  (void)tcp_->writeNow(std::move(bytes));  // a failure is reported inside (onWriteError)
   if (!closing() && tcp_->queuedBytes() >= kHighWatermark) congested_ = true;
 }
 
@@ -383,6 +436,7 @@ void RelayTransport::protocolClose(uint16_t code, std::string text) {
 void RelayTransport::closeSocket() {
   if (closing()) return;
   state_ = State::kClosing;
+  batch_ = {};
   closeDeadlineMs_ = 0;
   tcp_->close(false);  // also cancels a lookup in flight
 }

@@ -80,6 +80,14 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   bool sendBinary(std::span<const uint8_t> head, std::span<const uint8_t> payload);
   bool sendPing(std::span<const uint8_t> payload);
 
+  // Binary frames sent until the matching endBatch() are held and then encrypted as one TLS
+  // write and written to the socket as one write: full 16 KiB records instead of a short record
+  // at the end of every frame, and one write (one wakeup of the relay) for, e.g., all the data
+  // frames of one local read. Batches nest (the outermost one writes). Control frames are never
+  // held: they send what is held first, then themselves.
+  void beginBatch() { ++batchDepth_; }
+  void endBatch();
+
   // Starts the closing handshake (before the upgrade: drops the connection). The owner enforces
   // closeDeadlineMs() with abort(). No listener call results from close() or abort() except
   // onTransportClosed.
@@ -94,8 +102,9 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   [[nodiscard]] uint64_t lastReceiveMs() const { return lastReceiveMs_; }
   // When our close has gone unanswered for 5 s (0: no close pending).
   [[nodiscard]] uint64_t closeDeadlineMs() const { return closeDeadlineMs_; }
-  // Ciphertext handed to the socket and not yet written.
-  [[nodiscard]] size_t queuedBytes() const { return tcp_->queuedBytes(); }
+  // Bytes on their way that the socket has not taken: ciphertext queued to it, plus frames held
+  // in a batch (what StreamScheduler's turns and the watermarks look at).
+  [[nodiscard]] size_t queuedBytes() const { return tcp_->queuedBytes() + batch_.size(); }
   // TCP_NOTSENT_LOWAT of the socket: the kernel keeps at most this much unsent, so bytes
   // wait in our queue instead, where the streams' turns are decided (StreamScheduler).
   static constexpr int kNotSentLowat = 64 * 1024;
@@ -144,6 +153,8 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   void sendUpgradeRequest();
   bool sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
                  std::span<const uint8_t> payload);
+  // Encrypts and sends the held frames (false when the transport failed or is closing).
+  bool flushBatch();
   void writeRaw(std::vector<uint8_t> bytes);
   // The connection ended on its own (not by close()/abort()): tell the listener once.
   void fail(std::string text, int httpStatus = 0, std::string tag = {}, bool permanent = false,
@@ -167,6 +178,8 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
   ws::MessageReader reader_;
   std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)
+  std::vector<uint8_t> batch_;         // frames held by beginBatch, masked, in order
+  unsigned batchDepth_ = 0;
   uint64_t lastReceiveMs_ = 0;
   uint64_t closeDeadlineMs_ = 0;
   bool congested_ = false;

@@ -21,11 +21,13 @@
 namespace ot::tls {
 namespace {
 
-// The engine's ciphertext queues: the BIO reads from `in` (starting at `inPos`) and appends to
-// `out`. Defined here so the BIO callbacks can reach it; TlsEngine::BioState just wraps it.
+// The engine's ciphertext queues: the BIO reads from `in` (starting at `inPos`), then from `lent`
+// (the caller's bytes, read in place until keepUnread), and appends to `out`. Defined here so the
+// BIO callbacks can reach it; TlsEngine::BioState just wraps it.
 struct MemoryQueues {
   std::vector<uint8_t> in;
   size_t inPos = 0;
+  std::span<const uint8_t> lent;
   std::vector<uint8_t> out;
 };
 
@@ -46,8 +48,15 @@ int bioRead(BIO* bio, char* data, int len) {
   if (queues == nullptr || len < 0) return -1;
   const size_t available = queues->in.size() - queues->inPos;
   if (available == 0) {
-    BIO_set_retry_read(bio);
-    return -1;
+    if (queues->lent.empty()) {
+      BIO_set_retry_read(bio);
+      return -1;
+    }
+    // Straight from the caller's buffer: the bytes are copied once, into OpenSSL's record buffer.
+    const size_t n = std::min(queues->lent.size(), static_cast<size_t>(len));
+    std::memcpy(data, queues->lent.data(), n);
+    queues->lent = queues->lent.subspan(n);
+    return static_cast<int>(n);
   }
   const size_t n = std::min(available, static_cast<size_t>(len));
   std::memcpy(data, queues->in.data() + queues->inPos, n);
@@ -155,6 +164,7 @@ std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& s
 }
 
 void TlsEngine::feed(std::span<const uint8_t> ciphertext) {
+  keepUnread();  // lent bytes came first
   auto& in = bio_->in;
   if (bio_->inPos > 0) {  // compact before growing
     in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(bio_->inPos));
@@ -162,6 +172,18 @@ void TlsEngine::feed(std::span<const uint8_t> ciphertext) {
   }
   in.insert(in.end(), ciphertext.begin(), ciphertext.end());
   releaseIdleBuffers();
+}
+
+void TlsEngine::lend(std::span<const uint8_t> ciphertext) {
+  keepUnread();  // an earlier loan's rest came first
+  bio_->lent = ciphertext;
+}
+
+void TlsEngine::keepUnread() {
+  if (bio_->lent.empty()) return;
+  const std::span<const uint8_t> rest = bio_->lent;
+  bio_->lent = {};
+  feed(rest);
 }
 
 TlsStatus TlsEngine::handshake() {

@@ -69,6 +69,14 @@ class TlsEngine {
 
   // Ciphertext that arrived from the peer. Always takes all of it (it is queued inside).
   void feed(std::span<const uint8_t> ciphertext);
+  // Ciphertext that arrived from the peer, read in place: the engine's calls read it straight
+  // from the caller's buffer (after anything fed or lent before), which must stay valid and
+  // unchanged until keepUnread(). keepUnread() copies inside only what they did not consume
+  // (a record cut at the end of a read, or records left while plaintext was not wanted), and
+  // ends the loan. feed() and a new lend() end a pending loan the same way first. Saves copying
+  // every socket read into the engine's queue.
+  void lend(std::span<const uint8_t> ciphertext);
+  void keepUnread();
 
   // Advances the handshake. kOk once complete (also on later calls), kWantRead while it needs
   // more input, kError on failure. Output to send may be pending either way.

@@ -15,7 +15,14 @@ bool TlsStream::startHandshake() {
 }
 
 void TlsStream::receive(std::span<const uint8_t> ciphertext) {
-  engine_->feed(ciphertext);
+  // Read in place; what the engine leaves (a cut record, or records held while the owner paused)
+  // is copied inside on the way out. Owners are never freed inside their calls (they go on their
+  // socket's close callback), so the engine is still there.
+  engine_->lend(ciphertext);
+  struct KeepUnread {
+    TlsEngine& engine;
+    ~KeepUnread() { engine.keepUnread(); }
+  } keep{*engine_};
   if (!engine_->handshakeDone()) {
     const TlsStatus status = engine_->handshake();
     if (!flush()) return;  // handshake output, and an alert on failure

@@ -56,7 +56,9 @@ class TlsStream {
   // A client's first flight (the ClientHello). False when the engine failed at once (nothing
   // sent; errorText() says why).
   [[nodiscard]] bool startHandshake();
-  // Ciphertext from the peer: advances the handshake, then delivers plaintext.
+  // Ciphertext from the peer: advances the handshake, then delivers plaintext. The engine reads
+  // `ciphertext` in place (TlsEngine::lend): it must not change during the call, also not inside
+  // the owner calls made from here; only what is left unread at the end is copied.
   void receive(std::span<const uint8_t> ciphertext);
   // After the owner paused its transport: delivers what the engine decrypted meanwhile.
   void resume();

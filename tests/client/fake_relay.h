@@ -58,11 +58,12 @@ struct ConnRecord {
   bool reset = false;
   uint8_t resetReason = 0;
   std::string resetText;
-  uint64_t creditFromClient = 0;  // increments the client granted us
-  uint64_t creditToClient = 0;    // limits.window plus what we granted it
-  bool overrun = false;           // the client sent beyond its credit
-  uint64_t sentToClient = 0;      // data bytes we sent on this connection
-  std::string toClient;           // queued by queueData until the client's credit allows
+  uint64_t creditFromClient = 0;           // increments the client granted us
+  std::vector<uint32_t> grantsFromClient;  // each of them, in order
+  uint64_t creditToClient = 0;             // limits.window plus what we granted it
+  bool overrun = false;                    // the client sent beyond its credit
+  uint64_t sentToClient = 0;               // data bytes we sent on this connection
+  std::string toClient;                    // queued by queueData until the client's credit allows
 };
 
 class FakeRelay;
@@ -446,6 +447,7 @@ inline void FakeBridge::onStreamFrame(std::span<const uint8_t> message) {
       break;
     case bridge::FrameKind::kCredit:
       conn.creditFromClient += frame.increment;
+      conn.grantsFromClient.push_back(frame.increment);
       flushToClient(frame.connId);
       break;
     case bridge::FrameKind::kOpen:

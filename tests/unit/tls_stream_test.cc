@@ -203,3 +203,34 @@ TEST_CASE(
   CHECK(pair.client.tls.handshakeDone());
   CHECK(pair.client.handshakes == 0);  // its Finished was its last act
 }
+
+TEST_CASE("TlsStream: records left unread while paused survive the reuse of the read buffer") {
+  Pair pair;
+  Side server{TlsEngine::server(serverContext()), 1000};
+  REQUIRE(pair.client.tls.startHandshake());
+  exchange(pair.client, server);
+  REQUIRE(server.tls.handshakeDone());
+
+  // Several records in one "socket read", received from a buffer that is scribbled over as soon
+  // as receive() returns (the shared read buffer of a loop); the owner pauses after the first
+  // 1000 bytes, so most of the records are still unread then.
+  const std::string text(40'000, 'z');
+  REQUIRE(pair.client.tls.write(asBytes(text)));
+  std::vector<uint8_t> wire;
+  for (const auto& piece : pair.client.outbox) wire.insert(wire.end(), piece.begin(), piece.end());
+  pair.client.outbox.clear();
+  std::vector<uint8_t> readBuffer = wire;
+  server.pauseAfterDelivery = true;
+  server.tls.receive(readBuffer);
+  std::fill(readBuffer.begin(), readBuffer.end(), uint8_t{0x5A});
+  CHECK(server.received.size() == 1000);
+
+  server.pauseAfterDelivery = false;
+  server.wants = true;
+  server.tls.resume();
+  // resume() delivers what the engine holds decrypted; the rest comes with the next read.
+  const std::vector<uint8_t> nothing;
+  server.tls.receive(nothing);
+  CHECK(server.failures == 0);
+  CHECK(server.received == text);
+}
