@@ -7,13 +7,11 @@
 #include <vector>
 
 #include "common/tls_stream.h"
+#include "tests/load/loop_buffers.h"
 #include "tests/load/owned_write.h"
 
 namespace ot::load {
 namespace {
-
-std::array<uint8_t, 16 * 1024> gPlaintext;
-std::array<uint8_t, 64 * 1024> gRead;
 
 struct Run {
   uv_loop_t* loop;
@@ -63,15 +61,10 @@ class Handshake final : private tls::TlsStream::Owner {
     uv_tcp_nodelay(&self->tcp_, 1);
     self->tls_ = std::make_unique<tls::TlsStream>(
         tls::TlsEngine::client(self->run_.context, self->run_.serverName, true),
-        static_cast<tls::TlsStream::Owner&>(*self), gPlaintext);
-    uv_read_start(
-        reinterpret_cast<uv_stream_t*>(&self->tcp_),
-        [](uv_handle_t*, size_t, uv_buf_t* buf) {
-          buf->base = reinterpret_cast<char*>(gRead.data());
-          buf->len = gRead.size();
-        },
-        onRead);
-    if (!self->tls_->valid() || !self->tls_->startHandshake()) self->finish(false);
+        static_cast<tls::TlsStream::Owner&>(*self), loopPlaintextBuffer());
+    if (startReading(reinterpret_cast<uv_stream_t*>(&self->tcp_), onRead) != 0 ||
+        !self->tls_->valid() || !self->tls_->startHandshake())
+      self->finish(false);
   }
 
   static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {

@@ -11,19 +11,14 @@
 
 #include "common/bridge_control.h"
 #include "common/websocket_frame.h"
+#include "tests/load/loop_buffers.h"
 #include "tests/load/owned_write.h"
 
 namespace ot::load {
 namespace {
 
 constexpr uint64_t kAttachDeadlineMs = 10'000;  // docs/protocol.md section 10
-constexpr size_t kReadBufferSize = 64 * 1024;
-constexpr size_t kPlaintextBufferSize = 16 * 1024;
 constexpr uint32_t kWindow = bridge::kDefaultWindow;
-
-// Used only inside one callback at a time on the loop thread.
-std::array<uint8_t, kReadBufferSize> gReadBuffer;
-std::array<uint8_t, kPlaintextBufferSize> gPlaintext;
 
 ws::MaskKey randomMask() {
   ws::MaskKey key{};
@@ -129,19 +124,13 @@ void LoadBridge::onConnected(int status) {
   lastReceiveMs_ = uv_now(loop_);
   tls_ = std::make_unique<tls::TlsStream>(
       tls::TlsEngine::client(target_.tlsContext, target_.domain, true),
-      static_cast<tls::TlsStream::Owner&>(*this), gPlaintext);
-  if (!tls_->valid() ||
-      uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAllocCb, onReadCb) != 0) {
+      static_cast<tls::TlsStream::Owner&>(*this), loopPlaintextBuffer());
+  if (!tls_->valid() || startReading(reinterpret_cast<uv_stream_t*>(&tcp_), onReadCb) != 0) {
     broken();
     return;
   }
   phase_ = Phase::kTls;
   if (!tls_->startHandshake()) broken();
-}
-
-void LoadBridge::onAllocCb(uv_handle_t*, size_t, uv_buf_t* buf) {
-  buf->base = reinterpret_cast<char*>(gReadBuffer.data());
-  buf->len = gReadBuffer.size();
 }
 
 void LoadBridge::onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {

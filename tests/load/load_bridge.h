@@ -102,7 +102,6 @@ class LoadBridge final : private tls::TlsStream::Owner {
   }
 
   static void onConnectCb(uv_connect_t* req, int status);
-  static void onAllocCb(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void onReadCb(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void onCloseCb(uv_handle_t* handle);
   static void onTimerCb(uv_timer_t* timer);

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "tests/load/loop_buffers.h"
 #include "tests/load/owned_write.h"
 
 namespace ot::load {
@@ -18,7 +19,6 @@ namespace {
 
 constexpr size_t kRoundBytes = 4096;
 constexpr uint64_t kVisitorTimeoutMs = 10'000;
-std::array<uint8_t, 64 * 1024> gRead;
 
 // The first flight of a TLS client for `hostname`: what a browser's ClientHello looks like to
 // relayd, which routes on its SNI.
@@ -146,13 +146,10 @@ void Visitor::onConnect(uv_connect_t* req, int status) {
     return;
   }
   uv_tcp_nodelay(&self->tcp_, 1);
-  uv_read_start(
-      reinterpret_cast<uv_stream_t*>(&self->tcp_),
-      [](uv_handle_t*, size_t, uv_buf_t* buf) {
-        buf->base = reinterpret_cast<char*>(gRead.data());
-        buf->len = gRead.size();
-      },
-      onRead);
+  if (startReading(reinterpret_cast<uv_stream_t*>(&self->tcp_), onRead) != 0) {
+    self->finish(false);
+    return;
+  }
   self->send(self->expected_);
 }
 
