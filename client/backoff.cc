@@ -50,6 +50,12 @@ uint64_t Backoff::nextDelayMs() {
   return half + random_(base - half);
 }
 
+ScheduledWait Backoff::nextWait(const RetryHint& hint, bool afterAttached) {
+  if (afterAttached) return {nextDelayMs(), WaitKind::kAfterAttached};
+  const bool busy = hint.kind == RetryKind::kBusy && busy_ < kBusyLimit;
+  return {nextDelayMs(hint), busy ? WaitKind::kBusy : WaitKind::kBroken};
+}
+
 uint64_t Backoff::nextDelayMs(const RetryHint& hint) {
   if (hint.kind == RetryKind::kBroken || busy_ >= kBusyLimit) return nextDelayMs();
   const uint32_t streak = busy_++;

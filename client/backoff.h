@@ -12,6 +12,7 @@
 // Only attached() resets the counts.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -46,6 +47,17 @@ struct AttemptEnd {
 
 [[nodiscard]] RetryHint classifyAttemptEnd(const AttemptEnd& end);
 
+// What a scheduled wait is for: after an attached bridge ended (the short first wait), after a
+// busy answer (the relay restarting or shedding: short, not doubling) or after a broken attempt
+// (doubling). A busy answer past Backoff::kBusyLimit in a row waits, and counts, as broken.
+enum class WaitKind : uint8_t { kAfterAttached, kBusy, kBroken };
+inline constexpr size_t kWaitKinds = 3;
+
+struct ScheduledWait {
+  uint64_t delayMs = 0;
+  WaitKind kind = WaitKind::kBroken;
+};
+
 class Backoff {
  public:
   static constexpr uint64_t kBusyMinMs = 250;
@@ -63,6 +75,9 @@ class Backoff {
   [[nodiscard]] uint64_t nextDelayMs();
   // The wait after an attempt of the given kind.
   [[nodiscard]] uint64_t nextDelayMs(const RetryHint& hint);
+  // The wait before the next attempt of a bridge whose attempt ended with `hint`, or, with
+  // `afterAttached`, whose attached session ended (then the hint does not count).
+  [[nodiscard]] ScheduledWait nextWait(const RetryHint& hint, bool afterAttached);
   // The bridge reached `attached`: the next wait is 125-250 ms again.
   void attached() {
     failures_ = 0;

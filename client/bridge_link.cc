@@ -82,12 +82,13 @@ void BridgeLink::onSessionChanged() {
 }
 
 void BridgeLink::scheduleRetry(const RetryHint& hint, bool afterAttached) {
-  // Past the busy limit a busy answer waits like a broken one (client/backoff.h).
-  const bool busy = hint.kind == RetryKind::kBusy && backoff_.busyInARow() < Backoff::kBusyLimit;
-  const uint64_t delay = backoff_.nextDelayMs(hint);
+  const ScheduledWait wait = backoff_.nextWait(hint, afterAttached);
+  const uint64_t delay = wait.delayMs;
   state_ = State::kWaiting;
   retryAtMs_ = uv_now(loop_) + delay;
-  const char* kind = afterAttached ? "after_attached" : busy ? "busy" : "broken";
+  const char* kind = wait.kind == WaitKind::kAfterAttached ? "after_attached"
+                     : wait.kind == WaitKind::kBusy        ? "busy"
+                                                           : "broken";
   log_.info("bridge reconnecting", {{"link", index_},
                                     {"delay_ms", delay},
                                     {"kind", kind},

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <vector>
 
 TEST_CASE("client backoff: 125-250 ms first, doubling with equal jitter up to 30 s") {
@@ -126,4 +127,42 @@ TEST_CASE("client backoff: a relay busy for 20 attempts in a row is backed off l
   CHECK(top.nextDelayMs(busy) == 500);
   for (int i = 0; i < 10; ++i) (void)top.nextDelayMs(busy);
   CHECK(top.nextDelayMs(busy) == 30'000);
+}
+
+namespace {
+
+using ot::client::Backoff;
+using ot::client::WaitKind;
+
+// Always the top of the range, so every bound is reached.
+uint64_t topOfRange(uint64_t n) {
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "client backoff: nextWait: busy answers wait 0.25-3 s, twenty in a row, then count as broken") {
+  Backoff backoff(topOfRange);
+  const RetryHint busy{RetryKind::kBusy, 0};
+  uint64_t longest = 0;
+  for (uint32_t i = 0; i < Backoff::kBusyLimit; ++i) {
+    const auto wait = backoff.nextWait(busy, false);
+    CHECK(wait.kind == WaitKind::kBusy);
+    longest = std::max(longest, wait.delayMs);
+  }
+  CHECK(longest == Backoff::kBusyCapMs);
+  const auto past = backoff.nextWait(busy, false);
+  CHECK(past.kind == WaitKind::kBroken);
+  CHECK(past.delayMs == 250);  // the first broken wait: nothing broken came before
+}
+
+TEST_CASE("client backoff: nextWait: Retry-After is honoured up to 2 s, broken attempts double") {
+  Backoff backoff(topOfRange);
+  CHECK(backoff.nextWait({RetryKind::kBusy, 1000}, false).delayMs == 1500);
+  CHECK(backoff.nextWait({RetryKind::kBusy, 9000}, false).delayMs == 3000);
+  CHECK(backoff.nextWait({}, false).delayMs == 250);
+  const auto second = backoff.nextWait({}, false);
+  CHECK(second.kind == WaitKind::kBroken);
+  CHECK(second.delayMs == 500);
 }

@@ -421,7 +421,7 @@ void LoadBridge::endFatal() {
 
 void LoadBridge::scheduleRetry(const client::RetryHint& hint, bool afterAttached,
                                client::AttemptEnd::Cause cause) {
-  const ScheduledWait wait = scheduleWait(backoff_, hint, afterAttached);
+  const client::ScheduledWait wait = backoff_.nextWait(hint, afterAttached);
   countWait(counters_, wait);
   if (wait.kind == WaitKind::kBroken)
     counters_.brokenBy[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);

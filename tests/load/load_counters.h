@@ -7,12 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "client/backoff.h"
+
 namespace ot::load {
 
-// Why a bridge waits before its next attempt (tests/load/load_retry.h): its attached bridge ended
-// or was drained (125-250 ms), its attempt ended "busy" (0.25-3 s) or "broken" (doubling).
-enum class WaitKind : uint8_t { kAfterAttached, kBusy, kBroken };
-inline constexpr size_t kWaitKinds = 3;
+// Why a bridge waits before its next attempt: otunnel's kinds (client/backoff.h): its attached
+// bridge ended or was drained (125-250 ms), its attempt ended "busy" (0.25-3 s) or "broken"
+// (doubling).
+using client::kWaitKinds;
+using client::WaitKind;
 // client::AttemptEnd::Cause's values, for the broken attempts by how they ended.
 inline constexpr size_t kAttemptCauses = 8;
 
