@@ -130,12 +130,14 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
     sendPlain(toBytes(ws::buildUpgradeResponse(key)));
     bridge_ = std::make_unique<BridgeSession>(context_, relay_, *this, tunnelId);
     parser_.reset();
+    // What only the HTTP phases use goes now: the buffer the upgrade request was read into
+    // (its capacity stayed after the request was taken) and the source key of the per-source
+    // slots, given back above. An idle bridge keeps neither.
+    std::vector<uint8_t> early;
+    early.swap(httpInput_);
+    std::string().swap(sourceKey_);
     stream_->startReading();
-    if (!httpInput_.empty()) {
-      std::vector<uint8_t> early;
-      early.swap(httpInput_);
-      bridge_->onPlaintext(early);
-    }
+    if (!early.empty()) bridge_->onPlaintext(early);
   });
 }
 

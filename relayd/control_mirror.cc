@@ -6,8 +6,9 @@
 namespace ot::relayd {
 
 void BridgeMirror::attached(v1::Bridge bridge) {
-  std::string id = bridge.bridge_id();
-  bridges_.insert_or_assign(std::move(id), std::move(bridge));
+  std::string id = std::move(*bridge.mutable_bridge_id());
+  bridge.clear_bridge_id();  // the key holds it
+  bridges_.insert_or_assign(std::move(id), bridge.SerializeAsString());
 }
 
 bool BridgeMirror::detached(const std::string& bridgeId) {
@@ -18,18 +19,20 @@ std::vector<v1::RelayMessage> BridgeMirror::snapshot(size_t maxPerPart) const {
   const size_t perPart = std::max<size_t>(maxPerPart, 1);
   std::vector<v1::RelayMessage> parts;
   parts.reserve(bridges_.size() / perPart + 1);
-  std::vector<const v1::Bridge*> sorted;
+  std::vector<const Entries::value_type*> sorted;
   sorted.reserve(bridges_.size());
-  for (const auto& entry : bridges_) sorted.push_back(&entry.second);
-  std::sort(sorted.begin(), sorted.end(), [](const v1::Bridge* a, const v1::Bridge* b) {
-    return a->bridge_id() < b->bridge_id();
-  });
+  for (const auto& entry : bridges_) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
   v1::BridgeSnapshot* part = nullptr;
-  for (const v1::Bridge* bridge : sorted) {
+  for (const auto* entry : sorted) {
     if (part == nullptr || static_cast<size_t>(part->bridges_size()) >= perPart) {
       part = parts.emplace_back().mutable_snapshot();
     }
-    *part->add_bridges() = *bridge;
+    v1::Bridge* bridge = part->add_bridges();
+    // Written by attached() from a message of the same type: it parses.
+    (void)bridge->ParseFromString(entry->second);
+    bridge->set_bridge_id(entry->first);
   }
   if (parts.empty()) parts.emplace_back().mutable_snapshot();
   parts.back().mutable_snapshot()->set_last(true);
