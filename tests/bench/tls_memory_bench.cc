@@ -52,6 +52,8 @@
 
 namespace {
 
+using v1Bridge = ::opentunnel::control::v1::Bridge;
+
 // ---- OpenSSL's allocations, counted by site
 // ------------------------------------------------------
 
@@ -259,6 +261,46 @@ int64_t argValue(int argc, char** argv, const char* name, int64_t fallback) {
   return fallback;
 }
 
+// The control mirror's entry for one attached bridge, as Relay::bridgeAttached fills it.
+v1Bridge mirrorBridge(uint64_t key) {
+  v1Bridge bridge;
+  bridge.set_bridge_id("br_1a2b3c4d_" + std::to_string(key));
+  bridge.set_tunnel_id("zv29fvhj2ysk");
+  bridge.add_routes("");
+  bridge.set_origin("");
+  bridge.set_profile("");
+  bridge.set_max_conns(256);
+  bridge.set_attached_at_unix_ms(1'796'000'000'000);
+  return bridge;
+}
+
+// Heap per mirrored bridge: relayd's BridgeMirror, and the map of messages it replaced.
+void printMirror() {
+  constexpr uint64_t kBridges = 10'000;
+  malloc_trim(0);
+  Heap before = heapNow();
+  {
+    ot::relayd::BridgeMirror mirror;
+    for (uint64_t key = 1; key <= kBridges; ++key) mirror.attached(mirrorBridge(key));
+    const Heap after = heapNow();
+    std::printf("control mirror per attached bridge: %.0f bytes in use (BridgeMirror)\n",
+                static_cast<double>(after.inUse - before.inUse) / kBridges);
+  }
+  malloc_trim(0);
+  before = heapNow();
+  {
+    std::unordered_map<std::string, v1Bridge> messages;
+    for (uint64_t key = 1; key <= kBridges; ++key) {
+      v1Bridge bridge = mirrorBridge(key);
+      std::string id = bridge.bridge_id();
+      messages.insert_or_assign(std::move(id), std::move(bridge));
+    }
+    const Heap after = heapNow();
+    std::printf("  as a map of v1::Bridge messages (before this round): %.0f bytes\n",
+                static_cast<double>(after.inUse - before.inUse) / kBridges);
+  }
+}
+
 void printSizes() {
   using namespace ot;
   using namespace ot::relayd;
@@ -366,6 +408,7 @@ int main(int argc, char** argv) {
       "returns them with MADV_DONTNEED: RSS drops, the arena does not)\n");
 
   if (heapOnly) {
+    printMirror();
     printSizes();
     return 0;
   }
