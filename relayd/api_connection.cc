@@ -69,8 +69,8 @@ void ApiConnection::begin(RelayContext& context, Relay& relay, TcpStream* stream
     closeUnserved(context, stream, true);
     return;
   }
-  connection->handshakeSource_ = std::move(handshakeSource);
-  connection->sourceKey_ = std::move(sourceKey);
+  connection->http().handshakeSource = std::move(handshakeSource);
+  connection->http().sourceKey = std::move(sourceKey);
   const uint64_t now = context.nowMs();
   const uint64_t deadline =
       std::min(startedAtMs + kHandshakeTimeoutMs, now + kHandshakeAfterHelloMs);
@@ -94,7 +94,9 @@ ApiConnection::~ApiConnection() {
   endHandshake();
   context_.apiConnections.erase(this);
   if (proxyCall_ != 0) relay_.apiProxy().cancel(proxyCall_);
-  for (const auto& [streamId, call] : h2Calls_) relay_.apiProxy().cancel(call);
+  if (http_) {
+    for (const auto& [streamId, call] : http_->h2Calls) relay_.apiProxy().cancel(call);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -104,10 +106,15 @@ void ApiConnection::onRead(std::span<const uint8_t> bytes) {
   feedCiphertext(bytes);
 }
 
+ApiConnection::HttpSide& ApiConnection::http() {
+  if (!http_) http_ = std::make_unique<HttpSide>();
+  return *http_;
+}
+
 void ApiConnection::endHandshake() {
   if (handshakeCounted_) return;
   handshakeCounted_ = true;
-  handshakeSource_.release();
+  if (http_) http_->handshakeSource.release();
   context_.apiHandshakes.release();  // may begin a waiting connection's handshake
 }
 
@@ -181,15 +188,17 @@ void ApiConnection::onTlsCloseNotify() {
 }
 
 bool ApiConnection::takeSourceConnectionSlot() {
-  if (sourceKey_.empty()) return true;  // no IP address: everyone behind the one proxy in front
+  HttpSide& side = http();
+  if (side.sourceKey.empty()) return true;  // no IP address: everyone behind the one proxy in front
   const uint64_t limit = context_.config.maxApiConnectionsPerSource;
-  connectionSource_ = SourceSlot::acquire(context_.apiConnectionsBySource, sourceKey_, limit);
-  if (connectionSource_.held()) return true;
+  side.connectionSource =
+      SourceSlot::acquire(context_.apiConnectionsBySource, side.sourceKey, limit);
+  if (side.connectionSource.held()) return true;
   context_.metrics.shedSourceApiConnections.Increment();
   static LogThrottle throttle(kShedLogEveryMs);
   if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
     kLog.warn("API connection refused: the source holds its share of API connections",
-              {{"source", sourceKey_}, {"limit", limit}, {"suppressed", suppressed}});
+              {{"source", side.sourceKey}, {"limit", limit}, {"suppressed", suppressed}});
   }
   if (tls_.alpn() == "h2") {
     // An HTTP/1.1 answer would be garbage to it: GOAWAY ENHANCE_YOUR_CALM, then the close.

@@ -126,19 +126,24 @@ class ApiConnection final : public TcpStream::Handler,
   uint64_t proxyCall_ = 0;
   Phase phase_ = Phase::kHandshake;
   bool handshakeCounted_ = false;
-  SourceSlot handshakeSource_;   // this source's share of the handshake slots, while handshaking
-  SourceSlot connectionSource_;  // its share of API connections, from the handshake to a bridge
-  std::string sourceKey_;        // peerSourceKey of the peer; empty: not limited per source
   bool readPausedForAnswers_ = false;
   bool readPausedByBridge_ = false;
   bool gotHttp_ = false;         // plaintext for the HTTP phase arrived in the current receive
   bool partialRequest_ = false;  // HTTP/1.1: part of a request was parsed, the rest is awaited
   std::unique_ptr<ApiHttp2Session> h2_;
-  std::unordered_map<int32_t, uint64_t> h2Calls_;  // stream -> its call to controld
-  // Complete requests held while answers are unread, oldest first: a few at most, and a vector
-  // allocates nothing while empty (a std::deque holds ~600 bytes from its construction, in every
-  // bridge too).
-  std::vector<Http2Request> h2Waiting_;
+  // What only the handshake and the HTTP phases use, in a block of its own that the connection
+  // frees when it becomes a bridge (~190 bytes less per idle bridge; docs/capacity.md). Made
+  // again on use (http()), so nothing reaches a freed one.
+  struct HttpSide {
+    SourceSlot handshakeSource;   // this source's share of the handshake slots, while handshaking
+    SourceSlot connectionSource;  // its share of API connections, from the handshake to a bridge
+    std::string sourceKey;        // peerSourceKey of the peer; empty: not limited per source
+    std::unordered_map<int32_t, uint64_t> h2Calls;  // stream -> its call to controld
+    // Complete requests held while answers are unread, oldest first: a few at most.
+    std::vector<Http2Request> h2Waiting;
+  };
+  HttpSide& http();
+  std::unique_ptr<HttpSide> http_;
   bool h2Flushing_ = false;
   bool h2GoingAway_ = false;
   TimerEntry timer_;

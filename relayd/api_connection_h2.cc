@@ -75,13 +75,15 @@ void ApiConnection::flushHttp2() {
     closeTransport(false);  // GOAWAY sent (ours or the client's) and no stream left
     return;
   }
-  if (h2_->openStreams() == 0 && h2Waiting_.empty() && !timer_.armed()) armTimer(kHttp2IdleMs);
+  if (h2_->openStreams() == 0 && http().h2Waiting.empty() && !timer_.armed())
+    armTimer(kHttp2IdleMs);
 }
 
 void ApiConnection::dispatchHttp2() {
-  while (!h2Waiting_.empty() && !http2AnswersUnread()) {
-    Http2Request request = std::move(h2Waiting_.front());
-    h2Waiting_.erase(h2Waiting_.begin());
+  auto& waiting = http().h2Waiting;
+  while (!waiting.empty() && !http2AnswersUnread()) {
+    Http2Request request = std::move(waiting.front());
+    waiting.erase(waiting.begin());
     proxyHttp2(std::move(request));
   }
 }
@@ -95,14 +97,15 @@ void ApiConnection::onHttp2Request(Http2Request request) {
                       "HTTP/2");
     return;
   }
-  h2Waiting_.push_back(std::move(request));
+  http().h2Waiting.push_back(std::move(request));
 }
 
 void ApiConnection::onHttp2StreamClosed(int32_t streamId) {
-  const auto found = h2Calls_.find(streamId);
-  if (found == h2Calls_.end()) return;
+  auto& calls = http().h2Calls;
+  const auto found = calls.find(streamId);
+  if (found == calls.end()) return;
   relay_.apiProxy().cancel(found->second);  // the client reset it: controld's answer is dropped
-  h2Calls_.erase(found);
+  calls.erase(found);
 }
 
 void ApiConnection::onHttp2Refused(int status) {
@@ -137,7 +140,7 @@ void ApiConnection::proxyHttp2(Http2Request request) {
       toBytes(*serialized), [this, gone, streamId](Result<ProxiedResponse> result) {
         auto alive = gone.lock();
         if (!alive || *alive || !h2_) return;
-        h2Calls_.erase(streamId);
+        http().h2Calls.erase(streamId);
         if (!result.ok()) {
           context_.metrics.apiProxyFailures.Increment();
           h2_->respondError(streamId, 503, "ServiceUnavailableError",
@@ -160,7 +163,7 @@ void ApiConnection::proxyHttp2(Http2Request request) {
         }
         flushHttp2();
       });
-  h2Calls_[streamId] = call;
+  http().h2Calls[streamId] = call;
 }
 
 void ApiConnection::onDrainStarted() {

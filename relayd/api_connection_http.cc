@@ -124,18 +124,17 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
         break;
     }
     phase_ = Phase::kBridge;
-    connectionSource_
-        .release();  // bridges have their own bounds (MAX_BRIDGES_PER_TUNNEL, failures)
+    // Bridges have their own bounds (MAX_BRIDGES_PER_TUNNEL, failures): the per-source slots go
+    // back (the handshake's went at its end) with the rest of the HTTP side.
+    http_.reset();
     timer_.cancel();
     sendPlain(toBytes(ws::buildUpgradeResponse(key)));
     bridge_ = std::make_unique<BridgeSession>(context_, relay_, *this, tunnelId);
     parser_.reset();
-    // What only the HTTP phases use goes now: the buffer the upgrade request was read into
-    // (its capacity stayed after the request was taken) and the source key of the per-source
-    // slots, given back above. An idle bridge keeps neither.
+    // The buffer the upgrade request was read into goes too (its capacity stayed after the
+    // request was taken): an idle bridge keeps neither.
     std::vector<uint8_t> early;
     early.swap(httpInput_);
-    std::string().swap(sourceKey_);
     stream_->startReading();
     if (!early.empty()) bridge_->onPlaintext(early);
   });
