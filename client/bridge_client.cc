@@ -312,6 +312,24 @@ void BridgeClient::runTurns() {
   runningTurns_ = false;
 }
 
+void BridgeClient::onStreamActive(uint32_t connId) {
+  scheduler_.noteActive(connId, uv_now(loop_));
+}
+
+size_t BridgeClient::sendAllowance(uint32_t connId, size_t window) const {
+  if (transport_ == nullptr) return window;
+  const uint64_t now = uv_now(loop_);
+  if (!scheduler_.othersActive(connId, now)) return window;  // no TCP_INFO read when alone
+  return scheduler_.sendAllowance(connId, window, now, transport_->minRttUs(now));
+}
+
+size_t BridgeClient::receiveAllowance(uint32_t connId, size_t window) const {
+  if (transport_ == nullptr) return window;
+  const uint64_t now = uv_now(loop_);
+  if (!scheduler_.othersActive(connId, now)) return window;
+  return scheduler_.receiveAllowance(connId, window, now, transport_->minRttUs(now));
+}
+
 void BridgeClient::beginFrameBatch() {
   if (frameBatchDepth_++ > 0) return;
   batchTransport_ = transport_;

@@ -97,6 +97,9 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   void onStreamReady(uint32_t connId) override;
   void beginFrameBatch() override;
   void endFrameBatch() override;
+  void onStreamActive(uint32_t connId) override;
+  [[nodiscard]] size_t sendAllowance(uint32_t connId, size_t window) const override;
+  [[nodiscard]] size_t receiveAllowance(uint32_t connId, size_t window) const override;
   void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) override;
 
   void onRelayMessage(const bridge::RelayMessage& message);

@@ -171,6 +171,7 @@ FrameVerdict LocalStream::onData(std::span<const uint8_t> payload) {
   if (gotEnd_) return FrameVerdict::kProtocolError;
   if (!receive_.received(payload.size())) return FrameVerdict::kFlowControlViolation;
   if (closing()) return FrameVerdict::kOk;
+  host_.onStreamActive(options_.connId);
   if (terminating()) {
     receive_.taken(payload.size());
     tls_->receive(payload);
