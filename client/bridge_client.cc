@@ -312,24 +312,6 @@ void BridgeClient::runTurns() {
   runningTurns_ = false;
 }
 
-void BridgeClient::onStreamActive(uint32_t connId) {
-  scheduler_.noteActive(connId, uv_now(loop_));
-}
-
-size_t BridgeClient::sendAllowance(uint32_t connId, size_t window) const {
-  if (transport_ == nullptr) return window;
-  const uint64_t now = uv_now(loop_);
-  if (!scheduler_.othersActive(connId, now)) return window;  // no TCP_INFO read when alone
-  return scheduler_.sendAllowance(connId, window, now, transport_->minRttUs(now));
-}
-
-size_t BridgeClient::receiveAllowance(uint32_t connId, size_t window) const {
-  if (transport_ == nullptr) return window;
-  const uint64_t now = uv_now(loop_);
-  if (!scheduler_.othersActive(connId, now)) return window;
-  return scheduler_.receiveAllowance(connId, window, now, transport_->minRttUs(now));
-}
-
 void BridgeClient::beginFrameBatch() {
   if (frameBatchDepth_++ > 0) return;
   batchTransport_ = transport_;
@@ -394,6 +376,7 @@ uint64_t BridgeClient::nextDeadlineMs() const {
     const uint64_t beat = attached_.heartbeatMs;
     next = std::min({next, std::max(last, lastPingMs_) + beat, last + kSilentBeats * beat});
   }
+  if (allowanceRecheckMs_ != 0) next = std::min(next, allowanceRecheckMs_);
   for (const auto& [id, stream] : streams_) {
     if (stream->deadlineMs() != 0) next = std::min(next, stream->deadlineMs());
   }
@@ -421,6 +404,7 @@ void BridgeClient::onTimer(uint64_t nowMs) {
       lastPingMs_ = nowMs;
     }
   }
+  if (allowanceRecheckMs_ != 0 && nowMs >= allowanceRecheckMs_) recheckAllowances();
   std::vector<LocalStream*> due;
   for (const auto& [id, stream] : streams_) {
     if (stream->deadlineMs() != 0 && nowMs >= stream->deadlineMs()) due.push_back(stream);

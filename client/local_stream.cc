@@ -97,6 +97,12 @@ void LocalStream::resume() {
   updateReading();
 }
 
+void LocalStream::onAllowanceChanged() {
+  if (closing() || protocolClosed() || sentEnd_) return;
+  flushToRelay();
+  maybeGrant();
+}
+
 void LocalStream::onTimer(uint64_t nowMs) {
   if (closing()) return;
   if (handshakeDeadlineMs_ != 0 && nowMs >= handshakeDeadlineMs_ && !tls_->handshakeDone()) {

@@ -114,6 +114,9 @@ class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Hand
   void abort();
   // The bridge can take data again: read the local socket if credit allows.
   void resume();
+  // The bound on what it may have in flight changed (another stream of the bridge went quiet):
+  // send or read again as the new allowance permits.
+  void onAllowanceChanged();
   // Its turn (StreamScheduler): sends one data frame of at most `quantum` bytes of what waits,
   // or, with nothing waiting, reads the local socket again. Asks for another turn if it needs
   // one. Answers the payload bytes sent.

@@ -27,6 +27,13 @@ bool StreamScheduler::othersActive(uint32_t connId, uint64_t nowMs) const {
   return other.set && nowMs < other.atMs + kActiveForMs;
 }
 
+uint64_t StreamScheduler::othersActiveUntil(uint32_t connId, uint64_t nowMs) const {
+  const Activity& other = latest_.set && latest_.connId != connId ? latest_ : latestOther_;
+  uint64_t until = other.set ? other.atMs + kActiveForMs : 0;
+  if (ring_.size() > members_.count(connId)) until = std::max(until, nowMs + kActiveForMs);
+  return until;
+}
+
 size_t StreamScheduler::sendAllowance(uint32_t connId, size_t window, uint64_t nowMs,
                                       uint64_t rttUs) const {
   if (!othersActive(connId, nowMs)) return window;

@@ -61,6 +61,10 @@ class StreamScheduler {
   void noteActive(uint32_t connId, uint64_t nowMs);
   // Another stream than `connId` waits for a turn or was active within kActiveForMs.
   [[nodiscard]] bool othersActive(uint32_t connId, uint64_t nowMs) const;
+  // When the other streams than `connId` stop counting as active if none has more data (uv_now
+  // ms; 0: not active): kActiveForMs after the latest activity, at least kActiveForMs from
+  // `nowMs` while one waits for a turn.
+  [[nodiscard]] uint64_t othersActiveUntil(uint32_t connId, uint64_t nowMs) const;
   // Bytes `connId` may have in flight toward the relay (sent, not yet credited back) with a send
   // window of `window`, given the bridge's round trip (min_rtt): the window while it is alone, else
   // a quarter window (the relay's grant batch, so credit keeps coming) + kFairInFlight + one RTT.

@@ -246,3 +246,51 @@ TEST_CASE(
   stream->abort();
   REQUIRE(loop.runUntil([&] { return host.freed; }));
 }
+
+TEST_CASE("client stream scheduler: when the other streams stop counting as active") {
+  StreamScheduler scheduler;
+  CHECK(scheduler.othersActiveUntil(1, 500) == 0);
+  scheduler.noteActive(2, 1000);
+  scheduler.noteActive(1, 1040);
+  CHECK(scheduler.othersActiveUntil(1, 1050) == 1000 + StreamScheduler::kActiveForMs);
+  CHECK(scheduler.othersActiveUntil(2, 1050) == 1040 + StreamScheduler::kActiveForMs);
+  scheduler.markReady(3);  // waiting for a turn: active until it had it
+  CHECK(scheduler.othersActiveUntil(1, 5000) == 5000 + StreamScheduler::kActiveForMs);
+}
+
+TEST_CASE(
+    "client stream: held back by its allowance, a stream takes its whole window once the "
+    "other streams went quiet, without waiting for credit") {
+  TestLoop loop;
+  const std::string payload = sourceBytes(1'000'000);
+  LocalServer source(loop.get(), LocalServer::Mode::kSource, payload);
+  AllowanceHost host;
+  host.allowance = 192 * 1024;
+  ot::client::StreamOptions options;
+  options.connId = 8;
+  options.target = ot::client::LocalTarget{"127.0.0.1", source.port()};
+  options.sendWindow = 512 * 1024;
+  ot::client::LocalStream* stream = ot::client::LocalStream::create(loop.get(), host, options);
+  REQUIRE(stream != nullptr);
+  stream->start();
+  REQUIRE(loop.runUntil([&] { return host.data.size() >= 192 * 1024; }));
+  loop.runFor(50);
+  CHECK(host.data.size() == 192 * 1024);
+  // No credit comes (a visitor that does not read): the bridge's recheck alone frees it. Turns
+  // are given only when asked for.
+  int served = host.readyCalls;
+  host.allowance = SIZE_MAX;
+  stream->onAllowanceChanged();
+  for (int rounds = 0; rounds < 200 && host.data.size() < 512 * 1024; ++rounds) {
+    if (host.readyCalls > served) {
+      served = host.readyCalls;
+      (void)stream->onTurn(64 * 1024);
+    }
+    (void)loop.runUntil([&] { return host.readyCalls > served || host.data.size() >= 512 * 1024; },
+                        50);
+  }
+  CHECK(host.data.size() == 512 * 1024);
+  CHECK(host.data == payload.substr(0, host.data.size()));
+  stream->abort();
+  REQUIRE(loop.runUntil([&] { return host.freed; }));
+}
