@@ -35,7 +35,13 @@ on the syscalls:sys_enter_epoll_ctl tracepoint; skipped with a message when perf
 With --rtt N it then measures small round trips on their own stream of the same tunnel (one
 HTTPS keep-alive connection through relayd + otunnel, N requests of GET /dl?n=1): alone, then
 while a bulk download runs on another stream. Run with --links 1 so both streams share one bridge
-(issue 12 item 5: frame scheduling between streams). Prints p50 / p99 / max in ms for both.
+(issue 12 item 5: frame scheduling between streams). Prints p50 / p99 / max in ms for both, the
+bulk transfer's MB/s, and the bridge's queues while the round trips ran (`ss` on otunnel's and
+relayd's ends: Recv-Q / Send-Q max, avg, p50). --beside upload|both runs them beside an upload
+(zeros from head(1) piped into curl) instead of / as well as a download; --probe-only skips the
+throughput runs (and the upload file):
+    OT_BUILD_DIR=$PWD/build /usr/bin/python3 tests/bench/tunnel_throughput.py --mb 4000 \
+        --runs 1 --links 1 --rtt 1000 --no-ssh --probe-only --beside both
 """
 import argparse
 import http.client
