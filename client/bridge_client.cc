@@ -376,6 +376,7 @@ uint64_t BridgeClient::nextDeadlineMs() const {
     const uint64_t beat = attached_.heartbeatMs;
     next = std::min({next, std::max(last, lastPingMs_) + beat, last + kSilentBeats * beat});
   }
+  if (allowanceRecheckMs_ != 0) next = std::min(next, allowanceRecheckMs_);
   for (const auto& [id, stream] : streams_) {
     if (stream->deadlineMs() != 0) next = std::min(next, stream->deadlineMs());
   }
@@ -403,6 +404,7 @@ void BridgeClient::onTimer(uint64_t nowMs) {
       lastPingMs_ = nowMs;
     }
   }
+  if (allowanceRecheckMs_ != 0 && nowMs >= allowanceRecheckMs_) recheckAllowances();
   std::vector<LocalStream*> due;
   for (const auto& [id, stream] : streams_) {
     if (stream->deadlineMs() != 0 && nowMs >= stream->deadlineMs()) due.push_back(stream);

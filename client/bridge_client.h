@@ -97,6 +97,12 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   void onStreamReady(uint32_t connId) override;
   void beginFrameBatch() override;
   void endFrameBatch() override;
+  void onStreamActive(uint32_t connId) override;
+  [[nodiscard]] size_t sendAllowance(uint32_t connId, size_t window) const override;
+  [[nodiscard]] size_t receiveAllowance(uint32_t connId, size_t window) const override;
+  // A bound was handed out: make sure the streams look again once the activity behind it ends.
+  void armAllowanceRecheck(uint32_t connId, uint64_t nowMs) const;
+  void recheckAllowances();
   void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) override;
 
   void onRelayMessage(const bridge::RelayMessage& message);
@@ -126,6 +132,9 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   std::unordered_map<uint32_t, LocalStream*> streams_;  // each owns itself until freed
   StreamScheduler scheduler_;  // whose data goes out next (issue 12 item 5)
   bool runningTurns_ = false;
+  // When a stream held back by its in-flight allowance looks again (another stream's activity
+  // expires then; 0: none held). Kept in step by sendAllowance/receiveAllowance.
+  mutable uint64_t allowanceRecheckMs_ = 0;
   unsigned frameBatchDepth_ = 0;
   RelayTransport* batchTransport_ = nullptr;  // the transport the open batch is on
   bridge::Attached attached_;

@@ -97,6 +97,12 @@ void LocalStream::resume() {
   updateReading();
 }
 
+void LocalStream::onAllowanceChanged() {
+  if (closing() || protocolClosed() || sentEnd_) return;
+  flushToRelay();
+  maybeGrant();
+}
+
 void LocalStream::onTimer(uint64_t nowMs) {
   if (closing()) return;
   if (handshakeDeadlineMs_ != 0 && nowMs >= handshakeDeadlineMs_ && !tls_->handshakeDone()) {
@@ -171,6 +177,7 @@ FrameVerdict LocalStream::onData(std::span<const uint8_t> payload) {
   if (gotEnd_) return FrameVerdict::kProtocolError;
   if (!receive_.received(payload.size())) return FrameVerdict::kFlowControlViolation;
   if (closing()) return FrameVerdict::kOk;
+  host_.onStreamActive(options_.connId);
   if (terminating()) {
     receive_.taken(payload.size());
     tls_->receive(payload);

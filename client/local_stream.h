@@ -58,6 +58,18 @@ class StreamHost {
   // a stream brackets the data frames of one local read (or one turn) with them.
   virtual void beginFrameBatch() {}
   virtual void endFrameBatch() {}
+  // Fairness between the bridge's streams (StreamScheduler): the stream sent or received data
+  // now; what it may have in flight toward the relay with send window `window`, and the most
+  // credit it may leave the relay with receive window `window` (the window while it is alone).
+  virtual void onStreamActive(uint32_t connId) { (void)connId; }
+  [[nodiscard]] virtual size_t sendAllowance(uint32_t connId, size_t window) const {
+    (void)connId;
+    return window;
+  }
+  [[nodiscard]] virtual size_t receiveAllowance(uint32_t connId, size_t window) const {
+    (void)connId;
+    return window;
+  }
   // The stream could not reach its local service (`error` says why); for the person running
   // otunnel. The stream itself answers the visitor.
   virtual void onLocalServiceUnreachable(const LocalTarget& target, std::string_view error) {
@@ -102,6 +114,9 @@ class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Hand
   void abort();
   // The bridge can take data again: read the local socket if credit allows.
   void resume();
+  // The bound on what it may have in flight changed (another stream of the bridge went quiet):
+  // send or read again as the new allowance permits.
+  void onAllowanceChanged();
   // Its turn (StreamScheduler): sends one data frame of at most `quantum` bytes of what waits,
   // or, with nothing waiting, reads the local socket again. Asks for another turn if it needs
   // one. Answers the payload bytes sent.
@@ -162,6 +177,9 @@ class LocalStream final : private tls::TlsStream::Owner, private TcpStream::Hand
   void maybeFinish();
   void sendToRelay(std::span<const uint8_t> bytes);
   [[nodiscard]] size_t sendData(std::span<const uint8_t> bytes, size_t limit = SIZE_MAX);
+  // The send credit this stream may use now: all of it while it is alone on the bridge, else
+  // what keeps its bytes in flight within the host's sendAllowance.
+  [[nodiscard]] size_t usableCredit() const;
   void flushToRelay();
   void sendEnd();
   // `turn`: called from onTurn, so reading may start even though the bridge has no room for

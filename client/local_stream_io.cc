@@ -62,7 +62,8 @@ void LocalStream::onLocalWritten(size_t bytes) {
 void LocalStream::maybeGrant() {
   if (protocolClosed() || gotEnd_ || closing()) return;  // grants for an ended direction are moot
   const size_t held = terminating() ? pendingLocal_.size() + tcp_->queuedBytes() : 0;
-  const uint32_t increment = receive_.grantNow(held);
+  const uint32_t increment =
+      receive_.grantNow(held, host_.receiveAllowance(options_.connId, options_.receiveWindow));
   if (increment == 0) return;
   const std::vector<uint8_t> frame = bridge::encodeCredit(options_.connId, increment);
   host_.sendStreamFrame(frame, {});
@@ -102,7 +103,16 @@ size_t LocalStream::readSizeLimit() const {
   // Read about as much as the credit covers and leave the rest in the kernel (backpressure).
   // A small credit still gets a 16 KiB read, so TLS records stay full-sized; what does not fit
   // waits in pendingRelay_, and reading stops until credit arrives. (At most the 64 KiB buffer.)
-  return std::max<size_t>(sendCredit_.available(), kMinReadSize);
+  return std::max<size_t>(usableCredit(), kMinReadSize);
+}
+
+size_t LocalStream::usableCredit() const {
+  const size_t available = sendCredit_.available();
+  const size_t window = options_.sendWindow;
+  const size_t allowance = host_.sendAllowance(options_.connId, window);
+  // In flight: the window minus what is left of it (grants beyond the window count as none).
+  const size_t inFlight = window - std::min(window, available);
+  return allowance > inFlight ? std::min(available, allowance - inFlight) : 0;
 }
 
 void LocalStream::onRead(std::span<const uint8_t> bytes) {
@@ -146,7 +156,7 @@ void LocalStream::sendToRelay(std::span<const uint8_t> bytes) {
   if (pendingRelay_.empty() && host_.bridgeHasRoom()) bytes = bytes.subspan(sendData(bytes));
   if (!bytes.empty()) {
     pendingRelay_.insert(pendingRelay_.end(), bytes.begin(), bytes.end());
-    if (sendCredit_.available() > 0) requestTurn();
+    if (usableCredit() > 0) requestTurn();
   }
   updateReading();
 }
@@ -155,11 +165,13 @@ size_t LocalStream::sendData(std::span<const uint8_t> bytes, size_t limit) {
   const std::array<uint8_t, bridge::kFrameHeaderSize> head =
       bridge::encodeFrameHeader(bridge::FrameKind::kData, options_.connId);
   size_t sent = 0;
+  const size_t usable = usableCredit();
+  if (usable == 0) return 0;
+  host_.onStreamActive(options_.connId);
   host_.beginFrameBatch();  // this read's (or turn's) frames leave in one write
-  while (sent < bytes.size() && sent < limit && sendCredit_.available() > 0) {
-    const size_t n =
-        std::min({bytes.size() - sent, limit - sent, static_cast<size_t>(sendCredit_.available()),
-                  static_cast<size_t>(options_.maxPayload)});
+  while (sent < bytes.size() && sent < limit && sent < usable) {
+    const size_t n = std::min({bytes.size() - sent, limit - sent, usable - sent,
+                               static_cast<size_t>(options_.maxPayload)});
     (void)sendCredit_.consume(n);
     host_.sendStreamFrame(head, bytes.subspan(sent, n));
     sent += n;
@@ -179,7 +191,7 @@ size_t LocalStream::onTurn(size_t quantum) {
       pendingOffset_ = 0;
     }
     if (!pendingRelay_.empty()) {
-      if (sendCredit_.available() > 0) requestTurn();
+      if (usableCredit() > 0) requestTurn();
       return sent;
     }
     if (localEof_) sendEnd();
@@ -195,7 +207,7 @@ void LocalStream::requestTurn() {
 void LocalStream::flushToRelay() {
   // New credit: what waits goes out in turns.
   if (!pendingRelay_.empty()) {
-    if (sendCredit_.available() > 0) requestTurn();
+    if (usableCredit() > 0) requestTurn();
     return;
   }
   if (localEof_) sendEnd();
@@ -213,7 +225,7 @@ void LocalStream::sendEnd() {
 void LocalStream::updateReading(bool turn) {
   if (closing()) return;
   bool want = local_ == Local::kConnected && !localEof_ && !sentEnd_ && !protocolClosed() &&
-              pendingRelay_.empty() && sendCredit_.available() > 0 &&
+              pendingRelay_.empty() && usableCredit() > 0 &&
               (!terminating() || tls_->handshakeDone()) && !host_.bridgeCongested();
   // A read may queue up to 64 KiB more: only with room on the bridge, else after a turn.
   if (want && !turn && !host_.bridgeHasRoom()) {

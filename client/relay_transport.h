@@ -108,6 +108,17 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   // TCP_NOTSENT_LOWAT of the socket: the kernel keeps at most this much unsent, so bytes
   // wait in our queue instead, where the streams' turns are decided (StreamScheduler).
   static constexpr int kNotSentLowat = 64 * 1024;
+  // The socket's lowest recent RTT (TCP_INFO's min_rtt) as of `nowMs` (uv_now), read at most every
+  // 100 ms: it scales the streams' in-flight allowances (StreamScheduler). 0 before the socket
+  // exists.
+  [[nodiscard]] uint64_t minRttUs(uint64_t nowMs) {
+    if (tcp_ == nullptr) return 0;
+    if (rttReadMs_ == 0 || nowMs >= rttReadMs_ + 100) {
+      rttUs_ = tcp_->minRttUs();
+      rttReadMs_ = nowMs + 1;  // never 0 once read
+    }
+    return rttUs_;
+  }
   // Above the high watermark (1 MiB) until the queue drains below the low one (256 KiB): the
   // producers (visitor streams) stop reading their local sockets meanwhile.
   [[nodiscard]] bool congested() const { return congested_; }
@@ -183,6 +194,8 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   uint64_t lastReceiveMs_ = 0;
   uint64_t closeDeadlineMs_ = 0;
   bool congested_ = false;
+  uint64_t rttUs_ = 0;      // minRttUs's last reading
+  uint64_t rttReadMs_ = 0;  // and when (uv_now); 0: never
 };
 
 }  // namespace ot::client

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <utility>
 
@@ -342,6 +343,23 @@ uint64_t TcpStream::bytesAcked() const {
   if (ioctl(fd, SIOCOUTQ, &outq) != 0 || outq < 0) return 0;
   const auto held = static_cast<uint64_t>(outq);
   return bytesWritten_ > held ? bytesWritten_ - held : 0;
+}
+
+uint32_t TcpStream::minRttUs() const {
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return 0;
+  // glibc's tcp_info stops before the kernel's tcpi_min_rtt: the kernel's layout goes on with
+  // four u64 and four u32 fields, the last of them tcpi_min_rtt (Linux 4.6).
+  struct Extended {
+    tcp_info base;
+    uint64_t pacingRate, maxPacingRate, bytesAcked, bytesReceived;
+    uint32_t segsOut, segsIn, notsentBytes, minRtt;
+  } info{};
+  static_assert(offsetof(Extended, pacingRate) == sizeof(tcp_info));
+  socklen_t size = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) != 0) return 0;
+  if (size >= sizeof(info) && info.minRtt != 0 && info.minRtt != UINT32_MAX) return info.minRtt;
+  return info.base.tcpi_rtt;
 }
 
 }  // namespace ot

@@ -138,6 +138,9 @@ class TcpStream {
   void setNotSentLowat(int bytes);
   // Bytes the peer has acknowledged: written to the kernel minus its send queue (SIOCOUTQ).
   [[nodiscard]] uint64_t bytesAcked() const;
+  // The lowest round-trip time the kernel saw lately on the connection (TCP_INFO's min_rtt: the
+  // path's delay without queueing; the smoothed RTT on kernels without it), 0 when unknown.
+  [[nodiscard]] uint32_t minRttUs() const;
   // Bytes whose writes completed (taken by the kernel) since the stream opened.
   [[nodiscard]] uint64_t bytesWritten() const { return bytesWritten_; }
   // The peer's address alone ("192.0.2.7", "2001:db8::1"): what per-source limits and controld

@@ -35,7 +35,13 @@ on the syscalls:sys_enter_epoll_ctl tracepoint; skipped with a message when perf
 With --rtt N it then measures small round trips on their own stream of the same tunnel (one
 HTTPS keep-alive connection through relayd + otunnel, N requests of GET /dl?n=1): alone, then
 while a bulk download runs on another stream. Run with --links 1 so both streams share one bridge
-(issue 12 item 5: frame scheduling between streams). Prints p50 / p99 / max in ms for both.
+(issue 12 item 5: frame scheduling between streams). Prints p50 / p99 / max in ms for both, the
+bulk transfer's MB/s, and the bridge's queues while the round trips ran (`ss` on otunnel's and
+relayd's ends: Recv-Q / Send-Q max, avg, p50). --beside upload|both runs them beside an upload
+(zeros from head(1) piped into curl) instead of / as well as a download; --probe-only skips the
+throughput runs (and the upload file):
+    OT_BUILD_DIR=$PWD/build /usr/bin/python3 tests/bench/tunnel_throughput.py --mb 4000 \
+        --runs 1 --links 1 --rtt 1000 --no-ssh --probe-only --beside both
 """
 import argparse
 import http.client
@@ -250,9 +256,18 @@ class SshReverseTunnel:
                     process.kill()
 
 
-def timed_curl(args):
+def timed_curl(args, input_bytes=0):
+    """Seconds and stdout of one curl; with input_bytes, that many bytes are fed to its stdin."""
     started = time.monotonic()
-    result = subprocess.run(["curl", "-sS", "--http1.1", *args], capture_output=True, text=True)
+    if input_bytes:
+        # zeros from head(1), so that no Python thread of ours (the origin's) feeds the pipe
+        with subprocess.Popen(["head", "-c", str(input_bytes), "/dev/zero"],
+                              stdout=subprocess.PIPE) as source:
+            result = subprocess.run(["curl", "-sS", "--http1.1", *args], stdin=source.stdout,
+                                    capture_output=True, text=True)
+    else:
+        result = subprocess.run(["curl", "-sS", "--http1.1", *args], capture_output=True,
+                                text=True)
     seconds = time.monotonic() - started
     if result.returncode != 0:
         raise RuntimeError(f"curl failed: {result.stderr}")
@@ -289,18 +304,99 @@ def describe(times):
     return f"p50 {pick(0.50):6.2f} ms  p99 {pick(0.99):6.2f} ms  max {ordered[-1]:6.2f} ms"
 
 
-def rtt_probe(tunnel, ca_file, tunnel_args, count, size):
+class BridgeQueues:
+    """Samples `ss` every 10 ms while running: the bridge's queues on both ends (otunnel's
+    socket to relayd's TLS port, and relayd's socket of that connection). Recv-Q on relayd's end
+    is what relayd has not read yet (the bulk bytes a small answer waits behind); Send-Q on
+    otunnel's end is what its kernel has not had acknowledged."""
+
+    def __init__(self, relay_port, otunnel_pid):
+        self.relay_port = relay_port
+        self.otunnel_pid = otunnel_pid
+        self.samples = []  # (otunnel recv, otunnel send, relayd recv, relayd send)
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        out = subprocess.run(["ss", "-tnpH", "state", "established", "(", "sport", "=",
+                              f":{self.relay_port}", "or", "dport", "=", f":{self.relay_port}",
+                              ")"], capture_output=True, text=True).stdout
+        rows = []
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) < 4:
+                continue
+            recv, send, local, peer = int(fields[0]), int(fields[1]), fields[2], fields[3]
+            rows.append((recv, send, local.rsplit(":", 1)[1], peer.rsplit(":", 1)[1], line))
+        mine = [r for r in rows if f"pid={self.otunnel_pid}," in r[4]
+                and r[3] == str(self.relay_port)]
+        if len(mine) != 1:
+            return None
+        theirs = [r for r in rows if r[2] == str(self.relay_port) and r[3] == mine[0][2]]
+        if len(theirs) != 1:
+            return None
+        return mine[0][0], mine[0][1], theirs[0][0], theirs[0][1]
+
+    def _run(self):
+        while not self.stop_event.wait(0.01):
+            sample = self._sample()
+            if sample is not None:
+                self.samples.append(sample)
+
+    def __enter__(self):
+        if shutil.which("ss") is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def describe(self):
+        if not self.samples:
+            return "bridge queues: no ss samples"
+        names = ("otunnel Recv-Q", "otunnel Send-Q", "relayd Recv-Q", "relayd Send-Q")
+        parts = []
+        for i, name in enumerate(names):
+            values = sorted(s[i] for s in self.samples)
+            parts.append(f"{name} max {values[-1] // 1000} KB avg "
+                         f"{sum(values) // len(values) // 1000} KB p50 "
+                         f"{values[len(values) // 2] // 1000} KB")
+        return f"bridge queues ({len(self.samples)} ss samples): " + ", ".join(parts)
+
+
+def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, otunnel_pid, beside):
     alone = round_trips(tunnel.url, ca_file, count)
     print(f"round trips alone          {describe(alone)}  ({count})")
-    bulk = threading.Thread(target=timed_curl, args=([*tunnel_args, "-o", "/dev/null",
-                                                      f"{tunnel.url}/dl?n={size}"],))
+    moved = {}
+
+    def bulk_transfer():
+        if beside == "download":
+            moved["result"] = timed_curl([*tunnel_args, "-o", "/dev/null", "-w",
+                                          "%{size_download}", f"{tunnel.url}/dl?n={size}"])
+        else:
+            # a length, not chunked (the origin reads Content-Length bytes)
+            moved["result"] = timed_curl([*tunnel_args, "-H", "Expect:", "-H",
+                                          "Transfer-Encoding:", "-H", f"Content-Length: {size}",
+                                          "-X", "POST", "-T", "-", "-w", "%{size_upload}",
+                                          "-o", "/dev/null", f"{tunnel.url}/ul"],
+                                         input_bytes=size)
+
+    bulk = threading.Thread(target=bulk_transfer)
     bulk.start()
-    time.sleep(0.3)  # the download is under way
-    shared = round_trips(tunnel.url, ca_file, count)
+    time.sleep(0.3)  # the transfer is under way
+    with BridgeQueues(relay_port, otunnel_pid) as queues:
+        shared = round_trips(tunnel.url, ca_file, count)
     still_running = bulk.is_alive()
     bulk.join()
-    print(f"round trips with download  {describe(shared)}  ({count}"
-          f"{'' if still_running else '; the download ended before the probe did: raise --mb'})")
+    if "result" not in moved:
+        raise RuntimeError(f"the {beside} beside the round trips failed")
+    seconds, out = moved["result"]
+    print(f"round trips with {beside:8}  {describe(shared)}  ({count}"
+          f"{'' if still_running else f'; the {beside} ended before the probe did: raise --mb'})")
+    print(f"the {beside} beside them: {int(out) / MB / seconds:.1f} MB/s")
+    print(queues.describe(), flush=True)
 
 
 def count_epoll_ctl(pids, action):
@@ -363,6 +459,10 @@ def main():
     parser.add_argument("--direction", choices=("both", "download", "upload"), default="both")
     parser.add_argument("--visitors", type=int, default=0,
                         help="then this many visitor connections, counting epoll_ctl calls")
+    parser.add_argument("--beside", choices=("download", "upload", "both"), default="download",
+                        help="with --rtt: the bulk transfer the round trips run beside")
+    parser.add_argument("--probe-only", action="store_true",
+                        help="with --rtt: skip the throughput runs")
     options = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="ot-bench-"))
@@ -373,10 +473,11 @@ def main():
         tunnel = stack.tunnel(origin.port, links=options.links)
         size = options.mb * MB
         upload = workdir / "upload.bin"
-        with open(upload, "wb") as f:
-            for _ in range(size // len(BLOCK)):
-                f.write(BLOCK)
-            f.write(BLOCK[:size % len(BLOCK)])
+        if not options.probe_only:  # the probe's upload is fed from /dev/zero
+            with open(upload, "wb") as f:
+                for _ in range(size // len(BLOCK)):
+                    f.write(BLOCK)
+                f.write(BLOCK[:size % len(BLOCK)])
 
         parsed = urllib.parse.urlsplit(tunnel.url)
         tunnel_args = ["--cacert", str(stack.ca_file), "--resolve",
@@ -403,6 +504,8 @@ def main():
         print(f"relayd pid {tunnel_pids['relayd']}, otunnel pid {tunnel_pids['otunnel']}",
               flush=True)
         directions = ("download", "upload") if options.direction == "both" else (options.direction,)
+        if options.probe_only:
+            directions = ()
         for direction in directions:
             best = {}
             for name, (base, extra, read_cpu) in paths.items():
@@ -435,7 +538,10 @@ def main():
                       "each): " + "  ".join(f"{name} {count / options.visitors:.1f}"
                                             for name, count in counts.items()))
         if options.rtt:
-            rtt_probe(tunnel, stack.ca_file, tunnel_args, options.rtt, size)
+            for beside in ("download", "upload") if options.beside == "both" else (
+                    options.beside,):
+                rtt_probe(tunnel, stack.ca_file, tunnel_args, options.rtt, size,
+                          stack.relayd.tls_port, tunnel.process.pid, beside)
     finally:
         if ssh is not None:
             ssh.stop()

@@ -129,3 +129,168 @@ TEST_CASE("client stream: without room on the bridge, data waits for turns of on
   stream->abort();
   REQUIRE(loop.runUntil([&] { return host.freed; }));
 }
+
+TEST_CASE("client stream scheduler: another active stream bounds what a stream has in flight") {
+  StreamScheduler scheduler;
+  constexpr size_t kWindow = 512 * 1024;
+  constexpr size_t kSendBound = kWindow / 4 + StreamScheduler::kFairInFlight;  // 192 KiB
+  constexpr size_t kReceiveBound = StreamScheduler::kFairInFlight;             // 64 KiB
+  // Alone (its own activity does not count): the whole window both ways.
+  scheduler.noteActive(1, 1000);
+  CHECK_FALSE(scheduler.othersActive(1, 1000));
+  CHECK(scheduler.sendAllowance(1, kWindow, 1000, 0) == kWindow);
+  CHECK(scheduler.receiveAllowance(1, kWindow, 1000, 0) == kWindow);
+  // Stream 2 had data at 1010: stream 1 is bounded until 100 ms after, stream 2 is not.
+  scheduler.noteActive(2, 1010);
+  scheduler.noteActive(1, 1020);  // the bulk stream goes on; 2 is still the other one
+  CHECK(scheduler.othersActive(1, 1020));
+  CHECK(scheduler.sendAllowance(1, kWindow, 1020, 0) == kSendBound);
+  CHECK(scheduler.receiveAllowance(1, kWindow, 1020, 0) == kReceiveBound);
+  CHECK(scheduler.othersActive(2, 1020));  // 1 is active for 2 as well
+  CHECK(scheduler.sendAllowance(1, kWindow, 1010 + StreamScheduler::kActiveForMs - 1, 0) ==
+        kSendBound);
+  CHECK(scheduler.sendAllowance(1, kWindow, 1010 + StreamScheduler::kActiveForMs, 0) == kWindow);
+  // The bound grows by one round trip at 1 Gbit/s: at 50 ms it is the whole window again.
+  CHECK(scheduler.sendAllowance(1, kWindow, 1050, 100) == kSendBound + 100 * 125);
+  CHECK(scheduler.receiveAllowance(1, kWindow, 1050, 100) == kReceiveBound + 100 * 125);
+  CHECK(scheduler.sendAllowance(1, kWindow, 1050, 50'000) == kWindow);
+  CHECK(scheduler.receiveAllowance(1, kWindow, 1050, 50'000) == kWindow);
+  // A stream waiting for a turn is active however long ago it had data.
+  scheduler.markReady(3);
+  CHECK(scheduler.othersActive(1, 100'000));
+  CHECK_FALSE(scheduler.othersActive(3, 100'000));
+  CHECK(scheduler.next(0) == std::optional<uint32_t>(3));
+  CHECK_FALSE(scheduler.othersActive(1, 100'000));
+  // A stream that is gone is not active.
+  scheduler.noteActive(4, 200'000);
+  scheduler.remove(4);
+  CHECK_FALSE(scheduler.othersActive(1, 200'000));
+}
+
+namespace {
+
+// A bridge with room, where the test sets the stream's send allowance (StreamScheduler's
+// answer while another stream is active).
+class AllowanceHost final : public ot::client::StreamHost {
+ public:
+  void sendStreamFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) override {
+    if (head.empty()) return;
+    if (head[0] == static_cast<uint8_t>(ot::bridge::FrameKind::kData)) {
+      data.append(payload.begin(), payload.end());
+    } else if (head[0] == static_cast<uint8_t>(ot::bridge::FrameKind::kEnd)) {
+      ended = true;
+    }
+  }
+  void onStreamDeadlineChanged() override {}
+  void onStreamFreed(uint32_t) override { freed = true; }
+  [[nodiscard]] bool bridgeCongested() const override { return false; }
+  [[nodiscard]] bool bridgeHasRoom() const override { return true; }
+  void onStreamReady(uint32_t) override { ++readyCalls; }
+  void onStreamActive(uint32_t connId) override { active.push_back(connId); }
+  [[nodiscard]] size_t sendAllowance(uint32_t, size_t window) const override {
+    return std::min(window, allowance);
+  }
+
+  size_t allowance = SIZE_MAX;
+  int readyCalls = 0;
+  std::vector<uint32_t> active;
+  std::string data;
+  bool ended = false;
+  bool freed = false;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "client stream: with another stream active, a bulk stream keeps its allowance in "
+    "flight, not its whole window") {
+  TestLoop loop;
+  const std::string payload = sourceBytes(1'000'000);
+  LocalServer source(loop.get(), LocalServer::Mode::kSource, payload);
+  AllowanceHost host;
+  host.allowance = 192 * 1024;
+  ot::client::StreamOptions options;
+  options.connId = 6;
+  options.target = ot::client::LocalTarget{"127.0.0.1", source.port()};
+  options.sendWindow = 512 * 1024;
+  ot::client::LocalStream* stream = ot::client::LocalStream::create(loop.get(), host, options);
+  REQUIRE(stream != nullptr);
+  stream->start();
+  // It sends up to the allowance and stops there, though the relay's credit allows 512 KiB.
+  REQUIRE(loop.runUntil([&] { return host.data.size() >= 192 * 1024; }));
+  loop.runFor(50);
+  CHECK(host.data.size() == 192 * 1024);
+  CHECK_FALSE(host.active.empty());
+  CHECK(host.active.back() == 6);
+  // The relay's grant of a quarter window frees that much of the allowance, no more.
+  REQUIRE(stream->onCredit(128 * 1024) == ot::client::FrameVerdict::kOk);
+  while (host.readyCalls > 0 && host.data.size() < 320 * 1024) {
+    const int asked = host.readyCalls;
+    (void)stream->onTurn(16 * 1024);
+    (void)loop.runUntil([&] { return host.readyCalls > asked || host.data.size() >= 320 * 1024; },
+                        200);
+  }
+  loop.runFor(50);
+  CHECK(host.data.size() == 320 * 1024);
+  // The other stream went quiet: the whole window (320 + 512 - 320 - 128 ... = the credit left).
+  host.allowance = SIZE_MAX;
+  REQUIRE(stream->onCredit(128 * 1024) == ot::client::FrameVerdict::kOk);
+  for (int turns = 0; turns < 200 && host.data.size() < 768 * 1024; ++turns) {
+    const int asked = host.readyCalls;
+    (void)stream->onTurn(64 * 1024);
+    (void)loop.runUntil([&] { return host.readyCalls > asked || host.data.size() >= 768 * 1024; },
+                        200);
+  }
+  CHECK(host.data.size() == 768 * 1024);  // 512 KiB window + 256 KiB granted
+  CHECK(host.data == payload.substr(0, host.data.size()));
+  stream->abort();
+  REQUIRE(loop.runUntil([&] { return host.freed; }));
+}
+
+TEST_CASE("client stream scheduler: when the other streams stop counting as active") {
+  StreamScheduler scheduler;
+  CHECK(scheduler.othersActiveUntil(1, 500) == 0);
+  scheduler.noteActive(2, 1000);
+  scheduler.noteActive(1, 1040);
+  CHECK(scheduler.othersActiveUntil(1, 1050) == 1000 + StreamScheduler::kActiveForMs);
+  CHECK(scheduler.othersActiveUntil(2, 1050) == 1040 + StreamScheduler::kActiveForMs);
+  scheduler.markReady(3);  // waiting for a turn: active until it had it
+  CHECK(scheduler.othersActiveUntil(1, 5000) == 5000 + StreamScheduler::kActiveForMs);
+}
+
+TEST_CASE(
+    "client stream: held back by its allowance, a stream takes its whole window once the "
+    "other streams went quiet, without waiting for credit") {
+  TestLoop loop;
+  const std::string payload = sourceBytes(1'000'000);
+  LocalServer source(loop.get(), LocalServer::Mode::kSource, payload);
+  AllowanceHost host;
+  host.allowance = 192 * 1024;
+  ot::client::StreamOptions options;
+  options.connId = 8;
+  options.target = ot::client::LocalTarget{"127.0.0.1", source.port()};
+  options.sendWindow = 512 * 1024;
+  ot::client::LocalStream* stream = ot::client::LocalStream::create(loop.get(), host, options);
+  REQUIRE(stream != nullptr);
+  stream->start();
+  REQUIRE(loop.runUntil([&] { return host.data.size() >= 192 * 1024; }));
+  loop.runFor(50);
+  CHECK(host.data.size() == 192 * 1024);
+  // No credit comes (a visitor that does not read): the bridge's recheck alone frees it. Turns
+  // are given only when asked for.
+  int served = host.readyCalls;
+  host.allowance = SIZE_MAX;
+  stream->onAllowanceChanged();
+  for (int rounds = 0; rounds < 200 && host.data.size() < 512 * 1024; ++rounds) {
+    if (host.readyCalls > served) {
+      served = host.readyCalls;
+      (void)stream->onTurn(64 * 1024);
+    }
+    (void)loop.runUntil([&] { return host.readyCalls > served || host.data.size() >= 512 * 1024; },
+                        50);
+  }
+  CHECK(host.data.size() == 512 * 1024);
+  CHECK(host.data == payload.substr(0, host.data.size()));
+  stream->abort();
+  REQUIRE(loop.runUntil([&] { return host.freed; }));
+}
