@@ -184,6 +184,8 @@ bool LoadBridge::sendCiphertext(std::vector<uint8_t> bytes) {
 }
 
 void LoadBridge::onTlsHandshakeDone() {
+  (tls_->sessionReused() ? counters_.handshakesResumed : counters_.handshakesFull)
+      .fetch_add(1, std::memory_order_relaxed);
   std::array<uint8_t, 16> nonce{};
   if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
     broken();
