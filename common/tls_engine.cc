@@ -137,7 +137,7 @@ std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx) {
 }
 
 std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& serverName,
-                                             bool verifyName) {
+                                             bool verifyName, const std::string& sessionKey) {
   if (!ctx) return nullptr;
   ERR_clear_error();
   SSL* ssl = SSL_new(ctx.get());
@@ -160,7 +160,7 @@ std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& s
   }
   if (!ok && engine->error_.empty())
     engine->error_ = "cannot set server name: " + opensslErrorText();
-  offerHeldSession(ssl, serverName);
+  offerHeldSession(ssl, sessionKey.empty() ? serverName : sessionKey);
   SSL_set_connect_state(ssl);
   return engine;
 }

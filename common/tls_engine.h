@@ -60,10 +60,12 @@ class TlsEngine {
   [[nodiscard]] static std::unique_ptr<TlsEngine> server(SslCtxPtr ctx);
   // A client-side engine: sends `serverName` as SNI and, when `verifyName`, checks the peer's
   // certificate against that name (in addition to the context's chain verification). On a
-  // context that keeps sessions (tls_sessions.h) it offers the one held for `serverName`.
+  // context that keeps sessions (tls_sessions.h) it offers the one held for `sessionKey` (empty:
+  // `serverName`) and files the tickets it receives under it.
   [[nodiscard]] static std::unique_ptr<TlsEngine> client(SslCtxPtr ctx,
                                                          const std::string& serverName,
-                                                         bool verifyName = true);
+                                                         bool verifyName = true,
+                                                         const std::string& sessionKey = {});
   ~TlsEngine();
   TlsEngine(const TlsEngine&) = delete;
   TlsEngine& operator=(const TlsEngine&) = delete;

@@ -7,7 +7,7 @@
 namespace ot::tls {
 namespace {
 
-// One entry per server name, never erased (its address is what each SSL carries in ex_data).
+// One entry per key (server name), never erased (its address is what each SSL carries in ex_data).
 struct Held {
   SSL_SESSION* session = nullptr;
 };
@@ -73,11 +73,11 @@ void keepClientSessions(SSL_CTX* ctx) {
   SSL_CTX_sess_set_new_cb(ctx, onNewSession);
 }
 
-void offerHeldSession(SSL* ssl, const std::string& serverName) {
+void offerHeldSession(SSL* ssl, const std::string& key) {
   SessionHolder* holder = holderOf(SSL_get_SSL_CTX(ssl));
   if (holder == nullptr) return;
   std::lock_guard lock(holder->mutex);
-  Held& held = holder->byName[serverName];
+  Held& held = holder->byName[key];
   if (SSL_set_ex_data(ssl, entryIndex(), &held) != 1) return;
   if (held.session == nullptr) return;
   // The connection gets a copy, for the reason onNewSession keeps one.
@@ -87,11 +87,11 @@ void offerHeldSession(SSL* ssl, const std::string& serverName) {
   SSL_SESSION_free(copy);  // the connection holds its own reference
 }
 
-bool holdsSession(SSL_CTX* ctx, const std::string& serverName) {
+bool holdsSession(SSL_CTX* ctx, const std::string& key) {
   SessionHolder* holder = holderOf(ctx);
   if (holder == nullptr) return false;
   std::lock_guard lock(holder->mutex);
-  auto it = holder->byName.find(serverName);
+  auto it = holder->byName.find(key);
   return it != holder->byName.end() && it->second.session != nullptr;
 }
 
