@@ -215,6 +215,8 @@ const TicketKey* TicketKeyStore::find(std::span<const uint8_t> name) const {
 }
 
 // A private temporary file beside the path, renamed over it: the file is whole or the old one.
+// No fsync: this runs on relayd's loop (at startup, then once a day), and a key lost to a crash
+// only costs the tickets it sealed a full handshake each.
 void TicketKeyStore::save() const {
   const std::string text = formatTicketKeys(keys_);
   const std::string temporary = path_ + ".tmp." + std::to_string(::getpid());
@@ -227,8 +229,7 @@ void TicketKeyStore::save() const {
   };
   if (fd < 0) return failed("create", errno);
   (void)::fchmod(fd, 0600);  // O_TRUNC on a leftover keeps its mode
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int writeError = errno;
   ::close(fd);
   if (!written || ::rename(temporary.c_str(), path_.c_str()) != 0) {
