@@ -5,6 +5,7 @@
 
 #include "common/bridge_control.h"
 #include "common/bridge_frame.h"
+#include "common/tls_sessions.h"
 
 namespace ot::client {
 
@@ -13,10 +14,7 @@ BridgeSettings makeBridgeSettings(BridgeConfig config) {
   config.window = std::clamp(config.window, bridge::kMinWindow, bridge::kMaxWindow);
   config.maxConns = std::clamp<uint32_t>(config.maxConns, 1, bridge::kMaxConnsPerBridge);
   config.links = std::max(config.links, 1);
-  // http/1.1 is what the relay selects; the bridge value lets a draining relay refuse the
-  // connection from the ClientHello (docs/protocol.md section 1).
-  auto relay =
-      tls::makeClientContext(config.caFile, {"http/1.1", std::string(bridge::kBridgeAlpn)});
+  auto relay = makeRelayContext(config.caFile);
   if (relay.ok()) {
     settings.relayContext = relay.value();
   } else {
@@ -33,6 +31,15 @@ BridgeSettings makeBridgeSettings(BridgeConfig config) {
   }
   settings.config = std::move(config);
   return settings;
+}
+
+Result<tls::SslCtxPtr> makeRelayContext(const std::string& caFile) {
+  // http/1.1 is what the relay selects; the bridge value lets a draining relay refuse the
+  // connection from the ClientHello (docs/protocol.md section 1).
+  auto relay = tls::makeClientContext(caFile, {"http/1.1", std::string(bridge::kBridgeAlpn)});
+  if (!relay.ok()) return relay.error();
+  tls::keepClientSessions(relay.value().get());  // reconnects resume
+  return relay.value();
 }
 
 Result<tls::SslCtxPtr> makeVisitorContext(const std::string& certificateChainPem,

@@ -30,6 +30,11 @@ struct BridgeSettings {
 // A context that fails is left null with its error set: the pool reports it.
 [[nodiscard]] BridgeSettings makeBridgeSettings(BridgeConfig config);
 
+// The context of otunnel's connections to the relay (and the load tool's): verifies the relay
+// with `caFile` (empty: the system's roots), offers http/1.1 then the bridge ALPN value, and keeps
+// the relay's newest session ticket per relay host so a reconnect resumes (common/tls_sessions.h).
+[[nodiscard]] Result<tls::SslCtxPtr> makeRelayContext(const std::string& caFile);
+
 // A server context for visitors from a certificate chain and key (PEM); `http2` also offers h2.
 [[nodiscard]] Result<tls::SslCtxPtr> makeVisitorContext(const std::string& certificateChainPem,
                                                         const std::string& privateKeyPem,

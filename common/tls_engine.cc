@@ -17,6 +17,7 @@
 
 #include "common/openssl_errors.h"
 #include "common/openssl_ptr.h"
+#include "common/tls_sessions.h"
 
 namespace ot::tls {
 namespace {
@@ -136,7 +137,7 @@ std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx) {
 }
 
 std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& serverName,
-                                             bool verifyName) {
+                                             bool verifyName, const std::string& sessionKey) {
   if (!ctx) return nullptr;
   ERR_clear_error();
   SSL* ssl = SSL_new(ctx.get());
@@ -159,6 +160,7 @@ std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& s
   }
   if (!ok && engine->error_.empty())
     engine->error_ = "cannot set server name: " + opensslErrorText();
+  offerHeldSession(ssl, sessionKey.empty() ? serverName : sessionKey);
   SSL_set_connect_state(ssl);
   return engine;
 }
@@ -288,6 +290,10 @@ void TlsEngine::releaseIdleBuffers() {
     bio_->inPos = 0;
   }
   if (bio_->out.empty() && bio_->out.capacity() != 0) std::vector<uint8_t>().swap(bio_->out);
+}
+
+bool TlsEngine::sessionReused() const {
+  return SSL_session_reused(ssl_) == 1;
 }
 
 std::string_view TlsEngine::alpn() const {

@@ -59,10 +59,13 @@ class TlsEngine {
   // A server-side engine on `ctx` (kept alive by the engine).
   [[nodiscard]] static std::unique_ptr<TlsEngine> server(SslCtxPtr ctx);
   // A client-side engine: sends `serverName` as SNI and, when `verifyName`, checks the peer's
-  // certificate against that name (in addition to the context's chain verification).
+  // certificate against that name (in addition to the context's chain verification). On a
+  // context that keeps sessions (tls_sessions.h) it offers the one held for `sessionKey` (empty:
+  // `serverName`) and files the tickets it receives under it.
   [[nodiscard]] static std::unique_ptr<TlsEngine> client(SslCtxPtr ctx,
                                                          const std::string& serverName,
-                                                         bool verifyName = true);
+                                                         bool verifyName = true,
+                                                         const std::string& sessionKey = {});
   ~TlsEngine();
   TlsEngine(const TlsEngine&) = delete;
   TlsEngine& operator=(const TlsEngine&) = delete;
@@ -101,7 +104,9 @@ class TlsEngine {
   // Frees internal buffers that are empty (called by the engine after each operation too).
   void releaseIdleBuffers();
 
-  [[nodiscard]] std::string_view alpn() const;        // negotiated protocol, "" when none
+  [[nodiscard]] std::string_view alpn() const;  // negotiated protocol, "" when none
+  // The handshake resumed a session (a ticket) instead of a full one.
+  [[nodiscard]] bool sessionReused() const;
   [[nodiscard]] std::string_view serverName() const;  // SNI seen by a server engine, "" when none
   [[nodiscard]] const std::string& errorText() const { return error_; }
   // Bytes of plaintext OpenSSL holds decrypted but not yet read (SSL_pending).

@@ -73,6 +73,7 @@ class TlsStream {
 
   [[nodiscard]] bool handshakeDone() const { return engine_->handshakeDone(); }
   [[nodiscard]] std::string_view alpn() const { return engine_->alpn(); }
+  [[nodiscard]] bool sessionReused() const { return engine_->sessionReused(); }
   [[nodiscard]] const std::string& errorText() const { return engine_->errorText(); }
   [[nodiscard]] size_t pendingPlaintext() const { return engine_->pendingPlaintext(); }
 

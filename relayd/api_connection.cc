@@ -141,6 +141,8 @@ bool ApiConnection::sendCiphertext(std::vector<uint8_t> bytes) {
 void ApiConnection::onTlsHandshakeDone() {
   endHandshake();
   context_.metrics.apiHandshakeOk.Increment();
+  (tls_.sessionReused() ? context_.metrics.apiSessionResumed : context_.metrics.apiSessionFull)
+      .Increment();
   phase_ = Phase::kHttp;
   if (!takeSourceConnectionSlot()) return;
   context_.apiConnections.insert(this);

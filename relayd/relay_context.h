@@ -20,6 +20,7 @@
 #include "relayd/relay_metrics.h"
 #include "relayd/relayd_config.h"
 #include "relayd/source_counts.h"
+#include "relayd/ticket_keys.h"
 #include "relayd/timer_wheel.h"
 
 namespace ot::relayd {
@@ -102,6 +103,9 @@ struct RelayContext final : TcpStreamContext {
   uint64_t bufferedBytes = 0;
   uint64_t openConnections = 0;  // accepted public sockets still open
   uint64_t maxConnections = 60'000;
+  // The API context's session ticket keys (relayd/ticket_keys.h), loaded at startup; null in
+  // tests that do not set it: OpenSSL's own per-context keys then.
+  std::shared_ptr<TicketKeyStore> ticketKeys;
   // API TLS handshakes in progress (at most 256) and the connections waiting up to 1 s for one.
   HandshakeSlots apiHandshakes;
   // Per source address (IPv6: /64): API handshakes in progress, API connections past their

@@ -108,6 +108,7 @@ void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
     kLog.error("the API certificate from controld is unusable", {{"error", ctx.error().message}});
     return;
   }
+  if (context_.ticketKeys) useTicketKeys(ctx.value().get(), context_.ticketKeys);
   apiContext_ = std::move(ctx).value();
   apiFingerprint_ = certificate.fingerprint_sha256();
   kLog.info("API certificate installed", {{"fingerprint", apiFingerprint_.substr(0, 16)}});

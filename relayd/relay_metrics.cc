@@ -19,6 +19,9 @@ constexpr const char* kBytesName = "opentunnel_visitor_bytes_total";
 constexpr const char* kBytesHelp = "Bytes relayed for visitors (in: from visitors, out: to them).";
 constexpr const char* kHandshakesName = "opentunnel_api_tls_handshakes_total";
 constexpr const char* kHandshakesHelp = "TLS handshakes terminated for the API domain, by result.";
+constexpr const char* kSessionsName = "opentunnel_api_tls_sessions_total";
+constexpr const char* kSessionsHelp =
+    "Completed TLS handshakes for the API domain: full, or resumed from a session ticket.";
 constexpr const char* kShedName = "opentunnel_connections_shed_total";
 constexpr const char* kShedHelp =
     "Connections refused because a relay-wide or per-source limit was reached.";
@@ -123,6 +126,10 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
           metricsRegistry.counter(kHandshakesName, kHandshakesHelp, {{"result", "failed"}})),
       apiHandshakeTimeout(
           metricsRegistry.counter(kHandshakesName, kHandshakesHelp, {{"result", "timeout"}})),
+      apiSessionFull(
+          metricsRegistry.counter(kSessionsName, kSessionsHelp, {{"handshake", "full"}})),
+      apiSessionResumed(
+          metricsRegistry.counter(kSessionsName, kSessionsHelp, {{"handshake", "resumed"}})),
       shedHandshakes(metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "handshakes"}})),
       shedConnections(metricsRegistry.counter(kShedName, kShedHelp, {{"reason", "connections"}})),
       shedSourceHandshakes(

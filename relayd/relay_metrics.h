@@ -77,6 +77,8 @@ class RelayMetrics {
   prometheus::Counter& apiHandshakeOk;       // opentunnel_api_tls_handshakes_total{result="ok"}
   prometheus::Counter& apiHandshakeFailed;   // {result="failed"}
   prometheus::Counter& apiHandshakeTimeout;  // {result="timeout"}
+  prometheus::Counter& apiSessionFull;       // opentunnel_api_tls_sessions_total{handshake="full"}
+  prometheus::Counter& apiSessionResumed;    // {handshake="resumed"}: from a session ticket
   prometheus::Counter& shedHandshakes;   // opentunnel_connections_shed_total{reason="handshakes"}
   prometheus::Counter& shedConnections;  // {reason="connections"}
   prometheus::Counter& shedSourceHandshakes;      // {reason="source_handshakes"} (ours)

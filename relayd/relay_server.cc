@@ -122,6 +122,7 @@ int RelayServer::run() {
         "m-" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
   s.context = std::make_unique<RelayContext>(&s.loop, s.config, s.relayMetrics);
   s.context->maxConnections = connectionLimit(s.config);
+  s.context->ticketKeys = TicketKeyStore::open(s.config.identity.stateDir, unixNowMs() / 1000);
 
   ControlClientOptions control;
   control.socketPath = s.config.controlSocket;

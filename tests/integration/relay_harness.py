@@ -314,6 +314,8 @@ class Relayd:
             "API_SOCKET": controld.api_socket,
             "MACHINE_ID": name,
             "LOG_LEVEL": "debug",
+            # Its TLS ticket keys go here, not into the test's working directory.
+            "STATE_DIR": str(self.workdir / "state"),
             **_sanitizer_env(),
         }
         self.env.update(env or {})

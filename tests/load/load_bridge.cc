@@ -51,6 +51,8 @@ LoadBridge::LoadBridge(uv_loop_t* loop, const BridgeTarget& target, TunnelCreden
       tunnel_(std::move(tunnel)),
       source_(source),
       counters_(counters) {
+  static uint64_t bridges = 0;
+  sessionKey_ = "#" + std::to_string(++bridges);
   tcp_.data = this;
   timer_.data = this;
   connectReq_.data = this;
@@ -123,7 +125,7 @@ void LoadBridge::onConnected(int status) {
   uv_tcp_nodelay(&tcp_, 1);
   lastReceiveMs_ = uv_now(loop_);
   tls_ = std::make_unique<tls::TlsStream>(
-      tls::TlsEngine::client(target_.tlsContext, target_.domain, true),
+      tls::TlsEngine::client(target_.tlsContext, target_.domain, true, sessionKey_),
       static_cast<tls::TlsStream::Owner&>(*this), loopPlaintextBuffer());
   if (!tls_->valid() || startReading(reinterpret_cast<uv_stream_t*>(&tcp_), onReadCb) != 0) {
     broken();
@@ -184,6 +186,8 @@ bool LoadBridge::sendCiphertext(std::vector<uint8_t> bytes) {
 }
 
 void LoadBridge::onTlsHandshakeDone() {
+  (tls_->sessionReused() ? counters_.handshakesResumed : counters_.handshakesFull)
+      .fetch_add(1, std::memory_order_relaxed);
   std::array<uint8_t, 16> nonce{};
   if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
     broken();

@@ -140,6 +140,10 @@ class LoadBridge final : private tls::TlsStream::Owner {
   TunnelCredentials tunnel_;
   in_addr source_;
   LoadCounters& counters_;
+  // The key its session ticket is held under in the shared relay context: each bridge stands for
+  // an otunnel of its own (one link), so it resumes with the ticket of its own last connection
+  // (the ramp's first attaches are full handshakes, a storm's resumed ones).
+  std::string sessionKey_;
   client::Backoff backoff_{client::uniformRandom};
   Phase phase_ = Phase::kWaiting;
   uv_tcp_t tcp_{};

@@ -40,6 +40,8 @@ struct LoadCounters {
   std::array<std::atomic<uint64_t>, kAttemptCauses> brokenBy{};  // by AttemptEnd::Cause
   std::atomic<uint64_t> deadlines{0};  // attempts without `attached` within 10 s (Cause kOther)
   std::atomic<uint64_t> attachMicrosTotal{0};  // connect start -> `attached`, summed
+  std::atomic<uint64_t> handshakesFull{0};     // TLS handshakes completed in full, ever
+  std::atomic<uint64_t> handshakesResumed{0};  // ... resumed from the relay's session ticket
 };
 
 }  // namespace ot::load

@@ -190,6 +190,8 @@ void printReport(const ReportInput& in) {
                     : 0.0);
   }
 
+  std::printf("run: TLS handshakes %" PRIu64 " full, %" PRIu64 " resumed\n", in.handshakesFull,
+              in.handshakesResumed);
   printWaits("run", in.waits);
   if (in.waits.count[static_cast<size_t>(WaitKind::kBroken)] > 0) {
     // In client::AttemptEnd::Cause's order.
@@ -223,6 +225,8 @@ void printReport(const ReportInput& in) {
       std::printf("NOT all back when the tool gave up\n");
     std::printf("storm: %" PRIu64 " failed attempts, handshakes shed by the new relayd: %.0f\n",
                 st.failures, st.shedAtEnd);
+    std::printf("storm: TLS handshakes %" PRIu64 " full, %" PRIu64 " resumed\n", st.handshakesFull,
+                st.handshakesResumed);
     printWaits("storm", st.waits);
     // The new relayd only: the old one's drain is not the storm's cost.
     int oldPid = 0;
@@ -234,6 +238,12 @@ void printReport(const ReportInput& in) {
     const Delta storm = sumDeltas(s, [&](const Sample& a, const Sample& b) {
       return b.phase == Phase::kStorm && a.relaydPid != oldPid;
     });
+    // Beside the ramp's: the storm's attaches resume (when tickets survive the restart), the
+    // ramp's are full handshakes. Includes what the new relayd spent on shed attempts.
+    if (storm.attaches > 0)
+      std::printf("storm: new relayd %.0f us/attach over %.0f attaches (ramp: %.0f us/attach)\n",
+                  storm.relaydCpu / storm.attaches, storm.attaches,
+                  ramp.attaches > 0 ? ramp.relaydCpu / ramp.attaches : 0.0);
     if (storm.seconds > 0)
       std::printf(
           "storm: new relayd busy %.0f%% of a core on average while bridges came back, "

@@ -42,14 +42,16 @@ struct WaitTally {
 };
 
 struct StormTimes {
-  double signalAt = -1;       // SIGTERM sent (or the drop noticed)
-  double oldGoneAt = -1;      // the old relayd exited
-  double newSeenAt = -1;      // a new relayd process appeared
-  double firstAttachAt = -1;  // the first attach after the signal
-  double allBackAt = -1;      // every bridge attached again
-  WaitTally waits;            // the waits scheduled from the signal until all were back
-  double shedAtEnd = -1;      // the new relayd's shed counter when all were back
-  uint64_t failures = 0;      // failed attempts during the storm
+  double signalAt = -1;            // SIGTERM sent (or the drop noticed)
+  double oldGoneAt = -1;           // the old relayd exited
+  double newSeenAt = -1;           // a new relayd process appeared
+  double firstAttachAt = -1;       // the first attach after the signal
+  double allBackAt = -1;           // every bridge attached again
+  WaitTally waits;                 // the waits scheduled from the signal until all were back
+  double shedAtEnd = -1;           // the new relayd's shed counter when all were back
+  uint64_t failures = 0;           // failed attempts during the storm
+  uint64_t handshakesFull = 0;     // TLS handshakes completed in full during the storm
+  uint64_t handshakesResumed = 0;  // ... and resumed from a session ticket
 };
 
 struct ReportInput {
@@ -61,7 +63,9 @@ struct ReportInput {
   uint64_t fatal = 0;  // bridges stopped on an answer otunnel gives up on
   std::array<uint64_t, kAttemptCauses> brokenBy{};  // broken attempts by AttemptEnd::Cause
   uint64_t deadlines = 0;                           // of which the 10 s attach deadline
-  uint64_t relaydRssBeforeKiB = 0;                  // before the first bridge
+  uint64_t handshakesFull = 0;      // TLS handshakes completed in full, the whole run
+  uint64_t handshakesResumed = 0;   // ... resumed from the relay's session ticket
+  uint64_t relaydRssBeforeKiB = 0;  // before the first bridge
   // --visitors: how many completed / failed, in how long, and their times to the first byte back.
   uint64_t visitorsCompleted = 0;
   uint64_t visitorsFailed = 0;

@@ -21,7 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "client/bridge_settings.h"
 #include "common/bridge_control.h"
+#include "common/tls_sessions.h"
 #include "tests/load/bare_handshake.h"
 #include "tests/load/load_bridge.h"
 #include "tests/load/load_report.h"
@@ -54,6 +56,7 @@ struct Options {
   std::string bareTarget;
   int barePid = 0;
   unsigned bareConcurrency = 4;
+  bool bareResume = false;
   uint64_t visitors = 0;
   unsigned visitorConcurrency = 50;
   unsigned visitorRounds = 5;
@@ -97,9 +100,9 @@ class Tool {
       return false;
     }
     target_.domain = options_.domain;
-    // otunnel's offer (client/bridge_settings.cc): a draining relayd refuses from the ClientHello.
-    auto context =
-        tls::makeClientContext(options_.caFile, {"http/1.1", std::string(bridge::kBridgeAlpn)});
+    // otunnel's context (client/bridge_settings.cc): its ALPN offer, so a draining relayd refuses
+    // from the ClientHello, and its session tickets, so a reconnect resumes.
+    auto context = client::makeRelayContext(options_.caFile);
     if (!context) {
       std::fprintf(stderr, "TLS context: %s\n", context.error().message.c_str());
       return false;
@@ -140,6 +143,8 @@ class Tool {
       for (size_t c = 0; c < kAttemptCauses; ++c)
         report_.brokenBy[c] = counters_.brokenBy[c].load();
       report_.deadlines = counters_.deadlines.load();
+      report_.handshakesFull = counters_.handshakesFull.load();
+      report_.handshakesResumed = counters_.handshakesResumed.load();
       printReport(report_);
     }
   }
@@ -184,6 +189,8 @@ class Tool {
           report_.storm.allBackAt = now;
           report_.storm.waits = stormWaits();
           report_.storm.failures = counters_.failures.load() - failuresAtStorm_;
+          report_.storm.handshakesFull = counters_.handshakesFull.load() - fullAtStorm_;
+          report_.storm.handshakesResumed = counters_.handshakesResumed.load() - resumedAtStorm_;
           stormDone_ = true;
         }
         if (up < options_.bridges) sawDrop_ = true;
@@ -246,6 +253,8 @@ class Tool {
     for (WaitCounters& kind : counters_.waits) kind.longestMs = 0;
     attachesAtStorm_ = counters_.attaches.load();
     failuresAtStorm_ = counters_.failures.load();
+    fullAtStorm_ = counters_.handshakesFull.load();
+    resumedAtStorm_ = counters_.handshakesResumed.load();
     stormOldPid_ = resolveRelayd();
     {
       std::lock_guard lock(mutex_);
@@ -350,6 +359,8 @@ class Tool {
   std::atomic<pid_t> stormOldPid_{0};
   uint64_t attachesAtStorm_ = 0;
   uint64_t failuresAtStorm_ = 0;
+  uint64_t fullAtStorm_ = 0;
+  uint64_t resumedAtStorm_ = 0;
   std::array<uint64_t, kWaitKinds> waitsAtStorm_{};
   std::array<uint64_t, kWaitKinds> longestBeforeStorm_{};
   double firstAttach_ = -1;
@@ -379,19 +390,23 @@ int runBare(uv_loop_t* loop, const Options& options) {
     std::fprintf(stderr, "TLS context: %s\n", context.error().message.c_str());
     return 2;
   }
+  if (options.bareResume) tls::keepClientSessions(context.value().get());
+  const char* kind = options.bareResume ? "resumed" : "full";
   const auto before = sampleProcess(options.barePid);
   const auto start = std::chrono::steady_clock::now();
   BareHandshakeRun result;
   startBareHandshakes(loop, target, options.domain, context.value(), options.bareHandshakes,
-                      options.bareConcurrency, [&](const BareHandshakeRun& r) { result = r; });
+                      options.bareConcurrency, options.bareResume,
+                      [&](const BareHandshakeRun& r) { result = r; });
   uv_run(loop, UV_RUN_DEFAULT);
   const double seconds = secondsSince(start);
   const auto after = sampleProcess(options.barePid);
-  std::printf("bare TLS handshakes: %" PRIu64 " done, %" PRIu64 " failed in %.1f s (%.0f/s)\n",
-              result.completed, result.failed, seconds,
+  std::printf("bare TLS handshakes (%s): %" PRIu64 " done (%" PRIu64 " resumed), %" PRIu64
+              " failed in %.1f s (%.0f/s)\n",
+              kind, result.completed, result.resumed, result.failed, seconds,
               static_cast<double>(result.completed) / seconds);
   if (before && after && result.completed > 0)
-    std::printf("bare TLS server CPU per handshake: %.0f us (pid %d)\n",
+    std::printf("bare TLS server CPU per %s handshake: %.0f us (pid %d)\n", kind,
                 static_cast<double>(after->cpuMicros - before->cpuMicros) /
                     static_cast<double>(result.completed),
                 options.barePid);
@@ -436,6 +451,8 @@ int main(int argc, char** argv) {
   app.add_option("--bare-pid", o.barePid, "its pid, for its CPU per handshake");
   app.add_option("--bare-concurrency", o.bareConcurrency, "handshakes at once")
       ->capture_default_str();
+  app.add_flag("--bare-resume", o.bareResume,
+               "resumed handshakes: each offers the session ticket of a first, uncounted one");
   app.add_option("--visitors", o.visitors,
                  "after the hold: this many visitors through the bridges (ClientHello echoed, "
                  "then 4 KiB round trips)")

@@ -2,7 +2,10 @@
 """Capacity run: a dev controld + relayd (relayd pinned to one core), tunnels seeded through
 controld's API with certificates from its local CA, then ot_bridge_load: ramp to N bridges, hold
 them idle, SIGTERM relayd (this script starts the new one at once on the same ports) and time the
-storm. Optionally first a bare TLS 1.3 handshake yardstick (openssl s_server on relayd's core).
+storm. Optionally first a bare TLS 1.3 handshake yardstick (openssl s_server on relayd's core),
+full handshakes and resumed ones (s_server issues session tickets itself). The tool prints relayd's
+CPU per attach over the ramp (full handshakes) and in the storm (resumed: relayd keeps its ticket
+keys in the state directory, so the new relayd opens the tickets the old one gave out).
 
   /usr/bin/python3 tests/load/run_capacity.py --build-dir build --bridges 19000 --rate 400
 
@@ -148,6 +151,9 @@ class Relayd:
             "CONTROL_SOCKET": controld.env["CONTROL_SOCKET"],
             "API_SOCKET": controld.env["API_SOCKET"], "MACHINE_ID": "relayd-load",
             "LOG_LEVEL": "warn",
+            # Its TLS ticket keys live here, so the storm's new relayd resumes the old one's
+            # sessions, as a restarted relayd in production does.
+            "STATE_DIR": str(state),
         }
         self.state = state
         self.ca_file = controld.ca_file
@@ -224,10 +230,11 @@ def bare_handshakes(state, tool, core, count, nice):
             except OSError:
                 return False
         wait_until(listening, 10, "s_server")
-        subprocess.run([*nice_prefix(nice), str(tool), "--ca-file", str(cert),
-                        "--domain", "bare.test",
-                        "--bare-handshakes", str(count), "--bare-target", f"127.0.0.1:{port}",
-                        "--bare-pid", str(server.pid)], check=False)
+        for mode in ([], ["--bare-resume"]):
+            subprocess.run([*nice_prefix(nice), str(tool), "--ca-file", str(cert),
+                            "--domain", "bare.test",
+                            "--bare-handshakes", str(count), "--bare-target", f"127.0.0.1:{port}",
+                            "--bare-pid", str(server.pid), *mode], check=False)
     finally:
         server.terminate()
         server.wait()
@@ -252,7 +259,8 @@ def main():
     parser.add_argument("--nice", type=int, default=0,
                         help="run relayd, the tool and s_server under nice -n N (e.g. -10)")
     parser.add_argument("--bare", type=int, default=0,
-                        help="first: this many bare TLS handshakes on relayd's core")
+                        help="first: this many bare TLS handshakes on relayd's core, full and "
+                             "then resumed")
     args = parser.parse_args()
 
     build = Path(args.build_dir).resolve()
