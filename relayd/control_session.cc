@@ -203,13 +203,12 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
     }
     lock.unlock();
 
-    // One flush for what queued up meanwhile: every message but the last may wait in gRPC's
-    // buffer for the next (buffer_hint), so a batch costs one HTTP/2 write, not one per message.
+    // No buffer_hint: on the synchronous API a hinted Write does not return until a later write
+    // flushes it, so the writer would stall. Batching is done by merging authorizations into one
+    // message instead (control_authorize.cc).
     bool ok = true;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      grpc::WriteOptions options;
-      if (i + 1 < batch.size() || counters) options.set_buffer_hint();
-      if (!stream.Write(batch[i], options)) {
+    for (const auto& message : batch) {
+      if (!stream.Write(message)) {
         ok = false;
         break;
       }

@@ -202,11 +202,10 @@ bool RelaySession::writeAll(std::deque<cv1::ControlMessage> messages) {
     }
     merged.push_back(std::move(message));
   }
-  // Every message but the last may wait in gRPC's buffer for the next: one flush per batch.
-  for (size_t i = 0; i < merged.size(); ++i) {
-    grpc::WriteOptions options;
-    if (i + 1 < merged.size()) options.set_buffer_hint();
-    if (!stream_.Write(merged[i], options)) return false;
+  // No buffer_hint: on the synchronous API a hinted Write does not return until a later write
+  // flushes it (a session that then goes quiet would hold the message back).
+  for (const auto& message : merged) {
+    if (!stream_.Write(message)) return false;
   }
   return true;
 }

@@ -61,8 +61,8 @@ class RelaySession {
   // After the snapshot: the records of the tunnels relayd holds bridges for.
   void pushRecords(const std::set<std::string>& tunnelIds);
   void writeLoop();
-  // Writes `messages` with one flush, consecutive AuthorizeAnswers merged; false when the stream
-  // broke.
+  // Writes `messages` in order, consecutive AuthorizeAnswers merged into one; false when the
+  // stream broke.
   [[nodiscard]] bool writeAll(std::deque<cv1::ControlMessage> messages);
   void finish();
   [[nodiscard]] int64_t nowMs() const;

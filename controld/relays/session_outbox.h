@@ -25,7 +25,7 @@ class SessionOutbox {
   // a closed session has nobody left to read them).
   [[nodiscard]] std::optional<opentunnel::control::v1::ControlMessage> pop();
   // Waits for the next message and takes it with everything queued behind it; empty once the
-  // outbox is closed. The writer sends them with one flush.
+  // outbox is closed. The writer merges consecutive authorization answers among them.
   [[nodiscard]] std::deque<opentunnel::control::v1::ControlMessage> popAll();
   void close();
 
