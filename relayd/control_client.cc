@@ -190,8 +190,18 @@ void ControlClient::Impl::queueLocked(v1::RelayMessage message) {
     if (context_ != nullptr) context_->TryCancel();
     return;
   }
+  const bool delta = message.kind_case() == v1::RelayMessage::kAttached ||
+                     message.kind_case() == v1::RelayMessage::kDetached;
+  const bool wasEmpty = outbox_.empty();
   outbox_.push_back(std::move(message));
-  wake_.notify_all();
+  // A delta wakes the writer only when the outbox was empty (it may be asleep); the writer then
+  // lingers for company (kDeltaLinger), and only something urgent cuts that short.
+  if (!delta) {
+    urgentQueued_ = true;
+    wake_.notify_all();
+  } else if (wasEmpty) {
+    wake_.notify_all();
+  }
 }
 
 void ControlClient::Impl::takeSnapshot(uint64_t request) {

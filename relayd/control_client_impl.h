@@ -72,6 +72,10 @@ struct ControlClient::Impl {
   static constexpr size_t kMaxOutbox = 65'536;
   // How long stop() lets an accepted session flush before it cancels the call.
   static constexpr std::chrono::milliseconds kStopLinger{1000};
+  // How long bridge deltas (attached, detached) wait in the outbox for company: the writer is
+  // woken for them once, then sends them with the next authorization request, ack or Draining, or
+  // after this long, so a ramp does not cost one writer wakeup per delta on top of one per request.
+  static constexpr std::chrono::milliseconds kDeltaLinger{10};
 
   Impl(uv_loop_t* loop, ControlClientOptions options, ControlEvents events);
   ~Impl();
@@ -183,6 +187,7 @@ struct ControlClient::Impl {
   bool authorizeOnSession_ = false;
   uint64_t streamGeneration_ = 0;  // grows with every stream whose outbox takeSnapshot opened
   std::deque<v1::RelayMessage> outbox_;
+  bool urgentQueued_ = false;  // outbox_ holds a message that must not linger (not a delta)
   grpc::ClientContext* context_ = nullptr;  // the current stream's, for TryCancel
 
   // Session thread only: the backoff's jitter, seeded so that relays restarted together differ.
