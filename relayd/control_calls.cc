@@ -1,5 +1,6 @@
-// ControlClient's unary calls (AuthorizeAttach, FetchTunnel) on gRPC's async API with one
-// CompletionQueue thread of the client's own.
+// ControlClient's unary calls (FetchTunnel, and AuthorizeAttach for a controld that does not
+// authorize on the session) on gRPC's async API with one CompletionQueue thread of the client's
+// own.
 //
 // Why not the callback API (stub->async()): with Debian's gRPC 1.51 its completions run on a
 // process-wide thread pool, and a completion that drops the last reference to the channel (its
@@ -87,22 +88,20 @@ void ControlClient::Impl::cancelCalls() {
   if (completionThread_.joinable()) completionThread_.join();
 }
 
-void ControlClient::authorizeAttach(v1::AuthorizeAttachRequest request, AuthorizeDone done) {
-  Impl& impl = *impl_;
-  if (impl.stopped_) return;
-  const uint64_t id = impl.nextCallId_++;
+void ControlClient::Impl::authorizeUnary(uint64_t id, v1::AuthorizeAttachRequest request,
+                                         AuthorizeDone done) {
   auto* call = new UnaryCall<v1::AuthorizeAttachResponse>(
-      impl.inbox_, "AuthorizeAttach", [self = &impl, id](Result<v1::AuthorizeAttachResponse> r) {
+      inbox_, "AuthorizeAttach", [self = this, id](Result<v1::AuthorizeAttachResponse> r) {
         self->finishAuthorize(id, std::move(r));
       });
-  if (!impl.startCall(call)) {
-    impl.inbox_.post([done = std::move(done)] {
+  if (!startCall(call)) {
+    inbox_.post([done = std::move(done)] {
       if (done) done(Error{ErrorKind::kInternal, "the control client cannot make calls"});
     });
     return;
   }
-  impl.authorizeDone_.emplace(id, std::move(done));
-  call->reader = impl.stub_->AsyncAuthorizeAttach(&call->context, request, &impl.cq_);
+  authorizeDone_.emplace(id, PendingAuthorize{std::move(done), 0});
+  call->reader = stub_->AsyncAuthorizeAttach(&call->context, request, &cq_);
   call->reader->Finish(&call->response, &call->status, call);
 }
 

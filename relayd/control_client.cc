@@ -1,14 +1,14 @@
 // The loop side of ControlClient: the public methods and the hand-off of what the gRPC threads
+// learn to the loop thread. Attach authorization is in control_authorize.cc, the unary calls in
+// control_calls.cc, the session thread in control_session.cc.
+#include "relayd/control_client.h"
 
-#include "common/clock.h"
-// learn to the loop thread. The unary calls are in control_calls.cc, the session thread in
-// control_session.cc.
 #include <chrono>
 #include <exception>
 #include <system_error>
 #include <utility>
 
-#include "relayd/control_client.h"
+#include "common/clock.h"
 #include "relayd/control_client_impl.h"
 
 namespace ot::relayd {
@@ -71,6 +71,9 @@ ControlClient::Impl::Impl(uv_loop_t* loop, ControlClientOptions options, Control
   });
   if (rc != 0) log_.critical("uv_async_init failed", {{"error", uv_strerror(rc)}});
   async_.data = this;
+  uv_timer_init(loop_, &authorizeTimer_);
+  authorizeTimer_.data = this;
+  handlesOpen_ = 2;
   try {
     completionThread_ = std::thread([this] { completionLoop(); });
   } catch (const std::system_error& e) {
@@ -132,13 +135,18 @@ void ControlClient::Impl::stop(std::shared_ptr<Impl> self) {
   { auto dropped = inbox_.close(); }
   authorizeDone_.clear();
   fetchDone_.clear();
-  // The handle is closed last; the Impl lives until its close callback.
+  authorizeDeadlines_.clear();
+  // The handles are closed last; the Impl lives until both close callbacks ran.
   selfUntilClosed_ = std::move(self);
-  uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t* handle) {
+  auto closed = [](uv_handle_t* handle) {
     auto* impl = static_cast<Impl*>(handle->data);
+    if (--impl->handlesOpen_ > 0) return;
     // `keep` may be the last reference: the Impl is freed when this callback returns.
     std::shared_ptr<Impl> keep = std::move(impl->selfUntilClosed_);
-  });
+  };
+  uv_timer_stop(&authorizeTimer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&authorizeTimer_), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), closed);
 }
 
 void ControlClient::Impl::deliverSessionState(bool up) {
@@ -161,6 +169,9 @@ void ControlClient::Impl::deliverMessage(const v1::ControlMessage& message) {
     case v1::ControlMessage::kCommand:
       if (events_.onCommand) events_.onCommand(message.command());
       break;
+    case v1::ControlMessage::kAuthorized:
+      deliverAnswers(message.authorized());
+      break;
     case v1::ControlMessage::kAccepted:     // handled by the session thread
     case v1::ControlMessage::kMeshRoutes:   // the mesh is not wired into relayd yet
     case v1::ControlMessage::KIND_NOT_SET:  // a kind this relayd does not know (a newer controld)
@@ -179,8 +190,18 @@ void ControlClient::Impl::queueLocked(v1::RelayMessage message) {
     if (context_ != nullptr) context_->TryCancel();
     return;
   }
+  const bool delta = message.kind_case() == v1::RelayMessage::kAttached ||
+                     message.kind_case() == v1::RelayMessage::kDetached;
+  const bool wasEmpty = outbox_.empty();
   outbox_.push_back(std::move(message));
-  wake_.notify_all();
+  // A delta wakes the writer only when the outbox was empty (it may be asleep); the writer then
+  // lingers for company (kDeltaLinger), and only something urgent cuts that short.
+  if (!delta) {
+    urgentQueued_ = true;
+    wake_.notify_all();
+  } else if (wasEmpty) {
+    wake_.notify_all();
+  }
 }
 
 void ControlClient::Impl::takeSnapshot(uint64_t request) {
@@ -195,13 +216,14 @@ void ControlClient::Impl::takeSnapshot(uint64_t request) {
   helloDraining_ = draining;
   outbox_.clear();
   streamUp_ = true;
+  ++streamGeneration_;
   wake_.notify_all();
 }
 
 void ControlClient::Impl::finishAuthorize(uint64_t id, Result<v1::AuthorizeAttachResponse> result) {
   auto it = authorizeDone_.find(id);
   if (it == authorizeDone_.end()) return;
-  AuthorizeDone done = std::move(it->second);
+  AuthorizeDone done = std::move(it->second.done);
   authorizeDone_.erase(it);
   if (done) done(std::move(result));
 }

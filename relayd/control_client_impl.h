@@ -1,10 +1,12 @@
 // ControlClient's insides, shared by control_client.cc (the loop side: public methods and the
-// hand-off to the loop), control_calls.cc (the unary calls on a CompletionQueue thread) and
-// control_session.cc (the session thread and its per-stream writer thread). Not for other users.
+// hand-off to the loop), control_authorize.cc (attach authorization on the session, the loop
+// side), control_calls.cc (the unary calls on a CompletionQueue thread) and control_session.cc
+// (the session thread and its per-stream writer thread). Not for other users.
 //
 // Ownership: ControlClient holds the Impl through a shared_ptr; stop() joins every thread the Impl
-// started, then hands one more reference to the Impl itself until the uv_async_t's close callback,
-// so the handle (and the gRPC channel) outlive the ControlClient and are freed on the loop thread.
+// started, then hands one more reference to the Impl itself until the close callbacks of its two
+// handles (the uv_async_t and the authorization deadline timer), so the handles (and the gRPC
+// channel) outlive the ControlClient and are freed on the loop thread.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -70,6 +72,10 @@ struct ControlClient::Impl {
   static constexpr size_t kMaxOutbox = 65'536;
   // How long stop() lets an accepted session flush before it cancels the call.
   static constexpr std::chrono::milliseconds kStopLinger{1000};
+  // How long bridge deltas (attached, detached) wait in the outbox for company: the writer is
+  // woken for them once, then sends them with the next authorization request, ack or Draining, or
+  // after this long, so a ramp does not cost one writer wakeup per delta on top of one per request.
+  static constexpr std::chrono::milliseconds kDeltaLinger{10};
 
   Impl(uv_loop_t* loop, ControlClientOptions options, ControlEvents events);
   ~Impl();
@@ -89,6 +95,19 @@ struct ControlClient::Impl {
   void takeSnapshot(uint64_t request);
   void finishAuthorize(uint64_t id, Result<v1::AuthorizeAttachResponse> result);
   void finishFetch(uint64_t id, Result<v1::FetchTunnelResponse> result);
+
+  // ---- attach authorization on the session, loop thread (control_authorize.cc)
+  // Queues the request on the current stream when controld offered it; false when it did not (or
+  // no stream is accepted), and then nothing was registered.
+  bool authorizeOnSession(uint64_t id, v1::AuthorizeAttachRequest& request, AuthorizeDone& done);
+  // The unary call, for a controld that does not authorize on the session.
+  void authorizeUnary(uint64_t id, v1::AuthorizeAttachRequest request, AuthorizeDone done);
+  void deliverAnswers(const v1::AuthorizeAnswers& answers);
+  // Stream `stream` ended: its requests still waiting are answered kUnavailable now.
+  void failAuthorizations(uint64_t stream);
+  // Requests past their deadline are answered kTimeout; the timer is re-armed for the next one.
+  void expireAuthorizations();
+  void armAuthorizeTimer();
 
   // ---- the unary calls (control_calls.cc)
   // Registers and starts a call on cq_; false (and `call` deleted) once stopping.
@@ -120,7 +139,18 @@ struct ControlClient::Impl {
   bool stopped_ = false;
   bool connected_ = false;
   uint64_t nextCallId_ = 1;
-  std::unordered_map<uint64_t, AuthorizeDone> authorizeDone_;
+  // Authorizations waiting for an answer: `stream` is the session stream that carries the request
+  // (streamGeneration_ when it was queued), 0 for a unary call (whose deadline is gRPC's).
+  struct PendingAuthorize {
+    AuthorizeDone done;
+    uint64_t stream = 0;
+  };
+  std::unordered_map<uint64_t, PendingAuthorize> authorizeDone_;
+  // The session-carried requests' deadlines (uv_now + callTimeoutMs), in the order they were made,
+  // so in deadline order; entries of requests already answered are skipped when they come up.
+  std::deque<std::pair<uint64_t, uint64_t>> authorizeDeadlines_;  // (deadline ms, id)
+  uv_timer_t authorizeTimer_{};
+  int handlesOpen_ = 0;  // closed by stop(): the Impl is released when both are closed
   std::unordered_map<uint64_t, FetchDone> fetchDone_;
   // What every (re)connect reports. Only the loop reads or writes them, so the loop never waits
   // for a gRPC thread to copy them (takeSnapshot hands a copy over instead).
@@ -153,7 +183,11 @@ struct ControlClient::Impl {
   bool streamUp_ = false;
   bool streamEnded_ = false;  // the reader saw the stream end: the writer stops
   bool accepted_ = false;     // SessionAccepted read on the current stream
+  // The current stream's controld answers AuthorizeBatch (SessionAccepted.authorize_on_session).
+  bool authorizeOnSession_ = false;
+  uint64_t streamGeneration_ = 0;  // grows with every stream whose outbox takeSnapshot opened
   std::deque<v1::RelayMessage> outbox_;
+  bool urgentQueued_ = false;  // outbox_ holds a message that must not linger (not a delta)
   grpc::ClientContext* context_ = nullptr;  // the current stream's, for TryCancel
 
   // Session thread only: the backoff's jitter, seeded so that relays restarted together differ.

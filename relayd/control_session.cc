@@ -1,8 +1,10 @@
 // ControlClient's session thread: one Session stream to controld at a time, reconnected with
 // backoff until stop(). Per stream the session thread writes Hello and the snapshot, reads
-// SessionAccepted and then everything controld pushes; a writer thread of the stream's own sends
-// the deltas, counters, Draining and acks queued by the loop (the sync API allows one Read and
-// one Write at a time, from different threads).
+// SessionAccepted and then everything controld pushes (answers to attach authorizations too); a
+// writer thread of the stream's own sends the deltas, counters, Draining, acks and authorization
+// requests queued by the loop (the sync API allows one Read and one Write at a time, from
+// different threads). When the stream ends, the authorizations it carried are failed on the loop
+// at once (control_authorize.cc), so their attaches fall back to the cache without waiting.
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -108,13 +110,20 @@ bool ControlClient::Impl::runSession(std::string& reason) {
     fields->set_draining(helloDraining_);
   }
   auto endStream = [this] {
-    std::lock_guard lock(mutex_);
-    streamUp_ = false;
-    streamEnded_ = true;
-    accepted_ = false;
-    outbox_.clear();
-    context_ = nullptr;
-    wake_.notify_all();
+    uint64_t stream = 0;
+    {
+      std::lock_guard lock(mutex_);
+      streamUp_ = false;
+      streamEnded_ = true;
+      accepted_ = false;
+      authorizeOnSession_ = false;
+      outbox_.clear();
+      context_ = nullptr;
+      stream = streamGeneration_;
+      wake_.notify_all();
+    }
+    // Attaches waiting on this stream are decided from the cache now, not at their deadline.
+    inbox_.post([this, stream] { failAuthorizations(stream); });
   };
 
   std::unique_ptr<Stream> stream = stub_->Session(&context);
@@ -142,11 +151,12 @@ bool ControlClient::Impl::runSession(std::string& reason) {
     return false;
   }
 
+  const v1::SessionAccepted& accepted = first.accepted();
   {
     std::lock_guard lock(mutex_);
     accepted_ = true;
+    authorizeOnSession_ = accepted.authorize_on_session();
   }
-  const v1::SessionAccepted& accepted = first.accepted();
   log_.info("control session accepted", {{"controld_instance", accepted.instance_id()},
                                          {"skew_ms", accepted.server_time_unix_ms() - unixNowMs()},
                                          {"bridges", bridges}});
@@ -182,6 +192,13 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
   for (;;) {
     wake_.wait_until(lock, nextCounters, [this] { return streamClosing() || !outbox_.empty(); });
     if (streamEnded_) return;
+    if (!urgentQueued_ && !streamClosing() && !outbox_.empty()) {
+      // Only bridge deltas: they wait a little for the next request to ride with.
+      wake_.wait_until(lock, std::min(Clock::now() + kDeltaLinger, nextCounters),
+                       [this] { return streamClosing() || urgentQueued_; });
+      if (streamEnded_) return;
+    }
+    urgentQueued_ = false;
     const bool stopping = stopping_;
     std::deque<v1::RelayMessage> batch = std::exchange(outbox_, {});
     std::optional<v1::RelayMessage> counters;
@@ -193,6 +210,9 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
     }
     lock.unlock();
 
+    // No buffer_hint: on the synchronous API a hinted Write does not return until a later write
+    // flushes it, so the writer would stall. Batching is done by merging authorizations into one
+    // message instead (control_authorize.cc).
     bool ok = true;
     for (const auto& message : batch) {
       if (!stream.Write(message)) {

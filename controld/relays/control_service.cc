@@ -40,7 +40,15 @@ grpc::Status internalError(const char* call, const std::exception& error) {
 
 ControlService::ControlService(TunnelStore& store, BridgeRegistry& registry, RelayHub& hub,
                                ControlServiceOptions options)
-    : store_(store), registry_(registry), hub_(hub), options_(std::move(options)) {}
+    : store_(store),
+      registry_(registry),
+      hub_(hub),
+      options_(std::move(options)),
+      authorizePool_(options_.authorizeThreads, options_.authorizeQueue) {}
+
+ControlService::~ControlService() {
+  authorizePool_.stop();
+}
 
 int64_t ControlService::nowMs() const {
   if (options_.nowMs) return options_.nowMs();
@@ -51,8 +59,12 @@ grpc::Status ControlService::Session(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<cv1::ControlMessage, cv1::RelayMessage>* stream) {
   try {
-    RelaySession session(*context, *stream, store_, hub_,
-                         RelaySessionOptions{options_.writerLinger, options_.nowMs});
+    RelaySessionOptions sessionOptions{options_.writerLinger, options_.nowMs, nullptr};
+    sessionOptions.authorize = [this](const RelayHub::SessionPtr& session,
+                                      cv1::AuthorizeBatch batch) {
+      authorizeOnSession(session, std::move(batch));
+    };
+    RelaySession session(*context, *stream, store_, hub_, std::move(sessionOptions));
     return session.run();
   } catch (const std::exception& error) {
     return internalError("Session", error);
@@ -63,15 +75,51 @@ grpc::Status ControlService::AuthorizeAttach(grpc::ServerContext* context,
                                              const cv1::AuthorizeAttachRequest* request,
                                              cv1::AuthorizeAttachResponse* response) {
   try {
-    *response = authorize(*context, *request);
+    *response = authorize(*request, std::chrono::steady_clock::now(),
+                          [context] { return context->IsCancelled(); });
     return grpc::Status::OK;
   } catch (const std::exception& error) {
     return internalError("AuthorizeAttach", error);
   }
 }
 
-cv1::AuthorizeAttachResponse ControlService::authorize(grpc::ServerContext& context,
-                                                       const cv1::AuthorizeAttachRequest& request) {
+void ControlService::authorizeOnSession(const RelayHub::SessionPtr& session,
+                                        cv1::AuthorizeBatch batch) {
+  const auto received = std::chrono::steady_clock::now();
+  for (cv1::AuthorizeItem& item : *batch.mutable_requests()) {
+    const uint64_t id = item.request_id();
+    auto send = [this, session, id](cv1::AuthorizeAttachResponse response) {
+      cv1::ControlMessage message;
+      cv1::AuthorizeAnswer* answered = message.mutable_authorized()->add_answers();
+      answered->set_request_id(id);
+      *answered->mutable_response() = std::move(response);
+      (void)hub_.send(session, std::move(message));  // false: the session ended, relayd knows
+    };
+    const bool queued = authorizePool_.submit(
+        [this, session, received, send, request = std::move(*item.mutable_request())] {
+          cv1::AuthorizeAttachResponse response;
+          try {
+            response = authorize(request, received, [&] { return session->outbox().closed(); });
+          } catch (const std::exception& error) {
+            logger().error("control call failed",
+                           {{"call", "AuthorizeBatch"}, {"error", error.what()}});
+            response = answer(cv1::ATTACH_RESULT_ERROR, "internal error");
+          }
+          send(std::move(response));
+        });
+    if (!queued) {
+      // Every worker is busy and the queue is full: relayd decides from its cache rather than
+      // waiting out its deadline.
+      logger().warn("attach not authorized: the authorization queue is full",
+                    {{"relay", session->relayKey()}});
+      send(answer(cv1::ATTACH_RESULT_ERROR, "controld is busy"));
+    }
+  }
+}
+
+cv1::AuthorizeAttachResponse ControlService::authorize(
+    const cv1::AuthorizeAttachRequest& request, std::chrono::steady_clock::time_point received,
+    const std::function<bool()>& cancelled) {
   // Counted before anything else is looked at, as relayd does with the attach itself.
   const auto requested = static_cast<size_t>(request.routes_size());
   if (requested > bridge::kMaxRoutesPerAttach) {
@@ -83,15 +131,14 @@ cv1::AuthorizeAttachResponse ControlService::authorize(grpc::ServerContext& cont
     return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
   }
 
-  const auto started = std::chrono::steady_clock::now();
   auto loaded = store_.getTunnel(request.tunnel_id());
-  const auto elapsed = std::chrono::steady_clock::now() - started;
+  const auto elapsed = std::chrono::steady_clock::now() - received;
   if (!loaded.ok()) {
     logger().warn("attach not authorized: storage error",
                   {{"tunnel", request.tunnel_id()}, {"error", loaded.error().message}});
     return answer(cv1::ATTACH_RESULT_ERROR, kStorageUnavailable);
   }
-  if (elapsed > options_.attachTimeout || context.IsCancelled()) {
+  if (elapsed > options_.attachTimeout || cancelled()) {
     logger().warn(
         "attach not authorized: the tunnel read was too slow",
         {{"tunnel", request.tunnel_id()},

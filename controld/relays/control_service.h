@@ -1,8 +1,10 @@
 // controld's side of the relayd <-> controld contract (proto/opentunnel/control/v1): the
 // RelayControl service. Session streams are run by RelaySession (relay_session.h) through the
-// RelayHub; the unary calls answer from the store and the bridge registry. Called on gRPC's
-// synchronous server threads, so blocking store reads are fine here. The store, registry and hub
-// are borrowed and must outlive the server.
+// RelayHub; the unary calls answer from the store and the bridge registry on gRPC's synchronous
+// server threads, so blocking store reads are fine there. Attach authorizations carried by a
+// session (AuthorizeBatch) are handed by its reader to the service's own worker threads, which
+// make the same checks and queue each answer to the session's outbox: the reader never waits on
+// the store. The store, registry and hub are borrowed and must outlive the server.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -12,6 +14,7 @@
 #include <functional>
 
 #include "common/clock.h"
+#include "controld/http/worker_pool.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/relay_hub.h"
 #include "controld/store/store.h"
@@ -26,12 +29,21 @@ struct ControlServiceOptions {
   std::chrono::milliseconds attachTimeout{4000};
   std::chrono::milliseconds writerLinger{2000};  // see RelaySessionOptions
   Clock nowMs;                                   // empty: the system clock
+  // The threads that answer session-carried authorizations (each blocks on one store read at a
+  // time) and how many requests may wait for one; a request beyond that is answered ERROR at once
+  // (relayd decides from its cache).
+  size_t authorizeThreads = 4;
+  size_t authorizeQueue = 4096;
 };
 
 class ControlService final : public cv1::RelayControl::Service {
  public:
   ControlService(TunnelStore& store, BridgeRegistry& registry, RelayHub& hub,
                  ControlServiceOptions options = {});
+  // Stops the authorization workers (the requests queued are answered first).
+  ~ControlService() override;
+  ControlService(const ControlService&) = delete;
+  ControlService& operator=(const ControlService&) = delete;
 
   grpc::Status Session(
       grpc::ServerContext* context,
@@ -45,14 +57,20 @@ class ControlService final : public cv1::RelayControl::Service {
  private:
   // The checks, in the contract's order: route count, credential, route names, certificate,
   // routes held on this machine.
-  [[nodiscard]] cv1::AuthorizeAttachResponse authorize(grpc::ServerContext& context,
-                                                       const cv1::AuthorizeAttachRequest& request);
+  // `received` is when the request arrived; an answer later than attachTimeout after it, or for a
+  // caller that went away (`cancelled`), is ERROR.
+  [[nodiscard]] cv1::AuthorizeAttachResponse authorize(
+      const cv1::AuthorizeAttachRequest& request, std::chrono::steady_clock::time_point received,
+      const std::function<bool()>& cancelled);
+  // The session reader's hand-off: one worker task per request.
+  void authorizeOnSession(const RelayHub::SessionPtr& session, cv1::AuthorizeBatch batch);
   [[nodiscard]] int64_t nowMs() const;
 
   TunnelStore& store_;
   BridgeRegistry& registry_;
   RelayHub& hub_;
   const ControlServiceOptions options_;
+  WorkerPool authorizePool_;
 };
 
 }  // namespace ot::controld

@@ -141,7 +141,8 @@ void RelayHub::shutdown() {
   for (const auto& session : ending) session->cancelStream();
 }
 
-RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void()> cancel) {
+RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void()> cancel,
+                                    bool authorizeOnSession) {
   auto key = relayKey(hello.machine_id(), hello.epoch());
   SessionPtr session(new Session(key, queueLimit_, std::move(cancel)));
   RelayInfo& info = session->info_;
@@ -157,6 +158,7 @@ RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void(
   cv1::ControlMessage accepted;
   accepted.mutable_accepted()->set_instance_id(instanceId_);
   accepted.mutable_accepted()->set_server_time_unix_ms(info.connectedAtMs);
+  accepted.mutable_accepted()->set_authorize_on_session(authorizeOnSession);
 
   SessionPtr superseded;
   {

@@ -114,10 +114,12 @@ class RelayHub final : public RecordPublisher {
 
   // ---- Used by the session handler (relay_session.h). ----
 
-  // Registers a session after its Hello and queues SessionAccepted (and the API certificate).
+  // Registers a session after its Hello and queues SessionAccepted (and the API certificate);
+  // `authorizeOnSession` is what SessionAccepted offers (the session answers AuthorizeBatch).
   // A live session of the same relay is superseded: it is cancelled and its end drops nothing.
   // nullptr after shutdown().
-  [[nodiscard]] SessionPtr open(const cv1::Hello& hello, std::function<void()> cancel);
+  [[nodiscard]] SessionPtr open(const cv1::Hello& hello, std::function<void()> cancel,
+                                bool authorizeOnSession = false);
   // Registry changes; ignored once the session is no longer live.
   void snapshotComplete(const SessionPtr& session, std::vector<BridgeEntry> bridges);
   void bridgeAttached(const SessionPtr& session, BridgeEntry bridge);

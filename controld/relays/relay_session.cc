@@ -43,7 +43,8 @@ grpc::Status RelaySession::run() {
   const cv1::Hello& hello = message.hello();
   if (hello.machine_id().empty()) return invalid("hello without a machine_id");
 
-  session_ = hub_.open(hello, [context = &context_] { context->TryCancel(); });
+  session_ = hub_.open(
+      hello, [context = &context_] { context->TryCancel(); }, options_.authorize != nullptr);
   if (session_ == nullptr) return {grpc::StatusCode::UNAVAILABLE, "controld is stopping"};
   logger().info("relay session accepted", {{"relay", session_->relayKey()},
                                            {"version", hello.version()},
@@ -96,6 +97,11 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
       return grpc::Status::OK;
     case cv1::RelayMessage::kAck:
       hub_.ack(session_, message.ack());
+      return grpc::Status::OK;
+    case cv1::RelayMessage::kAuthorize:
+      // Never offered, never sent: a relayd that sends it anyway gets no answer and decides from
+      // its cache at its deadline, as with a controld that does not answer.
+      if (options_.authorize) options_.authorize(session_, message.authorize());
       return grpc::Status::OK;
     case cv1::RelayMessage::KIND_NOT_SET:
       break;  // a kind this controld does not know yet (a newer relayd): ignored
@@ -162,8 +168,10 @@ void RelaySession::pushRecords(const std::set<std::string>& tunnels) {
 void RelaySession::writeLoop() {
   SessionOutbox& outbox = session_->outbox();
   bool broken = false;
-  while (auto message = outbox.pop()) {
-    if (!stream_.Write(*message)) {
+  for (;;) {
+    std::deque<cv1::ControlMessage> messages = outbox.popAll();
+    if (messages.empty()) break;  // closed
+    if (!writeAll(std::move(messages))) {
       broken = true;
       break;
     }
@@ -176,6 +184,30 @@ void RelaySession::writeLoop() {
     context_.TryCancel();  // the call is gone: make sure the reader stops too
   }
   writerDone_.set_value();
+}
+
+bool RelaySession::writeAll(std::deque<cv1::ControlMessage> messages) {
+  // Answers to attach authorizations that came ready while the previous write was in flight go
+  // out as one AuthorizeAnswers message.
+  std::vector<cv1::ControlMessage> merged;
+  merged.reserve(messages.size());
+  for (auto& message : messages) {
+    if (message.kind_case() == cv1::ControlMessage::kAuthorized && !merged.empty() &&
+        merged.back().kind_case() == cv1::ControlMessage::kAuthorized) {
+      auto* into = merged.back().mutable_authorized()->mutable_answers();
+      for (auto& answer : *message.mutable_authorized()->mutable_answers()) {
+        *into->Add() = std::move(answer);
+      }
+      continue;
+    }
+    merged.push_back(std::move(message));
+  }
+  // No buffer_hint: on the synchronous API a hinted Write does not return until a later write
+  // flushes it (a session that then goes quiet would hold the message back).
+  for (const auto& message : merged) {
+    if (!stream_.Write(message)) return false;
+  }
+  return true;
 }
 
 void RelaySession::finish() {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <set>
@@ -33,6 +34,10 @@ struct RelaySessionOptions {
   // the call (a relay that stopped reading).
   std::chrono::milliseconds writerLinger{2000};
   Clock nowMs;  // empty: the system clock
+  // Attach authorizations relayd sends on the session (AuthorizeBatch), handed over on the reader
+  // thread: the handler must not block (it queues the work; the answers go to the session's
+  // outbox). Empty: the session does not offer it, and relayd makes unary calls.
+  std::function<void(const RelayHub::SessionPtr& session, cv1::AuthorizeBatch batch)> authorize;
 };
 
 // Lives on the stack of the Session handler, for one stream.
@@ -56,6 +61,9 @@ class RelaySession {
   // After the snapshot: the records of the tunnels relayd holds bridges for.
   void pushRecords(const std::set<std::string>& tunnelIds);
   void writeLoop();
+  // Writes `messages` in order, consecutive AuthorizeAnswers merged into one; false when the
+  // stream broke.
+  [[nodiscard]] bool writeAll(std::deque<cv1::ControlMessage> messages);
   void finish();
   [[nodiscard]] int64_t nowMs() const;
 

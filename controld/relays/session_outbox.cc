@@ -32,6 +32,13 @@ std::optional<opentunnel::control::v1::ControlMessage> SessionOutbox::pop() {
   return message;
 }
 
+std::deque<opentunnel::control::v1::ControlMessage> SessionOutbox::popAll() {
+  std::unique_lock lock(mutex_);
+  ready_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+  if (closed_) return {};
+  return std::exchange(queue_, {});
+}
+
 void SessionOutbox::close() {
   {
     const std::lock_guard lock(mutex_);
@@ -44,6 +51,11 @@ void SessionOutbox::close() {
 bool SessionOutbox::overflowed() const {
   const std::lock_guard lock(mutex_);
   return overflowed_;
+}
+
+bool SessionOutbox::closed() const {
+  const std::lock_guard lock(mutex_);
+  return closed_;
 }
 
 size_t SessionOutbox::size() const {

@@ -24,9 +24,13 @@ class SessionOutbox {
   // Waits for the next message; nullopt once the outbox is closed (queued messages are dropped:
   // a closed session has nobody left to read them).
   [[nodiscard]] std::optional<opentunnel::control::v1::ControlMessage> pop();
+  // Waits for the next message and takes it with everything queued behind it; empty once the
+  // outbox is closed. The writer merges consecutive authorization answers among them.
+  [[nodiscard]] std::deque<opentunnel::control::v1::ControlMessage> popAll();
   void close();
 
   [[nodiscard]] bool overflowed() const;
+  [[nodiscard]] bool closed() const;
   [[nodiscard]] size_t size() const;
 
  private:

@@ -1,6 +1,10 @@
-// controld's unary RelayControl calls over a real gRPC server on a unix socket (see
-// control_harness.h): AuthorizeAttach in the contract's order of checks, FetchTunnel, and both
-// while storage is down.
+// controld's RelayControl calls over a real gRPC server on a unix socket (see
+// control_harness.h): AuthorizeAttach in the contract's order of checks, unary and carried by the
+// Session (AuthorizeBatch, answered alike), FetchTunnel, and all of them while storage is down.
+#include <google/protobuf/util/message_differencer.h>
+
+#include <optional>
+
 #include "tests/controld/control_harness.h"
 
 namespace ot::controld {
@@ -37,6 +41,40 @@ cv1::AuthorizeAttachRequest attachRequest(const std::string& tunnelId,
   request.set_peer_address("192.0.2.10:40000");
   request.set_max_conns(256);
   return request;
+}
+
+// Sends the requests as one AuthorizeBatch (IDs 100, 101, ...) and reads until each is answered;
+// the answers by request index. Other messages on the stream are skipped.
+std::vector<cv1::AuthorizeAttachResponse> authorizeOnSession(
+    testing::RelayClient& relay, const std::vector<cv1::AuthorizeAttachRequest>& requests,
+    size_t* answerMessages = nullptr) {
+  cv1::RelayMessage batch;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    cv1::AuthorizeItem* item = batch.mutable_authorize()->add_requests();
+    item->set_request_id(100 + i);
+    *item->mutable_request() = requests[i];
+  }
+  relay.write(batch);
+  std::vector<std::optional<cv1::AuthorizeAttachResponse>> answers(requests.size());
+  size_t answered = 0;
+  size_t messages = 0;
+  while (answered < requests.size()) {
+    const cv1::ControlMessage message = relay.read();
+    if (!message.has_authorized()) continue;
+    ++messages;
+    for (const auto& answer : message.authorized().answers()) {
+      REQUIRE(answer.request_id() >= 100);
+      const size_t index = answer.request_id() - 100;
+      REQUIRE(index < answers.size());
+      REQUIRE_FALSE(answers[index].has_value());  // answered once
+      answers[index] = answer.response();
+      ++answered;
+    }
+  }
+  if (answerMessages != nullptr) *answerMessages = messages;
+  std::vector<cv1::AuthorizeAttachResponse> out;
+  for (auto& answer : answers) out.push_back(*answer);
+  return out;
 }
 
 std::vector<std::string> numberedRoutes(int from, int count) {
@@ -162,6 +200,58 @@ TEST_CASE("control: AuthorizeAttach") {
   }
 }
 
+TEST_CASE("control: attaches authorized on the session are answered as the unary call answers") {
+  Harness h;
+  h.addTunnel(readyTunnel("alpha"));
+  TunnelRecord gone = readyTunnel("gone");
+  gone.deletedAtMs = kNowMs - 1;
+  h.addTunnel(gone);
+  TunnelRecord issuing = readyTunnel("fresh");
+  issuing.certificate.state = CertificateState::kIssuing;
+  issuing.certificate.chainPem.clear();
+  issuing.certificate.notAfterMs = 0;
+  h.addTunnel(issuing);
+  auto stub = h.stub();
+  RelayClient relay(*stub);
+  const cv1::SessionAccepted accepted = relay.hello("machine-a", 1);
+  CHECK(accepted.authorize_on_session());
+  relay.snapshot({}, true);
+
+  std::vector<cv1::AuthorizeAttachRequest> requests;
+  requests.push_back(attachRequest("alpha"));
+  requests.push_back(attachRequest("alpha"));
+  requests.back().set_token("token-alphx");
+  requests.push_back(attachRequest("nosuch"));
+  requests.push_back(attachRequest("gone"));
+  requests.push_back(attachRequest("alpha", numberedRoutes(0, 129)));
+  requests.push_back(attachRequest("alpha", {"", "Api"}));
+  requests.push_back(attachRequest("fresh"));
+  for (int i = 0; i < 40; ++i)
+    requests.push_back(attachRequest("alpha", {"r" + std::to_string(i)}));
+  size_t messages = 0;
+  const auto answers = authorizeOnSession(relay, requests, &messages);
+  MESSAGE("answer messages for ", requests.size(), " requests: ", messages);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    CAPTURE(i);
+    const cv1::AuthorizeAttachResponse unary = authorize(*stub, requests[i]);
+    CHECK(google::protobuf::util::MessageDifferencer::Equals(answers[i], unary));
+  }
+  CHECK(answers[0].result() == cv1::ATTACH_RESULT_OK);
+  CHECK(answers[0].has_record());
+  CHECK(answers[1].result() == cv1::ATTACH_RESULT_BAD_TOKEN);
+  CHECK(answers[4].result() == cv1::ATTACH_RESULT_TOO_MANY_ROUTES);
+  CHECK(answers[5].result() == cv1::ATTACH_RESULT_INVALID_ROUTE);
+  CHECK(answers[6].result() == cv1::ATTACH_RESULT_CERT_NOT_READY);
+
+  // The registry's view counts: routes held by the relay's bridges are part of the check.
+  std::vector<std::string> held = numberedRoutes(0, 200);
+  relay.attached(makeBridge("a1", "alpha", held));
+  REQUIRE(eventually([&] { return h.registry().bridgeCount("alpha") == 1; }));
+  const auto crowded = authorizeOnSession(relay, {attachRequest("alpha", numberedRoutes(200, 57))});
+  CHECK(crowded[0].result() == cv1::ATTACH_RESULT_TOO_MANY_ROUTES);
+  REQUIRE(relay.close().ok());
+}
+
 TEST_CASE("control: FetchTunnel") {
   Harness h;
   const StoredTunnel alpha = h.addTunnel(readyTunnel("alpha"));
@@ -226,9 +316,14 @@ TEST_CASE("control: with storage down, attaches answer ERROR and fetches UNAVAIL
   relay.snapshot({makeBridge("a1", "alpha")}, true);
   REQUIRE(eventually([&] { return h.registry().bridgeCount("alpha") == 1; }));
   expectSentinel(h.hub(), relay);
+  // Carried by the session, the same answer: ERROR, so relayd decides from its cache.
+  const auto onSession = authorizeOnSession(relay, {attachRequest("alpha")});
+  CHECK(onSession[0].result() == cv1::ATTACH_RESULT_ERROR);
+  CHECK(onSession[0].message() == "storage unavailable");
 
   flaky.down = false;
   CHECK(authorize(*stub, attachRequest("alpha")).result() == cv1::ATTACH_RESULT_OK);
+  CHECK(authorizeOnSession(relay, {attachRequest("alpha")})[0].result() == cv1::ATTACH_RESULT_OK);
   REQUIRE(relay.close().ok());
 }
 

@@ -914,3 +914,190 @@ TEST_CASE("control client: without controld calls fail fast and the session retr
   CHECK(rec.states == std::vector<bool>{true});
   CHECK(bridgeIds(fx.service.received(0)[1].snapshot()) == std::vector<std::string>{"b1"});
 }
+
+// ---- attach authorization carried by the session
+
+namespace {
+
+v1::ControlMessage acceptedWithAuthorization() {
+  v1::ControlMessage message = FakeControl::accepted();
+  message.mutable_accepted()->set_authorize_on_session(true);
+  return message;
+}
+
+// The AuthorizeItems the fake received on stream `stream`, in order.
+std::vector<v1::AuthorizeItem> authorizeItems(FakeControl& service, size_t stream) {
+  std::vector<v1::AuthorizeItem> items;
+  for (const auto& message : service.received(stream)) {
+    if (!message.has_authorize()) continue;
+    for (const auto& item : message.authorize().requests()) items.push_back(item);
+  }
+  return items;
+}
+
+v1::AuthorizeAnswer answerFor(const v1::AuthorizeItem& item) {
+  v1::AuthorizeAnswer answer;
+  answer.set_request_id(item.request_id());
+  if (item.request().token() == "good") {
+    answer.mutable_response()->set_result(v1::ATTACH_RESULT_OK);
+    answer.mutable_response()->mutable_record()->set_tunnel_id(item.request().tunnel_id());
+  } else {
+    answer.mutable_response()->set_result(v1::ATTACH_RESULT_BAD_TOKEN);
+    answer.mutable_response()->set_message("token of " + item.request().bridge_id());
+  }
+  return answer;
+}
+
+v1::AuthorizeAttachRequest numberedRequest(size_t i) {
+  v1::AuthorizeAttachRequest request;
+  request.set_tunnel_id("t" + std::to_string(i % 7));
+  request.set_token(i % 3 == 0 ? "good" : "bad");
+  request.add_routes("");
+  request.set_bridge_id("b" + std::to_string(i));
+  request.set_max_conns(static_cast<uint32_t>(i));
+  return request;
+}
+
+}  // namespace
+
+TEST_CASE("control client: attaches are authorized on the session, batched, answers matched") {
+  Fixture fx;
+  fx.service.setGreeting(acceptedWithAuthorization());
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected(); }));
+
+  // A burst in one loop step: the writer takes what queued while it was busy as one batch.
+  constexpr size_t kRequests = 200;
+  std::vector<std::optional<Result<v1::AuthorizeAttachResponse>>> answers(kRequests);
+  for (size_t i = 0; i < kRequests; ++i) {
+    client.authorizeAttach(
+        numberedRequest(i),
+        [&answers, i](Result<v1::AuthorizeAttachResponse> r) { answers[i] = r; });
+  }
+  REQUIRE(fx.runUntil([&] { return authorizeItems(fx.service, 0).size() == kRequests; }));
+  const std::vector<v1::AuthorizeItem> items = authorizeItems(fx.service, 0);
+  const size_t batches = countKind(fx.service.received(0), v1::RelayMessage::kAuthorize);
+  MESSAGE("authorization batches for ", kRequests, " requests: ", batches);
+  CHECK(batches < kRequests);
+  std::set<uint64_t> ids;
+  for (size_t i = 0; i < kRequests; ++i) {
+    CHECK(same(items[i].request(), numberedRequest(i)));  // in order, whole
+    ids.insert(items[i].request_id());
+  }
+  CHECK(ids.size() == kRequests);
+  CHECK_FALSE(fx.service.lastAuthorize().has_value());  // no unary call
+
+  // Answered out of order: the last one alone, the rest in one message in reverse.
+  v1::ControlMessage last;
+  *last.mutable_authorized()->add_answers() = answerFor(items.back());
+  fx.service.push(last);
+  v1::ControlMessage rest;
+  for (size_t i = kRequests - 1; i-- > 0;)
+    *rest.mutable_authorized()->add_answers() = answerFor(items[i]);
+  // An answer nobody waits for (unknown ID) is ignored.
+  rest.mutable_authorized()->add_answers()->set_request_id(999'999);
+  fx.service.push(rest);
+  REQUIRE(fx.runUntil([&] {
+    for (const auto& answer : answers) {
+      if (!answer) return false;
+    }
+    return true;
+  }));
+  for (size_t i = 0; i < kRequests; ++i) {
+    CAPTURE(i);
+    REQUIRE(answers[i]->ok());
+    if (i % 3 == 0) {
+      CHECK((*answers[i])->result() == v1::ATTACH_RESULT_OK);
+      CHECK((*answers[i])->record().tunnel_id() == "t" + std::to_string(i % 7));
+    } else {
+      CHECK((*answers[i])->result() == v1::ATTACH_RESULT_BAD_TOKEN);
+      CHECK((*answers[i])->message() == "token of b" + std::to_string(i));
+    }
+  }
+}
+
+TEST_CASE(
+    "control client: a session-carried authorization ends at its deadline; a late answer is "
+    "dropped") {
+  Fixture fx;
+  fx.service.setGreeting(acceptedWithAuthorization());
+  fx.startServer();
+  Recorder rec;
+  auto options = fx.options();
+  options.callTimeoutMs = 300;
+  ControlClient client(&fx.loop, options, rec.callbacks());
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected(); }));
+
+  const auto started = std::chrono::steady_clock::now();
+  int calls = 0;
+  std::optional<Result<v1::AuthorizeAttachResponse>> answer;
+  client.authorizeAttach(numberedRequest(3), [&](Result<v1::AuthorizeAttachResponse> r) {
+    ++calls;
+    answer = r;
+  });
+  REQUIRE(fx.runUntil([&] { return answer.has_value(); }));
+  CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(290));
+  REQUIRE_FALSE(answer->ok());
+  CHECK(answer->error().kind == ErrorKind::kTimeout);
+
+  // The answer comes after all: nobody is called twice. A request after it is answered.
+  const std::vector<v1::AuthorizeItem> items = authorizeItems(fx.service, 0);
+  REQUIRE(items.size() == 1);
+  v1::ControlMessage late;
+  *late.mutable_authorized()->add_answers() = answerFor(items[0]);
+  fx.service.push(late);
+  std::optional<Result<v1::AuthorizeAttachResponse>> next;
+  client.authorizeAttach(numberedRequest(6),
+                         [&](Result<v1::AuthorizeAttachResponse> r) { next = r; });
+  REQUIRE(fx.runUntil([&] { return authorizeItems(fx.service, 0).size() == 2; }));
+  v1::ControlMessage second;
+  *second.mutable_authorized()->add_answers() = answerFor(authorizeItems(fx.service, 0)[1]);
+  fx.service.push(second);
+  REQUIRE(fx.runUntil([&] { return next.has_value(); }));
+  REQUIRE(next->ok());
+  CHECK((*next)->result() == v1::ATTACH_RESULT_OK);
+  CHECK(calls == 1);
+}
+
+TEST_CASE("control client: a stream that ends fails its pending authorizations at once") {
+  Fixture fx;
+  fx.service.setGreeting(acceptedWithAuthorization());
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());  // callTimeoutMs 5 s
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected(); }));
+
+  std::vector<Result<v1::AuthorizeAttachResponse>> answers;
+  for (size_t i = 0; i < 3; ++i) {
+    client.authorizeAttach(numberedRequest(i),
+                           [&](Result<v1::AuthorizeAttachResponse> r) { answers.push_back(r); });
+  }
+  REQUIRE(fx.runUntil([&] { return authorizeItems(fx.service, 0).size() == 3; }));
+  // The next stream's controld does not offer it (an older one): the unary call is made then.
+  fx.service.setGreeting(FakeControl::accepted());
+  const auto broken = std::chrono::steady_clock::now();
+  fx.service.closeLatest();
+  REQUIRE(fx.runUntil([&] { return answers.size() == 3; }));
+  // Long before the 5 s deadline: the attaches are decided from the cache now.
+  CHECK(std::chrono::steady_clock::now() - broken < std::chrono::milliseconds(2000));
+  for (const auto& answer : answers) {
+    REQUIRE_FALSE(answer.ok());
+    CHECK(answer.error().kind == ErrorKind::kUnavailable);
+  }
+
+  REQUIRE(fx.runUntil([&] { return fx.service.streams() == 2 && client.connected(); }));
+  std::optional<Result<v1::AuthorizeAttachResponse>> unary;
+  client.authorizeAttach(numberedRequest(9),
+                         [&](Result<v1::AuthorizeAttachResponse> r) { unary = r; });
+  REQUIRE(fx.runUntil([&] { return unary.has_value(); }));
+  REQUIRE(unary->ok());
+  CHECK((*unary)->result() == v1::ATTACH_RESULT_OK);
+  REQUIRE(fx.service.lastAuthorize().has_value());
+  CHECK(fx.service.lastAuthorize()->bridge_id() == "b9");
+  CHECK(authorizeItems(fx.service, 1).empty());
+}
