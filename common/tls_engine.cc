@@ -213,6 +213,14 @@ ReadResult TlsEngine::read(std::span<uint8_t> out) {
     return result;
   }
   while (result.bytes < out.size()) {
+    // After a record, another SSL_read with no ciphertext left and nothing decoded inside can only
+    // answer "want read", and costs OpenSSL a record buffer allocated and freed again
+    // (SSL_MODE_RELEASE_BUFFERS): on an idle bridge that doubled the cost of reading a pong.
+    if (result.bytes > 0 && bio_->inPos == bio_->in.size() && bio_->lent.empty() &&
+        SSL_has_pending(ssl_) == 0) {
+      result.status = TlsStatus::kWantRead;
+      break;
+    }
     size_t n = 0;
     ERR_clear_error();
     const int ret = SSL_read_ex(ssl_, out.data() + result.bytes, out.size() - result.bytes, &n);

@@ -1,12 +1,14 @@
 #include "common/tls_engine.h"
 
 #include <doctest/doctest.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -110,6 +112,23 @@ std::vector<uint8_t> drain(TlsEngine& engine, size_t chunk, TlsStatus* last = nu
   }
   return all;
 }
+
+// OpenSSL's allocations of a record buffer or more (>= 16 KiB), counted for every test in this
+// binary: installed before main, as OpenSSL allows only before its first allocation.
+size_t gLargeAllocations = 0;
+void* countingMalloc(size_t size, const char*, int) {
+  if (size >= 16384) ++gLargeAllocations;
+  return std::malloc(size);
+}
+void* countingRealloc(void* pointer, size_t size, const char*, int) {
+  if (size >= 16384) ++gLargeAllocations;
+  return std::realloc(pointer, size);
+}
+void countingFree(void* pointer, const char*, int) {
+  std::free(pointer);
+}
+const bool gCountingInstalled =
+    CRYPTO_set_mem_functions(countingMalloc, countingRealloc, countingFree) == 1;
 
 struct Pair {
   std::unique_ptr<TlsEngine> client;
@@ -440,4 +459,38 @@ TEST_CASE("tls engine: lent ciphertext is read in place, after what was fed befo
   record[record.size() / 2] ^= 0x01;
   std::vector<uint8_t> buf(100);
   CHECK(pair.server->read(buf).status == TlsStatus::kError);
+}
+
+TEST_CASE("tls engine: reading one small record allocates OpenSSL's record buffer once") {
+  // Idle bridges read a pong per heartbeat: a second SSL_read that can only answer "want read"
+  // made OpenSSL allocate and free another 16 KiB record buffer (SSL_MODE_RELEASE_BUFFERS).
+  REQUIRE(gCountingInstalled);
+  auto pair = connected();
+  std::vector<uint8_t> buf(4096);
+  for (const bool lent : {true, false}) {
+    CAPTURE(lent);
+    REQUIRE(pair.client->write(bytesOf("pong")) == TlsStatus::kOk);
+    const std::vector<uint8_t> record = pair.client->takeOutput();
+    if (lent) {
+      pair.server->lend(record);
+    } else {
+      pair.server->feed(record);
+    }
+    const size_t before = gLargeAllocations;
+    const auto result = pair.server->read(buf);
+    const size_t allocations = gLargeAllocations - before;
+    pair.server->keepUnread();
+    CHECK(result.bytes == 4);
+    CHECK(result.status == TlsStatus::kWantRead);
+    CHECK(allocations == 1);
+  }
+  // Two records in one read still both come out.
+  REQUIRE(pair.client->write(bytesOf("one")) == TlsStatus::kOk);
+  REQUIRE(pair.client->write(bytesOf("two")) == TlsStatus::kOk);
+  const std::vector<uint8_t> both = pair.client->takeOutput();
+  pair.server->lend(both);
+  const auto result = pair.server->read(buf);
+  pair.server->keepUnread();
+  CHECK(result.bytes == 6);
+  CHECK(std::string(buf.begin(), buf.begin() + 6) == "onetwo");
 }
