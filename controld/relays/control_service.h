@@ -31,8 +31,10 @@ struct ControlServiceOptions {
   Clock nowMs;                                   // empty: the system clock
   // The threads that answer session-carried authorizations (each blocks on one store read at a
   // time) and how many requests may wait for one; a request beyond that is answered ERROR at once
-  // (relayd decides from its cache).
-  size_t authorizeThreads = 4;
+  // (relayd decides from its cache). 32, not a thread per core: a store far from the machine
+  // (~150 ms a read) would cap 4 threads at ~26 attaches a second, below what the unary call's
+  // gRPC threads allowed; 32 stay under the store's default pool of 50 sessions.
+  size_t authorizeThreads = 32;
   size_t authorizeQueue = 4096;
 };
 
