@@ -199,27 +199,47 @@ class AllowanceHost final : public ot::client::StreamHost {
   bool freed = false;
 };
 
+// A stream reading 1 MB from a local source through an AllowanceHost held to 192 KiB, sent
+// up to that allowance (the relay's credit would allow its 512 KiB window).
+struct AllowanceRig {
+  explicit AllowanceRig(uint32_t connId)
+      : payload(sourceBytes(1'000'000)), source(loop.get(), LocalServer::Mode::kSource, payload) {
+    host.allowance = 192 * 1024;
+    ot::client::StreamOptions options;
+    options.connId = connId;
+    options.target = ot::client::LocalTarget{"127.0.0.1", source.port()};
+    options.sendWindow = 512 * 1024;
+    stream = ot::client::LocalStream::create(loop.get(), host, options);
+    REQUIRE(stream != nullptr);
+    stream->start();
+    REQUIRE(loop.runUntil([&] { return host.data.size() >= 192 * 1024; }));
+    loop.runFor(50);
+    CHECK(host.data.size() == 192 * 1024);
+  }
+  // The bytes sent are the source's, in order; then the stream is aborted and freed.
+  void finish() {
+    CHECK(host.data == payload.substr(0, host.data.size()));
+    stream->abort();
+    REQUIRE(loop.runUntil([&] { return host.freed; }));
+  }
+
+  TestLoop loop;
+  std::string payload;
+  LocalServer source;
+  AllowanceHost host;
+  ot::client::LocalStream* stream = nullptr;
+};
+
 }  // namespace
 
 TEST_CASE(
     "client stream: with another stream active, a bulk stream keeps its allowance in "
     "flight, not its whole window") {
-  TestLoop loop;
-  const std::string payload = sourceBytes(1'000'000);
-  LocalServer source(loop.get(), LocalServer::Mode::kSource, payload);
-  AllowanceHost host;
-  host.allowance = 192 * 1024;
-  ot::client::StreamOptions options;
-  options.connId = 6;
-  options.target = ot::client::LocalTarget{"127.0.0.1", source.port()};
-  options.sendWindow = 512 * 1024;
-  ot::client::LocalStream* stream = ot::client::LocalStream::create(loop.get(), host, options);
-  REQUIRE(stream != nullptr);
-  stream->start();
   // It sends up to the allowance and stops there, though the relay's credit allows 512 KiB.
-  REQUIRE(loop.runUntil([&] { return host.data.size() >= 192 * 1024; }));
-  loop.runFor(50);
-  CHECK(host.data.size() == 192 * 1024);
+  AllowanceRig rig(6);
+  TestLoop& loop = rig.loop;
+  AllowanceHost& host = rig.host;
+  ot::client::LocalStream* stream = rig.stream;
   CHECK_FALSE(host.active.empty());
   CHECK(host.active.back() == 6);
   // The relay's grant of a quarter window frees that much of the allowance, no more.
@@ -242,9 +262,7 @@ TEST_CASE(
                         200);
   }
   CHECK(host.data.size() == 768 * 1024);  // 512 KiB window + 256 KiB granted
-  CHECK(host.data == payload.substr(0, host.data.size()));
-  stream->abort();
-  REQUIRE(loop.runUntil([&] { return host.freed; }));
+  rig.finish();
 }
 
 TEST_CASE("client stream scheduler: when the other streams stop counting as active") {
@@ -261,21 +279,10 @@ TEST_CASE("client stream scheduler: when the other streams stop counting as acti
 TEST_CASE(
     "client stream: held back by its allowance, a stream takes its whole window once the "
     "other streams went quiet, without waiting for credit") {
-  TestLoop loop;
-  const std::string payload = sourceBytes(1'000'000);
-  LocalServer source(loop.get(), LocalServer::Mode::kSource, payload);
-  AllowanceHost host;
-  host.allowance = 192 * 1024;
-  ot::client::StreamOptions options;
-  options.connId = 8;
-  options.target = ot::client::LocalTarget{"127.0.0.1", source.port()};
-  options.sendWindow = 512 * 1024;
-  ot::client::LocalStream* stream = ot::client::LocalStream::create(loop.get(), host, options);
-  REQUIRE(stream != nullptr);
-  stream->start();
-  REQUIRE(loop.runUntil([&] { return host.data.size() >= 192 * 1024; }));
-  loop.runFor(50);
-  CHECK(host.data.size() == 192 * 1024);
+  AllowanceRig rig(8);
+  TestLoop& loop = rig.loop;
+  AllowanceHost& host = rig.host;
+  ot::client::LocalStream* stream = rig.stream;
   // No credit comes (a visitor that does not read): the bridge's recheck alone frees it. Turns
   // are given only when asked for.
   int served = host.readyCalls;
@@ -290,7 +297,5 @@ TEST_CASE(
                         50);
   }
   CHECK(host.data.size() == 512 * 1024);
-  CHECK(host.data == payload.substr(0, host.data.size()));
-  stream->abort();
-  REQUIRE(loop.runUntil([&] { return host.freed; }));
+  rig.finish();
 }
