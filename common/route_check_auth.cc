@@ -1,0 +1,89 @@
+#include "common/route_check_auth.h"
+
+#include <cassert>
+
+#include "common/machine_identity.h"
+
+namespace ot::mesh {
+namespace {
+
+Proof routeCheckProof(std::string_view secret, const SignedEnvelope& envelope,
+                      std::string_view method, std::string_view path) {
+  const std::string time = std::to_string(envelope.timeMs);
+  const std::string nonce = nonceToHex(envelope.nonce);
+  return meshMac(secret,
+                 {kRouteCheckLabel, envelope.sender, envelope.receiver, time, nonce, method, path});
+}
+
+}  // namespace
+
+bool signableRequest(std::string_view method, std::string_view path) {
+  if (method.empty() || method.size() > 16) return false;
+  for (const char c : method) {
+    if (c < 'A' || c > 'Z') return false;
+  }
+  if (path.empty() || path.size() > kMaxSignedPath || path[0] != '/') return false;
+  for (const char c : path) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x21 || byte > 0x7e) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> buildRouteCheckAuth(std::string_view secret,
+                                               const SignedEnvelope& envelope,
+                                               std::string_view method, std::string_view path) {
+  if (!validMachineName(envelope.sender) || !validMachineName(envelope.receiver) ||
+      !parseTimeMs(std::to_string(envelope.timeMs)) || !signableRequest(method, path)) {
+    return std::nullopt;
+  }
+  std::string value(kRouteCheckVersion);
+  value += ' ';
+  value += envelope.sender;
+  value += ' ';
+  value += envelope.receiver;
+  value += ' ';
+  value += std::to_string(envelope.timeMs);
+  value += ' ';
+  value += nonceToHex(envelope.nonce);
+  value += ' ';
+  value += proofToHex(routeCheckProof(secret, envelope, method, path));
+  return value;
+}
+
+ProofResult<SignedRouteCheck> parseRouteCheckAuth(std::string_view value) {
+  if (value.size() >= kMaxHeaderLine) return ProofError::kLineTooLong;
+  const std::string_view first = value.substr(0, value.find(' '));
+  if (first != kRouteCheckVersion) {
+    return first.starts_with("OPENTUNNEL-AUTH") ? ProofError::kWrongVersion : ProofError::kBadLine;
+  }
+  const auto fields = splitFields<6>(value);
+  if (!fields) return ProofError::kBadLine;
+  const auto& f = *fields;
+  auto envelope = parseEnvelope(f[1], f[2], f[3], f[4]);
+  if (!envelope) return envelope.error();
+  const auto proof = proofFromHex(f[5]);
+  if (!proof) return ProofError::kBadProofSyntax;
+  return SignedRouteCheck{std::move(envelope).value(), *proof};
+}
+
+ProofResult<SignedEnvelope> verifyRouteCheckAuth(std::string_view value, std::string_view method,
+                                                 std::string_view path, std::string_view secret,
+                                                 std::string_view ownMachineId, int64_t nowMs,
+                                                 const LinkedSenderCheck& isLinkedSender,
+                                                 NonceWindow& window) {
+  assert(isLinkedSender);
+  auto parsed = parseRouteCheckAuth(value);
+  if (!parsed) return parsed.error();
+  if (!signableRequest(method, path)) return ProofError::kBadRequest;
+  const SignedEnvelope& envelope = parsed->envelope;
+  if (const auto error = checkEnvelope(envelope, ownMachineId, nowMs)) return *error;
+  if (!isLinkedSender(envelope.sender)) return ProofError::kNotLinked;
+  const Proof expected = routeCheckProof(secret, envelope, method, path);
+  if (!crypto::constantTimeEqual(expected, parsed->proof)) return ProofError::kBadProof;
+  const auto admit = window.admit(envelope.nonce, envelope.timeMs, nowMs);
+  if (admit != NonceWindow::Admit::kFresh) return admitError(admit);
+  return std::move(parsed).value().envelope;
+}
+
+}  // namespace ot::mesh

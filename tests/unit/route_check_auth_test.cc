@@ -1,0 +1,97 @@
+#include "common/route_check_auth.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+namespace ot::mesh {
+namespace {
+
+const std::string kSecret = "internal-token-for-tests";
+constexpr int64_t kNow = 1'800'000'000'000;
+constexpr std::string_view kPath = "/internal/tunnel/abc123xyz/routes";
+
+SignedEnvelope envelope(uint8_t fill = 3) {
+  Nonce nonce{};
+  nonce.fill(fill);
+  return {"machine-b", "machine-a", kNow, nonce};
+}
+
+std::string sign(const SignedEnvelope& e, std::string_view method = "GET",
+                 std::string_view path = kPath, std::string_view secret = kSecret) {
+  const auto value = buildRouteCheckAuth(secret, e, method, path);
+  REQUIRE(value);
+  return *value;
+}
+
+const LinkedSenderCheck kLinked = [](std::string_view sender) { return sender == "machine-b"; };
+
+ProofResult<SignedEnvelope> verify(std::string_view value, NonceWindow& window,
+                                   std::string_view method = "GET", std::string_view path = kPath,
+                                   int64_t now = kNow) {
+  return verifyRouteCheckAuth(value, method, path, kSecret, "machine-a", now, kLinked, window);
+}
+
+TEST_CASE("route check auth: signed over the method and path, accepted once") {
+  NonceWindow window;
+  const std::string value = sign(envelope());
+  std::string nonceHex;
+  for (int i = 0; i < 16; ++i) nonceHex += "03";
+  CHECK(value.starts_with("OPENTUNNEL-AUTH/2 machine-b machine-a 1800000000000 " + nonceHex + " "));
+  CHECK(value.size() == 17 + 1 + 9 + 1 + 9 + 1 + 13 + 1 + 32 + 1 + 64);
+  const auto first = verify(value, window);
+  REQUIRE(first);
+  CHECK(*first == envelope());
+  CHECK(verify(value, window).error() == ProofError::kReplayed);
+}
+
+TEST_CASE("route check auth: another path, method, secret or purpose does not verify") {
+  NonceWindow window;
+  const std::string value = sign(envelope());
+  CHECK(verify(value, window, "GET", "/internal/tunnel/other/routes").error() ==
+        ProofError::kBadProof);
+  CHECK(verify(value, window, "POST").error() == ProofError::kBadProof);
+  CHECK(verify(sign(envelope(), "GET", kPath, "wrong"), window).error() == ProofError::kBadProof);
+  CHECK(verify(value, window, "get").error() == ProofError::kBadRequest);
+  CHECK(verify(value, window, "GET", "relative").error() == ProofError::kBadRequest);
+  // A forward's proof over the same envelope is not a route check's (the labels differ).
+  ForwardHeader forward{envelope(), "abc123xyz", "", ""};
+  const auto line = buildForwardHeader(kSecret, forward);
+  REQUIRE(line);
+  const std::string forwardProof = line->substr(line->rfind(' ') + 1, 64);
+  std::string spliced = value.substr(0, value.rfind(' ') + 1) + forwardProof;
+  CHECK(verify(spliced, window).error() == ProofError::kBadProof);
+  CHECK(window.size() == 0);
+  CHECK(verify(value, window));
+}
+
+TEST_CASE("route check auth: the envelope's rules are a forward's") {
+  NonceWindow window;
+  SignedEnvelope e = envelope();
+  CHECK(verify(sign(e), window, "GET", kPath, kNow + 30'001).error() == ProofError::kStale);
+  CHECK(verify(sign(e), window, "GET", kPath, kNow - 30'001).error() == ProofError::kFuture);
+  e.receiver = "machine-c";
+  CHECK(verify(sign(e), window).error() == ProofError::kNotForUs);
+  e = envelope();
+  e.sender = "machine-z";
+  CHECK(verify(sign(e), window).error() == ProofError::kNotLinked);
+  CHECK(window.size() == 0);
+}
+
+TEST_CASE("route check auth: malformed values") {
+  NonceWindow window;
+  const std::string good = sign(envelope());
+  CHECK(verify("", window).error() == ProofError::kBadLine);
+  CHECK(verify("Bearer the-token", window).error() == ProofError::kBadLine);
+  CHECK(verify("OPENTUNNEL-AUTH/1 the-token", window).error() == ProofError::kWrongVersion);
+  CHECK(verify(good + " ", window).error() == ProofError::kBadLine);
+  CHECK(verify(good.substr(0, good.size() - 1), window).error() == ProofError::kBadProofSyntax);
+  CHECK(verify(std::string(1024, 'x'), window).error() == ProofError::kLineTooLong);
+  CHECK(!buildRouteCheckAuth(kSecret, envelope(), "GET", "/with space"));
+  CHECK(!buildRouteCheckAuth(kSecret, envelope(), "", kPath));
+  CHECK(signableRequest("GET", kPath));
+  CHECK(!signableRequest("GET", "/" + std::string(kMaxSignedPath, 'a')));
+}
+
+}  // namespace
+}  // namespace ot::mesh
