@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,12 @@ std::string repeated(std::string_view text, int times) {
 
 const std::string kNonce7 = repeated("07", 16);
 
+template <typename T>
+std::optional<ProofError> refusal(const ProofResult<T>& result) {
+  if (result) return std::nullopt;
+  return result.error();
+}
+
 const LinkedSenderCheck kLinked = [](std::string_view sender) { return sender == "machine-b"; };
 
 ProofResult<ForwardHeader> verify(std::string_view line, NonceWindow& window, int64_t now = kNow) {
@@ -52,6 +59,16 @@ TEST_CASE("forward header: the line as sent, and read back") {
   const auto parsed = parseForwardHeader(line);
   REQUIRE(parsed);
   CHECK(parsed->header == header);
+}
+
+TEST_CASE("forward header: the proof is meshMac over the label and the fields as on the line") {
+  ForwardHeader header = sample();
+  header.route = "";
+  const std::string line = lineOf(header);
+  const Proof expected =
+      meshMac(kSecret, {"OPENTUNNEL-FORWARD/2", "machine-b", "machine-a", "1800000000000", kNonce7,
+                        "abc123xyz", "-", "192.0.2.7:51000"});
+  CHECK(line.substr(line.rfind(' ') + 1) == proofToHex(expected));
 }
 
 TEST_CASE("forward header: the bare hostname, an unknown address and IPv6 visitors") {
@@ -87,8 +104,8 @@ TEST_CASE("forward header: a good header is accepted once") {
 TEST_CASE("forward header: signed within 30 s of the receiver's clock, either way") {
   NonceWindow window;
   const std::string line = lineOf(sample());
-  CHECK(verify(line, window, kNow - 30'001).error() == ProofError::kFuture);
-  CHECK(verify(line, window, kNow + 30'001).error() == ProofError::kStale);
+  CHECK(refusal(verify(line, window, kNow - 30'001)) == ProofError::kFuture);
+  CHECK(refusal(verify(line, window, kNow + 30'001)) == ProofError::kStale);
   CHECK(verify(line, window, kNow + 30'000));
   CHECK(verify(lineOf(sample(9)), window, kNow - 30'000));
   CHECK(window.size() == 2);
@@ -98,13 +115,13 @@ TEST_CASE("forward header: addressed to this machine, from a linked machine othe
   NonceWindow window;
   ForwardHeader header = sample();
   header.envelope.receiver = "machine-c";
-  CHECK(verify(lineOf(header), window).error() == ProofError::kNotForUs);
+  CHECK(refusal(verify(lineOf(header), window)) == ProofError::kNotForUs);
   header = sample();
   header.envelope.sender = "machine-a";
-  CHECK(verify(lineOf(header), window).error() == ProofError::kOwnMachineId);
+  CHECK(refusal(verify(lineOf(header), window)) == ProofError::kOwnMachineId);
   header = sample();
   header.envelope.sender = "machine-x";
-  CHECK(verify(lineOf(header), window).error() == ProofError::kNotLinked);
+  CHECK(refusal(verify(lineOf(header), window)) == ProofError::kNotLinked);
   // None of the refusals used up the nonce.
   CHECK(window.size() == 0);
   CHECK(verify(lineOf(sample()), window));
@@ -118,13 +135,13 @@ TEST_CASE("forward header: the proof covers every field and needs the secret") {
     copy.replace(copy.find(from), from.size(), to);
     return copy;
   };
-  CHECK(verify(tampered(" api ", " www "), window).error() == ProofError::kBadProof);
-  CHECK(verify(tampered(" api ", " - "), window).error() == ProofError::kBadProof);
-  CHECK(verify(tampered("abc123xyz", "abc123xyy"), window).error() == ProofError::kBadProof);
-  CHECK(verify(tampered(":51000", ":51001"), window).error() == ProofError::kBadProof);
-  CHECK(verify(tampered("1800000000000", "1800000000001"), window).error() ==
+  CHECK(refusal(verify(tampered(" api ", " www "), window)) == ProofError::kBadProof);
+  CHECK(refusal(verify(tampered(" api ", " - "), window)) == ProofError::kBadProof);
+  CHECK(refusal(verify(tampered("abc123xyz", "abc123xyy"), window)) == ProofError::kBadProof);
+  CHECK(refusal(verify(tampered(":51000", ":51001"), window)) == ProofError::kBadProof);
+  CHECK(refusal(verify(tampered("1800000000000", "1800000000001"), window)) ==
         ProofError::kBadProof);
-  CHECK(verify(lineOf(sample(), "another-secret"), window).error() == ProofError::kBadProof);
+  CHECK(refusal(verify(lineOf(sample(), "another-secret"), window)) == ProofError::kBadProof);
   // A forged header does not burn the nonce of the real one.
   CHECK(window.size() == 0);
   CHECK(verify(line, window));
