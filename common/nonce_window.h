@@ -5,11 +5,11 @@
 //
 // A nonce signed at time t is accepted while the receiver's clock is within
 // kSignedHeaderValidityMs of t, so it is kept until t + kSignedHeaderValidityMs and then dropped.
-// Memory is bounded by `capacity` entries (about 80 bytes each: the set node and the expiry heap
-// entry); when every slot holds a nonce that has not expired, admit() answers kFull and the caller
-// refuses the header: failing closed, since forgetting a live nonce would let its header replay.
-// If the receiver's clock steps back, a header older than what the window has already forgotten is
-// answered kExpired (it might be a replay of a forgotten nonce).
+// Memory is bounded by `capacity` entries (about 90 bytes each: the set node, its bucket and the
+// expiry heap entry); when every slot holds a nonce that has not expired, admit() answers kFull and
+// the caller refuses the header: failing closed, since forgetting a live nonce would let its header
+// replay. If the receiver's clock steps back, a header older than what the window has already
+// forgotten is answered kExpired (it might be a replay of a forgotten nonce).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +24,8 @@
 
 namespace ot::mesh {
 
-// 131,072 live nonces: ~4,400 accepted headers a second sustained over the 30 s they live, ~10 MiB.
+// 131,072 live nonces: ~4,400 accepted headers a second sustained over the 30 s they live, ~12 MiB
+// at the cap.
 inline constexpr size_t kDefaultNonceWindowCapacity = 131'072;
 
 class NonceWindow {
