@@ -189,7 +189,9 @@ TEST_CASE("mesh frames: refused bodies say why") {
   // Every required field of every type, removed, then ill-typed.
   for (const auto& original : everyFrame()) {
     const auto object = nlohmann::json::parse(encodeFrameBody(original));
-    for (const auto& [key, value] : object.items()) {
+    for (const auto& item : object.items()) {
+      const std::string key = item.key();
+      const auto& value = item.value();
       if (key == "type") continue;
       CAPTURE(object["type"]);
       CAPTURE(key);
