@@ -272,6 +272,8 @@ std::string_view frameErrorCodeName(FrameErrorCode code) {
 }
 
 std::string_view frameTypeName(const FrameBody& body) {
+  // One case per alternative, in FrameBody's order: a new frame type must be named here too.
+  static_assert(std::variant_size_v<FrameBody> == 10);
   switch (body.index()) {
     case 0:
       return "hello";

@@ -358,7 +358,8 @@ TEST_CASE("mesh frames: a snapshot goes out in parts of at most the part size of
   CHECK(back == bridges);
 }
 
-TEST_CASE("mesh frames: no bridges is one empty snapshot; 4 MiB parts at 20,000 bridges") {
+TEST_CASE(
+    "mesh frames: no bridges is one empty snapshot, and 20000 bridges go out in 4 MiB parts") {
   const auto empty = encodeSnapshot({}, 9, 1);
   REQUIRE(empty.size() == 1);
   auto decoded = decodeFrameBody(std::string_view(empty[0]).substr(4));
