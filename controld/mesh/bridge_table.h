@@ -124,6 +124,7 @@ class BridgeTable {
   [[nodiscard]] std::vector<MeshBridge> bridgesOf(std::string_view machineId) const;
   [[nodiscard]] size_t bridgeCount() const { return entryCount_; }
   [[nodiscard]] size_t tunnelCount() const { return tunnelIndex_.size(); }
+  [[nodiscard]] size_t routeNameCount() const { return routeIndex_.size(); }  // interned
   [[nodiscard]] const std::string& selfMachineId() const { return selfMachineId_; }
 
  private:

@@ -301,9 +301,11 @@ TEST_CASE("mesh table: interned tunnels and routes are released with their last 
   CHECK(summary.bridges == 2);
   CHECK(summary.tunnels == 2);
   CHECK(summary.routes == 7);
+  CHECK(table.routeNameCount() == 6);  // web, api, a, b, c, d
   REQUIRE(table.applyDetached("m1", 1, 1, "b2") == TableUpdate::kApplied);
   CHECK(holderId(table, "beta", "d") == "none");
   CHECK(table.tunnelCount() == 1);
+  CHECK(table.routeNameCount() == 2);  // only alpha's web and api are still named
   // Many churns reuse the freed slots and leave the lookups right.
   uint64_t sequence = 1;
   for (int round = 0; round < 200; ++round) {
@@ -317,4 +319,8 @@ TEST_CASE("mesh table: interned tunnels and routes are released with their last 
   CHECK(holderId(table, "t3", "r199") == "m1");
   CHECK(holderId(table, "t3", "r198") == "none");
   CHECK(holderId(table, "alpha", "api") == "m1");
+  CHECK(table.routeNameCount() == 3);  // web, api and the last churned route
+  REQUIRE(table.dropMachine("m1") == 2);
+  CHECK(table.routeNameCount() == 0);
+  CHECK(table.tunnelCount() == 0);
 }
