@@ -60,8 +60,9 @@ std::string sourceBytes(size_t size) {
   return bytes;
 }
 
-// A bridge with no room: the stream must ask for turns and send at most a quantum per turn.
-class TurnHost final : public ot::client::StreamHost {
+// A bridge that records what a stream sends it: data frames (their sizes and bytes), its end,
+// its freeing and its requests for a turn. Subclasses say whether it has room.
+class RecordingHost : public ot::client::StreamHost {
  public:
   void sendStreamFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) override {
     if (head.empty()) return;
@@ -75,18 +76,25 @@ class TurnHost final : public ot::client::StreamHost {
   void onStreamDeadlineChanged() override {}
   void onStreamFreed(uint32_t) override { freed = true; }
   [[nodiscard]] bool bridgeCongested() const override { return false; }
-  [[nodiscard]] bool bridgeHasRoom() const override { return room; }
-  void onStreamReady(uint32_t connId) override {
-    CHECK(connId == 5);
-    ++readyCalls;
-  }
+  void onStreamReady(uint32_t) override { ++readyCalls; }
 
-  bool room = false;
   int readyCalls = 0;
   std::vector<size_t> dataFrames;
   std::string data;
   bool ended = false;
   bool freed = false;
+};
+
+// A bridge with no room: the stream must ask for turns and send at most a quantum per turn.
+class TurnHost final : public RecordingHost {
+ public:
+  [[nodiscard]] bool bridgeHasRoom() const override { return room; }
+  void onStreamReady(uint32_t connId) override {
+    CHECK(connId == 5);
+    RecordingHost::onStreamReady(connId);
+  }
+
+  bool room = false;
 };
 
 }  // namespace
@@ -171,32 +179,16 @@ namespace {
 
 // A bridge with room, where the test sets the stream's send allowance (StreamScheduler's
 // answer while another stream is active).
-class AllowanceHost final : public ot::client::StreamHost {
+class AllowanceHost final : public RecordingHost {
  public:
-  void sendStreamFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) override {
-    if (head.empty()) return;
-    if (head[0] == static_cast<uint8_t>(ot::bridge::FrameKind::kData)) {
-      data.append(payload.begin(), payload.end());
-    } else if (head[0] == static_cast<uint8_t>(ot::bridge::FrameKind::kEnd)) {
-      ended = true;
-    }
-  }
-  void onStreamDeadlineChanged() override {}
-  void onStreamFreed(uint32_t) override { freed = true; }
-  [[nodiscard]] bool bridgeCongested() const override { return false; }
   [[nodiscard]] bool bridgeHasRoom() const override { return true; }
-  void onStreamReady(uint32_t) override { ++readyCalls; }
   void onStreamActive(uint32_t connId) override { active.push_back(connId); }
   [[nodiscard]] size_t sendAllowance(uint32_t, size_t window) const override {
     return std::min(window, allowance);
   }
 
   size_t allowance = SIZE_MAX;
-  int readyCalls = 0;
   std::vector<uint32_t> active;
-  std::string data;
-  bool ended = false;
-  bool freed = false;
 };
 
 // A stream reading 1 MB from a local source through an AllowanceHost held to 192 KiB, sent
