@@ -39,12 +39,17 @@ while a bulk download runs on another stream. Run with --links 1 so both streams
 bulk transfer's MB/s, and the bridge's queues while the round trips ran (`ss` on otunnel's and
 relayd's ends: Recv-Q / Send-Q max, avg, p50). --beside upload|both runs them beside an upload
 (zeros from head(1) piped into curl) instead of / as well as a download; --probe-only skips the
-throughput runs (and the upload file):
+throughput runs (and the upload file); --bulk-rate N paces that bulk transfer to N MB/s (curl
+--limit-rate), to tell what the tunnel adds from what two saturated cores add. The probe's client
+runs in a child process and the origin serves each connection from its own process, so no GIL is
+shared between the probe and the bulk transfer; beside each probe the tool prints how long
+relayd, otunnel and the probe waited on a run queue per second (/proc/<pid>/task/*/schedstat):
     OT_BUILD_DIR=$PWD/build /usr/bin/python3 tests/bench/tunnel_throughput.py --mb 4000 \
         --runs 1 --links 1 --rtt 1000 --no-ssh --probe-only --beside both
 """
 import argparse
 import http.client
+import json
 import os
 import shutil
 import signal
@@ -65,8 +70,11 @@ BLOCK = bytes(range(256)) * 4096  # 1 MiB
 
 
 class FastOrigin:
-    """HTTP/1.1, one thread per connection: GET /dl?n=N answers N bytes; POST /ul discards its
-    body and answers the byte count."""
+    """HTTP/1.1, one process per connection (forked at accept): GET /dl?n=N answers N bytes;
+    POST /ul discards its body and answers the byte count. Processes, not threads: the round-trip
+    probe's answers must not wait for a GIL held by the thread feeding the bulk transfer beside
+    it (Python hands the GIL over at most every 5 ms, which was the whole of the probe's p99 rise
+    when both were threads of this process)."""
 
     def __init__(self):
         self.sock = socket.socket()
@@ -84,7 +92,15 @@ class FastOrigin:
             # Without it a small answer (head, then body) waits for a delayed ACK: 40 ms that
             # are the origin's, not the tunnel's, in every round trip of --rtt.
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            pid = os.fork()
+            if pid == 0:
+                # The child serves this connection only, and leaves without running the
+                # parent's exit handlers (the stack's clean-up is the parent's).
+                self.sock.close()
+                self._serve(conn)
+                os._exit(0)
+            conn.close()
+            threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
 
     @staticmethod
     def _serve(conn):
@@ -297,6 +313,46 @@ def round_trips(url, ca_file, count):
     return times
 
 
+def round_trips_in_child(url, ca_file, count):
+    """round_trips() in a forked child, so that the probe's client is a process of its own and
+    shares no GIL with this process's threads (the bulk transfer's curl runs beside it)."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        code = 0
+        try:
+            payload = json.dumps({"times": round_trips(url, ca_file, count),
+                                  "schedstat": schedstat(os.getpid())}).encode()
+        except Exception as error:  # reported by the parent, which raises it
+            payload = json.dumps({"error": repr(error)}).encode()
+            code = 1
+        with os.fdopen(writer, "wb") as out:
+            out.write(payload)
+        os._exit(code)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as source:
+        payload = json.loads(source.read() or b'{"error": "the probe child wrote nothing"}')
+    os.waitpid(pid, 0)
+    if "error" in payload:
+        raise RuntimeError(f"round trips: {payload['error']}")
+    return payload["times"], payload["schedstat"]
+
+
+def schedstat(pid):
+    """(ns on a CPU, ns waiting on a run queue) of a process, all its threads, from
+    /proc/<pid>/task/*/schedstat; None where the kernel does not keep schedstats."""
+    running = waiting = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            fields = (task / "schedstat").read_text().split()
+            running += int(fields[0])
+            waiting += int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return running, waiting
+
+
 def describe(times):
     ordered = sorted(times)
     def pick(q):
@@ -366,18 +422,45 @@ class BridgeQueues:
         return f"bridge queues ({len(self.samples)} ss samples): " + ", ".join(parts)
 
 
-def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, otunnel_pid, beside):
-    alone = round_trips(tunnel.url, ca_file, count)
+def run_queue_waits(before, after, seconds):
+    """'name waited X ms/s for a CPU (ran Y ms/s)' for each process sampled in both."""
+    parts = []
+    for name in after:
+        if before.get(name) is None or after[name] is None:
+            continue
+        ran = (after[name][0] - before[name][0]) / 1e6 / seconds
+        waited = (after[name][1] - before[name][1]) / 1e6 / seconds
+        parts.append(f"{name} waited {waited:.0f} ms/s (ran {ran:.0f} ms/s)")
+    return "run-queue waits: " + ", ".join(parts) if parts else "run-queue waits: no schedstat"
+
+
+def probe_once(tunnel, ca_file, count, pids):
+    """The probe in its child, with every pid's run-queue wait over the same interval."""
+    before = {name: schedstat(pid) for name, pid in pids.items()}
+    started = time.monotonic()
+    times, child = round_trips_in_child(tunnel.url, ca_file, count)
+    seconds = time.monotonic() - started
+    after = {name: schedstat(pid) for name, pid in pids.items()}
+    # The child's own figures cover its whole life (it started with the probe).
+    before["probe"] = (0, 0)
+    after["probe"] = child
+    return times, run_queue_waits(before, after, seconds)
+
+
+def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, pids, beside, rate):
+    alone, waits = probe_once(tunnel, ca_file, count, pids)
     print(f"round trips alone          {describe(alone)}  ({count})")
+    print(f"  {waits}")
+    limit = ["--limit-rate", f"{rate * MB}"] if rate else []
     moved = {}
 
     def bulk_transfer():
         if beside == "download":
-            moved["result"] = timed_curl([*tunnel_args, "-o", "/dev/null", "-w",
+            moved["result"] = timed_curl([*tunnel_args, *limit, "-o", "/dev/null", "-w",
                                           "%{size_download}", f"{tunnel.url}/dl?n={size}"])
         else:
             # a length, not chunked (the origin reads Content-Length bytes)
-            moved["result"] = timed_curl([*tunnel_args, "-H", "Expect:", "-H",
+            moved["result"] = timed_curl([*tunnel_args, *limit, "-H", "Expect:", "-H",
                                           "Transfer-Encoding:", "-H", f"Content-Length: {size}",
                                           "-X", "POST", "-T", "-", "-w", "%{size_upload}",
                                           "-o", "/dev/null", f"{tunnel.url}/ul"],
@@ -386,8 +469,8 @@ def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, otunnel_pid
     bulk = threading.Thread(target=bulk_transfer)
     bulk.start()
     time.sleep(0.3)  # the transfer is under way
-    with BridgeQueues(relay_port, otunnel_pid) as queues:
-        shared = round_trips(tunnel.url, ca_file, count)
+    with BridgeQueues(relay_port, pids["otunnel"]) as queues:
+        shared, waits = probe_once(tunnel, ca_file, count, pids)
     still_running = bulk.is_alive()
     bulk.join()
     if "result" not in moved:
@@ -395,7 +478,9 @@ def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, otunnel_pid
     seconds, out = moved["result"]
     print(f"round trips with {beside:8}  {describe(shared)}  ({count}"
           f"{'' if still_running else f'; the {beside} ended before the probe did: raise --mb'})")
-    print(f"the {beside} beside them: {int(out) / MB / seconds:.1f} MB/s")
+    print(f"  {waits}")
+    print(f"the {beside} beside them: {int(out) / MB / seconds:.1f} MB/s"
+          + (f" (curl --limit-rate {rate} MB/s)" if rate else ""))
     print(queues.describe(), flush=True)
 
 
@@ -463,6 +548,9 @@ def main():
                         help="with --rtt: the bulk transfer the round trips run beside")
     parser.add_argument("--probe-only", action="store_true",
                         help="with --rtt: skip the throughput runs")
+    parser.add_argument("--bulk-rate", type=int, default=0,
+                        help="with --rtt: pace the bulk transfer beside the probe to this many "
+                             "MB/s (curl --limit-rate); 0: as fast as it goes")
     options = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="ot-bench-"))
@@ -541,7 +629,7 @@ def main():
             for beside in ("download", "upload") if options.beside == "both" else (
                     options.beside,):
                 rtt_probe(tunnel, stack.ca_file, tunnel_args, options.rtt, size,
-                          stack.relayd.tls_port, tunnel.process.pid, beside)
+                          stack.relayd.tls_port, tunnel_pids, beside, options.bulk_rate)
     finally:
         if ssh is not None:
             ssh.stop()
