@@ -27,6 +27,12 @@ Output, per direction (the best of --runs runs for each path; CPU summed over al
     download  tunnel   410.4 MB/s  ratio 0.22  cpu ms/MB relayd 1.10 otunnel 1.52
     download  ssh -R   520.2 MB/s  ratio 0.28  cpu ms/MB sshd   1.25 ssh     1.40
 
+--tls-mode adds the same transfers with the visitor's TLS carried end to end to an origin that
+terminates TLS itself (with the key and chain otunnel provisioned): straight to it ("direct tls"),
+through otunnel's `tls` mode (passthrough: one TLS layer at otunnel, the bridge's, as ssh -R has
+one cipher layer) and through ssh -R ("ssh -R tls"). The `http` mode rows make otunnel terminate
+the visitor's TLS as well, a second cipher layer ssh -R does not have.
+
 --direction download|upload runs one direction only (e.g. while perf records relayd, whose pid is
 printed). --visitors N then opens N visitor connections through the tunnel, one HTTPS connection
 each (GET /dl?n=1), and prints the epoll_ctl calls relayd and otunnel made per visitor (perf stat
@@ -39,16 +45,22 @@ while a bulk download runs on another stream. Run with --links 1 so both streams
 bulk transfer's MB/s, and the bridge's queues while the round trips ran (`ss` on otunnel's and
 relayd's ends: Recv-Q / Send-Q max, avg, p50). --beside upload|both runs them beside an upload
 (zeros from head(1) piped into curl) instead of / as well as a download; --probe-only skips the
-throughput runs (and the upload file):
+throughput runs (and the upload file); --bulk-rate N paces that bulk transfer to N MB/s (curl
+--limit-rate), to tell what the tunnel adds from what two saturated cores add. The probe's client
+runs in a child process and the origin serves each connection from its own process, so no GIL is
+shared between the probe and the bulk transfer; beside each probe the tool prints how long
+relayd, otunnel and the probe waited on a run queue per second (/proc/<pid>/task/*/schedstat):
     OT_BUILD_DIR=$PWD/build /usr/bin/python3 tests/bench/tunnel_throughput.py --mb 4000 \
         --runs 1 --links 1 --rtt 1000 --no-ssh --probe-only --beside both
 """
 import argparse
 import http.client
+import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -65,12 +77,22 @@ BLOCK = bytes(range(256)) * 4096  # 1 MiB
 
 
 class FastOrigin:
-    """HTTP/1.1, one thread per connection: GET /dl?n=N answers N bytes; POST /ul discards its
-    body and answers the byte count."""
+    """HTTP/1.1, one process per connection (forked at accept): GET /dl?n=N answers N bytes;
+    POST /ul discards its body and answers the byte count. Processes, not threads: the round-trip
+    probe's answers must not wait for a GIL held by the thread feeding the bulk transfer beside
+    it (Python hands the GIL over at most every 5 ms, which was the whole of the probe's p99 rise
+    when both were threads of this process)."""
 
-    def __init__(self):
+    def __init__(self, tls_files=None, port=0):
+        # tls_files = (chain, key): the origin terminates TLS itself (for otunnel's `tls` mode,
+        # which passes the visitor's TLS through, and the same through ssh -R).
+        self.tls = None
+        if tls_files is not None:
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(str(tls_files[0]), str(tls_files[1]))
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -84,7 +106,20 @@ class FastOrigin:
             # Without it a small answer (head, then body) waits for a delayed ACK: 40 ms that
             # are the origin's, not the tunnel's, in every round trip of --rtt.
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            pid = os.fork()
+            if pid == 0:
+                # The child serves this connection only, and leaves without running the
+                # parent's exit handlers (the stack's clean-up is the parent's).
+                self.sock.close()
+                if self.tls is not None:
+                    try:
+                        conn = self.tls.wrap_socket(conn, server_side=True)
+                    except (OSError, ssl.SSLError):
+                        os._exit(0)
+                self._serve(conn)
+                os._exit(0)
+            conn.close()
+            threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
 
     @staticmethod
     def _serve(conn):
@@ -186,14 +221,14 @@ def process_tree(pid):
 class SshReverseTunnel:
     """A throwaway sshd on a loopback port and `ssh -N -R port:127.0.0.1:origin` into it."""
 
-    def __init__(self, workdir, origin_port):
+    def __init__(self, workdir, origin_ports):
         self.dir = workdir / "ssh"
         self.dir.mkdir()
         self.sshd = None
         self.ssh = None
-        self.port = None
+        self.ports = {}  # origin port -> sshd's forwarded port for it
         self.error = None
-        self.origin_port = origin_port
+        self.origin_ports = list(origin_ports)
 
     def start(self):
         sshd_exe = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -221,18 +256,22 @@ class SshReverseTunnel:
         if not wait_port(ssh_port, lambda: self.sshd.poll() is None):
             self.error = f"sshd did not start: {(self.dir / 'sshd.log').read_text().strip()}"
             return False
-        self.port = free_port()
+        self.ports = {origin: free_port() for origin in self.origin_ports}
+        forwards = []
+        for origin, port in self.ports.items():
+            forwards += ["-R", f"127.0.0.1:{port}:127.0.0.1:{origin}"]
         self.ssh_log = open(self.dir / "ssh.log", "w")
         self.ssh = subprocess.Popen(
             ["ssh", "-N", "-F", "/dev/null", "-i", str(self.dir / "user_key"), "-p", str(ssh_port),
              "-c", SSH_CIPHER, "-o", "Compression=no", "-o", "BatchMode=yes",
              "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={os.devnull}",
              "-o", "ExitOnForwardFailure=yes", "-o", "LogLevel=ERROR",
-             "-R", f"127.0.0.1:{self.port}:127.0.0.1:{self.origin_port}", "root@127.0.0.1"],
+             *forwards, "root@127.0.0.1"],
             stdout=self.ssh_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if not wait_port(self.port, lambda: self.ssh.poll() is None):
-            self.error = f"ssh -R did not come up: {(self.dir / 'ssh.log').read_text().strip()}"
-            return False
+        for port in self.ports.values():
+            if not wait_port(port, lambda: self.ssh.poll() is None):
+                self.error = f"ssh -R did not come up: {(self.dir / 'ssh.log').read_text().strip()}"
+                return False
         return True
 
     def cpu(self):
@@ -295,6 +334,46 @@ def round_trips(url, ca_file, count):
     finally:
         connection.close()
     return times
+
+
+def round_trips_in_child(url, ca_file, count):
+    """round_trips() in a forked child, so that the probe's client is a process of its own and
+    shares no GIL with this process's threads (the bulk transfer's curl runs beside it)."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        code = 0
+        try:
+            payload = json.dumps({"times": round_trips(url, ca_file, count),
+                                  "schedstat": schedstat(os.getpid())}).encode()
+        except Exception as error:  # reported by the parent, which raises it
+            payload = json.dumps({"error": repr(error)}).encode()
+            code = 1
+        with os.fdopen(writer, "wb") as out:
+            out.write(payload)
+        os._exit(code)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as source:
+        payload = json.loads(source.read() or b'{"error": "the probe child wrote nothing"}')
+    os.waitpid(pid, 0)
+    if "error" in payload:
+        raise RuntimeError(f"round trips: {payload['error']}")
+    return payload["times"], payload["schedstat"]
+
+
+def schedstat(pid):
+    """(ns on a CPU, ns waiting on a run queue) of a process, all its threads, from
+    /proc/<pid>/task/*/schedstat; None where the kernel does not keep schedstats."""
+    running = waiting = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            fields = (task / "schedstat").read_text().split()
+            running += int(fields[0])
+            waiting += int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return running, waiting
 
 
 def describe(times):
@@ -366,18 +445,45 @@ class BridgeQueues:
         return f"bridge queues ({len(self.samples)} ss samples): " + ", ".join(parts)
 
 
-def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, otunnel_pid, beside):
-    alone = round_trips(tunnel.url, ca_file, count)
+def run_queue_waits(before, after, seconds):
+    """'name waited X ms/s for a CPU (ran Y ms/s)' for each process sampled in both."""
+    parts = []
+    for name in after:
+        if before.get(name) is None or after[name] is None:
+            continue
+        ran = (after[name][0] - before[name][0]) / 1e6 / seconds
+        waited = (after[name][1] - before[name][1]) / 1e6 / seconds
+        parts.append(f"{name} waited {waited:.0f} ms/s (ran {ran:.0f} ms/s)")
+    return "run-queue waits: " + ", ".join(parts) if parts else "run-queue waits: no schedstat"
+
+
+def probe_once(tunnel, ca_file, count, pids):
+    """The probe in its child, with every pid's run-queue wait over the same interval."""
+    before = {name: schedstat(pid) for name, pid in pids.items()}
+    started = time.monotonic()
+    times, child = round_trips_in_child(tunnel.url, ca_file, count)
+    seconds = time.monotonic() - started
+    after = {name: schedstat(pid) for name, pid in pids.items()}
+    # The child's own figures cover its whole life (it started with the probe).
+    before["probe"] = (0, 0)
+    after["probe"] = child
+    return times, run_queue_waits(before, after, seconds)
+
+
+def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, pids, beside, rate):
+    alone, waits = probe_once(tunnel, ca_file, count, pids)
     print(f"round trips alone          {describe(alone)}  ({count})")
+    print(f"  {waits}")
+    limit = ["--limit-rate", f"{rate * MB}"] if rate else []
     moved = {}
 
     def bulk_transfer():
         if beside == "download":
-            moved["result"] = timed_curl([*tunnel_args, "-o", "/dev/null", "-w",
+            moved["result"] = timed_curl([*tunnel_args, *limit, "-o", "/dev/null", "-w",
                                           "%{size_download}", f"{tunnel.url}/dl?n={size}"])
         else:
             # a length, not chunked (the origin reads Content-Length bytes)
-            moved["result"] = timed_curl([*tunnel_args, "-H", "Expect:", "-H",
+            moved["result"] = timed_curl([*tunnel_args, *limit, "-H", "Expect:", "-H",
                                           "Transfer-Encoding:", "-H", f"Content-Length: {size}",
                                           "-X", "POST", "-T", "-", "-w", "%{size_upload}",
                                           "-o", "/dev/null", f"{tunnel.url}/ul"],
@@ -386,8 +492,8 @@ def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, otunnel_pid
     bulk = threading.Thread(target=bulk_transfer)
     bulk.start()
     time.sleep(0.3)  # the transfer is under way
-    with BridgeQueues(relay_port, otunnel_pid) as queues:
-        shared = round_trips(tunnel.url, ca_file, count)
+    with BridgeQueues(relay_port, pids["otunnel"]) as queues:
+        shared, waits = probe_once(tunnel, ca_file, count, pids)
     still_running = bulk.is_alive()
     bulk.join()
     if "result" not in moved:
@@ -395,7 +501,9 @@ def rtt_probe(tunnel, ca_file, tunnel_args, count, size, relay_port, otunnel_pid
     seconds, out = moved["result"]
     print(f"round trips with {beside:8}  {describe(shared)}  ({count}"
           f"{'' if still_running else f'; the {beside} ended before the probe did: raise --mb'})")
-    print(f"the {beside} beside them: {int(out) / MB / seconds:.1f} MB/s")
+    print(f"  {waits}")
+    print(f"the {beside} beside them: {int(out) / MB / seconds:.1f} MB/s"
+          + (f" (curl --limit-rate {rate} MB/s)" if rate else ""))
     print(queues.describe(), flush=True)
 
 
@@ -463,14 +571,31 @@ def main():
                         help="with --rtt: the bulk transfer the round trips run beside")
     parser.add_argument("--probe-only", action="store_true",
                         help="with --rtt: skip the throughput runs")
+    parser.add_argument("--tls-mode", action="store_true",
+                        help="also the same transfers with the visitor's TLS carried end to end "
+                             "to a TLS origin: otunnel `tls` (passthrough) against ssh -R")
+    parser.add_argument("--bulk-rate", type=int, default=0,
+                        help="with --rtt: pace the bulk transfer beside the probe to this many "
+                             "MB/s (curl --limit-rate); 0: as fast as it goes")
     options = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="ot-bench-"))
     origin = FastOrigin()
+    tls_origin = None
     stack = rh.Stack(workdir, relayd_env={"SHUTDOWN_DRAIN_MS": "200", "LOG_LEVEL": "info"})
     ssh = None
     try:
         tunnel = stack.tunnel(origin.port, links=options.links)
+        tls_tunnel = None
+        if options.tls_mode:
+            # otunnel `tls` passes the visitor's TLS through to an origin that terminates it with
+            # the key and chain otunnel provisioned (written to its state directory).
+            tls_port = free_port()
+            tls_tunnel = stack.tunnel(tls_port, mode="tls", links=options.links,
+                                      name="otunnel-tls")
+            tls_origin = FastOrigin(tls_files=(
+                tls_tunnel.state_dir / f"{tls_tunnel.tunnel_id}.chain.pem",
+                tls_tunnel.state_dir / f"{tls_tunnel.tunnel_id}.key.pem"), port=tls_port)
         size = options.mb * MB
         upload = workdir / "upload.bin"
         if not options.probe_only:  # the probe's upload is fed from /dev/zero
@@ -488,14 +613,35 @@ def main():
         def tunnel_cpu():
             return {name: cpu_seconds(pid) for name, pid in tunnel_pids.items()}
 
-        # name -> (base URL, curl arguments, CPU reader or None)
-        paths = {"direct": (direct, [], None), "tunnel": (tunnel.url, tunnel_args, tunnel_cpu)}
+        # name -> (base URL, curl arguments, CPU reader or None, the path its ratio is against)
+        paths = {"direct": (direct, [], None, None),
+                 "tunnel": (tunnel.url, tunnel_args, tunnel_cpu, "direct")}
+        tls_args = []
+        if tls_tunnel is not None:
+            host = tls_tunnel.hostname
+            tls_args = ["--cacert", str(stack.ca_file)]
+            tls_pids = {"relayd": stack.relayd.process.pid, "otunnel": tls_tunnel.process.pid}
+            paths["direct tls"] = (
+                f"https://{host}:{tls_origin.port}",
+                [*tls_args, "--resolve", f"{host}:{tls_origin.port}:127.0.0.1"], None, None)
+            paths["tunnel tls"] = (
+                tls_tunnel.url,
+                [*tls_args, "--resolve", f"{host}:{parsed.port}:127.0.0.1"],
+                lambda: {name: cpu_seconds(pid) for name, pid in tls_pids.items()}, "direct tls")
         if options.no_ssh:
             print("ssh -R: skipped (--no-ssh)")
         else:
-            ssh = SshReverseTunnel(workdir, origin.port)
+            ssh = SshReverseTunnel(workdir, [origin.port] + (
+                [tls_origin.port] if tls_origin is not None else []))
             if ssh.start():
-                paths["ssh -R"] = (f"http://127.0.0.1:{ssh.port}", [], ssh.cpu)
+                paths["ssh -R"] = (f"http://127.0.0.1:{ssh.ports[origin.port]}", [], ssh.cpu,
+                                   "direct")
+                if tls_origin is not None:
+                    port = ssh.ports[tls_origin.port]
+                    paths["ssh -R tls"] = (
+                        f"https://{tls_tunnel.hostname}:{port}",
+                        [*tls_args, "--resolve", f"{tls_tunnel.hostname}:{port}:127.0.0.1"],
+                        ssh.cpu, "direct tls")
             else:
                 print(f"ssh -R: skipped: {ssh.error}")
         print(f"{options.mb} MB per transfer, otunnel --links {options.links}, "
@@ -508,7 +654,7 @@ def main():
             directions = ()
         for direction in directions:
             best = {}
-            for name, (base, extra, read_cpu) in paths.items():
+            for name, (base, extra, read_cpu, reference) in paths.items():
                 before = read_cpu() if read_cpu else {}
                 for _ in range(options.runs):
                     if direction == "download":
@@ -521,11 +667,11 @@ def main():
                     if int(out) != size:
                         raise RuntimeError(f"{direction} {name}: {out} bytes, wanted {size}")
                     best[name] = max(best.get(name, 0.0), size / MB / seconds)
-                line = f"{direction:8}  {name:6} {best[name]:8.1f} MB/s"
+                line = f"{direction:8}  {name:10} {best[name]:8.1f} MB/s"
                 if read_cpu:
                     moved = options.runs * size / MB
                     after = read_cpu()
-                    line += f"  ratio {best[name] / best['direct']:.2f}  cpu ms/MB " + "  ".join(
+                    line += f"  ratio {best[name] / best[reference]:.2f}  cpu ms/MB " + "  ".join(
                         f"{d:7} {(after[d] - before[d]) * 1000 / moved:.2f}" for d in after)
                 print(line, flush=True)
         if options.visitors:
@@ -541,12 +687,14 @@ def main():
             for beside in ("download", "upload") if options.beside == "both" else (
                     options.beside,):
                 rtt_probe(tunnel, stack.ca_file, tunnel_args, options.rtt, size,
-                          stack.relayd.tls_port, tunnel.process.pid, beside)
+                          stack.relayd.tls_port, tunnel_pids, beside, options.bulk_rate)
     finally:
         if ssh is not None:
             ssh.stop()
         codes = stack.close()
         origin.stop()
+        if tls_origin is not None:
+            tls_origin.stop()
         if options.keep:
             print(f"work directory: {workdir}")
         else:
