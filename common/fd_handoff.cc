@@ -142,6 +142,12 @@ Result<Handoff, HandoffError> decodeHandoff(std::span<const uint8_t> message) {
   return handoff;
 }
 
+std::string defaultHandoffSocketPath(std::string_view controlSocket) {
+  const size_t slash = controlSocket.rfind('/');
+  if (slash == std::string_view::npos) return "mesh-handoff.sock";
+  return std::string(controlSocket.substr(0, slash + 1)) + "mesh-handoff.sock";
+}
+
 Status sendHandoff(int channelFd, int connectionFd, const Handoff& handoff) {
   auto encoded = encodeHandoff(handoff);
   if (!encoded) {

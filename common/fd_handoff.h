@@ -61,6 +61,10 @@ enum class HandoffError : uint8_t {
 [[nodiscard]] Result<std::vector<uint8_t>, HandoffError> encodeHandoff(const Handoff& handoff);
 [[nodiscard]] Result<Handoff, HandoffError> decodeHandoff(std::span<const uint8_t> message);
 
+// The default MESH_HANDOFF_SOCKET: mesh-handoff.sock in the directory of CONTROL_SOCKET, which
+// both daemons are given, so they agree on it without a setting of its own.
+[[nodiscard]] std::string defaultHandoffSocketPath(std::string_view controlSocket);
+
 // Sends `connectionFd` and its handoff on the connected SOCK_SEQPACKET `channelFd` (non-blocking:
 // kUnavailable when the channel is full or controld has gone, which the caller treats as "controld
 // is not taking connections now"). The caller still owns `connectionFd` and closes its copy.

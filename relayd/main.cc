@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
   CLI::App app{"relayd: OpenTunnel's data plane (SNI routing, bridges, visitor splicing)"};
   ot::relayd::addRelaydFlags(app, config);
   if (auto code = ot::config::parseCommandLine(app, argc, argv)) return *code;
+  if (const std::string error = ot::relayd::finishRelaydConfig(config); !error.empty()) {
+    std::fprintf(stderr, "relayd: %s\n", error.c_str());
+    return 2;
+  }
 
   // Machine and region go on every line from here on (the fields are added once, here).
   auto machineId = ot::resolveMachineId(config.identity);

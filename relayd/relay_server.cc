@@ -11,9 +11,11 @@
 
 #include "common/clock.h"
 #include "common/crypto.h"
+#include "common/fd_handoff.h"
 #include "common/log.h"
 #include "relayd/connection_cap.h"
 #include "relayd/inbound_connection.h"
+#include "relayd/internal_listener.h"
 #include "relayd/listener.h"
 #include "relayd/plain_http_server.h"
 #include "relayd/relay.h"
@@ -93,6 +95,7 @@ struct RelayServer::Impl {
   std::unique_ptr<Relay> relay;
   std::unique_ptr<Listener> tlsListener;
   std::unique_ptr<PlainHttpServer> httpServer;
+  std::unique_ptr<InternalListener> internalListener;  // INTERNAL_LISTEN (the region mesh)
   std::unique_ptr<PlainHttpServer> metricsServer;
   std::unique_ptr<RelayGauges> gauges;  // scrape-time gauges, the descriptor watch
   uv_signal_t sigterm{};
@@ -149,6 +152,29 @@ int RelayServer::run() {
     return s.failStartup();
   }
   s.tlsListener = std::move(tls).value();
+
+  if (s.config.internalListen.kind != config::ListenAddress::Kind::kOff) {
+    InternalListenerOptions internal;
+    internal.address = s.config.internalListen;
+    internal.secret = s.config.internalToken;
+    internal.machineId = s.config.identity.machineId;
+    internal.handoffSocketPath = s.config.meshHandoffSocket.empty()
+                                     ? mesh::defaultHandoffSocketPath(s.config.controlSocket)
+                                     : s.config.meshHandoffSocket;
+    internal.aliveState = [&s] {
+      if (s.context->draining) return mesh::AliveState::kDraining;
+      return s.relay->controlConnected() ? mesh::AliveState::kServing
+                                         : mesh::AliveState::kControlDown;
+    };
+    auto listener = InternalListener::open(*s.context, std::move(internal));
+    if (!listener.ok()) {
+      kLog.error(
+          "cannot listen on the internal address",
+          {{"address", s.config.internalListen.toString()}, {"error", listener.error().message}});
+      return s.failStartup();
+    }
+    s.internalListener = std::move(listener).value();
+  }
 
   if (s.config.httpListen.kind != config::ListenAddress::Kind::kOff) {
     auto http = PlainHttpServer::open(
@@ -298,6 +324,7 @@ void RelayServer::Impl::stopEverything() {
   httpServer.reset();
   metricsServer.reset();
   tlsListener.reset();
+  internalListener.reset();
   if (gauges) gauges->close();
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint), nullptr);

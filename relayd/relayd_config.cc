@@ -1,5 +1,7 @@
 #include "relayd/relayd_config.h"
 
+#include "common/fd_handoff.h"
+
 namespace ot::relayd {
 
 void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
@@ -23,6 +25,17 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
   addMachineIdentityOptions(app, c.identity,
                             "where relayd keeps its machine-id (give controld the same one to "
                             "share its ID)");
+  config::addListenOption(app, "--internal-listen", "INTERNAL_LISTEN", c.internalListen,
+                          "the region mesh's internal listener (this machine's internal address); "
+                          "off: a single machine");
+  app.add_option("--internal-token", c.internalToken,
+                 "secret shared by every machine of the mesh (required with INTERNAL_LISTEN; "
+                 "never sent, only proven)")
+      ->envname("INTERNAL_TOKEN");
+  app.add_option("--mesh-handoff-socket", c.meshHandoffSocket,
+                 "controld's unix socket for mesh connections (default: mesh-handoff.sock "
+                 "beside CONTROL_SOCKET)")
+      ->envname("MESH_HANDOFF_SOCKET");
   app.add_option("--control-down-grace-ms", c.controlDownGraceMs,
                  "/health answers 503 once the control session has been down this long")
       ->envname("CONTROL_DOWN_GRACE_MS")
@@ -91,6 +104,21 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
       ->envname("LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+}
+
+std::string finishRelaydConfig(RelaydConfig& config) {
+  if (config.meshHandoffSocket.empty()) {
+    config.meshHandoffSocket = mesh::defaultHandoffSocketPath(config.controlSocket);
+  }
+  if (config.internalListen.kind == config::ListenAddress::Kind::kOff) return {};
+  if (config.internalListen.kind != config::ListenAddress::Kind::kTcp) {
+    return "INTERNAL_LISTEN must be a TCP address (host:port)";
+  }
+  if (config.internalToken.size() < kMinInternalTokenBytes) {
+    return "INTERNAL_LISTEN needs INTERNAL_TOKEN, at least " +
+           std::to_string(kMinInternalTokenBytes) + " bytes";
+  }
+  return {};
 }
 
 }  // namespace ot::relayd

@@ -39,10 +39,22 @@ struct RelaydConfig {
   uint64_t shutdownDrainMs = 10'000;
   uint64_t bridgeHeartbeatMs = 15'000;    // announced in `attached`; silence before a ping
   uint64_t bridgeIdleTimeoutMs = 30'000;  // retired after this plus one heartbeat of silence
+  // The region mesh (docs/mesh.md). Off: a single machine, nothing listens.
+  config::ListenAddress internalListen{};  // off
+  std::string internalToken;               // INTERNAL_TOKEN: required with internalListen
+  // controld's MESH_HANDOFF_SOCKET; "" = defaultHandoffSocketPath(controlSocket).
+  std::string meshHandoffSocket;
   std::string logFormat = "text";
   std::string logLevel = "info";
 };
 
 void addRelaydFlags(CLI::App& app, RelaydConfig& config);
+
+// What the flags cannot check one by one (settings that need each other); the error to print, or
+// "" when the configuration can run. Also fills defaults derived from other settings.
+[[nodiscard]] std::string finishRelaydConfig(RelaydConfig& config);
+
+// INTERNAL_TOKEN's shortest accepted length: it keys every proof between machines.
+inline constexpr size_t kMinInternalTokenBytes = 32;
 
 }  // namespace ot::relayd

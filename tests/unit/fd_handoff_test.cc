@@ -196,3 +196,16 @@ TEST_CASE("fd handoff: a closed channel is unavailable on both sides") {
 
 }  // namespace
 }  // namespace ot::mesh
+
+namespace ot::mesh {
+namespace {
+
+TEST_CASE("fd handoff: the default socket sits beside the control socket") {
+  CHECK(defaultHandoffSocketPath("/run/opentunnel/control.sock") ==
+        "/run/opentunnel/mesh-handoff.sock");
+  CHECK(defaultHandoffSocketPath("control.sock") == "mesh-handoff.sock");
+  CHECK(defaultHandoffSocketPath("/control.sock") == "/mesh-handoff.sock");
+}
+
+}  // namespace
+}  // namespace ot::mesh
