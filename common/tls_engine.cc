@@ -299,6 +299,18 @@ void TlsEngine::shutdown() {
   ERR_clear_error();
 }
 
+bool TlsEngine::keyUpdate(bool requestPeer) {
+  if (detached_ || !error_.empty() || SSL_version(ssl_) != TLS1_3_VERSION) return false;
+  ERR_clear_error();
+  // Sent at once (SSL_do_handshake), so that the engine is not left "in init" until a write.
+  const bool ok = SSL_key_update(ssl_, requestPeer ? SSL_KEY_UPDATE_REQUESTED
+                                                   : SSL_KEY_UPDATE_NOT_REQUESTED) == 1 &&
+                  SSL_do_handshake(ssl_) == 1;
+  ERR_clear_error();
+  releaseIdleBuffers();
+  return ok;
+}
+
 size_t TlsEngine::pendingOutputSize() const {
   return bio_->out.size();
 }

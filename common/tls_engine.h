@@ -110,6 +110,10 @@ class TlsEngine {
   // Queues a close_notify alert.
   void shutdown();
 
+  // Sends a TLS 1.3 KeyUpdate with the next write (SSL_key_update); with `requestPeer` the peer
+  // must update its keys too. False on TLS 1.2, before the handshake, or once detached.
+  [[nodiscard]] bool keyUpdate(bool requestPeer);
+
   // Ciphertext to send to the peer, produced by handshake/read/write/shutdown.
   [[nodiscard]] size_t pendingOutputSize() const;
   // Moves the pending ciphertext out (the engine's buffer is left empty).

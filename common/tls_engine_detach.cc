@@ -275,6 +275,7 @@ ReadResult TlsEngine::detachedRead(std::span<uint8_t> out, ReadResult result) {
       const size_t size = tls13::completeRecordSize(input);
       opened = d.layer->open(input.first(size), d.held, bio_->out);
       d.held.resize(opened.produced);
+      opened.produced = 0;  // handed out from `held` at the top of the loop
       if (opened.status == tls13::RecordLayer::OpenStatus::kOk) {
         opened.status = tls13::RecordLayer::OpenStatus::kNeedRoom;  // more records may follow
       }
