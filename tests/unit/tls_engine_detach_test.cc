@@ -292,6 +292,18 @@ TEST_CASE("tls detach: what stays on OpenSSL, and still works") {
     link.exchange(200, 3);
     CHECK_FALSE(link.server.engine->detached());
   }
+  SUBCASE("the client's KeyUpdate read by OpenSSL before the write proof: the read proof fails") {
+    Link link = connect(clientCtx());
+    link.server.engine->releaseHandshakeState();
+    REQUIRE(link.client.engine->keyUpdate(false));  // OpenSSL's read key moves, not its write key
+    REQUIRE(link.client.engine->write(text("a")) == TlsStatus::kOk);
+    link.pump();
+    CHECK(link.server.got == text("a"));
+    link.exchange(50, 2);  // the write proof holds; the next record is under the new read key
+    CHECK(link.server.engine->takeDetachResult() == DetachResult::kKeptUnproven);
+    CHECK_FALSE(link.server.engine->detached());
+    link.exchange(5000, 3);
+  }
   SUBCASE("a KeyUpdate OpenSSL answered before the proof") {
     Link link = connect(clientCtx());
     REQUIRE(link.client.engine->keyUpdate(true));
