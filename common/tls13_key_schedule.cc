@@ -20,6 +20,42 @@ const char* digestName(Suite suite) {
   return suite == Suite::kAes256GcmSha384 ? "SHA384" : "SHA256";
 }
 
+// One HKDF context per thread and digest, in expand-only mode with its digest set once: a call
+// then only sets the key and the info (making a context and fetching its digest per call cost
+// ~2.5 us of the ~3 us an expand took).
+struct ThreadKdf {
+  EVP_KDF_CTX* ctx[2] = {nullptr, nullptr};
+  ThreadKdf() = default;
+  ThreadKdf(const ThreadKdf&) = delete;
+  ThreadKdf& operator=(const ThreadKdf&) = delete;
+  ~ThreadKdf() {
+    EVP_KDF_CTX_free(ctx[0]);
+    EVP_KDF_CTX_free(ctx[1]);
+  }
+};
+thread_local ThreadKdf tKdf;
+
+EVP_KDF_CTX* kdfFor(Suite suite) {
+  const size_t index = suite == Suite::kAes256GcmSha384 ? 1 : 0;
+  EVP_KDF_CTX*& ctx = tKdf.ctx[index];
+  if (ctx != nullptr) return ctx;
+  if (hkdf() == nullptr) return nullptr;
+  ctx = EVP_KDF_CTX_new(hkdf());
+  if (ctx == nullptr) return nullptr;
+  int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+  const OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>(digestName(suite)),
+                                       0),
+      OSSL_PARAM_construct_end(),
+  };
+  if (EVP_KDF_CTX_set_params(ctx, params) != 1) {
+    EVP_KDF_CTX_free(ctx);
+    ctx = nullptr;
+  }
+  return ctx;
+}
+
 }  // namespace
 
 std::optional<Suite> suiteFromId(uint16_t id) {
@@ -65,23 +101,26 @@ bool hkdfExpandLabel(Suite suite, std::span<const uint8_t> secret, std::string_v
   if (!context.empty()) std::memcpy(info.data() + n, context.data(), context.size());
   n += context.size();
 
-  EVP_KDF_CTX* kctx = hkdf() != nullptr ? EVP_KDF_CTX_new(hkdf()) : nullptr;
+  EVP_KDF_CTX* kctx = kdfFor(suite);
   if (kctx == nullptr) {
     std::memset(out.data(), 0, out.size());
     return false;
   }
-  int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
   const OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>(digestName(suite)),
-                                       0),
       OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(secret.data()),
                                         secret.size()),
       OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), n),
       OSSL_PARAM_construct_end(),
   };
   const bool ok = EVP_KDF_derive(kctx, out.data(), out.size(), params) == 1;
-  EVP_KDF_CTX_free(kctx);
+  // The context keeps a copy of the key until the next call: replace it (the old one is cleansed
+  // as it is freed), so no secret stays in the thread's context.
+  uint8_t blank = 0;
+  const OSSL_PARAM wipe[] = {
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, &blank, 1),
+      OSSL_PARAM_construct_end(),
+  };
+  (void)EVP_KDF_CTX_set_params(kctx, wipe);
   OPENSSL_cleanse(info.data(), info.size());
   if (!ok) std::memset(out.data(), 0, out.size());
   return ok;
