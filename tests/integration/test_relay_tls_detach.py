@@ -2,10 +2,14 @@
 and both sequence numbers are proven (common/tls_engine.h, releaseHandshakeState); relayd then runs
 the TLS 1.3 record layer itself (common/tls13_record.h). Real otunnel bridges carry visitors
 through detached engines, a Python (OpenSSL) bridge pings across the switch, and a bridge limited
-to TLS 1.2 stays on OpenSSL and still works. opentunnel_bridge_tls_detach_total counts each."""
+to TLS 1.2 stays on OpenSSL and still works, and `openssl s_client` as a bridge's TLS client
+attaches and pings. opentunnel_bridge_tls_detach_total counts each."""
 import json
+import os
+import select
 import socket
 import ssl
+import subprocess
 import time
 
 import bridge_client as bc
@@ -85,3 +89,49 @@ def test_a_python_bridge_detaches_and_a_tls12_bridge_stays_on_openssl(stack):
     finally:
         modern.close()
         legacy.close()
+
+
+def _read_until(process, predicate, what, timeout=15):
+    """Reads s_client's stdout (the decrypted stream) until predicate(data) holds."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not predicate(data):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {what} from s_client; got {data[:200]!r}"
+        ready, _, _ = select.select([process.stdout], [], [], left)
+        if ready:
+            chunk = os.read(process.stdout.fileno(), 65536)
+            assert chunk, f"s_client ended before {what}; got {data[:200]!r}"
+            data += chunk
+    return data
+
+
+def test_openssl_s_client_as_the_bridge_tls_client(stack):
+    relay = stack().relayd
+    tunnel = bc.create_ready_tunnel(relay, relay.workdir)
+    process = subprocess.Popen(
+        ["openssl", "s_client", "-connect", f"127.0.0.1:{relay.tls_port}", "-servername",
+         rh.DOMAIN, "-CAfile", str(relay.ca_file), "-verify_return_error", "-alpn", "http/1.1",
+         "-quiet"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        request = (f"GET /api/tunnel/{tunnel['id']}/bridge HTTP/1.1\r\nHost: {rh.DOMAIN}\r\n"
+                   "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                   "\r\n")
+        process.stdin.write(request.encode())
+        process.stdin.flush()
+        head = _read_until(process, lambda d: b"\r\n\r\n" in d, "101")
+        assert head.startswith(b"HTTP/1.1 101 "), head[:100]
+        attach = json.dumps({"type": "attach", "token": tunnel["token"]}).encode()
+        process.stdin.write(bc.encode_frame(bc.OP_TEXT, attach))
+        process.stdin.flush()
+        _read_until(process, lambda d: b'"attached"' in d, "attached")
+        relay.wait_metric(lambda m: _detach(m, "detached") >= 1, what="s_client's bridge detached")
+        for i in range(3):  # pings across the detached record layer, s_client's OpenSSL opening
+            payload = f"ping-{i}".encode()
+            process.stdin.write(bc.encode_frame(bc.OP_PING, payload))
+            process.stdin.flush()
+            _read_until(process, lambda d, p=payload: bytes([0x8a, len(p)]) + p in d, "pong")
+    finally:
+        process.kill()
+        process.wait()
