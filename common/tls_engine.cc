@@ -293,7 +293,10 @@ void TlsEngine::shutdown() {
     detachedShutdown();
     return;
   }
-  if (proving()) giveUp(DetachResult::kKeptUnproven);  // closing: nothing left to save
+  if (proving()) {  // closing before the proof: nothing left to save, and nothing to count
+    giveUp(DetachResult::kKeptUnproven);
+    detachReported_ = true;
+  }
   ERR_clear_error();
   (void)SSL_shutdown(ssl_);  // queues close_notify; we never wait for the peer's
   ERR_clear_error();

@@ -304,6 +304,14 @@ TEST_CASE("tls detach: what stays on OpenSSL, and still works") {
     CHECK_FALSE(link.server.engine->detached());
     link.exchange(5000, 3);
   }
+  SUBCASE("closed before the proof: nothing to report") {
+    Link link = connect(clientCtx());
+    link.server.engine->releaseHandshakeState();
+    link.server.engine->shutdown();
+    link.pump();
+    CHECK(link.client.last == TlsStatus::kClosed);
+    CHECK(link.server.engine->takeDetachResult() == DetachResult::kNone);
+  }
   SUBCASE("a KeyUpdate OpenSSL answered before the proof") {
     Link link = connect(clientCtx());
     REQUIRE(link.client.engine->keyUpdate(true));
