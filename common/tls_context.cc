@@ -103,6 +103,9 @@ Result<SslCtxPtr> makeServerContext(std::string_view certificateChainPem,
   commonSettings(ctx.get());
   // Stateless tickets only: no per-session state kept in the context.
   SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);
+  // Hands the TLS 1.3 traffic secrets to engines made with keepTrafficSecrets (detach); a no-op
+  // for the rest. Nothing is written anywhere.
+  SSL_CTX_set_keylog_callback(ctx.get(), TlsEngine::onKeylog);
   if (SSL_CTX_set_ciphersuites(ctx.get(), kTls13Suites) != 1 ||
       SSL_CTX_set_cipher_list(ctx.get(), kTls12Ciphers) != 1) {
     return invalid("cannot set cipher suites");

@@ -17,20 +17,11 @@
 
 #include "common/openssl_errors.h"
 #include "common/openssl_ptr.h"
+#include "common/tls_engine_state.h"
 #include "common/tls_sessions.h"
 
 namespace ot::tls {
 namespace {
-
-// The engine's ciphertext queues: the BIO reads from `in` (starting at `inPos`), then from `lent`
-// (the caller's bytes, read in place until keepUnread), and appends to `out`. Defined here so the
-// BIO callbacks can reach it; TlsEngine::BioState just wraps it.
-struct MemoryQueues {
-  std::vector<uint8_t> in;
-  size_t inPos = 0;
-  std::span<const uint8_t> lent;
-  std::vector<uint8_t> out;
-};
 
 // ---- memory BIO -------------------------------------------------------------------------------
 
@@ -40,7 +31,12 @@ int bioWrite(BIO* bio, const char* data, int len) {
   if (queues == nullptr || len < 0) return -1;
   const auto* bytes = reinterpret_cast<const uint8_t*>(data);
   queues->out.insert(queues->out.end(), bytes, bytes + len);
+  if (queues->counting) queues->counting->writes.pass({bytes, static_cast<size_t>(len)});
   return len;
+}
+
+std::span<const uint8_t> bytesOf(const char* data, size_t n) {
+  return {reinterpret_cast<const uint8_t*>(data), n};
 }
 
 int bioRead(BIO* bio, char* data, int len) {
@@ -57,11 +53,13 @@ int bioRead(BIO* bio, char* data, int len) {
     const size_t n = std::min(queues->lent.size(), static_cast<size_t>(len));
     std::memcpy(data, queues->lent.data(), n);
     queues->lent = queues->lent.subspan(n);
+    if (queues->counting) queues->counting->reads.pass(bytesOf(data, n));
     return static_cast<int>(n);
   }
   const size_t n = std::min(available, static_cast<size_t>(len));
   std::memcpy(data, queues->in.data() + queues->inPos, n);
   queues->inPos += n;
+  if (queues->counting) queues->counting->reads.pass(bytesOf(data, n));
   if (queues->inPos == queues->in.size()) {
     queues->in.clear();  // keep capacity; releaseIdleBuffers frees it after the call
     queues->inPos = 0;
@@ -107,8 +105,6 @@ bool isIpLiteral(const std::string& name) {
 
 }  // namespace
 
-struct TlsEngine::BioState : MemoryQueues {};
-
 // ---- engine -----------------------------------------------------------------------------------
 
 TlsEngine::TlsEngine(SslCtxPtr ctx, SSL* ssl)
@@ -124,16 +120,18 @@ TlsEngine::TlsEngine(SslCtxPtr ctx, SSL* ssl)
 }
 
 TlsEngine::~TlsEngine() {
-  SSL_free(ssl_);
+  SSL_free(ssl_);  // null once detached
 }
 
-std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx) {
+std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx, bool keepTrafficSecrets) {
   if (!ctx) return nullptr;
   ERR_clear_error();
   SSL* ssl = SSL_new(ctx.get());
   if (ssl == nullptr) return nullptr;
   SSL_set_accept_state(ssl);
-  return std::unique_ptr<TlsEngine>(new TlsEngine(std::move(ctx), ssl));
+  std::unique_ptr<TlsEngine> engine(new TlsEngine(std::move(ctx), ssl));
+  if (keepTrafficSecrets) SSL_set_ex_data(ssl, engineIndex(), engine.get());
+  return engine;
 }
 
 std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& serverName,
@@ -190,20 +188,22 @@ void TlsEngine::keepUnread() {
 
 TlsStatus TlsEngine::handshake() {
   if (!error_.empty()) return TlsStatus::kError;
-  if (SSL_is_init_finished(ssl_) == 1) return TlsStatus::kOk;
+  if (detached_ || SSL_is_init_finished(ssl_) == 1) return TlsStatus::kOk;
   ERR_clear_error();
   const int ret = SSL_do_handshake(ssl_);
   TlsStatus status = TlsStatus::kOk;
   if (ret != 1) {
     const int err = SSL_get_error(ssl_, ret);
     status = err == SSL_ERROR_WANT_READ ? TlsStatus::kWantRead : fail(ret, "handshake");
+  } else if (SSL_get_ex_data(ssl_, engineIndex()) != nullptr) {
+    onHandshakeComplete();
   }
   releaseIdleBuffers();
   return status;
 }
 
 bool TlsEngine::handshakeDone() const {
-  return SSL_is_init_finished(ssl_) == 1;
+  return detached_ || SSL_is_init_finished(ssl_) == 1;
 }
 
 ReadResult TlsEngine::read(std::span<uint8_t> out) {
@@ -212,7 +212,12 @@ ReadResult TlsEngine::read(std::span<uint8_t> out) {
     result.status = TlsStatus::kError;
     return result;
   }
+  if (detached_) return detachedRead(out, result);
   while (result.bytes < out.size()) {
+    if (proving()) {
+      tryDetach();  // at a record boundary, before OpenSSL reads the next record
+      if (detached_) return detachedRead(out, result);
+    }
     // After a record, another SSL_read with no ciphertext left and nothing decoded inside can only
     // answer "want read", and costs OpenSSL a record buffer allocated and freed again
     // (SSL_MODE_RELEASE_BUFFERS): on an idle bridge that doubled the cost of reading a pong.
@@ -223,7 +228,10 @@ ReadResult TlsEngine::read(std::span<uint8_t> out) {
     }
     size_t n = 0;
     ERR_clear_error();
+    const size_t outBefore = bio_->out.size();
     const int ret = SSL_read_ex(ssl_, out.data() + result.bytes, out.size() - result.bytes, &n);
+    // OpenSSL answered something (a KeyUpdate, an alert) with keys we can no longer follow.
+    if (bio_->out.size() != outBefore && proving()) giveUp(DetachResult::kKeptUnproven);
     if (ret == 1) {
       result.bytes += n;
       continue;
@@ -245,6 +253,7 @@ ReadResult TlsEngine::read(std::span<uint8_t> out) {
 TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
   if (!error_.empty()) return TlsStatus::kError;
   if (plaintext.empty()) return TlsStatus::kOk;
+  if (detached_) return detachedWrite(plaintext);
   // Before the handshake is complete SSL_write would block on input, and the caller's plaintext
   // would be only partly taken: report kWantRead and take nothing.
   if (SSL_is_init_finished(ssl_) != 1) return TlsStatus::kWantRead;
@@ -255,6 +264,7 @@ TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
   constexpr size_t kRecordOverhead = 64;
   const size_t records = (plaintext.size() + kRecordPlaintext - 1) / kRecordPlaintext;
   auto& out = bio_->out;
+  const size_t outStart = out.size();
   const size_t needed = out.size() + plaintext.size() + records * kRecordOverhead;
   // At least doubling, so callers that write many times before taking the output stay linear.
   if (needed > out.capacity()) out.reserve(std::max(needed, 2 * out.capacity()));
@@ -270,15 +280,38 @@ TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
     }
     done += n;
   }
+  if (status == TlsStatus::kOk && proving() && !capture_->writeProven) {
+    proveWrite(outStart, plaintext);
+  }
   releaseIdleBuffers();
   return status;
 }
 
 void TlsEngine::shutdown() {
   if (!error_.empty()) return;
+  if (detached_) {
+    detachedShutdown();
+    return;
+  }
+  if (proving()) {  // closing before the proof: nothing left to save, and nothing to count
+    giveUp(DetachResult::kKeptUnproven);
+    detachReported_ = true;
+  }
   ERR_clear_error();
   (void)SSL_shutdown(ssl_);  // queues close_notify; we never wait for the peer's
   ERR_clear_error();
+}
+
+bool TlsEngine::keyUpdate(bool requestPeer) {
+  if (detached_ || !error_.empty() || SSL_version(ssl_) != TLS1_3_VERSION) return false;
+  ERR_clear_error();
+  // Sent at once (SSL_do_handshake), so that the engine is not left "in init" until a write.
+  const bool ok = SSL_key_update(ssl_, requestPeer ? SSL_KEY_UPDATE_REQUESTED
+                                                   : SSL_KEY_UPDATE_NOT_REQUESTED) == 1 &&
+                  SSL_do_handshake(ssl_) == 1;
+  ERR_clear_error();
+  releaseIdleBuffers();
+  return ok;
 }
 
 size_t TlsEngine::pendingOutputSize() const {
@@ -298,13 +331,20 @@ void TlsEngine::releaseIdleBuffers() {
     bio_->inPos = 0;
   }
   if (bio_->out.empty() && bio_->out.capacity() != 0) std::vector<uint8_t>().swap(bio_->out);
+  if (detached_ && detached_->heldPos == detached_->held.size() &&
+      detached_->held.capacity() != 0) {
+    std::vector<uint8_t>().swap(detached_->held);
+    detached_->heldPos = 0;
+  }
 }
 
 bool TlsEngine::sessionReused() const {
+  if (detached_) return detached_->sessionReused;
   return SSL_session_reused(ssl_) == 1;
 }
 
 std::string_view TlsEngine::alpn() const {
+  if (detached_) return detached_->alpn;
   const unsigned char* data = nullptr;
   unsigned int len = 0;
   SSL_get0_alpn_selected(ssl_, &data, &len);
@@ -313,11 +353,13 @@ std::string_view TlsEngine::alpn() const {
 }
 
 std::string_view TlsEngine::serverName() const {
+  if (detached_) return detached_->serverName;
   const char* name = SSL_get_servername(ssl_, TLSEXT_NAMETYPE_host_name);
   return name != nullptr ? std::string_view(name) : std::string_view();
 }
 
 size_t TlsEngine::pendingPlaintext() const {
+  if (detached_) return detached_->held.size() - detached_->heldPos;
   const int n = SSL_pending(ssl_);
   return n > 0 ? static_cast<size_t>(n) : 0;
 }

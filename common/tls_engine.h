@@ -49,6 +49,17 @@ enum class TlsStatus : uint8_t {
   kError,     // fatal: errorText() says why; send pendingOutput() (an alert) and close
 };
 
+// What became of a requested detach (TlsEngine::releaseHandshakeState), reported once.
+enum class DetachResult : uint8_t {
+  kNone,           // not decided yet (or never requested)
+  kDetached,       // OpenSSL's state is freed; the record layer runs the connection
+  kKeptTls12,      // TLS 1.2: OpenSSL keeps the connection
+  kKeptSuite,      // a TLS 1.3 suite the record layer does not run
+  kKeptNoSecrets,  // the traffic secrets never arrived (a context without the keylog hook)
+  kKeptUnproven,   // a sequence number could not be proven (e.g. a KeyUpdate came first)
+};
+[[nodiscard]] const char* detachResultName(DetachResult result);  // "detached", "kept_tls12", ...
+
 struct ReadResult {
   size_t bytes = 0;  // plaintext copied into the caller's span
   TlsStatus status = TlsStatus::kOk;
@@ -56,8 +67,11 @@ struct ReadResult {
 
 class TlsEngine {
  public:
-  // A server-side engine on `ctx` (kept alive by the engine).
-  [[nodiscard]] static std::unique_ptr<TlsEngine> server(SslCtxPtr ctx);
+  // A server-side engine on `ctx` (kept alive by the engine). With `keepTrafficSecrets` it keeps
+  // the TLS 1.3 traffic secrets the context's keylog hook hands over (never written anywhere;
+  // cleansed when freed), so that releaseHandshakeState() can detach it later.
+  [[nodiscard]] static std::unique_ptr<TlsEngine> server(SslCtxPtr ctx,
+                                                         bool keepTrafficSecrets = false);
   // A client-side engine: sends `serverName` as SNI and, when `verifyName`, checks the peer's
   // certificate against that name (in addition to the context's chain verification). On a
   // context that keeps sessions (tls_sessions.h) it offers the one held for `sessionKey` (empty:
@@ -96,6 +110,10 @@ class TlsEngine {
   // Queues a close_notify alert.
   void shutdown();
 
+  // Sends a TLS 1.3 KeyUpdate with the next write (SSL_key_update); with `requestPeer` the peer
+  // must update its keys too. False on TLS 1.2, before the handshake, or once detached.
+  [[nodiscard]] bool keyUpdate(bool requestPeer);
+
   // Ciphertext to send to the peer, produced by handshake/read/write/shutdown.
   [[nodiscard]] size_t pendingOutputSize() const;
   // Moves the pending ciphertext out (the engine's buffer is left empty).
@@ -112,15 +130,51 @@ class TlsEngine {
   // Bytes of plaintext OpenSSL holds decrypted but not yet read (SSL_pending).
   [[nodiscard]] size_t pendingPlaintext() const;
 
+  // Asks to drop OpenSSL's per-connection state (the SSL object, ~14 KiB) once the handshake is
+  // done: a TLS 1.3 server engine made with keepTrafficSecrets, on one of the three AEAD suites,
+  // switches to its own record layer (tls13_record.h) as soon as both directions' sequence
+  // numbers are proven: our next write is sealed by OpenSSL and compared with our own sealing
+  // under candidate numbers, and the next complete record from the peer must authenticate under
+  // the counted number before OpenSSL would read it. The switch happens at a record boundary
+  // where OpenSSL holds no plaintext, no partial record and no pending KeyUpdate. Every call
+  // keeps its meaning across the switch. Anything else keeps OpenSSL (takeDetachResult says why).
+  void releaseHandshakeState();
+  [[nodiscard]] bool detached() const { return detached_ != nullptr; }
+  // The outcome of releaseHandshakeState once decided, reported once (kNone otherwise).
+  [[nodiscard]] DetachResult takeDetachResult();
+
+  // The keylog hook makeServerContext installs (SSL_CTX_set_keylog_callback): hands
+  // CLIENT_TRAFFIC_SECRET_0 / SERVER_TRAFFIC_SECRET_0 to an engine that keeps them.
+  static void onKeylog(const SSL* ssl, const char* line);
+
  private:
   TlsEngine(SslCtxPtr ctx, SSL* ssl);
   [[nodiscard]] TlsStatus fail(int ret, const char* what);
 
+  // tls_engine_detach.cc
+  void onHandshakeComplete();
+  bool ensureCandidateLayer();
+  void proveWrite(size_t outStart, std::span<const uint8_t> plaintext);
+  void tryDetach();
+  void giveUp(DetachResult result);
+  [[nodiscard]] std::span<const uint8_t> frontRecord();
+  [[nodiscard]] ReadResult detachedRead(std::span<uint8_t> out, ReadResult result);
+  [[nodiscard]] TlsStatus detachedWrite(std::span<const uint8_t> plaintext);
+  void detachedShutdown();
+  [[nodiscard]] bool proving() const;
+
   struct BioState;
+  struct Capture;
+  struct Detached;
   SslCtxPtr ctx_;
   SSL* ssl_;
   std::unique_ptr<BioState> bio_;
   std::string error_;
+  std::unique_ptr<Capture> capture_;    // the secrets and the proof, until decided
+  std::unique_ptr<Detached> detached_;  // after the switch (ssl_ is then null)
+  DetachResult verdict_ = DetachResult::kNone;
+  bool detachRequested_ = false;
+  bool detachReported_ = false;
 };
 
 }  // namespace ot::tls

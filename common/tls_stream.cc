@@ -79,8 +79,16 @@ bool TlsStream::writeThenCloseNotify(std::span<const uint8_t> plaintext) {
 }
 
 bool TlsStream::flush() {
+  const DetachResult detach = engine_->takeDetachResult();
+  if (detach != DetachResult::kNone) owner_.onTlsDetachResult(detach);
   if (engine_->pendingOutputSize() == 0) return true;
   return owner_.sendCiphertext(engine_->takeOutput());
+}
+
+void TlsStream::releaseHandshakeState() {
+  engine_->releaseHandshakeState();
+  const DetachResult detach = engine_->takeDetachResult();  // decided at once (e.g. TLS 1.2)
+  if (detach != DetachResult::kNone) owner_.onTlsDetachResult(detach);
 }
 
 }  // namespace ot::tls

@@ -40,6 +40,8 @@ class TlsStream {
     virtual void onTlsFailed() = 0;
     // Whether plaintext may be delivered now (past the handshake, not closing).
     [[nodiscard]] virtual bool wantsTlsPlaintext() const = 0;
+    // What became of releaseHandshakeState() (once, when decided). Default: nothing.
+    virtual void onTlsDetachResult(DetachResult /*result*/) {}
 
    protected:
     ~Owner() = default;
@@ -70,6 +72,10 @@ class TlsStream {
   [[nodiscard]] bool writeThenCloseNotify(std::span<const uint8_t> plaintext);
   // Sends whatever the engine has produced. False when the owner's transport is gone.
   bool flush();
+  // TlsEngine::releaseHandshakeState: drop OpenSSL's state once the sequence numbers are proven
+  // (the outcome comes through Owner::onTlsDetachResult).
+  void releaseHandshakeState();
+  [[nodiscard]] bool detached() const { return engine_->detached(); }
 
   [[nodiscard]] bool handshakeDone() const { return engine_->handshakeDone(); }
   [[nodiscard]] std::string_view alpn() const { return engine_->alpn(); }

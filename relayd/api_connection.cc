@@ -4,6 +4,7 @@
 #include "relayd/api_connection.h"
 
 #include <algorithm>
+#include <array>
 #include <new>
 #include <utility>
 
@@ -83,7 +84,9 @@ ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* str
     : context_(context),
       relay_(relay),
       stream_(stream),
-      tls_(tls::TlsEngine::server(relay.apiContext()), *this, context.plainBuffer),
+      // Keeps the traffic secrets so that a bridge can drop OpenSSL's state
+      // (releaseHandshakeState).
+      tls_(tls::TlsEngine::server(relay.apiContext(), true), *this, context.plainBuffer),
       timer_(&ApiConnection::onTimer, this),
       gone_(std::make_shared<bool>(false)) {
   stream_->setHandler(this);
@@ -169,6 +172,17 @@ void ApiConnection::onTlsFailed() {
                {{"peer", stream_->peer().toString()}, {"error", tls_.errorText()}});
   }
   fail();
+}
+
+void ApiConnection::onTlsDetachResult(tls::DetachResult result) {
+  context_.metrics.tlsDetach(result);
+  // Once per result for the process: the reason a bridge kept OpenSSL (or that they detach).
+  static std::array<bool, 6> logged{};
+  const auto index = static_cast<size_t>(result);
+  if (index < logged.size() && !logged[index]) {
+    logged[index] = true;
+    kLog.info("bridge TLS after the handshake", {{"result", tls::detachResultName(result)}});
+  }
 }
 
 bool ApiConnection::wantsTlsPlaintext() const {

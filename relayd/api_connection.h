@@ -72,6 +72,7 @@ class ApiConnection final : public TcpStream::Handler,
   void onTlsCloseNotify() override;
   void onTlsFailed() override;
   [[nodiscard]] bool wantsTlsPlaintext() const override;
+  void onTlsDetachResult(tls::DetachResult result) override;
 
   // ApiHttp2Session::Handler
   void onHttp2Request(Http2Request request) override;

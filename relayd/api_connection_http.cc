@@ -128,6 +128,9 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
     // back (the handshake's went at its end) with the rest of the HTTP side.
     http_.reset();
     timer_.cancel();
+    // A bridge lives long and mostly idles: drop OpenSSL's ~14 KiB once proven. The 101 below is
+    // the write proof; the bridge's first record from otunnel the read proof.
+    tls_.releaseHandshakeState();
     sendPlain(toBytes(ws::buildUpgradeResponse(key)));
     bridge_ = std::make_unique<BridgeSession>(context_, relay_, *this, tunnelId);
     parser_.reset();

@@ -178,6 +178,13 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
         kDetachesName, kDetachesHelp,
         {{"reason", std::string(detachOutcomeName(static_cast<DetachOutcome>(i)))}});
   }
+  for (size_t i = 1; i < tlsDetaches.size(); ++i) {  // 0 is kNone: never counted
+    tlsDetaches[i] = &metricsRegistry.counter(
+        "opentunnel_bridge_tls_detach_total",
+        "Bridges whose TLS dropped OpenSSL's per-connection state after the handshake "
+        "(detached), or kept it, by reason.",
+        {{"result", tls::detachResultName(static_cast<tls::DetachResult>(i))}});
+  }
   for (size_t i = 0; i < static_cast<size_t>(VisitorOutcome::kCount); ++i) {
     visitors[i] = &metricsRegistry.counter(
         kVisitorsName, kVisitorsHelp,

@@ -7,10 +7,12 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 
+#include <array>
 #include <string>
 #include <string_view>
 
 #include "common/metrics.h"
+#include "common/tls_engine.h"
 
 namespace ot::relayd {
 
@@ -102,10 +104,17 @@ class RelayMetrics {
   // Tokio task count).
   prometheus::Gauge& certificatesExpiring;
   prometheus::Gauge& loopHandles;
+  // opentunnel_bridge_tls_detach_total{result="detached|kept_tls12|kept_suite|kept_no_secrets|
+  // kept_unproven"} (ours): whether a bridge's TLS dropped OpenSSL's state (tls_engine.h).
+  std::array<prometheus::Counter*, 6> tlsDetaches{};
 
   void visitor(VisitorOutcome outcome) { visitors[static_cast<size_t>(outcome)]->Increment(); }
   void attach(AttachOutcome outcome) { attaches[static_cast<size_t>(outcome)]->Increment(); }
   void detach(DetachOutcome outcome) { detaches[static_cast<size_t>(outcome)]->Increment(); }
+  void tlsDetach(tls::DetachResult result) {
+    if (auto* counter = tlsDetaches[static_cast<size_t>(result)]; counter != nullptr)
+      counter->Increment();
+  }
 };
 
 }  // namespace ot::relayd

@@ -16,7 +16,12 @@
 // and bytes taken from the system; before and after malloc_trim), and the size of relayd's own
 // per-bridge objects.
 //
-//   ot_tls_memory_bench [--connections 4000] [--batch 64] [--top 25] [--heap-only]
+//   ot_tls_memory_bench [--connections 4000] [--batch 64] [--top 25] [--heap-only] [--detached]
+//
+// `--detached`: each server engine keeps its traffic secrets and releases its handshake state
+// before the 101, as relayd's bridges do (TlsEngine::releaseHandshakeState); the client's next
+// record (its `attach` message, sent in both modes) proves the read side, and the engine drops
+// OpenSSL's state for the record layer (common/tls13_record.h).
 //
 // The accounting keeps a hash node per live OpenSSL allocation, which the mallinfo2 figures then
 // include (~56 bytes per allocation): `--heap-only` leaves OpenSSL's allocator alone for clean
@@ -42,6 +47,7 @@
 
 #include "common/allocator_tuning.h"
 #include "common/tcp_stream.h"
+#include "common/tls13_record.h"
 #include "common/tls_engine.h"
 #include "common/tls_stream.h"
 #include "relayd/api_connection.h"
@@ -190,6 +196,7 @@ constexpr const char* kUpgrade =
   struct Client {
     std::unique_ptr<ot::tls::TlsEngine> engine;
     bool sentRequest = false;
+    bool sentAttach = false;
   };
   std::unordered_map<uint32_t, Client> clients;
   uint32_t conn = 0;
@@ -207,7 +214,12 @@ constexpr const char* kUpgrade =
         const std::string_view request(kUpgrade);
         (void)engine.write({reinterpret_cast<const uint8_t*>(request.data()), request.size()});
       }
-      while (engine.read(plain).bytes > 0) {
+      size_t got = 0;
+      for (auto r = engine.read(plain); r.bytes > 0; r = engine.read(plain)) got += r.bytes;
+      if (got > 0 && !client.sentAttach) {  // the 101: a bridge's first message follows
+        client.sentAttach = true;
+        const std::string_view attach = "\x81\x8c\0\0\0\0{\"t\":\"attach\"}";
+        (void)engine.write({reinterpret_cast<const uint8_t*>(attach.data()), attach.size()});
       }
     }
     if (!sendFrame(fd, conn, engine.takeOutput())) _exit(4);
@@ -216,6 +228,8 @@ constexpr const char* kUpgrade =
 }
 
 // ---- the server side ----------------------------------------------------------------------------
+
+bool gDetached = false;
 
 struct Server {
   std::unique_ptr<ot::tls::TlsEngine> engine;
@@ -241,6 +255,7 @@ bool exchange(int fd, uint32_t conn, Server& server, std::vector<uint8_t>& scrat
           "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
           "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
           "\x81\x3e{\"type\":\"attached\",\"bridge_id\":\"b-0123456789abcdef\",\"max_conns\":256}";
+      if (gDetached) engine.releaseHandshakeState();  // the 101 is the write proof
       (void)engine.write({reinterpret_cast<const uint8_t*>(answer.data()), answer.size()});
       server.idle = true;
     }
@@ -250,6 +265,12 @@ bool exchange(int fd, uint32_t conn, Server& server, std::vector<uint8_t>& scrat
     gCounting = false;
     const bool sent = sendFrame(fd, conn, engine.takeOutput()) && readFrame(fd, conn, scratch);
     gCounting = true;
+    if (sent && !scratch.empty()) {  // the client's attach (the read proof when detaching)
+      uint8_t plain[4096];
+      engine.lend(scratch);
+      (void)engine.read(plain);
+      engine.keepUnread();
+    }
     engine.releaseIdleBuffers();
     return sent;
   }
@@ -314,7 +335,10 @@ void printSizes() {
               sizeof(uv_tcp_t));
   std::printf("  tls::TlsStream         %5zu (inside ApiConnection)\n", sizeof(tls::TlsStream));
   std::printf("  tls::TlsEngine         %5zu + its BIO queues %zu\n", sizeof(tls::TlsEngine),
-              3 * sizeof(std::vector<uint8_t>) + sizeof(size_t) + sizeof(std::span<uint8_t>));
+              3 * sizeof(std::vector<uint8_t>) + sizeof(size_t) + sizeof(std::span<uint8_t>) +
+                  sizeof(void*));
+  std::printf("  tls13::RecordLayer     %5zu (a detached engine's keys and sequence numbers)\n",
+              sizeof(tls13::RecordLayer));
   std::printf("  InboundConnection      %5zu (freed once routed)\n", sizeof(InboundConnection));
   std::printf("  TimerEntry             %5zu (ApiConnection 1, BridgeSession 3)\n",
               sizeof(TimerEntry));
@@ -328,7 +352,10 @@ int main(int argc, char** argv) {
   // Before OpenSSL allocates anything: every allocation of its own goes through the counters.
   gLive = new std::unordered_map<void*, Live>();
   bool heapOnly = false;
-  for (int i = 1; i < argc; ++i) heapOnly = heapOnly || std::strcmp(argv[i], "--heap-only") == 0;
+  for (int i = 1; i < argc; ++i) {
+    heapOnly = heapOnly || std::strcmp(argv[i], "--heap-only") == 0;
+    gDetached = gDetached || std::strcmp(argv[i], "--detached") == 0;
+  }
   if (!heapOnly && CRYPTO_set_mem_functions(countMalloc, countRealloc, countFree) != 1) {
     std::fprintf(stderr, "CRYPTO_set_mem_functions refused (OpenSSL allocated already)\n");
     return 1;
@@ -364,7 +391,8 @@ int main(int argc, char** argv) {
   std::vector<Server> servers(connections + 1);
   std::vector<uint8_t> scratch;
   auto runBatch = [&](uint32_t from, uint32_t to) {
-    for (uint32_t i = from; i < to; ++i) servers[i].engine = ot::tls::TlsEngine::server(*serverCtx);
+    for (uint32_t i = from; i < to; ++i)
+      servers[i].engine = ot::tls::TlsEngine::server(*serverCtx, gDetached);
     for (bool progress = true; progress;) {
       progress = false;
       for (uint32_t i = from; i < to; ++i) {
@@ -401,8 +429,13 @@ int main(int argc, char** argv) {
   unlink(caPath);
 
   const double n = connections;
-  std::printf("%u idle server connections (TLS 1.3, %s, ALPN %s), %u handshakes at a time\n",
-              connections, "EC P-256", "h2/http/1.1", batch);
+  size_t detached = 0;
+  for (uint32_t i = 0; i < connections; ++i)
+    if (servers[i].engine->detached()) ++detached;
+  std::printf(
+      "%u idle server connections (TLS 1.3, %s, ALPN %s), %u handshakes at a time; "
+      "%zu detached from OpenSSL\n",
+      connections, "EC P-256", "h2/http/1.1", batch, detached);
   std::printf(
       "heap per connection (mallinfo2): in use %.0f bytes, taken from the system %.0f, "
       "free inside it %.0f; after malloc_trim: taken %.0f%s\n",

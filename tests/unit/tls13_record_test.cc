@@ -1,0 +1,498 @@
+// The detached TLS 1.3 record layer (common/tls13_record.h) and its key schedule
+// (common/tls13_key_schedule.h): RFC 8448 vectors, round trips on the three suites, and every
+// rule of RFC 8446 section 5 it enforces. Records the peer "sends" are sealed here with EVP
+// directly (sealRaw), independently of the code under test.
+#include "common/tls13_record.h"
+
+#include <doctest/doctest.h>
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/tls13_key_schedule.h"
+
+using namespace ot::tls13;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+Bytes hex(std::string text) {
+  Bytes out;
+  std::string digits;
+  for (char c : text)
+    if (c != ' ') digits += c;
+  for (size_t i = 0; i + 1 < digits.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoi(digits.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+Bytes range(size_t n, uint8_t start = 0) {
+  Bytes out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(start + i);
+  return out;
+}
+
+const char* evpName(Suite suite) {
+  switch (suite) {
+    case Suite::kAes128GcmSha256:
+      return "AES-128-GCM";
+    case Suite::kAes256GcmSha384:
+      return "AES-256-GCM";
+    case Suite::kChacha20Poly1305Sha256:
+      return "ChaCha20-Poly1305";
+  }
+  return "";
+}
+
+constexpr Suite kSuites[] = {Suite::kAes128GcmSha256, Suite::kAes256GcmSha384,
+                             Suite::kChacha20Poly1305Sha256};
+
+std::array<uint8_t, kIvSize> nonceFor(const TrafficKeys& keys, uint64_t seq) {
+  auto nonce = keys.iv;
+  for (size_t i = 0; i < 8; ++i) nonce[kIvSize - 1 - i] ^= static_cast<uint8_t>(seq >> (8 * i));
+  return nonce;
+}
+
+// A record as a peer would seal it: `inner` is the TLSInnerPlaintext (content, type, padding).
+Bytes sealRaw(Suite suite, const TrafficKeys& keys, uint64_t seq, const Bytes& inner,
+              uint8_t outerType = kTypeApplicationData) {
+  const size_t length = inner.size() + kTagSize;
+  Bytes record = {outerType, 3, 3, static_cast<uint8_t>(length >> 8), static_cast<uint8_t>(length)};
+  record.resize(kHeaderSize + length);
+  EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, evpName(suite), nullptr);
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  const auto nonce = nonceFor(keys, seq);
+  int n = 0;
+  int m = 0;
+  REQUIRE(EVP_EncryptInit_ex2(ctx, cipher, keys.key.data(), nonce.data(), nullptr) == 1);
+  REQUIRE(EVP_EncryptUpdate(ctx, nullptr, &n, record.data(), 5) == 1);
+  REQUIRE(EVP_EncryptUpdate(ctx, record.data() + 5, &n, inner.data(),
+                            static_cast<int>(inner.size())) == 1);
+  REQUIRE(EVP_EncryptFinal_ex(ctx, record.data() + 5 + n, &m) == 1);
+  REQUIRE(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, record.data() + 5 + inner.size()) ==
+          1);
+  EVP_CIPHER_CTX_free(ctx);
+  EVP_CIPHER_free(cipher);
+  return record;
+}
+
+// The TLSInnerPlaintext of one record sealed by the layer, or none when it does not open.
+std::optional<Bytes> openRaw(Suite suite, const TrafficKeys& keys, uint64_t seq,
+                             const Bytes& record) {
+  if (record.size() < kHeaderSize + kTagSize) return std::nullopt;
+  const size_t innerSize = record.size() - kHeaderSize - kTagSize;
+  Bytes inner(innerSize + 16);
+  EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, evpName(suite), nullptr);
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  const auto nonce = nonceFor(keys, seq);
+  int n = 0;
+  int m = 0;
+  bool ok = EVP_DecryptInit_ex2(ctx, cipher, keys.key.data(), nonce.data(), nullptr) == 1 &&
+            EVP_DecryptUpdate(ctx, nullptr, &n, record.data(), 5) == 1 &&
+            EVP_DecryptUpdate(ctx, inner.data(), &n, record.data() + 5,
+                              static_cast<int>(innerSize)) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, 16,
+                                const_cast<uint8_t*>(record.data() + 5 + innerSize)) == 1 &&
+            EVP_DecryptFinal_ex(ctx, inner.data() + n, &m) == 1;
+  EVP_CIPHER_CTX_free(ctx);
+  EVP_CIPHER_free(cipher);
+  if (!ok) return std::nullopt;
+  inner.resize(innerSize);
+  return inner;
+}
+
+// Two fixed secrets per suite: the client's and the server's.
+Bytes secretOf(Suite suite, uint8_t seed) {
+  return range(hashSize(suite), seed);
+}
+
+TrafficKeys keysOf(Suite suite, const Bytes& secret) {
+  TrafficKeys keys;
+  REQUIRE(deriveTrafficKeys(suite, secret, keys));
+  return keys;
+}
+
+// The server's layer: reads the client's records, writes under the server's secret.
+struct Server {
+  Suite suite;
+  Bytes clientSecret;
+  Bytes serverSecret;
+  RecordLayer layer;
+  TrafficKeys client;  // what the test (the client) seals with
+  TrafficKeys server;  // what the test opens the layer's records with
+  Bytes toSend;
+
+  explicit Server(Suite s, uint64_t readSeq = 0, uint64_t writeSeq = 0)
+      : suite(s),
+        clientSecret(secretOf(s, 1)),
+        serverSecret(secretOf(s, 101)),
+        layer(s, clientSecret, readSeq, serverSecret, writeSeq),
+        client(keysOf(s, clientSecret)),
+        server(keysOf(s, serverSecret)) {}
+
+  RecordLayer::OpenResult open(const Bytes& input, Bytes& out) {
+    return layer.open(input, out, toSend);
+  }
+};
+
+Bytes appData(const Bytes& content) {
+  Bytes inner = content;
+  inner.push_back(kTypeApplicationData);
+  return inner;
+}
+
+// The alert the layer left in toSend (one record, sealed under the server key at `seq`).
+int sentAlert(const Server& s, uint64_t seq) {
+  auto inner = openRaw(s.suite, s.server, seq, s.toSend);
+  if (!inner || inner->size() != 3 || (*inner)[2] != kTypeAlert) return -1;
+  return (*inner)[1];
+}
+
+}  // namespace
+
+TEST_CASE("tls13 key schedule: RFC 8448 application traffic keys") {
+  const Bytes serverSecret =
+      hex("a11af9f05531f856ad47116b45a950328204b4f44bfb6b3a4b4f1f3fcb631643");
+  const Bytes clientSecret =
+      hex("9e40646ce79a7f9dc05af8889bce6552875afa0b06df0087f792ebb7c17504a5");
+  TrafficKeys keys;
+  REQUIRE(deriveTrafficKeys(Suite::kAes128GcmSha256, serverSecret, keys));
+  CHECK(Bytes(keys.key.begin(), keys.key.begin() + 16) == hex("9f02283b6c9c07efc26bb9f2ac92e356"));
+  CHECK(Bytes(keys.iv.begin(), keys.iv.end()) == hex("cf782b88dd83549aadf1e984"));
+  REQUIRE(deriveTrafficKeys(Suite::kAes128GcmSha256, clientSecret, keys));
+  CHECK(Bytes(keys.key.begin(), keys.key.begin() + 16) == hex("17422dda596ed5d9acd890e3c63f5051"));
+  CHECK(Bytes(keys.iv.begin(), keys.iv.end()) == hex("5b78923dee08579033e523d9"));
+  // A secret of the wrong size for the suite is refused.
+  CHECK_FALSE(deriveTrafficKeys(Suite::kAes256GcmSha384, serverSecret, keys));
+}
+
+TEST_CASE("tls13 key schedule: the KeyUpdate step is HKDF-Expand-Label 'traffic upd'") {
+  for (Suite suite : kSuites) {
+    const Bytes secret = secretOf(suite, 7);
+    TrafficKeys keys = keysOf(suite, secret);
+    Bytes expected(hashSize(suite));
+    REQUIRE(hkdfExpandLabel(suite, secret, "traffic upd", {}, expected));
+    REQUIRE(updateTrafficKeys(suite, keys));
+    CHECK(Bytes(keys.secret.begin(), keys.secret.begin() + hashSize(suite)) == expected);
+    CHECK(keys.key == keysOf(suite, expected).key);
+    CHECK(keys.iv == keysOf(suite, expected).iv);
+    CHECK(expected != secret);
+  }
+}
+
+TEST_CASE("tls13 record: RFC 8448 application data records, both directions") {
+  const Bytes serverSecret =
+      hex("a11af9f05531f856ad47116b45a950328204b4f44bfb6b3a4b4f1f3fcb631643");
+  const Bytes clientSecret =
+      hex("9e40646ce79a7f9dc05af8889bce6552875afa0b06df0087f792ebb7c17504a5");
+  // The server's reply is its second record (its NewSessionTicket was seq 0).
+  RecordLayer layer(Suite::kAes128GcmSha256, clientSecret, 0, serverSecret, 1);
+  REQUIRE(layer.valid());
+  const Bytes fromClient =
+      hex("1703030043a23f7054b62c94d0affafe8228ba55cbefacea42f914aa66bcab3f2b9819a8a5b46b395bd54a9a"
+          "20441e2b62974e1f5a6292a2977014bd1e3deae63aeebb21694915e4");
+  const Bytes fromServer =
+      hex("17030300432e937e11ef4ac740e538ad36005fc4a46932fc3225d05f82aa1b36e30efaf97d90e6dffc602dcb"
+          "501a59a8fcc49c4bf2e5f0a21c0047c2abf332540dd032e167c2955d");
+  Bytes out(100);
+  Bytes toSend;
+  const auto opened = layer.open(fromClient, out, toSend);
+  CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+  CHECK(opened.consumed == fromClient.size());
+  REQUIRE(opened.produced == 50);
+  CHECK(Bytes(out.begin(), out.begin() + 50) == range(50));
+  CHECK(toSend.empty());
+  CHECK(layer.sealMatches(1, range(50), fromServer));
+  CHECK_FALSE(layer.sealMatches(0, range(50), fromServer));
+  Bytes sealed;
+  REQUIRE(layer.seal(range(50), sealed));
+  CHECK(sealed == fromServer);
+  CHECK(layer.writeSeq() == 2);
+  CHECK(layer.readSeq() == 1);
+}
+
+TEST_CASE("tls13 record: round trips on every suite, many records in one input") {
+  for (Suite suite : kSuites) {
+    CAPTURE(static_cast<int>(suite));
+    Server s(suite, 5, 9);
+    // The layer's own records open with the peer's view of the keys, in sequence.
+    Bytes sealed;
+    const Bytes big = range(40000, 3);  // 3 records: 16384 + 16384 + 7232
+    REQUIRE(s.layer.seal(big, sealed));
+    Bytes joined;
+    size_t pos = 0;
+    for (uint64_t seq = 9; seq < 12; ++seq) {
+      const size_t size = completeRecordSize(std::span(sealed).subspan(pos));
+      REQUIRE(size > 0);
+      const auto first = sealed.begin() + static_cast<long>(pos);
+      auto inner = openRaw(suite, s.server, seq, Bytes(first, first + static_cast<long>(size)));
+      REQUIRE(inner);
+      REQUIRE(inner->back() == kTypeApplicationData);  // no padding
+      CHECK(inner->size() - 1 <= kMaxPlaintext);
+      joined.insert(joined.end(), inner->begin(), inner->end() - 1);
+      pos += size;
+    }
+    CHECK(pos == sealed.size());
+    CHECK(joined == big);
+    CHECK(s.layer.sealMatches(12, range(10), [&] {
+      Bytes r;
+      RecordLayer copy(suite, s.clientSecret, 0, s.serverSecret, 12);
+      REQUIRE(copy.seal(range(10), r));
+      return r;
+    }()));
+    // Many records from the peer in one input, with padding and a zero-length record.
+    Bytes input;
+    for (uint64_t i = 0; i < 20; ++i) {
+      Bytes inner = appData(range(i * 100, static_cast<uint8_t>(i)));
+      inner.resize(inner.size() + i * 3, 0);  // padding
+      const Bytes r = sealRaw(suite, s.client, 5 + i, inner);
+      input.insert(input.end(), r.begin(), r.end());
+    }
+    Bytes out(200000);
+    const auto opened = s.open(input, out);
+    CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+    CHECK(opened.consumed == input.size());
+    Bytes expected;
+    for (uint64_t i = 0; i < 20; ++i) {
+      const Bytes part = range(i * 100, static_cast<uint8_t>(i));
+      expected.insert(expected.end(), part.begin(), part.end());
+    }
+    REQUIRE(opened.produced == expected.size());
+    CHECK(Bytes(out.begin(), out.begin() + static_cast<long>(expected.size())) == expected);
+    CHECK(s.layer.readSeq() == 25);
+  }
+}
+
+TEST_CASE("tls13 record: input split at every byte reassembles") {
+  Server s(Suite::kAes128GcmSha256);
+  Bytes input;
+  for (uint64_t i = 0; i < 3; ++i) {
+    const Bytes r = sealRaw(s.suite, s.client, i, appData(range(30, static_cast<uint8_t>(10 * i))));
+    input.insert(input.end(), r.begin(), r.end());
+  }
+  for (size_t cut = 0; cut <= input.size(); ++cut) {
+    CAPTURE(cut);
+    Server t(Suite::kAes128GcmSha256);
+    Bytes pending(input.begin(), input.begin() + static_cast<long>(cut));
+    Bytes out(1000);
+    Bytes got;
+    auto opened = t.open(pending, out);
+    REQUIRE(opened.status == RecordLayer::OpenStatus::kOk);
+    got.insert(got.end(), out.begin(), out.begin() + static_cast<long>(opened.produced));
+    pending.erase(pending.begin(), pending.begin() + static_cast<long>(opened.consumed));
+    pending.insert(pending.end(), input.begin() + static_cast<long>(cut), input.end());
+    opened = t.open(pending, out);
+    REQUIRE(opened.status == RecordLayer::OpenStatus::kOk);
+    CHECK(opened.consumed == pending.size());
+    got.insert(got.end(), out.begin(), out.begin() + static_cast<long>(opened.produced));
+    Bytes expected;
+    for (uint64_t i = 0; i < 3; ++i) {
+      const Bytes part = range(30, static_cast<uint8_t>(10 * i));
+      expected.insert(expected.end(), part.begin(), part.end());
+    }
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("tls13 record: a record that does not fit waits for room") {
+  Server s(Suite::kAes256GcmSha384);
+  const Bytes r = sealRaw(s.suite, s.client, 0, appData(range(100)));
+  Bytes small(50);
+  auto opened = s.open(r, small);
+  CHECK(opened.status == RecordLayer::OpenStatus::kNeedRoom);
+  CHECK(opened.consumed == 0);
+  Bytes out(101);
+  opened = s.open(r, out);
+  CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+  CHECK(opened.produced == 100);
+}
+
+TEST_CASE("tls13 record: tampering fails with bad_record_mac and an encrypted alert") {
+  const Server base(Suite::kChacha20Poly1305Sha256);
+  const Bytes good = sealRaw(base.suite, base.client, 0, appData(range(40)));
+  for (size_t at : {size_t{1}, size_t{2}, size_t{7}, good.size() - 1}) {  // version, body, tag
+    CAPTURE(at);
+    Server s(Suite::kChacha20Poly1305Sha256);
+    Bytes bad = good;
+    bad[at] ^= 0x01;
+    Bytes out(100);
+    const auto opened = s.open(bad, out);
+    CHECK(opened.status == RecordLayer::OpenStatus::kError);
+    CHECK(opened.produced == 0);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kBadRecordMac));
+    CHECK(s.layer.failed());
+    // Failed for good: the good record is refused too, and nothing more is sent.
+    const size_t sent = s.toSend.size();
+    CHECK(s.open(good, out).status == RecordLayer::OpenStatus::kError);
+    CHECK(s.toSend.size() == sent);
+  }
+  // A shorter length field: the tag is checked over the wrong bytes.
+  Server s(Suite::kChacha20Poly1305Sha256);
+  Bytes bad = good;
+  bad[4] = static_cast<uint8_t>(bad[4] - 1);
+  Bytes out(100);
+  CHECK(s.open(bad, out).status == RecordLayer::OpenStatus::kError);
+  CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kBadRecordMac));
+  // The wrong sequence number (a replayed or dropped record) fails the same way.
+  Server t(Suite::kChacha20Poly1305Sha256, 1);
+  CHECK(t.open(good, out).status == RecordLayer::OpenStatus::kError);
+}
+
+TEST_CASE("tls13 record: oversize records fail with record_overflow") {
+  Server s(Suite::kAes128GcmSha256);
+  Bytes header = {kTypeApplicationData, 3, 3, 0x41, 0x01};  // 2^14 + 256 + 1
+  Bytes out(20000);
+  CHECK(s.open(header, out).status == RecordLayer::OpenStatus::kError);  // from the header alone
+  CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kRecordOverflow));
+  // A record within 2^14+256 whose plaintext (padding stripped) exceeds 2^14.
+  Server t(Suite::kAes128GcmSha256);
+  const Bytes r = sealRaw(t.suite, t.client, 0, appData(Bytes(kMaxPlaintext + 1, 1)));
+  CHECK(t.open(r, out).status == RecordLayer::OpenStatus::kError);
+  CHECK(sentAlert(t, 0) == static_cast<int>(AlertCode::kRecordOverflow));
+  // Exactly 2^14 with padding up to the 2^14+256 record limit is fine.
+  Server u(Suite::kAes128GcmSha256);
+  Bytes inner = appData(Bytes(kMaxPlaintext, 1));
+  inner.resize(kMaxCiphertext - kTagSize, 0);
+  const auto opened = u.open(sealRaw(u.suite, u.client, 0, inner), out);
+  CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+  CHECK(opened.produced == kMaxPlaintext);
+}
+
+TEST_CASE("tls13 record: zero-length application data, padding only, alerts") {
+  Server s(Suite::kAes128GcmSha256);
+  Bytes out(100);
+  auto opened = s.open(sealRaw(s.suite, s.client, 0, {kTypeApplicationData}), out);
+  CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+  CHECK(opened.produced == 0);
+  CHECK(s.layer.readSeq() == 1);
+  // user_canceled is ignored; close_notify is the end (what follows is not read).
+  Bytes input = sealRaw(s.suite, s.client, 1, {1, 90, kTypeAlert});
+  const Bytes close = sealRaw(s.suite, s.client, 2, {1, 0, kTypeAlert});
+  input.insert(input.end(), close.begin(), close.end());
+  const Bytes after = sealRaw(s.suite, s.client, 3, appData(range(5)));
+  input.insert(input.end(), after.begin(), after.end());
+  opened = s.open(input, out);
+  CHECK(opened.status == RecordLayer::OpenStatus::kClosed);
+  CHECK(opened.produced == 0);
+  CHECK(opened.consumed == input.size() - after.size());
+  CHECK(s.layer.closed());
+  CHECK(s.toSend.empty());
+  // All-zero inner plaintext: no content type.
+  Server t(Suite::kAes128GcmSha256);
+  CHECK(t.open(sealRaw(t.suite, t.client, 0, Bytes(8, 0)), out).status ==
+        RecordLayer::OpenStatus::kError);
+  CHECK(sentAlert(t, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  // A fatal alert from the peer: an error, no alert back.
+  Server u(Suite::kAes128GcmSha256);
+  CHECK(u.open(sealRaw(u.suite, u.client, 0, {2, 40, kTypeAlert}), out).status ==
+        RecordLayer::OpenStatus::kError);
+  CHECK(u.layer.peerAlert() == 40);
+  CHECK(u.toSend.empty());
+  // Our own close_notify is a warning alert that leaves the layer usable.
+  Server v(Suite::kAes128GcmSha256);
+  v.layer.sealAlert(AlertCode::kCloseNotify, v.toSend);
+  CHECK(sentAlert(v, 0) == 0);
+  CHECK_FALSE(v.layer.failed());
+}
+
+TEST_CASE("tls13 record: unexpected messages after the handshake") {
+  Bytes out(100);
+  SUBCASE("an outer ChangeCipherSpec") {
+    Server s(Suite::kAes128GcmSha256);
+    CHECK(s.open({kTypeChangeCipherSpec, 3, 3, 0, 1, 1}, out).status ==
+          RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  }
+  SUBCASE("a plaintext alert") {
+    Server s(Suite::kAes128GcmSha256);
+    CHECK(s.open({kTypeAlert, 3, 3, 0, 2, 1, 0}, out).status == RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  }
+  SUBCASE("a NewSessionTicket from the client") {
+    Server s(Suite::kAes128GcmSha256);
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {4, 0, 0, 1, 0, kTypeHandshake}), out).status ==
+          RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  }
+  SUBCASE("a KeyUpdate cut across records") {
+    Server s(Suite::kAes128GcmSha256);
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {24, 0, 0, kTypeHandshake}), out).status ==
+          RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  }
+  SUBCASE("a KeyUpdate with a bad request") {
+    Server s(Suite::kAes128GcmSha256);
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {24, 0, 0, 1, 2, kTypeHandshake}), out).status ==
+          RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kIllegalParameter));
+  }
+  SUBCASE("an unknown inner type") {
+    Server s(Suite::kAes128GcmSha256);
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {1, 2, 99}), out).status ==
+          RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  }
+}
+
+TEST_CASE("tls13 record: KeyUpdate, not requested and requested") {
+  for (Suite suite : kSuites) {
+    CAPTURE(static_cast<int>(suite));
+    Server s(suite, 3, 4);
+    Bytes out(100);
+    // update_not_requested: the read side moves to the next secret (seq 0); nothing to send.
+    Bytes input = sealRaw(suite, s.client, 3, {24, 0, 0, 1, 0, kTypeHandshake});
+    TrafficKeys next = s.client;
+    REQUIRE(updateTrafficKeys(suite, next));
+    Bytes data = sealRaw(suite, next, 0, appData(range(7)));
+    input.insert(input.end(), data.begin(), data.end());
+    auto opened = s.open(input, out);
+    CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+    CHECK(opened.produced == 7);
+    CHECK(s.toSend.empty());
+    CHECK(s.layer.readSeq() == 1);
+    // update_requested: our KeyUpdate(update_not_requested) under the old write key, then ours
+    // moves too.
+    TrafficKeys third = next;
+    REQUIRE(updateTrafficKeys(suite, third));
+    input = sealRaw(suite, next, 1, {24, 0, 0, 1, 1, kTypeHandshake});
+    data = sealRaw(suite, third, 0, appData(range(9)));
+    input.insert(input.end(), data.begin(), data.end());
+    opened = s.open(input, out);
+    CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+    CHECK(opened.produced == 9);
+    auto answer = openRaw(suite, s.server, 4, s.toSend);
+    REQUIRE(answer);
+    CHECK(*answer == Bytes{24, 0, 0, 1, 0, kTypeHandshake});
+    CHECK(s.layer.writeSeq() == 0);
+    TrafficKeys serverNext = s.server;
+    REQUIRE(updateTrafficKeys(suite, serverNext));
+    Bytes sealed;
+    REQUIRE(s.layer.seal(range(3), sealed));
+    auto inner = openRaw(suite, serverNext, 0, sealed);
+    REQUIRE(inner);
+    CHECK(*inner == appData(range(3)));
+  }
+}
+
+TEST_CASE("tls13 record: sequence numbers never wrap") {
+  Server s(Suite::kAes128GcmSha256, kSeqLimit - 1, kSeqLimit - 1);
+  Bytes sealed;
+  CHECK(s.layer.seal(range(4), sealed));  // the last usable number
+  CHECK(s.layer.writeSeq() == kSeqLimit);
+  const size_t before = sealed.size();
+  CHECK_FALSE(s.layer.seal(range(4), sealed));
+  CHECK(sealed.size() == before);
+  CHECK(s.layer.failed());
+  Server t(Suite::kAes128GcmSha256, kSeqLimit - 1);
+  Bytes out(100);
+  auto opened = t.open(sealRaw(t.suite, t.client, kSeqLimit - 1, appData(range(4))), out);
+  CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+  CHECK(opened.produced == 4);
+  CHECK(t.open(sealRaw(t.suite, t.client, 0, appData(range(4))), out).status ==
+        RecordLayer::OpenStatus::kError);
+}
