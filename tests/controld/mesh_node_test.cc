@@ -140,6 +140,11 @@ TEST_CASE("mesh node: three machines link once per pair, snapshot then deltas re
     return a.status().openLinks == 2 && b.status().openLinks == 2 && c.status().openLinks == 2;
   }));
   CHECK(linkedTo(a, {"m-b", "m-c"}));
+  // Both machines of a pair kept the same link: neither ever tore down one it had admitted.
+  for (Machine* machine : {&a, &b, &c}) {
+    CHECK(machine->counter("opentunnel_mesh_links_total{event=\"down\"}") == 0);
+    CHECK(machine->counter("opentunnel_mesh_links_total{event=\"up\"}") >= 2);
+  }
   for (Machine* machine : {&a, &b, &c}) {
     for (const auto& peer : machine->status().peers) CHECK(peer.state == PeerState::kUp);
   }
@@ -339,5 +344,54 @@ TEST_CASE("mesh node: a sequence gap closes the link, which comes back with a fr
   REQUIRE(second.send(snapshotFrame(9, {"r9"})));
   REQUIRE(
       waitFor([&] { return bridgeIds(a.bridgesOf("m-raw")) == std::vector<std::string>{"r9"}; }));
+  ::close(rawListen);
+}
+
+TEST_CASE("mesh node: of two links to one machine, both keep the one the lower address dialed") {
+  // The node (.11) dials the peer (.13) at once; the peer's own dial arrives through relayd.
+  uint16_t rawPort = 0;
+  const int rawListen = ot::mesh::testing::listenTcp("127.0.0.13", rawPort);
+  const std::string rawAddress = "127.0.0.13:" + std::to_string(rawPort);
+  Machine a("m-a", "127.0.0.11", {rawAddress});
+  a.start();
+  // One link stays, and the node never tore down a link it had admitted.
+  const auto oneLink = [&] {
+    CHECK(a.status().linkedMachines == std::vector<std::string>{"m-raw"});
+    CHECK(a.counter("opentunnel_mesh_links_total{event=\"down\"}") == 0);
+  };
+
+  SUBCASE("the peer's link first: the node's own dial replaces it") {
+    RawPeer peerDialed(kToken, "m-raw");
+    REQUIRE(peerDialed.dial("127.0.0.13", "127.0.0.11", a.relayd.port()));
+    REQUIRE(peerDialed.send(helloFrame("m-raw", rawAddress)));
+    REQUIRE(peerDialed.send(snapshotFrame(0, {"via-peer"})));
+    REQUIRE(waitFor([&] { return a.bridgesOf("m-raw").size() == 1; }));
+
+    RawPeer nodeDialed(kToken, "m-raw");
+    REQUIRE(nodeDialed.accept(ot::mesh::testing::acceptWithin(rawListen, 5'000)));
+    REQUIRE(nodeDialed.send(helloFrame("m-raw", rawAddress)));
+    REQUIRE(nodeDialed.send(snapshotFrame(0, {"via-node"})));
+    CHECK(peerDialed.closedByNode(5'000));
+    REQUIRE(waitFor(
+        [&] { return bridgeIds(a.bridgesOf("m-raw")) == std::vector<std::string>{"via-node"}; }));
+    CHECK_FALSE(nodeDialed.closedByNode(300));
+    oneLink();
+  }
+  SUBCASE("the node's link first: the peer's dial is the duplicate") {
+    RawPeer nodeDialed(kToken, "m-raw");
+    REQUIRE(nodeDialed.accept(ot::mesh::testing::acceptWithin(rawListen, 5'000)));
+    REQUIRE(nodeDialed.send(helloFrame("m-raw", rawAddress)));
+    REQUIRE(nodeDialed.send(snapshotFrame(0, {"via-node"})));
+    REQUIRE(waitFor([&] { return a.bridgesOf("m-raw").size() == 1; }));
+
+    RawPeer peerDialed(kToken, "m-raw");
+    REQUIRE(peerDialed.dial("127.0.0.13", "127.0.0.11", a.relayd.port()));
+    REQUIRE(peerDialed.send(helloFrame("m-raw", rawAddress)));
+    REQUIRE(peerDialed.send(snapshotFrame(0, {"via-peer"})));
+    CHECK(peerDialed.closedByNode(5'000));
+    CHECK(bridgeIds(a.bridgesOf("m-raw")) == std::vector<std::string>{"via-node"});
+    CHECK_FALSE(nodeDialed.closedByNode(300));
+    oneLink();
+  }
   ::close(rawListen);
 }
