@@ -83,9 +83,7 @@ Status MeshNode::start() {
   started_ = true;
   thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
   log_.info("mesh node started",
-            {{"machine", settings_.machineId},
-             {"region", settings_.region},
-             {"address", selfAddress_},
+            {{"address", selfAddress_},
              {"epoch", std::to_string(epoch_)},
              {"peers", settings_.peers.size()},
              {"dns", settings_.dnsName.empty() ? std::string("off") : settings_.dnsName},
@@ -104,7 +102,7 @@ void MeshNode::stop() {
   }
   thread_.join();
   uv_loop_close(&loop_);
-  log_.info("mesh node stopped", {{"machine", settings_.machineId}});
+  log_.info("mesh node stopped");
 }
 
 void MeshNode::post(std::function<void()> task) {
@@ -287,7 +285,7 @@ std::string MeshNode::peerKey(const MeshLink& link) const {
 void MeshNode::refuse(MeshLink& link, std::string_view reason) {
   metrics_.linkError(reason);
   log_.warn("mesh link refused",
-            {{"machine", link.peerMachine()},
+            {{"peer", link.peerMachine()},
              {"address", link.outbound() ? link.dialTarget() : link.remoteAddress()},
              {"reason", reason}});
   link.close(reason);
@@ -331,8 +329,8 @@ void MeshNode::onHello(MeshLink& link, const Hello& hello) {
   link.markUp();
   directory_.linkUp(peerKey(link), hello.machine);
   metrics_.linkUp();
-  log_.info("mesh link up", {{"machine", hello.machine},
-                             {"region", hello.region},
+  log_.info("mesh link up", {{"peer", hello.machine},
+                             {"peer_region", hello.region},
                              {"address", hello.address},
                              {"direction", link.outbound() ? "dialed" : "accepted"},
                              {"draining", hello.draining}});
@@ -375,7 +373,7 @@ void MeshNode::linkClosed(MeshLink& link) {
   if (active != active_.end() && active->second == &link) {
     active_.erase(active);
     metrics_.linkDown();
-    log_.info("mesh link down", {{"machine", link.peerMachine()},
+    log_.info("mesh link down", {{"peer", link.peerMachine()},
                                  {"address", link.hello() ? link.hello()->address : std::string()},
                                  {"reason", link.closeReason()}});
     directory_.linkDown(peerKey(link), now);
