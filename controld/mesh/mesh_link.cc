@@ -38,6 +38,7 @@ void MeshLink::dial(const sockaddr_storage& source, const sockaddr_storage& targ
   if (!nonce) return close("no_randomness");
   dialer_.emplace(setup_.secret, setup_.selfId, *nonce);
   if (uv_tcp_bind(&tcp_, reinterpret_cast<const sockaddr*>(&source), 0) != 0) {
+    metrics_.linkError("bind_error");
     return close("bind_error");
   }
   connect_.data = this;
@@ -50,7 +51,10 @@ void MeshLink::dial(const sockaddr_storage& source, const sockaddr_storage& targ
 void MeshLink::onConnect(uv_connect_t* request, int status) {
   auto* link = static_cast<MeshLink*>(request->data);
   if (status == UV_ECANCELED || link->closing_) return;
-  if (status != 0) return link->close("connect_error");
+  if (status != 0) {
+    link->metrics_.linkError("connect_error");
+    return link->close("connect_error");
+  }
   uv_tcp_nodelay(&link->tcp_, 1);
   link->writeRaw(link->dialer_->openingLine());
   link->startReading();
