@@ -1,5 +1,6 @@
 #include "controld/mesh/mesh_node.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,11 +19,15 @@ sockaddr_storage sourceAddress(const HostPort& internal) {
   return resolveWithoutDns(internal.host, 0).value_or(sockaddr_storage{});
 }
 
-std::string addressOf(const sockaddr* address) {
-  sockaddr_storage storage{};
-  std::memcpy(&storage, address,
-              address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
-  return formatAddress(storage);
+// The IP of a resolved address, without its port.
+std::string ipOf(const sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* bytes =
+      address->sa_family == AF_INET6
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(address)->sin_addr);
+  inet_ntop(address->sa_family, bytes, text, sizeof(text));
+  return text;
 }
 
 }  // namespace
@@ -410,7 +415,9 @@ void MeshNode::tick() {
 void MeshNode::resolveDns() {
   if (stopping_ || dnsRunning_) return;
   addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
+  // Only the family of INTERNAL_ADDRESS: links are dialed from its IP.
+  hints.ai_family =
+      settings_.internalAddress.host.find(':') == std::string::npos ? AF_INET : AF_INET6;
   hints.ai_socktype = SOCK_STREAM;
   dnsRequest_.data = this;
   // On libuv's thread pool: the loop thread never waits for DNS.
@@ -421,10 +428,7 @@ void MeshNode::resolveDns() {
         self->dnsRunning_ = false;
         std::vector<std::string> addresses;
         for (const addrinfo* at = result; status == 0 && at != nullptr; at = at->ai_next) {
-          auto address = parseHostPort(addressOf(at->ai_addr));
-          if (!address) continue;
-          address->port = self->settings_.dnsPort;
-          addresses.push_back(address->toString());
+          addresses.push_back(HostPort{ipOf(at->ai_addr), self->settings_.dnsPort}.toString());
         }
         uv_freeaddrinfo(result);
         if (self->stopping_) return;

@@ -35,8 +35,8 @@ std::string tempDir() {
 struct Machine {
   Machine(const std::string& id, const std::string& ip, std::vector<std::string> peers,
           std::string token = kToken, int64_t pingMs = 100, int64_t deadMs = 500,
-          int64_t higherDelayMs = 2'000)
-      : relayd(ip), dir(tempDir()) {
+          int64_t higherDelayMs = 2'000, uint16_t port = 0)
+      : relayd(ip, port), dir(tempDir()) {
     settings.machineId = id;
     settings.region = "test";
     settings.token = std::move(token);
@@ -394,4 +394,22 @@ TEST_CASE("mesh node: of two links to one machine, both keep the one the lower a
     oneLink();
   }
   ::close(rawListen);
+}
+
+TEST_CASE("mesh node: MESH_DNS finds the peers, at this machine's internal port") {
+  // "localhost" answers 127.0.0.1: the peer listens there, at the port of A's INTERNAL_ADDRESS.
+  Machine a("m-a", "127.0.0.11", {}, kToken, 100, 500, 0);
+  Machine b("m-b", "127.0.0.1", {}, kToken, 100, 500, 0, a.relayd.port());
+  REQUIRE(b.relayd.port() == a.relayd.port());
+  a.settings.dnsName = "localhost";
+  a.settings.dnsPort = a.relayd.port();
+  a.settings.discoveryMs = 100;
+  b.start();
+  a.start();
+  REQUIRE(waitFor([&] { return linkedTo(a, {"m-b"}) && linkedTo(b, {"m-a"}); }));
+  const auto peers = a.status().peers;
+  REQUIRE(peers.size() == 1);
+  CHECK(peers.front().address == b.address());
+  CHECK(peers.front().state == PeerState::kUp);
+  CHECK(peers.front().machine == "m-b");
 }

@@ -47,12 +47,12 @@ inline sockaddr_in ipv4(const std::string& ip, uint16_t port) {
   return address;
 }
 
-// A listening TCP socket on `ip`, port 0; `port` gets the one the kernel chose.
+// A listening TCP socket on ip:port (port 0: the kernel's choice, written back to `port`).
 inline int listenTcp(const std::string& ip, uint16_t& port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in address = ipv4(ip, 0);
+  sockaddr_in address = ipv4(ip, port);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
       ::listen(fd, 64) != 0) {
     ::close(fd);
@@ -89,8 +89,10 @@ inline std::string endpoint(int fd, bool peer) {
 
 class FakeRelayd {
  public:
-  // Listens on ip:0 now (port() is the node's internal port); serve() once the node listens.
-  explicit FakeRelayd(const std::string& ip) : listenFd_(listenTcp(ip, port_)) {}
+  // Listens on ip:port now (port 0: any; port() is the node's internal port); serve() once the
+  // node listens.
+  explicit FakeRelayd(const std::string& ip, uint16_t port = 0)
+      : port_(port), listenFd_(listenTcp(ip, port_)) {}
   ~FakeRelayd() {
     stop();
     ::close(listenFd_);
