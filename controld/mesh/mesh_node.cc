@@ -1,6 +1,5 @@
 #include "controld/mesh/mesh_node.h"
 
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,17 +16,6 @@ namespace {
 sockaddr_storage sourceAddress(const HostPort& internal) {
   // An IP literal (checked with the settings), port 0: the kernel picks the port.
   return resolveWithoutDns(internal.host, 0).value_or(sockaddr_storage{});
-}
-
-// The IP of a resolved address, without its port.
-std::string ipOf(const sockaddr* address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* bytes =
-      address->sa_family == AF_INET6
-          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr)
-          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(address)->sin_addr);
-  inet_ntop(address->sa_family, bytes, text, sizeof(text));
-  return text;
 }
 
 }  // namespace
@@ -72,12 +60,14 @@ Status MeshNode::start() {
   uv_timer_start(
       &tickTimer_, [](uv_timer_t* timer) { static_cast<MeshNode*>(timer->data)->tick(); }, 0,
       tickMs);
-  uv_timer_init(&loop_, &dnsTimer_);
-  dnsTimer_.data = this;
   if (!settings_.dnsName.empty()) {
-    uv_timer_start(
-        &dnsTimer_, [](uv_timer_t* timer) { static_cast<MeshNode*>(timer->data)->resolveDns(); }, 0,
-        static_cast<uint64_t>(settings_.discoveryMs));
+    discovery_ = std::make_unique<MeshDiscovery>(
+        &loop_, settings_.dnsName, settings_.dnsPort,
+        settings_.internalAddress.host.find(':') != std::string::npos, settings_.discoveryMs,
+        [this](const std::vector<std::string>& addresses) {
+          directory_.sawInDns(addresses, static_cast<int64_t>(uv_now(&loop_)));
+        });
+    discovery_->start();
   }
   const auto now = static_cast<int64_t>(uv_now(&loop_));
   for (const auto& peer : settings_.peers) directory_.addConfigured(peer.toString(), now);
@@ -133,12 +123,11 @@ void MeshNode::shutdownOnLoop() {
   handoffs_->close();
   for (auto& [id, query] : dialQueries_) query->cancel();
   dialQueries_.clear();
-  if (dnsRunning_) uv_cancel(reinterpret_cast<uv_req_t*>(&dnsRequest_));
+  if (discovery_) discovery_->close();
   std::vector<MeshLink*> open;
   for (auto& [pointer, link] : links_) open.push_back(pointer);
   for (MeshLink* link : open) link->close("shutdown");
   uv_close(reinterpret_cast<uv_handle_t*>(&tickTimer_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&dnsTimer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
 }
 
@@ -410,37 +399,6 @@ void MeshNode::tick() {
   directory_.expire(now);
   for (const auto& address : directory_.dueDials(now)) startDial(address);
   updateGauges();
-}
-
-void MeshNode::resolveDns() {
-  if (stopping_ || dnsRunning_) return;
-  addrinfo hints{};
-  // Only the family of INTERNAL_ADDRESS: links are dialed from its IP.
-  hints.ai_family =
-      settings_.internalAddress.host.find(':') == std::string::npos ? AF_INET : AF_INET6;
-  hints.ai_socktype = SOCK_STREAM;
-  dnsRequest_.data = this;
-  // On libuv's thread pool: the loop thread never waits for DNS.
-  const int rc = uv_getaddrinfo(
-      &loop_, &dnsRequest_,
-      [](uv_getaddrinfo_t* request, int status, addrinfo* result) {
-        auto* self = static_cast<MeshNode*>(request->data);
-        self->dnsRunning_ = false;
-        std::vector<std::string> addresses;
-        for (const addrinfo* at = result; status == 0 && at != nullptr; at = at->ai_next) {
-          addresses.push_back(HostPort{ipOf(at->ai_addr), self->settings_.dnsPort}.toString());
-        }
-        uv_freeaddrinfo(result);
-        if (self->stopping_) return;
-        if (status != 0) {
-          self->log_.warn("MESH_DNS lookup failed",
-                          {{"name", self->settings_.dnsName}, {"error", uv_strerror(status)}});
-          return;
-        }
-        self->directory_.sawInDns(addresses, static_cast<int64_t>(uv_now(&self->loop_)));
-      },
-      settings_.dnsName.c_str(), nullptr, &hints);
-  dnsRunning_ = rc == 0;
 }
 
 void MeshNode::updateGauges() {

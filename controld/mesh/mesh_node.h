@@ -31,6 +31,7 @@
 #include "controld/mesh/bridge_table.h"
 #include "controld/mesh/handoff_listener.h"
 #include "controld/mesh/local_bridges.h"
+#include "controld/mesh/mesh_discovery.h"
 #include "controld/mesh/mesh_link.h"
 #include "controld/mesh/mesh_metrics.h"
 #include "controld/mesh/mesh_settings.h"
@@ -80,7 +81,6 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void runTasks();
   void shutdownOnLoop();
   void tick();
-  void resolveDns();
   void startDial(const std::string& address);
   void dialResolved(const std::string& address, const sockaddr_storage& target);
   void acceptHandoff(ReceivedHandoff received);
@@ -111,9 +111,6 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   uv_loop_t loop_{};
   uv_async_t wake_{};
   uv_timer_t tickTimer_{};
-  uv_timer_t dnsTimer_{};
-  uv_getaddrinfo_t dnsRequest_{};
-  bool dnsRunning_ = false;
   std::thread thread_;
   bool started_ = false;
   bool stopping_ = false;  // loop thread
@@ -123,6 +120,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   bool accepting_ = false;  // under tasksMutex_
 
   std::unique_ptr<HandoffListener> handoffs_;
+  std::unique_ptr<MeshDiscovery> discovery_;  // MESH_DNS set
   PeerDirectory directory_;
   LocalBridges local_;
   BridgeTable table_;
