@@ -52,6 +52,42 @@ void addAcmeFlags(CLI::App& app, ControldConfig& c) {
       ->capture_default_str();
 }
 
+void addMeshFlags(CLI::App& app, mesh::MeshFlags& m) {
+  config::addListenOption(app, "--internal-listen", "INTERNAL_LISTEN", m.internalListen,
+                          "the internal address other machines reach (relayd listens on it and "
+                          "hands mesh links to controld); off runs one machine without the mesh");
+  app.add_option("--internal-token", m.internalToken,
+                 "secret shared by every machine, at least 32 bytes; required with "
+                 "INTERNAL_LISTEN; only proven on the wire, never sent")
+      ->envname("INTERNAL_TOKEN");
+  app.add_option("--internal-address", m.internalAddress,
+                 "ip:port where other machines reach this one (default: INTERNAL_LISTEN's); "
+                 "mesh links are dialed from its IP")
+      ->envname("INTERNAL_ADDRESS");
+  app.add_option("--mesh-peers", m.peers,
+                 "other machines' internal addresses, host:port, comma-separated")
+      ->envname("MESH_PEERS");
+  app.add_option("--mesh-dns", m.dns,
+                 "a name whose A/AAAA records are the other machines (at INTERNAL_ADDRESS's "
+                 "port); off or empty disables it")
+      ->envname("MESH_DNS");
+  app.add_option("--mesh-discovery-ms", m.discoveryMs, "how often MESH_DNS is resolved again")
+      ->envname("MESH_DISCOVERY_MS")
+      ->capture_default_str();
+  app.add_option("--mesh-ping-ms", m.pingMs, "an idle mesh link pings this often")
+      ->envname("MESH_PING_MS")
+      ->capture_default_str();
+  app.add_option("--mesh-dead-ms", m.deadMs, "a peer silent this long is down")
+      ->envname("MESH_DEAD_MS")
+      ->capture_default_str();
+  config::addBoolOption(app, "--mesh-verify-address", "MESH_VERIFY_ADDRESS", m.verifyAddress,
+                        "a peer's hello address must be where its link comes from (or was dialed)");
+  app.add_option("--mesh-handoff-socket", m.handoffSocket,
+                 "unix socket (SOCK_SEQPACKET, 0600) relayd hands mesh connections over on; "
+                 "default: mesh-handoff.sock beside CONTROL_SOCKET")
+      ->envname("MESH_HANDOFF_SOCKET");
+}
+
 }  // namespace
 
 void addControldFlags(CLI::App& app, ControldConfig& c) {
@@ -150,6 +186,7 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->envname("DATABASE_POOL_SIZE")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  addMeshFlags(app, c.mesh);
   app.add_option("--log-format", c.logFormat, "text or json")
       ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"text", "json"}))

@@ -7,6 +7,7 @@
 
 #include "common/config.h"
 #include "common/machine_identity.h"
+#include "controld/mesh/mesh_settings.h"
 
 namespace ot::controld {
 
@@ -58,6 +59,9 @@ struct ControldConfig {
   int64_t issuanceRetryDelayMs = 30'000;
   int64_t localCertValidityMs = 90LL * 24 * 60 * 60 * 1000;
   int databasePoolSize = 50;  // MySQL; SQLite keeps at most 16 (store/sql_store.h)
+  // The region mesh (INTERNAL_LISTEN and the MESH_* settings, docs/mesh.md); checked into
+  // mesh::MeshSettings by mesh::checkMeshFlags at start-up. INTERNAL_LISTEN off: no mesh.
+  mesh::MeshFlags mesh;
   std::string logFormat = "text";
   std::string logLevel = "info";
 };

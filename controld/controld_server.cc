@@ -48,10 +48,12 @@ int ControldServer::run() {
   buildRelaySide();
   if (auto code = listen()) return *code;
   startBackground();
-  log::info("serving", {{"api_socket", config_.apiSocket},
-                        {"control_socket", config_.controlSocket},
-                        {"http", config_.httpMode == "serve" ? config_.httpListen.toString()
-                                                             : std::string("off")}});
+  log::info(
+      "serving",
+      {{"api_socket", config_.apiSocket},
+       {"control_socket", config_.controlSocket},
+       {"mesh", meshSettings_ ? meshSettings_->internalAddress.toString() : std::string("off")},
+       {"http", config_.httpMode == "serve" ? config_.httpListen.toString() : std::string("off")}});
 
   while (!signals_.wait(60'000)) {
   }
@@ -70,6 +72,13 @@ std::optional<int> ControldServer::checkConfiguration() {
     return 2;
   }
   trustedProxies_ = std::move(trustedProxies).value();
+  auto mesh = mesh::checkMeshFlags(config_.mesh, config_.identity.machineId,
+                                   config_.identity.region, config_.controlSocket);
+  if (!mesh.ok()) {
+    log::error("the mesh settings are not usable", {{"error", mesh.error().message}});
+    return 2;
+  }
+  meshSettings_ = std::move(mesh).value();
   // Registered with the local CA too, so every controld exports the same names (as zeros).
   dnsMetrics_ = std::make_unique<DnsRecordMetrics>(metrics_);
   if (config_.issuer == "acme") {
@@ -240,6 +249,18 @@ void ControldServer::buildRelaySide() {
 
 std::optional<int> ControldServer::listen() {
   if (!makeSocketDirectory(config_.controlSocket)) return 1;
+  // Before gRPC: every bridge relayd reports reaches the node, which announces it to the peers.
+  if (meshSettings_) {
+    if (!makeSocketDirectory(meshSettings_->handoffSocket)) return 1;
+    mesh_ = std::make_unique<mesh::MeshNode>(*meshSettings_, metrics_);
+    if (auto started = mesh_->start(); !started.ok()) {
+      log::error("cannot start the mesh node",
+                 {{"socket", meshSettings_->handoffSocket}, {"error", started.error().message}});
+      mesh_.reset();
+      return 1;
+    }
+    registry_->setObserver(mesh_.get());
+  }
   grpc_.emplace(GrpcServerOptions{.socketPath = config_.controlSocket}, *control_, *hub_);
   if (auto started = grpc_->start(); !started.ok()) {
     log::error("cannot serve gRPC",
@@ -308,6 +329,10 @@ void ControldServer::stop() {
   descriptors_.stop();
   rateSweeper_->stop();
   grpc_->stop();
+  if (mesh_) {
+    registry_->setObserver(nullptr);
+    mesh_->stop();
+  }
   metricsServer_->stop();
   hub_->shutdown();
   pool_->stop();

@@ -4,13 +4,15 @@
 //
 // Start-up (run()) builds the members below in the order they are declared, each step able to
 // end it with an exit code, so a controld that cannot serve exits before it listens anywhere:
-//  1. configuration checked (2 when it is not usable): trusted proxy ranges, ISSUER=acme;
+//  1. configuration checked (2 when it is not usable): trusted proxy ranges, ISSUER=acme, the
+//     mesh settings (mesh_settings.h);
 //  2. storage: DATABASE_URL parsed and opened (2 when either fails), then migrated, waiting for
 //     the database up to STARTUP_DB_TIMEOUT_MS (database_wait.h; 1 when it never comes, 0 when a
 //     signal ends the wait);
 //  3. the issuer (the local CA, 1 when it cannot load; or ACME), the job runner, the API's
 //     service and routes, the domain certificate, the relays' side (hub, control service, usage);
-//  4. listening: gRPC on CONTROL_SOCKET, the API on API_SOCKET (and HTTP_LISTEN with
+//  4. listening: the mesh node with INTERNAL_LISTEN (MESH_HANDOFF_SOCKET, its loop thread, the
+//     registry's observer), gRPC on CONTROL_SOCKET, the API on API_SOCKET (and HTTP_LISTEN with
 //     HTTP_MODE=serve), metrics on METRICS_LISTEN (1 when one cannot listen);
 //  5. background threads started (the descriptor watch, usage, job gauges, domain certificate, job
 //  runner, DNS sweep),
@@ -43,6 +45,8 @@
 #include "controld/issuance/job_gauges.h"
 #include "controld/issuance/job_runner.h"
 #include "controld/issuance/local_ca.h"
+#include "controld/mesh/mesh_node.h"
+#include "controld/mesh/mesh_settings.h"
 #include "controld/relays/attach_bookkeeper.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/control_service.h"
@@ -90,8 +94,9 @@ class ControldServer {
 
   // 1. configuration
   IpRanges trustedProxies_;
-  std::unique_ptr<DnsRecordMetrics> dnsMetrics_;  // counts only with ACME, exported always
-  std::unique_ptr<AcmeIssuer> acme_;              // ACME only
+  std::optional<mesh::MeshSettings> meshSettings_;  // INTERNAL_LISTEN set
+  std::unique_ptr<DnsRecordMetrics> dnsMetrics_;    // counts only with ACME, exported always
+  std::unique_ptr<AcmeIssuer> acme_;                // ACME only
 
   // 2. storage: every query timed and counted (store_metrics.h)
   std::unique_ptr<Store> store_;
@@ -120,6 +125,8 @@ class ControldServer {
   std::optional<HttpServer> api_;
   std::optional<WorkerPool> metricsPool_;
   std::optional<HttpServer> metricsServer_;
+  // The region mesh's node (INTERNAL_LISTEN only): its own loop thread, observing registry_.
+  std::unique_ptr<mesh::MeshNode> mesh_;
 };
 
 }  // namespace ot::controld

@@ -5,7 +5,7 @@
 #include <unordered_set>
 #include <utility>
 
-namespace ot::controld::mesh {
+namespace ot::mesh {
 
 bool newerLife(const MachineLife& candidate, const MachineLife& known) {
   return std::tie(candidate.startedAtMs, candidate.epoch) >
@@ -37,16 +37,16 @@ int64_t BridgeTable::clampAttachedAt(int64_t attachedAtMs) const {
   return attachedAtMs > now + kFutureClampMs ? now : attachedAtMs;
 }
 
-bool BridgeTable::foreign(const MeshBridge& bridge, std::string_view machineId) const {
-  return !bridge.machineId.empty() && bridge.machineId != machineId;
+bool BridgeTable::foreign(const BridgeEntry& bridge, std::string_view machineId) const {
+  return !bridge.machine.empty() && bridge.machine != machineId;
 }
 
 TableUpdate BridgeTable::applySnapshot(const MachineLife& life, uint64_t sequence,
-                                       std::vector<MeshBridge> bridges) {
+                                       std::vector<BridgeEntry> bridges) {
   if (life.machineId.empty() || life.machineId == selfMachineId_) {
     return TableUpdate::kForeignEntry;
   }
-  for (const MeshBridge& bridge : bridges) {
+  for (const BridgeEntry& bridge : bridges) {
     if (foreign(bridge, life.machineId)) return TableUpdate::kForeignEntry;
   }
   uint32_t slot = kNone;
@@ -70,7 +70,7 @@ TableUpdate BridgeTable::applySnapshot(const MachineLife& life, uint64_t sequenc
   machine.life = life;
   machine.sequence = sequence;
   machine.bridges.reserve(bridges.size());
-  for (const MeshBridge& bridge : bridges) addEntry(slot, machine, bridge);
+  for (const BridgeEntry& bridge : bridges) addEntry(slot, machine, bridge);
   return TableUpdate::kApplied;
 }
 
@@ -95,7 +95,7 @@ BridgeTable::Machine* BridgeTable::deltaTarget(std::string_view machineId, uint6
 }
 
 TableUpdate BridgeTable::applyAttached(std::string_view machineId, uint64_t epoch,
-                                       uint64_t sequence, const MeshBridge& bridge) {
+                                       uint64_t sequence, const BridgeEntry& bridge) {
   if (foreign(bridge, machineId)) return TableUpdate::kForeignEntry;
   TableUpdate refusal = TableUpdate::kApplied;
   Machine* machine = deltaTarget(machineId, epoch, sequence, refusal);
@@ -138,7 +138,7 @@ size_t BridgeTable::dropMachine(std::string_view machineId) {
   return dropped;
 }
 
-void BridgeTable::addEntry(uint32_t machineSlot, Machine& machine, const MeshBridge& bridge) {
+void BridgeTable::addEntry(uint32_t machineSlot, Machine& machine, const BridgeEntry& bridge) {
   auto [position, inserted] = machine.bridges.try_emplace(bridge.bridgeId, kNone);
   if (!inserted) removeEntry(position->second);  // the same bridge announced again: replace it
 
@@ -349,21 +349,21 @@ std::vector<std::pair<std::string, size_t>> BridgeTable::bridgesByMachine() cons
   return counts;
 }
 
-std::vector<MeshBridge> BridgeTable::bridgesOf(std::string_view machineId) const {
-  std::vector<MeshBridge> bridges;
+std::vector<BridgeEntry> BridgeTable::bridgesOf(std::string_view machineId) const {
+  std::vector<BridgeEntry> bridges;
   auto found = machineIndex_.find(machineId);
   if (found == machineIndex_.end()) return bridges;
   const Machine& machine = machines_[found->second];
   for (const auto& [bridgeId, slot] : machine.bridges) {
     const Entry& entry = entries_[slot];
-    MeshBridge bridge{
-        *tunnels_[entry.tunnel].id, bridgeId, {}, entry.attachedAtMs, machine.life.machineId};
+    BridgeEntry bridge{
+        machine.life.machineId, *tunnels_[entry.tunnel].id, bridgeId, {}, entry.attachedAtMs};
     for (const uint32_t route : entry.routes.ids()) bridge.routes.push_back(*routes_[route].name);
     bridges.push_back(std::move(bridge));
   }
   std::sort(bridges.begin(), bridges.end(),
-            [](const MeshBridge& a, const MeshBridge& b) { return a.bridgeId < b.bridgeId; });
+            [](const BridgeEntry& a, const BridgeEntry& b) { return a.bridgeId < b.bridgeId; });
   return bridges;
 }
 
-}  // namespace ot::controld::mesh
+}  // namespace ot::mesh

@@ -25,18 +25,14 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "controld/mesh/mesh_types.h"
 #include "controld/mesh/route_ids.h"
 
-namespace ot::controld::mesh {
+namespace ot::mesh {
 
-// One bridge as a peer announces it (snapshot entry or attached delta) and as the table lists it.
-struct MeshBridge {
-  std::string tunnelId;
-  std::string bridgeId;  // unique within its machine's life
-  std::vector<std::string> routes;
-  int64_t attachedAtMs = 0;  // the holder's clock, Unix ms
-  std::string machineId;     // the holder; on input empty or the writer's own ID
-};
+// One bridge as a peer announces it (snapshot entry or attached delta) and as the table lists it:
+// BridgeEntry (mesh_types.h), the struct the link frames decode, so a decoded snapshot goes in
+// without a copy. On input its `machine` is empty or the writer's own ID.
 
 // One life of a peer machine, from its hello.
 struct MachineLife {
@@ -93,11 +89,11 @@ class BridgeTable {
   // one's at once. `sequence` is the number of the last delta it includes; the next delta must be
   // sequence + 1. Also takes the life's address, region and draining flag from its hello.
   TableUpdate applySnapshot(const MachineLife& life, uint64_t sequence,
-                            std::vector<MeshBridge> bridges);
+                            std::vector<BridgeEntry> bridges);
   // Deltas, in the order the link delivered them. A repeated bridge ID replaces that bridge;
   // detaching one the table does not hold only advances the sequence.
   TableUpdate applyAttached(std::string_view machineId, uint64_t epoch, uint64_t sequence,
-                            const MeshBridge& bridge);
+                            const BridgeEntry& bridge);
   TableUpdate applyDetached(std::string_view machineId, uint64_t epoch, uint64_t sequence,
                             std::string_view bridgeId);
   // "leaving": its bridges stop being forward targets and route holders at once. Kept for the
@@ -121,7 +117,7 @@ class BridgeTable {
   [[nodiscard]] std::vector<MachineSummary> machines() const;  // sorted by machine ID
   // Bridges per machine, sorted by machine ID, without machines()' distinct counts (for scrapes).
   [[nodiscard]] std::vector<std::pair<std::string, size_t>> bridgesByMachine() const;
-  [[nodiscard]] std::vector<MeshBridge> bridgesOf(std::string_view machineId) const;
+  [[nodiscard]] std::vector<BridgeEntry> bridgesOf(std::string_view machineId) const;
   [[nodiscard]] size_t bridgeCount() const { return entryCount_; }
   [[nodiscard]] size_t tunnelCount() const { return tunnelIndex_.size(); }
   [[nodiscard]] size_t routeNameCount() const { return routeIndex_.size(); }  // interned
@@ -159,10 +155,10 @@ class BridgeTable {
   };
 
   [[nodiscard]] int64_t clampAttachedAt(int64_t attachedAtMs) const;
-  [[nodiscard]] bool foreign(const MeshBridge& bridge, std::string_view machineId) const;
+  [[nodiscard]] bool foreign(const BridgeEntry& bridge, std::string_view machineId) const;
   Machine* deltaTarget(std::string_view machineId, uint64_t epoch, uint64_t sequence,
                        TableUpdate& refusal);
-  void addEntry(uint32_t machineSlot, Machine& machine, const MeshBridge& bridge);
+  void addEntry(uint32_t machineSlot, Machine& machine, const BridgeEntry& bridge);
   void removeEntry(uint32_t slot);
   void clearMachine(Machine& machine);
   uint32_t internTunnel(const std::string& id);
@@ -188,4 +184,4 @@ class BridgeTable {
   size_t entryCount_ = 0;
 };
 
-}  // namespace ot::controld::mesh
+}  // namespace ot::mesh

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace ot::controld::mesh {
+namespace ot::mesh {
 namespace {
 
 struct PeerCounts {
@@ -110,4 +110,4 @@ nlohmann::ordered_json clusterViewJson(const ClusterView& view) {
           {"peers", std::move(peers)}};
 }
 
-}  // namespace ot::controld::mesh
+}  // namespace ot::mesh

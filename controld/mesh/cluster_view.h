@@ -13,7 +13,7 @@
 
 #include "controld/mesh/bridge_table.h"
 
-namespace ot::controld::mesh {
+namespace ot::mesh {
 
 // A peer as the link loop knows it: by address first (DNS, MESH_PEERS), by machine ID once its
 // hello arrived. Unreachable includes an address that answers without the mesh.
@@ -65,4 +65,4 @@ struct MeshGauges {
 // The view as the admin stats' "cluster" object.
 [[nodiscard]] nlohmann::ordered_json clusterViewJson(const ClusterView& view);
 
-}  // namespace ot::controld::mesh
+}  // namespace ot::mesh

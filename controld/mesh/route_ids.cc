@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace ot::controld::mesh {
+namespace ot::mesh {
 
 RouteIds::RouteIds(std::span<const uint32_t> ids) : size_(static_cast<uint32_t>(ids.size())) {
   uint32_t* target = inline_;
@@ -55,4 +55,4 @@ bool RouteIds::contains(uint32_t id) const {
   return std::find(all.begin(), all.end(), id) != all.end();
 }
 
-}  // namespace ot::controld::mesh
+}  // namespace ot::mesh

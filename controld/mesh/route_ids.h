@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-namespace ot::controld::mesh {
+namespace ot::mesh {
 
 class RouteIds {
  public:
@@ -34,4 +34,4 @@ class RouteIds {
   uint32_t size_ = 0;
 };
 
-}  // namespace ot::controld::mesh
+}  // namespace ot::mesh

@@ -48,8 +48,14 @@ void BridgeRegistry::removeLocked(const std::string& relayKey, const std::string
   if (tunnel->second.bridges.empty()) tunnels_.erase(tunnel);
 }
 
+void BridgeRegistry::setObserver(BridgeRegistryObserver* observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = observer;
+}
+
 void BridgeRegistry::replaceRelay(const std::string& relayKey, std::vector<BridgeEntry> bridges) {
   std::lock_guard lock(mutex_);
+  if (observer_ != nullptr) observer_->relayReplaced(relayKey, bridges);
   RelayBridges& relay = relays_[relayKey];
   for (const auto& [bridgeId, tunnelId] : relay) removeLocked(relayKey, bridgeId, tunnelId);
   relay.clear();
@@ -58,6 +64,7 @@ void BridgeRegistry::replaceRelay(const std::string& relayKey, std::vector<Bridg
 
 void BridgeRegistry::attached(const std::string& relayKey, BridgeEntry bridge) {
   std::lock_guard lock(mutex_);
+  if (observer_ != nullptr) observer_->bridgeAttached(relayKey, bridge);
   addLocked(relayKey, relays_[relayKey], std::move(bridge));
 }
 
@@ -69,6 +76,7 @@ void BridgeRegistry::detached(const std::string& relayKey, const std::string& br
   if (it == relay->second.end()) return;
   removeLocked(relayKey, bridgeId, it->second);
   relay->second.erase(it);
+  if (observer_ != nullptr) observer_->bridgeDetached(relayKey, bridgeId);
 }
 
 void BridgeRegistry::dropRelay(const std::string& relayKey) {
@@ -77,6 +85,7 @@ void BridgeRegistry::dropRelay(const std::string& relayKey) {
   if (relay == relays_.end()) return;
   for (const auto& [bridgeId, tunnelId] : relay->second) removeLocked(relayKey, bridgeId, tunnelId);
   relays_.erase(relay);
+  if (observer_ != nullptr) observer_->relayDropped(relayKey);
 }
 
 size_t BridgeRegistry::bridgeCount(const std::string& tunnelId) const {

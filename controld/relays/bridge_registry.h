@@ -36,8 +36,26 @@ struct BridgeTotals {
   size_t tunnels = 0;  // tunnels with at least one bridge
 };
 
+// Told of every change the registry applies (the mesh node announces this machine's bridges from
+// it, docs/mesh.md). Called with the registry's lock held, so changes arrive in the order they were
+// applied: an observer only queues the change (no blocking, no call back into the registry).
+class BridgeRegistryObserver {
+ public:
+  virtual ~BridgeRegistryObserver() = default;
+  virtual void relayReplaced(const std::string& relayKey,
+                             const std::vector<BridgeEntry>& bridges) = 0;
+  virtual void bridgeAttached(const std::string& relayKey, const BridgeEntry& bridge) = 0;
+  // Only for a bridge the registry held.
+  virtual void bridgeDetached(const std::string& relayKey, const std::string& bridgeId) = 0;
+  // Only for a relay the registry held.
+  virtual void relayDropped(const std::string& relayKey) = 0;
+};
+
 class BridgeRegistry {
  public:
+  // At most one observer; nullptr removes it. The observer must outlive its registration.
+  void setObserver(BridgeRegistryObserver* observer);
+
   // relay_key names one life of one relayd (machine id + epoch).
   void replaceRelay(const std::string& relayKey, std::vector<BridgeEntry> bridges);
   // A bridge ID the relay already reported is replaced (even when it moved to
@@ -70,6 +88,7 @@ class BridgeRegistry {
                     const std::string& tunnelId);
 
   mutable std::mutex mutex_;
+  BridgeRegistryObserver* observer_ = nullptr;
   std::unordered_map<std::string, RelayBridges> relays_;
   std::unordered_map<std::string, TunnelBridges> tunnels_;
   size_t bridgeTotal_ = 0;

@@ -21,10 +21,10 @@
 
 namespace {
 
-using ot::controld::mesh::BridgeTable;
-using ot::controld::mesh::MachineLife;
-using ot::controld::mesh::MeshBridge;
-using ot::controld::mesh::TableUpdate;
+using ot::mesh::BridgeEntry;
+using ot::mesh::BridgeTable;
+using ot::mesh::MachineLife;
+using ot::mesh::TableUpdate;
 
 constexpr size_t kMachines = 10;
 constexpr int64_t kNowMs = 1'800'000'000'000;
@@ -45,8 +45,8 @@ std::string tunnelId(int index) {
   return text;
 }
 
-MeshBridge makeBridge(size_t machine, uint64_t serial, int tunnel) {
-  MeshBridge bridge;
+BridgeEntry makeBridge(size_t machine, uint64_t serial, int tunnel) {
+  BridgeEntry bridge;
   char id[40];
   std::snprintf(id, sizeof(id), "br_%08x_%llu", 0x5eed0000U + static_cast<unsigned>(machine),
                 static_cast<unsigned long long>(serial));
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   const int changes = argc > 2 ? std::atoi(argv[2]) : 60'000;
   const int tunnels = bridges / 2;
 
-  std::vector<std::vector<MeshBridge>> snapshots(kMachines);
+  std::vector<std::vector<BridgeEntry>> snapshots(kMachines);
   std::vector<uint64_t> serials(kMachines, 0);
   for (int index = 0; index < bridges; ++index) {
     const int tunnel = index % tunnels;
@@ -97,19 +97,19 @@ int main(int argc, char** argv) {
 
   // Each change pair: a machine's oldest listed bridge detaches and a new one of the same tunnel
   // attaches (a client reconnecting), so the table stays at its size.
-  std::vector<std::vector<MeshBridge>> live = snapshots;
+  std::vector<std::vector<BridgeEntry>> live = snapshots;
   std::vector<size_t> next(kMachines, 0);
   std::vector<uint64_t> sequence = serials;
   const double start = cpuSeconds();
   for (int change = 0; change < changes; change += 2) {
     const size_t machine = static_cast<size_t>(change / 2) % kMachines;
     const std::string id = "m-" + std::to_string(100'000'000'000U + machine);
-    MeshBridge& old = live[machine][next[machine] % live[machine].size()];
+    BridgeEntry& old = live[machine][next[machine] % live[machine].size()];
     if (table.applyDetached(id, 1, ++sequence[machine], old.bridgeId) != TableUpdate::kApplied) {
       std::fprintf(stderr, "detach refused\n");
       return 1;
     }
-    MeshBridge fresh = makeBridge(machine, ++serials[machine], 0);
+    BridgeEntry fresh = makeBridge(machine, ++serials[machine], 0);
     fresh.tunnelId = old.tunnelId;
     fresh.routes = old.routes;
     if (table.applyAttached(id, 1, ++sequence[machine], fresh) != TableUpdate::kApplied) {

@@ -8,11 +8,11 @@
 #include "controld/mesh/bridge_table.h"
 
 using ot::ManualClock;
-using ot::controld::mesh::BridgeTable;
-using ot::controld::mesh::MachineLife;
-using ot::controld::mesh::MeshBridge;
-using ot::controld::mesh::PeerTarget;
-using ot::controld::mesh::TableUpdate;
+using ot::mesh::BridgeEntry;
+using ot::mesh::BridgeTable;
+using ot::mesh::MachineLife;
+using ot::mesh::PeerTarget;
+using ot::mesh::TableUpdate;
 
 namespace {
 
@@ -28,9 +28,9 @@ MachineLife life(std::string id, uint64_t epoch, int64_t startedAtMs = kNow - 60
   return result;
 }
 
-MeshBridge bridge(std::string id, std::string tunnel, std::vector<std::string> routes,
-                  int64_t attachedAtMs = kNow - 1'000) {
-  MeshBridge result;
+BridgeEntry bridge(std::string id, std::string tunnel, std::vector<std::string> routes,
+                   int64_t attachedAtMs = kNow - 1'000) {
+  BridgeEntry result;
   result.bridgeId = std::move(id);
   result.tunnelId = std::move(tunnel);
   result.routes = std::move(routes);
@@ -40,7 +40,7 @@ MeshBridge bridge(std::string id, std::string tunnel, std::vector<std::string> r
 
 std::vector<std::string> bridgeIds(const BridgeTable& table, const std::string& machine) {
   std::vector<std::string> ids;
-  for (const MeshBridge& entry : table.bridgesOf(machine)) ids.push_back(entry.bridgeId);
+  for (const BridgeEntry& entry : table.bridgesOf(machine)) ids.push_back(entry.bridgeId);
   return ids;
 }
 
@@ -270,8 +270,8 @@ TEST_CASE("mesh table: route holders are the live machines holding any requested
 TEST_CASE("mesh table: entries never claim another machine, and this machine is never a peer") {
   ManualClock clock(kNow);
   BridgeTable table("m0", clock.clock());
-  MeshBridge stranger = bridge("b1", "alpha", {"web"});
-  stranger.machineId = "m2";
+  BridgeEntry stranger = bridge("b1", "alpha", {"web"});
+  stranger.machine = "m2";
   CHECK(table.applySnapshot(life("m1", 1), 0, {bridge("b0", "beta", {"web"}), stranger}) ==
         TableUpdate::kForeignEntry);
   CHECK(table.bridgeCount() == 0);
@@ -280,9 +280,9 @@ TEST_CASE("mesh table: entries never claim another machine, and this machine is 
   REQUIRE(table.applySnapshot(life("m1", 1), 0, {}) == TableUpdate::kApplied);
   CHECK(table.applyAttached("m1", 1, 1, stranger) == TableUpdate::kForeignEntry);
   CHECK(table.machines().front().sequence == 0);  // refused whole: the sequence did not move
-  stranger.machineId = "m1";
+  stranger.machine = "m1";
   CHECK(table.applyAttached("m1", 1, 1, stranger) == TableUpdate::kApplied);
-  CHECK(table.bridgesOf("m1").front().machineId == "m1");
+  CHECK(table.bridgesOf("m1").front().machine == "m1");
 }
 
 TEST_CASE("mesh table: interned tunnels and routes are released with their last entry") {
@@ -292,7 +292,7 @@ TEST_CASE("mesh table: interned tunnels and routes are released with their last 
                               {bridge("b1", "alpha", {"web", "web", "api"}),
                                bridge("b2", "beta", {"web", "a", "b", "c", "d"})}) ==
           TableUpdate::kApplied);
-  const std::vector<MeshBridge> listed = table.bridgesOf("m1");
+  const std::vector<BridgeEntry> listed = table.bridgesOf("m1");
   REQUIRE(listed.size() == 2);
   CHECK(listed[0].routes == std::vector<std::string>{"web", "api"});  // a repeat counts once
   CHECK(listed[1].routes == std::vector<std::string>{"web", "a", "b", "c", "d"});

@@ -8,16 +8,16 @@
 #include "controld/mesh/cluster_view.h"
 
 using ot::ManualClock;
-using ot::controld::mesh::BridgeTable;
-using ot::controld::mesh::buildClusterView;
-using ot::controld::mesh::ClusterView;
-using ot::controld::mesh::MachineLife;
-using ot::controld::mesh::MeshBridge;
-using ot::controld::mesh::MeshGauges;
-using ot::controld::mesh::PeerLink;
-using ot::controld::mesh::PeerState;
-using ot::controld::mesh::SelfSummary;
-using ot::controld::mesh::TableUpdate;
+using ot::mesh::BridgeEntry;
+using ot::mesh::BridgeTable;
+using ot::mesh::buildClusterView;
+using ot::mesh::ClusterView;
+using ot::mesh::MachineLife;
+using ot::mesh::MeshGauges;
+using ot::mesh::PeerLink;
+using ot::mesh::PeerState;
+using ot::mesh::SelfSummary;
+using ot::mesh::TableUpdate;
 
 namespace {
 
@@ -33,8 +33,8 @@ MachineLife life(std::string id, uint64_t epoch, std::string address) {
   return result;
 }
 
-MeshBridge bridge(std::string id, std::string tunnel, std::vector<std::string> routes) {
-  MeshBridge result;
+BridgeEntry bridge(std::string id, std::string tunnel, std::vector<std::string> routes) {
+  BridgeEntry result;
   result.bridgeId = std::move(id);
   result.tunnelId = std::move(tunnel);
   result.routes = std::move(routes);
@@ -110,9 +110,9 @@ TEST_CASE("cluster view: complete only while every known peer is up") {
 TEST_CASE("cluster view: the gauges carry machines and peer states, never tunnels") {
   Cluster cluster;
   const MeshGauges gauges =
-      ot::controld::mesh::meshGauges(cluster.table, cluster.self,
-                                     {{"127.0.0.12:9000", "m2", PeerState::kUp},
-                                      {"127.0.0.13:9000", "", PeerState::kUnreachable}});
+      ot::mesh::meshGauges(cluster.table, cluster.self,
+                           {{"127.0.0.12:9000", "m2", PeerState::kUp},
+                            {"127.0.0.13:9000", "", PeerState::kUnreachable}});
   CHECK(gauges.peersUp == 1);
   CHECK(gauges.peersConnecting == 0);
   CHECK(gauges.peersUnreachable == 1);
@@ -125,7 +125,7 @@ TEST_CASE("cluster view: the admin stats' JSON") {
   const ClusterView view = buildClusterView(
       cluster.table, cluster.self,
       {{"127.0.0.13:9000", "", PeerState::kConnecting}, {"127.0.0.12:9000", "m2", PeerState::kUp}});
-  const nlohmann::ordered_json json = ot::controld::mesh::clusterViewJson(view);
+  const nlohmann::ordered_json json = ot::mesh::clusterViewJson(view);
   CHECK(json["complete"] == false);
   CHECK(json["peers_up"] == 1);
   CHECK(json["peers_connecting"] == 1);

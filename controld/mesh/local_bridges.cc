@@ -1,0 +1,86 @@
+#include "controld/mesh/local_bridges.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace ot::mesh {
+
+BridgeEntry LocalBridges::convert(const controld::BridgeEntry& bridge) const {
+  BridgeEntry entry;
+  entry.machine = machineId_;
+  entry.tunnelId = bridge.tunnelId;
+  entry.bridgeId = bridge.bridgeId;
+  entry.routes = bridge.routes;
+  if (entry.routes.empty()) entry.routes.emplace_back();  // the bare hostname
+  entry.attachedAtMs = bridge.attachedAtMs;
+  return entry;
+}
+
+void LocalBridges::attach(const std::string& relayKey, BridgeEntry entry,
+                          std::vector<FrameBody>& out) {
+  auto found = bridges_.find(entry.bridgeId);
+  if (found != bridges_.end() && found->second.entry == entry) {
+    found->second.relayKey = relayKey;  // unchanged: nothing to announce
+    return;
+  }
+  out.emplace_back(Attached{++sequence_, entry});
+  std::get<Attached>(out.back()).bridge.machine.clear();  // implied by the link on the wire
+  std::string bridgeId = entry.bridgeId;
+  bridges_.insert_or_assign(std::move(bridgeId), Held{relayKey, std::move(entry)});
+}
+
+void LocalBridges::detach(const std::string& bridgeId, std::vector<FrameBody>& out) {
+  auto found = bridges_.find(bridgeId);
+  if (found == bridges_.end()) return;
+  out.emplace_back(Detached{++sequence_, found->second.entry.tunnelId, bridgeId});
+  bridges_.erase(found);
+}
+
+std::vector<FrameBody> LocalBridges::apply(const LocalChange& change) {
+  std::vector<FrameBody> out;
+  switch (change.kind) {
+    case LocalChange::Kind::kReplaced: {
+      std::unordered_set<std::string> kept;
+      for (const auto& bridge : change.bridges) kept.insert(bridge.bridgeId);
+      std::vector<std::string> gone;
+      for (const auto& [bridgeId, held] : bridges_) {
+        if (held.relayKey == change.relayKey && !kept.contains(bridgeId)) gone.push_back(bridgeId);
+      }
+      std::sort(gone.begin(), gone.end());
+      for (const auto& bridgeId : gone) detach(bridgeId, out);
+      for (const auto& bridge : change.bridges) attach(change.relayKey, convert(bridge), out);
+      break;
+    }
+    case LocalChange::Kind::kAttached:
+      for (const auto& bridge : change.bridges) attach(change.relayKey, convert(bridge), out);
+      break;
+    case LocalChange::Kind::kDetached: {
+      auto found = bridges_.find(change.bridgeId);
+      if (found != bridges_.end() && found->second.relayKey == change.relayKey) {
+        detach(change.bridgeId, out);
+      }
+      break;
+    }
+    case LocalChange::Kind::kDropped: {
+      std::vector<std::string> gone;
+      for (const auto& [bridgeId, held] : bridges_) {
+        if (held.relayKey == change.relayKey) gone.push_back(bridgeId);
+      }
+      std::sort(gone.begin(), gone.end());
+      for (const auto& bridgeId : gone) detach(bridgeId, out);
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<BridgeEntry> LocalBridges::snapshot() const {
+  std::vector<BridgeEntry> entries;
+  entries.reserve(bridges_.size());
+  for (const auto& [bridgeId, held] : bridges_) entries.push_back(held.entry);
+  std::sort(entries.begin(), entries.end(),
+            [](const BridgeEntry& a, const BridgeEntry& b) { return a.bridgeId < b.bridgeId; });
+  return entries;
+}
+
+}  // namespace ot::mesh

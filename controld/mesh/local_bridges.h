@@ -1,0 +1,57 @@
+// This machine's own bridges as the mesh announces them (docs/mesh.md "Announcing this machine's
+// bridges"): fed the changes controld's BridgeRegistry applies (relayd's session snapshot,
+// attached / detached deltas, a relay dropped), it keeps what the snapshot of a new link carries
+// and turns each change into the attached / detached frames numbered by this machine's sequence.
+// A relay's whole set replaced becomes the difference (detached for the bridges gone, attached for
+// the new or changed ones), so peers never see a bridge vanish and come back. Pure; owned by the
+// mesh node's loop thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "controld/mesh/link_frames.h"
+#include "controld/relays/bridge_registry.h"
+
+namespace ot::mesh {
+
+struct LocalChange {
+  enum class Kind : uint8_t { kReplaced, kAttached, kDetached, kDropped };
+  Kind kind = Kind::kAttached;
+  std::string relayKey;
+  std::vector<controld::BridgeEntry> bridges;  // kReplaced: the whole set; kAttached: one
+  std::string bridgeId;                        // kDetached
+};
+
+class LocalBridges {
+ public:
+  explicit LocalBridges(std::string machineId) : machineId_(std::move(machineId)) {}
+
+  // The frames (Attached / Detached bodies) the change makes, numbered from sequence() + 1 on.
+  [[nodiscard]] std::vector<FrameBody> apply(const LocalChange& change);
+
+  // Every bridge, sorted by bridge ID, machine filled in: what a new link's snapshot carries,
+  // taken at sequence().
+  [[nodiscard]] std::vector<BridgeEntry> snapshot() const;
+  [[nodiscard]] uint64_t sequence() const { return sequence_; }
+  [[nodiscard]] size_t size() const { return bridges_.size(); }
+
+ private:
+  struct Held {
+    std::string relayKey;
+    BridgeEntry entry;
+  };
+
+  [[nodiscard]] BridgeEntry convert(const controld::BridgeEntry& bridge) const;
+  void attach(const std::string& relayKey, BridgeEntry entry, std::vector<FrameBody>& out);
+  void detach(const std::string& bridgeId, std::vector<FrameBody>& out);
+
+  std::string machineId_;
+  // bridge ID -> its relay and entry; a bridge ID is announced once, whichever relay holds it.
+  std::unordered_map<std::string, Held> bridges_;
+  uint64_t sequence_ = 0;
+};
+
+}  // namespace ot::mesh

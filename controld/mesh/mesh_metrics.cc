@@ -1,0 +1,127 @@
+#include "controld/mesh/mesh_metrics.h"
+
+#include <string>
+
+namespace ot::mesh {
+namespace {
+
+constexpr std::array<std::string_view, 11> kFrameTypes = {"hello",
+                                                          "snapshot",
+                                                          "snapshot_part",
+                                                          "attached",
+                                                          "detached",
+                                                          "tunnel_created",
+                                                          "certificate_changed",
+                                                          "tunnel_deleted",
+                                                          "leaving",
+                                                          "job_enqueued",
+                                                          "ping"};
+
+const char* const kFramesHelp = "mesh link frames by direction and type";
+const char* const kBytesHelp =
+    "mesh link bytes (length prefix included) by direction and frame type";
+const char* const kErrorsHelp =
+    "mesh links ended or refused, by reason (handshake proof errors, frame and link rule errors, "
+    "timeouts, address checks)";
+const char* const kPeersHelp = "other machines this one knows by address, by state";
+const char* const kPropagationHelp =
+    "from a peer announcing a change to this machine applying it, by the two machines' clocks";
+const char* const kHandoffsHelp =
+    "connections relayd handed over on MESH_HANDOFF_SOCKET, by result";
+
+prometheus::Histogram::BucketBoundaries propagationBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+}
+
+}  // namespace
+
+MeshMetrics::MeshMetrics(metrics::Metrics& metrics)
+    : metrics_(metrics),
+      linksUp_(metrics.counter("opentunnel_mesh_links_total",
+                               "mesh links that came up or went down", {{"event", "up"}})),
+      linksDown_(metrics.counter("opentunnel_mesh_links_total",
+                                 "mesh links that came up or went down", {{"event", "down"}})),
+      peersUp_(metrics.gauge("opentunnel_mesh_peers", kPeersHelp, {{"state", "up"}})),
+      peersConnecting_(
+          metrics.gauge("opentunnel_mesh_peers", kPeersHelp, {{"state", "connecting"}})),
+      peersUnreachable_(
+          metrics.gauge("opentunnel_mesh_peers", kPeersHelp, {{"state", "unreachable"}})),
+      propagationAttached_(metrics.histogram("opentunnel_mesh_propagation_seconds",
+                                             kPropagationHelp, propagationBuckets(),
+                                             {{"kind", "attached"}})),
+      propagationDetached_(metrics.histogram("opentunnel_mesh_propagation_seconds",
+                                             kPropagationHelp, propagationBuckets(),
+                                             {{"kind", "detached"}})),
+      propagationEvent_(metrics.histogram("opentunnel_mesh_propagation_seconds", kPropagationHelp,
+                                          propagationBuckets(), {{"kind", "event"}})),
+      snapshotBridges_(
+          metrics.histogram("opentunnel_mesh_snapshot_bridges",
+                            "bridges in each snapshot received when a link comes up",
+                            {0, 10, 100, 1'000, 5'000, 10'000, 20'000, 50'000, 100'000})),
+      snapshotSeconds_(
+          metrics.histogram("opentunnel_mesh_snapshot_duration_seconds",
+                            "from a peer taking its snapshot to this machine applying it, by the "
+                            "two machines' clocks",
+                            {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+      tableEntries_(metrics.gauge("opentunnel_mesh_table_entries",
+                                  "other machines' bridges in this machine's mesh table")),
+      localBridges_(metrics.gauge("opentunnel_mesh_local_bridges",
+                                  "this machine's bridges as announced to its peers")) {
+  for (const auto type : kFrameTypes) {
+    for (const char* direction : {"in", "out"}) {
+      const prometheus::Labels labels{{"direction", direction}, {"type", std::string(type)}};
+      metrics.counter("opentunnel_mesh_frames_total", kFramesHelp, labels);
+      metrics.counter("opentunnel_mesh_bytes_total", kBytesHelp, labels);
+    }
+  }
+  for (const char* result : {"mesh_link", "internal_http", "invalid", "refused"}) {
+    metrics.counter("opentunnel_mesh_handoffs_total", kHandoffsHelp, {{"result", result}});
+  }
+  metrics.counter("opentunnel_mesh_link_errors_total", kErrorsHelp, {{"reason", "bad_proof"}});
+}
+
+// Frame types outside the fixed set cannot occur (frameTypeName names FrameBody's alternatives);
+// the lookup through the registry takes its lock, which is cheap next to a frame's JSON.
+void MeshMetrics::frame(Direction direction, std::string_view type, size_t bytes) {
+  const prometheus::Labels labels{{"direction", direction == Direction::kIn ? "in" : "out"},
+                                  {"type", std::string(type)}};
+  metrics_.counter("opentunnel_mesh_frames_total", kFramesHelp, labels).Increment();
+  metrics_.counter("opentunnel_mesh_bytes_total", kBytesHelp, labels)
+      .Increment(static_cast<double>(bytes));
+}
+
+void MeshMetrics::linkError(std::string_view reason) {
+  metrics_
+      .counter("opentunnel_mesh_link_errors_total", kErrorsHelp, {{"reason", std::string(reason)}})
+      .Increment();
+}
+
+void MeshMetrics::peers(size_t up, size_t connecting, size_t unreachable) {
+  peersUp_.Set(static_cast<double>(up));
+  peersConnecting_.Set(static_cast<double>(connecting));
+  peersUnreachable_.Set(static_cast<double>(unreachable));
+}
+
+void MeshMetrics::propagation(std::string_view kind, double seconds) {
+  if (seconds < 0) seconds = 0;  // the peer's clock ahead of ours
+  if (kind == "attached") {
+    propagationAttached_.Observe(seconds);
+  } else if (kind == "detached") {
+    propagationDetached_.Observe(seconds);
+  } else {
+    propagationEvent_.Observe(seconds);
+  }
+}
+
+void MeshMetrics::snapshot(size_t bridges, double seconds) {
+  snapshotBridges_.Observe(static_cast<double>(bridges));
+  snapshotSeconds_.Observe(seconds < 0 ? 0 : seconds);
+}
+
+void MeshMetrics::handoff(std::string_view result) {
+  metrics_
+      .counter("opentunnel_mesh_handoffs_total", kHandoffsHelp, {{"result", std::string(result)}})
+      .Increment();
+}
+
+}  // namespace ot::mesh

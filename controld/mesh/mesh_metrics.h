@@ -1,0 +1,50 @@
+// The mesh node's metrics (docs/mesh.md "Metrics"), registered once on controld's registry when the
+// node is built. No label names a tunnel, an address or a machine: directions, frame types, link
+// events, peer states and error reasons are fixed sets. Counters and gauges are atomic, so the
+// node's loop thread updates them while /metrics renders.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+#include "common/metrics.h"
+
+namespace ot::mesh {
+
+enum class Direction : uint8_t { kIn = 0, kOut = 1 };
+
+class MeshMetrics {
+ public:
+  explicit MeshMetrics(metrics::Metrics& metrics);
+
+  // One frame of `type` (frameTypeName) and its bytes on the wire (length prefix included).
+  void frame(Direction direction, std::string_view type, size_t bytes);
+  // opentunnel_mesh_link_errors_total{reason}: a handshake refusal (proofErrorName), a frame or
+  // receiver error (frameErrorCodeName, linkErrorCodeName), or one of the node's own reasons.
+  void linkError(std::string_view reason);
+  void linkUp() { linksUp_.Increment(); }
+  void linkDown() { linksDown_.Increment(); }
+  void peers(size_t up, size_t connecting, size_t unreachable);
+  void propagation(std::string_view kind, double seconds);  // attached, detached, event
+  void snapshot(size_t bridges, double seconds);
+  void tableEntries(size_t entries) { tableEntries_.Set(static_cast<double>(entries)); }
+  void localBridges(size_t bridges) { localBridges_.Set(static_cast<double>(bridges)); }
+  void handoff(std::string_view result);  // mesh_link, internal_http, invalid, refused
+
+ private:
+  metrics::Metrics& metrics_;
+  prometheus::Counter& linksUp_;
+  prometheus::Counter& linksDown_;
+  prometheus::Gauge& peersUp_;
+  prometheus::Gauge& peersConnecting_;
+  prometheus::Gauge& peersUnreachable_;
+  prometheus::Histogram& propagationAttached_;
+  prometheus::Histogram& propagationDetached_;
+  prometheus::Histogram& propagationEvent_;
+  prometheus::Histogram& snapshotBridges_;
+  prometheus::Histogram& snapshotSeconds_;
+  prometheus::Gauge& tableEntries_;
+  prometheus::Gauge& localBridges_;
+};
+
+}  // namespace ot::mesh

@@ -1,0 +1,409 @@
+#include "controld/mesh/mesh_node.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+#include "common/clock.h"
+#include "controld/mesh/link_admission.h"
+#include "controld/mesh/snapshot_split.h"
+
+namespace ot::mesh {
+namespace {
+
+sockaddr_storage sourceAddress(const HostPort& internal) {
+  // An IP literal (checked with the settings), port 0: the kernel picks the port.
+  return resolveWithoutDns(internal.host, 0).value_or(sockaddr_storage{});
+}
+
+}  // namespace
+
+MeshNode::MeshNode(MeshSettings settings, metrics::Metrics& metrics)
+    : settings_(std::move(settings)),
+      selfAddress_(settings_.internalAddress.toString()),
+      metrics_(metrics),
+      epoch_(std::random_device{}() * (uint64_t{1} << 32) + std::random_device{}()),
+      startedAtMs_(unixNowMs()),
+      random_(epoch_),
+      directory_(selfAddress_, settings_,
+                 [this] { return std::uniform_real_distribution<double>(0, 1)(random_); }),
+      local_(settings_.machineId),
+      table_(settings_.machineId) {}
+
+MeshNode::~MeshNode() {
+  stop();
+}
+
+Status MeshNode::start() {
+  if (const int rc = uv_loop_init(&loop_); rc != 0) {
+    return Error{ErrorKind::kInternal, std::string("uv_loop_init: ") + uv_strerror(rc)};
+  }
+  handoffs_ = std::make_unique<HandoffListener>(
+      &loop_, [this](ReceivedHandoff received) { acceptHandoff(std::move(received)); },
+      [this] { metrics_.handoff("invalid"); });
+  if (auto listening = handoffs_->listen(settings_.handoffSocket); !listening.ok()) {
+    handoffs_->close();
+    handoffs_.reset();
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    uv_loop_close(&loop_);
+    return listening;
+  }
+  uv_async_init(&loop_, &wake_,
+                [](uv_async_t* async) { static_cast<MeshNode*>(async->data)->runTasks(); });
+  wake_.data = this;
+  uv_timer_init(&loop_, &tickTimer_);
+  tickTimer_.data = this;
+  const auto tickMs = static_cast<uint64_t>(
+      std::clamp<int64_t>(std::min(settings_.pingMs, settings_.deadMs) / 4, 5, 250));
+  uv_timer_start(
+      &tickTimer_, [](uv_timer_t* timer) { static_cast<MeshNode*>(timer->data)->tick(); }, 0,
+      tickMs);
+  if (!settings_.dnsName.empty()) {
+    discovery_ = std::make_unique<MeshDiscovery>(
+        &loop_, settings_.dnsName, settings_.dnsPort,
+        settings_.internalAddress.host.find(':') != std::string::npos, settings_.discoveryMs,
+        [this](const std::vector<std::string>& addresses) {
+          directory_.sawInDns(addresses, static_cast<int64_t>(uv_now(&loop_)));
+        });
+    discovery_->start();
+  }
+  const auto now = static_cast<int64_t>(uv_now(&loop_));
+  for (const auto& peer : settings_.peers) directory_.addConfigured(peer.toString(), now);
+  {
+    std::lock_guard lock(tasksMutex_);
+    accepting_ = true;
+  }
+  started_ = true;
+  thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+  log_.info("mesh node started",
+            {{"address", selfAddress_},
+             {"epoch", std::to_string(epoch_)},
+             {"peers", settings_.peers.size()},
+             {"dns", settings_.dnsName.empty() ? std::string("off") : settings_.dnsName},
+             {"handoff_socket", settings_.handoffSocket}});
+  return Ok{};
+}
+
+void MeshNode::stop() {
+  if (!started_) return;
+  started_ = false;
+  {
+    std::lock_guard lock(tasksMutex_);
+    accepting_ = false;
+    tasks_.emplace_back([this] { shutdownOnLoop(); });
+    uv_async_send(&wake_);
+  }
+  thread_.join();
+  uv_loop_close(&loop_);
+  log_.info("mesh node stopped");
+}
+
+void MeshNode::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(tasksMutex_);
+    if (!accepting_) return;
+    tasks_.push_back(std::move(task));
+    uv_async_send(&wake_);  // under the lock: once accepting_ is false the handle may be closed
+  }
+}
+
+void MeshNode::runTasks() {
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard lock(tasksMutex_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void MeshNode::shutdownOnLoop() {
+  stopping_ = true;
+  handoffs_->close();
+  for (auto& [id, query] : dialQueries_) query->cancel();
+  dialQueries_.clear();
+  if (discovery_) discovery_->close();
+  std::vector<MeshLink*> open;
+  for (auto& [pointer, link] : links_) open.push_back(pointer);
+  for (MeshLink* link : open) link->close("shutdown");
+  uv_close(reinterpret_cast<uv_handle_t*>(&tickTimer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
+}
+
+MeshNodeStatus MeshNode::status() {
+  auto promise = std::make_shared<std::promise<MeshNodeStatus>>();
+  auto future = promise->get_future();
+  {
+    std::lock_guard lock(tasksMutex_);
+    if (!accepting_) return {};
+    tasks_.emplace_back([this, promise] {
+      MeshNodeStatus status;
+      status.peers = directory_.view();
+      for (const auto& [machine, link] : active_) status.linkedMachines.push_back(machine);
+      status.openLinks = links_.size();
+      status.machines = table_.machines();
+      for (const auto& machine : status.machines) {
+        status.bridges[machine.life.machineId] = table_.bridgesOf(machine.life.machineId);
+      }
+      status.sequence = local_.sequence();
+      status.localBridges = local_.size();
+      promise->set_value(std::move(status));
+    });
+    uv_async_send(&wake_);
+  }
+  return future.get();
+}
+
+// --- the registry's changes ------------------------------------------------------------------
+
+void MeshNode::relayReplaced(const std::string& relayKey,
+                             const std::vector<controld::BridgeEntry>& bridges) {
+  post([this, change = LocalChange{LocalChange::Kind::kReplaced, relayKey, bridges, {}}] {
+    applyLocal(change);
+  });
+}
+
+void MeshNode::bridgeAttached(const std::string& relayKey, const controld::BridgeEntry& bridge) {
+  post([this, change = LocalChange{LocalChange::Kind::kAttached, relayKey, {bridge}, {}}] {
+    applyLocal(change);
+  });
+}
+
+void MeshNode::bridgeDetached(const std::string& relayKey, const std::string& bridgeId) {
+  post([this, change = LocalChange{LocalChange::Kind::kDetached, relayKey, {}, bridgeId}] {
+    applyLocal(change);
+  });
+}
+
+void MeshNode::relayDropped(const std::string& relayKey) {
+  post([this, change = LocalChange{LocalChange::Kind::kDropped, relayKey, {}, {}}] {
+    applyLocal(change);
+  });
+}
+
+// Each delta is encoded once and goes to every proven link (each got its snapshot before).
+void MeshNode::applyLocal(const LocalChange& change) {
+  for (auto& body : local_.apply(change)) {
+    const Frame frame{unixNowMs(), std::move(body)};
+    const std::string encoded = encodeFrame(frame);
+    const auto type = frameTypeName(frame.body);
+    for (auto& [pointer, link] : links_) {
+      if (link->proven()) link->sendEncoded(encoded, type);
+    }
+  }
+  metrics_.localBridges(local_.size());
+}
+
+// --- links ------------------------------------------------------------------------------------
+
+void MeshNode::acceptHandoff(ReceivedHandoff received) {
+  if (received.handoff.kind == HandoffKind::kInternalHttp) {
+    // Route checks come with a later step: refused for now, and counted.
+    metrics_.handoff("internal_http");
+    ::close(received.connectionFd);
+    return;
+  }
+  size_t unproven = 0;
+  for (const auto& [pointer, link] : links_) {
+    if (!link->proven() && !link->outbound()) ++unproven;
+  }
+  if (stopping_ || unproven >= kMaxPreAuthConnections) {
+    metrics_.handoff("refused");
+    ::close(received.connectionFd);
+    return;
+  }
+  metrics_.handoff("mesh_link");
+  LinkSetup setup{settings_.token, settings_.machineId, false, {}, received.handoff.peerAddress};
+  auto link = std::make_unique<MeshLink>(&loop_, *this, metrics_, std::move(setup));
+  MeshLink* raw = link.get();
+  links_.emplace(raw, std::move(link));
+  raw->adopt(received.connectionFd, received.handoff.prefix);
+}
+
+void MeshNode::startDial(const std::string& address) {
+  const auto target = parseHostPort(address);
+  if (!target) return directory_.dialEnded(address, false, static_cast<int64_t>(uv_now(&loop_)));
+  const uint64_t id = nextQueryId_++;
+  DnsQuery* query = DnsQuery::resolve(
+      &loop_, target->host, target->port,
+      [this, address, id](int status, const sockaddr_storage& resolved) {
+        dialQueries_.erase(id);
+        if (status != 0) {
+          metrics_.linkError("resolve_error");
+          return directory_.dialEnded(address, false, static_cast<int64_t>(uv_now(&loop_)));
+        }
+        dialResolved(address, resolved);
+      });
+  if (query != nullptr) dialQueries_.emplace(id, query);
+}
+
+void MeshNode::dialResolved(const std::string& address, const sockaddr_storage& target) {
+  if (stopping_) return;
+  // The canonical address dialed: a name in MESH_PEERS is compared by what it resolved to.
+  const std::string dialed = canonicalAddress(formatAddress(target)).value_or(address);
+  LinkSetup setup{settings_.token, settings_.machineId, true, dialed, {}};
+  auto link = std::make_unique<MeshLink>(&loop_, *this, metrics_, std::move(setup));
+  MeshLink* raw = link.get();
+  links_.emplace(raw, std::move(link));
+  dialing_.emplace(raw, address);
+  raw->dial(sourceAddress(settings_.internalAddress), target);
+}
+
+void MeshNode::linkProven(MeshLink& link) {
+  sendHelloAndSnapshot(link);
+}
+
+// The hello, then the snapshot taken at this machine's current sequence: every delta after it
+// goes to this link too (applyLocal), so the peer can apply them in order.
+void MeshNode::sendHelloAndSnapshot(MeshLink& link) {
+  const int64_t now = unixNowMs();
+  link.send(Frame{now, Hello{kLinkFormatVersion, settings_.machineId, settings_.region,
+                             selfAddress_, epoch_, startedAtMs_, false}});
+  const auto bridges = local_.snapshot();
+  bool first = true;
+  for (auto& part : encodeSnapshot(bridges, local_.sequence(), now)) {
+    link.sendEncoded(std::move(part), first ? "snapshot" : "snapshot_part");
+    first = false;
+  }
+}
+
+std::string MeshNode::peerKey(const MeshLink& link) const {
+  if (auto found = dialing_.find(const_cast<MeshLink*>(&link)); found != dialing_.end()) {
+    return found->second;
+  }
+  const auto& hello = link.hello();
+  return hello ? canonicalAddress(hello->address).value_or(hello->address) : std::string();
+}
+
+void MeshNode::refuse(MeshLink& link, std::string_view reason) {
+  metrics_.linkError(reason);
+  log_.warn("mesh link refused",
+            {{"peer", link.peerMachine()},
+             {"address", link.outbound() ? link.dialTarget() : link.remoteAddress()},
+             {"reason", reason}});
+  link.close(reason);
+}
+
+void MeshNode::linkFrame(MeshLink& link, Frame frame) {
+  if (const auto* hello = std::get_if<Hello>(&frame.body)) return onHello(link, *hello);
+  auto active = active_.find(link.peerMachine());
+  if (active == active_.end() || active->second != &link) return;  // a link on its way out
+  applyTable(link, frame);
+}
+
+void MeshNode::onHello(MeshLink& link, const Hello& hello) {
+  auto existing = active_.find(hello.machine);
+  std::optional<LinkFacts> existingFacts;
+  if (existing != active_.end()) {
+    existingFacts = LinkFacts{*existing->second->hello(), existing->second->outbound(),
+                              existing->second->dialTarget(), existing->second->remoteAddress()};
+  }
+  const LinkFacts candidate{hello, link.outbound(), link.dialTarget(), link.remoteAddress()};
+  const Admission admission = admitLink(candidate, existingFacts ? &*existingFacts : nullptr,
+                                        selfAddress_, settings_.verifyAddress);
+  switch (admission) {
+    case Admission::kAccept:
+      break;
+    case Admission::kReplaceExisting: {
+      MeshLink* old = existing->second;
+      active_.erase(existing);  // its close drops nothing: this link's snapshot replaces
+      old->close("replaced");
+      break;
+    }
+    case Admission::kDuplicate:
+      return link.close("duplicate");  // the pair's other link stays: not an error
+    case Admission::kBadAddress:
+    case Admission::kWrongAddress:
+    case Admission::kAlreadyLinked:
+    case Admission::kStaleLife:
+      return refuse(link, admissionName(admission));
+  }
+  active_[hello.machine] = &link;
+  link.markUp();
+  directory_.linkUp(peerKey(link), hello.machine);
+  metrics_.linkUp();
+  log_.info("mesh link up", {{"peer", hello.machine},
+                             {"peer_region", hello.region},
+                             {"address", hello.address},
+                             {"direction", link.outbound() ? "dialed" : "accepted"},
+                             {"draining", hello.draining}});
+  updateGauges();
+}
+
+void MeshNode::applyTable(MeshLink& link, Frame& frame) {
+  const Hello& hello = *link.hello();
+  const double delay = static_cast<double>(unixNowMs() - frame.sentAtMs) / 1000.0;
+  TableUpdate update = TableUpdate::kApplied;
+  if (auto* snapshot = std::get_if<SnapshotPart>(&frame.body)) {
+    const MachineLife life{hello.machine, hello.epoch,  hello.startedAtMs,
+                           hello.address, hello.region, hello.draining};
+    const size_t size = snapshot->bridges.size();
+    update = table_.applySnapshot(life, snapshot->sequence, std::move(snapshot->bridges));
+    metrics_.snapshot(size, delay);
+  } else if (const auto* attached = std::get_if<Attached>(&frame.body)) {
+    update = table_.applyAttached(hello.machine, hello.epoch, attached->sequence, attached->bridge);
+    metrics_.propagation("attached", delay);
+  } else if (const auto* detached = std::get_if<Detached>(&frame.body)) {
+    update =
+        table_.applyDetached(hello.machine, hello.epoch, detached->sequence, detached->bridgeId);
+    metrics_.propagation("detached", delay);
+  } else if (std::holds_alternative<Ping>(frame.body)) {
+    return;
+  } else {
+    // Events: only leaving acts in this step (the others come with the cached-record rules).
+    if (std::holds_alternative<Leaving>(frame.body)) {
+      update = table_.setDraining(hello.machine, hello.epoch, true);
+    }
+    metrics_.propagation("event", delay);
+  }
+  if (update != TableUpdate::kApplied) return refuse(link, tableUpdateName(update));
+  metrics_.tableEntries(table_.bridgeCount());
+}
+
+void MeshNode::linkClosed(MeshLink& link) {
+  const auto now = static_cast<int64_t>(uv_now(&loop_));
+  auto active = active_.find(link.peerMachine());
+  if (active != active_.end() && active->second == &link) {
+    active_.erase(active);
+    metrics_.linkDown();
+    log_.info("mesh link down", {{"peer", link.peerMachine()},
+                                 {"address", link.hello() ? link.hello()->address : std::string()},
+                                 {"reason", link.closeReason()}});
+    directory_.linkDown(peerKey(link), now);
+    peerLinkEnded(link.peerMachine());
+  } else if (link.outbound() && !link.wasUp()) {
+    log_.debug("mesh dial ended", {{"address", link.dialTarget()}, {"reason", link.closeReason()}});
+  }
+  if (auto dialed = dialing_.find(&link); dialed != dialing_.end()) {
+    directory_.dialEnded(dialed->second, link.wasUp() || link.closeReason() == "duplicate", now);
+    dialing_.erase(dialed);
+  }
+  links_.erase(&link);  // destroys the link
+  updateGauges();
+}
+
+void MeshNode::peerLinkEnded(const std::string& machine) {
+  table_.dropMachine(machine);
+  metrics_.tableEntries(table_.bridgeCount());
+}
+
+// --- timers -----------------------------------------------------------------------------------
+
+void MeshNode::tick() {
+  if (stopping_) return;
+  const auto now = static_cast<int64_t>(uv_now(&loop_));
+  for (auto& [pointer, link] : links_) {
+    link->tick(now, settings_.pingMs, settings_.deadMs, settings_.handshakeTimeoutMs);
+  }
+  directory_.expire(now);
+  for (const auto& address : directory_.dueDials(now)) startDial(address);
+  updateGauges();
+}
+
+void MeshNode::updateGauges() {
+  metrics_.peers(directory_.count(PeerState::kUp), directory_.count(PeerState::kConnecting),
+                 directory_.count(PeerState::kUnreachable));
+}
+
+}  // namespace ot::mesh
