@@ -3,9 +3,10 @@ each connection decides. A liveness question (OPENTUNNEL-ALIVE/2) is answered by
 signed over the asker's nonce; a mesh link or an HTTP request line is handed to controld over
 MESH_HANDOFF_SOCKET with the socket itself (SCM_RIGHTS); anything else is closed and counted.
 
-Until controld's mesh node takes handed-off connections, the test plays its part of the handoff:
-it listens on the SOCK_SEQPACKET socket relayd is told about and checks what arrives, then uses
-the descriptor it received to talk to the peer, which proves it is the peer's own connection. The
+To check exactly what relayd hands over, the test plays controld's part of the handoff: it
+listens on the SOCK_SEQPACKET socket relayd is told about and checks what arrives, then uses the
+descriptor it received to talk to the peer, which proves it is the peer's own connection
+(test_mesh_link.py runs the real controld on the other end). The
 peer's side of each proof is computed here with Python's hmac, as the wire format in
 docs/mesh.md defines it.
 """
