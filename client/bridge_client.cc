@@ -17,6 +17,17 @@ constexpr uint64_t kAttachDeadlineMs = 10'000;  // section 10: TCP, TLS, upgrade
 constexpr uint64_t kNever = UINT64_MAX;
 constexpr uint64_t kSilentBeats = 3;  // section 8: give up after three heartbeats of silence
 
+// When the client pings (section 8): after a heartbeat and a half without a byte from the relay,
+// and at most once a heartbeat. The relay pings a silent bridge after one heartbeat, so on a
+// healthy bridge the relay's ping always comes first and the client never needs to: the relay
+// then sends its pings in batches (one timer-wheel slot at a time) and reads their pongs in
+// batches too, instead of waking once for each client's own ping (docs/capacity.md, "Idle
+// heartbeat cost"). The client's ping still keeps a bridge alive with a relay that stopped
+// pinging, well before the three silent heartbeats that end it.
+uint64_t clientPingDueMs(uint64_t lastReceiveMs, uint64_t lastPingMs, uint64_t beat) {
+  return std::max(lastReceiveMs + beat + beat / 2, lastPingMs + beat);
+}
+
 bool fatalUpgradeStatus(int status) {
   return status == 400 || status == 404 || status == 405 || status == 426;
 }
@@ -374,7 +385,7 @@ uint64_t BridgeClient::nextDeadlineMs() const {
   if (!ended_ && phase_ == Phase::kAttached && transport_ != nullptr) {
     const uint64_t last = transport_->lastReceiveMs();
     const uint64_t beat = attached_.heartbeatMs;
-    next = std::min({next, std::max(last, lastPingMs_) + beat, last + kSilentBeats * beat});
+    next = std::min({next, clientPingDueMs(last, lastPingMs_, beat), last + kSilentBeats * beat});
   }
   if (allowanceRecheckMs_ != 0) next = std::min(next, allowanceRecheckMs_);
   for (const auto& [id, stream] : streams_) {
@@ -399,7 +410,7 @@ void BridgeClient::onTimer(uint64_t nowMs) {
       transport_->close(ws::kCloseGoingAway, "relay silent");
       endSession(
           {true, false, "nothing from the relay for " + std::to_string(nowMs - last) + " ms", {}});
-    } else if (nowMs >= std::max(last, lastPingMs_) + beat) {
+    } else if (nowMs >= clientPingDueMs(last, lastPingMs_, beat)) {
       (void)transport_->sendPing({});
       lastPingMs_ = nowMs;
     }

@@ -385,7 +385,10 @@ void LoadBridge::onTimer() {
     case Phase::kAttached:
       if (now - lastReceiveMs_ >= 3ull * heartbeatMs_) {
         broken();  // the relay fell silent: the short wait after an attached bridge
-      } else if (now - lastReceiveMs_ >= heartbeatMs_ && now - lastPingMs_ >= heartbeatMs_) {
+      } else if (now - lastReceiveMs_ >= heartbeatMs_ + heartbeatMs_ / 2 &&
+                 now - lastPingMs_ >= heartbeatMs_) {
+        // otunnel's rule (client/bridge_client.cc, clientPingDueMs): a heartbeat and a half of
+        // silence, so a healthy relay's own ping always comes first.
         lastPingMs_ = now;
         sendFrame(ws::Opcode::kPing, {});
       }
