@@ -472,3 +472,52 @@ TEST_CASE_FIXTURE(ReceiverRig,
   // The relay's handles close on the loop before the relay goes away.
   for (int i = 0; i < 100; ++i) uv_run(&loop, UV_RUN_NOWAIT);
 }
+
+TEST_CASE_FIXTURE(MeshRig,
+                  "mesh forward sender: the relay forwards a visitor with no bridge here") {
+  // Relay::routeVisitor itself: no local bridge, the table names B; B answers 0 and nobody else
+  // holds the route, so the visitor is rejected as it was before the mesh.
+  config.internalAddress = "127.0.0.11:0";
+  config.identity.machineId = "A";
+  config.internalToken = kSecret;
+  uint16_t portB = 0;
+  const int listenB = keep(listenOn("127.0.0.12", portB));
+  ControlClientOptions control;
+  control.socketPath = "/nonexistent/control.sock";
+  control.machineId = "A";
+  Relay relay(*context, control);
+  relay.meshRoutes().replace(1, {{"B", "127.0.0.12:" + std::to_string(portB), true}},
+                             {{"t1", "web", "B", 1000}});
+  const auto [local, peer] = ot::test::loopbackPair();
+  keep(peer);
+  TcpStream* visitor = TcpStream::adopt(*context, local, nullptr);
+  REQUIRE(visitor != nullptr);
+  ++context->openConnections;
+  SniTarget target;
+  target.kind = SniTarget::Kind::kTunnel;
+  target.tunnelId = "t1";
+  target.route = "web";
+  relay.routeVisitor(visitor, target, helloWithSni("web.t1.tunnels.test"));
+  CHECK(counter("opentunnel_mesh_lookups_total", "result", "hit") == 1);
+  int holder = -1;
+  REQUIRE(runUntil([&] {
+    if (holder < 0) holder = ::accept4(listenB, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    return holder >= 0;
+  }));
+  keep(holder);
+  std::string got;
+  REQUIRE(runUntil([&] {
+    readInto(holder, got);
+    return got.find('\n') != std::string::npos;
+  }));
+  CHECK(got.starts_with("OPENTUNNEL-FORWARD/2 A B "));
+  sendAll(holder, "0\n");
+  REQUIRE(runUntil([&] {
+    return counter("opentunnel_visitor_connections_total", "outcome", "rejected_unknown_tunnel") ==
+           1;
+  }));
+  CHECK(counter("opentunnel_cluster_forward_failures_total", "reason", "refused") == 1);
+  CHECK(context->openConnections == 0);
+  relay.stop();
+  for (int i = 0; i < 100; ++i) uv_run(&loop, UV_RUN_NOWAIT);
+}
