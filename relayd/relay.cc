@@ -341,7 +341,10 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
   const TunnelTable::Pick pick = table_.pickBridge(target.tunnelId, target.route);
   if (pick.result != PickResult::kOk) {
     const VisitorOutcome outcome = outcomeFor(pick.result);
-    if (noLocalBridge(pick.result)) {
+    // A certificate "not ready" in this machine's cached record decides nothing when no bridge
+    // here holds the tunnel: the holder checks its own (fresher) record.
+    if (noLocalBridge(pick.result) ||
+        (pick.result == PickResult::kCertNotReady && table_.bridgeCountOf(target.tunnelId) == 0)) {
       if (forwardedAccept != nullptr) {
         // Forwarded here: never forwarded again. The caller answers 0 and closes.
         context_.metrics.visitor(outcome);
