@@ -134,7 +134,11 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   void onEof() override { failed(ForwardFailure::kIo, "closed before answering"); }
   void onStreamError(int status) override { failed(ForwardFailure::kIo, uv_strerror(status)); }
   void onWritten(size_t) override {}
-  void onClosed() override {}  // never: the handler is cleared before the socket closes
+  // Closed by someone else (shutdown resets every stream): the socket is gone; a try it was.
+  void onClosed() override {
+    holder_ = nullptr;
+    failed(ForwardFailure::kIo, "closed");
+  }
 
   // The visitor's socket closed under us (shutdown resets every stream).
   void visitorClosed() {

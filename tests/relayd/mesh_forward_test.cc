@@ -521,3 +521,19 @@ TEST_CASE_FIXTURE(MeshRig,
   relay.stop();
   for (int i = 0; i < 100; ++i) uv_run(&loop, UV_RUN_NOWAIT);
 }
+
+TEST_CASE_FIXTURE(SenderRig,
+                  "mesh forward sender: a holder socket closed under it is a failed try") {
+  REQUIRE(forward());
+  (void)acceptForward(listenB, "B");
+  // Shutdown resets every stream: the holder's socket goes first here.
+  for (TcpStream* stream : std::vector(context->streams.begin(), context->streams.end())) {
+    if (stream != visitor) stream->close(true);
+  }
+  REQUIRE(runUntil([&] { return failures("io") == 1; }));
+  const int next = acceptForward(listenC, "C");
+  sendAll(next, "1\n");
+  REQUIRE(runUntil([&] {
+    return counter("opentunnel_visitor_connections_total", "outcome", "forwarded_out") == 1;
+  }));
+}
