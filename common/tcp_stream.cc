@@ -85,6 +85,11 @@ void TcpStream::connect(const std::string& host, uint16_t port) {
                            });
 }
 
+int TcpStream::bindSource(const sockaddr_storage& address) {
+  if (closing_ || connectStarted_) return UV_EINVAL;
+  return uv_tcp_bind(&tcp_, reinterpret_cast<const sockaddr*>(&address), 0);
+}
+
 void TcpStream::connectTo(const sockaddr_storage& address) {
   if (closing_ || connectAbandoned_) return;
   const int rc =

@@ -97,6 +97,10 @@ class TcpStream {
   // Resolves `host` (DnsQuery::resolve) and connects; the handler hears onConnected or
   // onConnectFailed, possibly from inside this call. Once only; nothing happens when closing.
   void connect(const std::string& host, uint16_t port);
+  // Before connect(): the local address (port 0: any) the connection leaves from, so a peer that
+  // checks where a connection comes from sees this machine's address, not the kernel's pick.
+  // Answers uv_tcp_bind's error (0: bound).
+  int bindSource(const sockaddr_storage& address);
   // The owner gave up waiting (its own deadline): the lookup is cancelled and neither
   // onConnected nor onConnectFailed follows. The socket stays open until close().
   void abandonConnect();

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/mesh_proof.h"
 #include "relayd/listener.h"
+#include "relayd/mesh_route_table.h"
 #include "relayd/relay_context.h"
 #include "relayd/relay_metrics.h"
 #include "relayd/timer_wheel.h"
@@ -128,7 +129,7 @@ struct InternalListener::Impl {
         registry(contextIn.metrics.registry) {
     // The outcomes known in advance exist from the start (zeros, not gaps, on dashboards); the
     // proof errors of refused liveness questions appear when first counted.
-    for (const char* kind : {"alive", "mesh", "http"}) {
+    for (const char* kind : {"alive", "mesh", "http", "forward"}) {
       (void)registry.counter(std::string(kConnectionsName), std::string(kConnectionsHelp),
                              {{"kind", kind}});
     }
@@ -204,7 +205,7 @@ struct InternalListener::Impl {
     } else if (line.starts_with("OPENTUNNEL-MESH")) {
       handOff(connection, mesh::HandoffKind::kMeshLink, "mesh");
     } else if (line.starts_with("OPENTUNNEL-FORWARD")) {
-      refuse(connection, "forward_not_wired");
+      acceptForward(connection, line);
     } else if (isHttpRequestLine(line)) {
       handOff(connection, mesh::HandoffKind::kInternalHttp, "http");
     } else {
@@ -230,6 +231,38 @@ struct InternalListener::Impl {
     (void)::send(connection.fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     count(kConnectionsName, kConnectionsHelp, "kind", "alive");
     finish(connection);
+  }
+
+  void acceptForward(Connection& connection, std::string_view line) {
+    if (!options.acceptForward) {
+      refuse(connection, "forward_not_wired");
+      return;
+    }
+    const std::string_view peerHost = hostOfAddress(connection.peer);
+    const mesh::LinkedSenderCheck linked = [&](std::string_view sender) {
+      return options.linkedSender && options.linkedSender(sender, peerHost);
+    };
+    const int64_t now = options.wallClock ? options.wallClock() : unixNowMs();
+    auto header =
+        mesh::verifyForwardHeader(line, options.secret, options.machineId, now, linked, nonces);
+    if (!header) {
+      const std::string reason(mesh::proofErrorName(header.error()));
+      kLog.info("forward refused", {{"peer", connection.peer}, {"reason", reason}});
+      refuse(connection, reason);
+      return;
+    }
+    // The descriptor goes on as a stream; relayd's poll handle lets go of its own copy.
+    const int fd = ::dup(connection.fd);
+    if (fd < 0) {
+      refuse(connection, "error");
+      return;
+    }
+    const std::vector<uint8_t> rest(
+        connection.buffer.begin() + static_cast<ptrdiff_t>(line.size()) + 1,
+        connection.buffer.end());
+    count(kConnectionsName, kConnectionsHelp, "kind", "forward");
+    finish(connection);
+    options.acceptForward(fd, *header, rest);
   }
 
   void handOff(Connection& connection, mesh::HandoffKind kind, const char* kindName) {
@@ -277,6 +310,7 @@ struct InternalListener::Impl {
   metrics::Metrics& registry;
   std::unique_ptr<Listener> listener;
   std::unordered_set<Connection*> waiting;
+  mesh::NonceWindow nonces;  // forwards' nonces seen within their validity
 };
 
 Result<std::unique_ptr<InternalListener>> InternalListener::open(RelayContext& context,

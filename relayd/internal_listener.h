@@ -10,8 +10,13 @@
 //                           MESH_HANDOFF_SOCKET; closed when controld does not take it;
 //   anything else           closed.
 //
-// Forwarded visitors (OPENTUNNEL-FORWARD/2) are the next step of the wiring: until relayd
-// forwards, they are refused like an unknown line, counted apart.
+//   OPENTUNNEL-FORWARD/2 ...  a visitor forwarded by another machine (docs/mesh.md step 4): the
+//                           signed header is checked (common/forward_header.h: addressed to this
+//                           machine, signed within 30 s, nonce never seen, from a machine linked
+//                           now at the address the connection comes from), then the connection and
+//                           the bytes after the header go to `acceptForward`
+//                           (relayd/forwarded_visitor.h). Without acceptForward they are refused
+//                           (forward_not_wired).
 //
 // Every outcome is counted: opentunnel_mesh_internal_connections_total{kind} for what was taken,
 // opentunnel_mesh_internal_refused_total{reason} for what was closed (the proof errors by their
@@ -23,10 +28,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "common/alive_probe.h"
 #include "common/config.h"
+#include "common/forward_header.h"
 #include "common/result.h"
 
 namespace ot::relayd {
@@ -40,6 +48,15 @@ struct InternalListenerOptions {
   std::string handoffSocketPath;  // controld's MESH_HANDOFF_SOCKET
   // This machine's answer to a liveness question, asked when one arrives.
   std::function<mesh::AliveState()> aliveState;
+  // Whether `machineId` is linked now and `peerHost` (the connection's source IP) is its linked
+  // address (MeshRouteTable::linkedFrom). Unset: no sender is believed.
+  std::function<bool(std::string_view machineId, std::string_view peerHost)> linkedSender;
+  // Takes a forwarded visitor whose header checked out: its descriptor (the callee's from now
+  // on), the header, and the bytes read after the header's line.
+  std::function<void(int fd, const mesh::ForwardHeader& header, std::span<const uint8_t> rest)>
+      acceptForward;
+  // The wall clock signed headers are checked against (Unix ms); unixNowMs when unset.
+  std::function<int64_t()> wallClock;
 };
 
 class InternalListener {

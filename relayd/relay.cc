@@ -56,6 +56,13 @@ VisitorOutcome outcomeFor(PickResult result) {
   return VisitorOutcome::kError;
 }
 
+// No bridge here holds the visitor's route: another machine may (a visitor forwarded here is then
+// answered 0).
+bool noLocalBridge(PickResult result) {
+  return result == PickResult::kUnknownTunnel || result == PickResult::kNoBridge ||
+         result == PickResult::kUnknownRoute;
+}
+
 }  // namespace
 
 Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
@@ -89,6 +96,15 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
   uv_timer_init(context.loop, &drainTimer_);
   drainTimer_.data = this;
   drainTimerOpen_ = true;
+  if (!context.config.internalAddress.empty()) {
+    forwarder_ = std::make_unique<MeshForwarder>(
+        context, meshRoutes_,
+        MeshForwarderOptions{context.config.identity.machineId, context.config.internalToken,
+                             context.config.internalAddress, kForwardAnswerTimeoutMs},
+        [this](TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId) {
+          rejectVisitor(stream, outcome, tunnelId);
+        });
+  }
 }
 
 Relay::~Relay() = default;
@@ -292,6 +308,17 @@ void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64
 // Visitors
 
 void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello) {
+  (void)route(stream, target, std::move(hello), nullptr);
+}
+
+ForwardedRoute Relay::routeForwarded(TcpStream* stream, const SniTarget& target,
+                                     std::vector<uint8_t> hello,
+                                     const std::function<bool()>& accept) {
+  return route(stream, target, std::move(hello), &accept);
+}
+
+ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello,
+                            const std::function<bool()>* forwardedAccept) {
   // One address may hold MAX_CONNS_PER_TUNNEL_PER_SOURCE of a tunnel's slots, so a flood of
   // unfinished handshakes from one place leaves the rest to everyone else.
   SourceSlot sourceSlot;
@@ -308,19 +335,40 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
                    {"suppressed", suppressed}});
       }
       rejectVisitor(stream, VisitorOutcome::kRejectedSourceLimit, target.tunnelId);
-      return;
+      return ForwardedRoute::kRejected;
     }
   }
   const TunnelTable::Pick pick = table_.pickBridge(target.tunnelId, target.route);
   if (pick.result != PickResult::kOk) {
-    rejectVisitor(stream, outcomeFor(pick.result), target.tunnelId);
-    return;
+    const VisitorOutcome outcome = outcomeFor(pick.result);
+    // A certificate "not ready" in this machine's cached record decides nothing when no bridge
+    // here holds the tunnel: the holder checks its own (fresher) record.
+    if (noLocalBridge(pick.result) ||
+        (pick.result == PickResult::kCertNotReady && table_.bridgeCountOf(target.tunnelId) == 0)) {
+      if (forwardedAccept != nullptr) {
+        // Forwarded here: never forwarded again. The caller answers 0 and closes.
+        context_.metrics.visitor(outcome);
+        return ForwardedRoute::kNoBridge;
+      }
+      if (forwarder_ != nullptr &&
+          forwarder_->forward(stream, target.tunnelId, target.route, std::move(hello),
+                              std::move(sourceSlot), outcome)) {
+        return ForwardedRoute::kServed;
+      }
+    }
+    rejectVisitor(stream, outcome, target.tunnelId);
+    return ForwardedRoute::kRejected;
   }
   auto it = bridges_.find(pick.bridgeKey);
   if (it == bridges_.end()) {
     table_.connectionClosed(target.tunnelId, pick.bridgeKey);
     rejectVisitor(stream, VisitorOutcome::kError, target.tunnelId);
-    return;
+    return ForwardedRoute::kRejected;
+  }
+  if (forwardedAccept != nullptr && !(*forwardedAccept)()) {
+    table_.connectionClosed(target.tunnelId, pick.bridgeKey);
+    rejectVisitor(stream, VisitorOutcome::kError, target.tunnelId);
+    return ForwardedRoute::kRejected;
   }
   BridgeSession* bridge = it->second;
   stream->setNotSentLowat(kVisitorNotSentLowat);
@@ -331,9 +379,11 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
     table_.connectionClosed(target.tunnelId, pick.bridgeKey);
     context_.metrics.visitor(VisitorOutcome::kError);
     visitor->abort(bridge::ResetReason::kUnspecified, false);
-    return;
+    return ForwardedRoute::kRejected;
   }
-  context_.metrics.visitor(VisitorOutcome::kServedLocal);
+  context_.metrics.visitor(forwardedAccept != nullptr ? VisitorOutcome::kForwardedIn
+                                                      : VisitorOutcome::kServedLocal);
+  return ForwardedRoute::kServed;
 }
 
 void Relay::rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId) {

@@ -18,6 +18,9 @@
 #include "relayd/api_proxy.h"
 #include "relayd/attach_guard.h"
 #include "relayd/control_client.h"
+#include "relayd/forwarded_visitor.h"
+#include "relayd/mesh_forwarder.h"
+#include "relayd/mesh_route_table.h"
 #include "relayd/relay_context.h"
 #include "relayd/relay_for_bridge.h"
 #include "relayd/relay_health.h"
@@ -28,7 +31,7 @@ namespace ot::relayd {
 
 class BridgeSession;
 
-class Relay final : public RelayForBridge {
+class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
  public:
   Relay(RelayContext& context, ControlClientOptions controlOptions);
   ~Relay();
@@ -68,7 +71,17 @@ class Relay final : public RelayForBridge {
 
   // --- visitors
   // A visitor whose ClientHello named a tunnel: pick a bridge and splice, or close and count.
+  // With no bridge here for its route, a visitor goes to the machine the mesh's route table names
+  // (mesh_forwarder.h), when INTERNAL_ADDRESS is set and the table names one.
   void routeVisitor(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello);
+  // A visitor another machine forwarded here (forwarded_visitor.h): routed like a local one,
+  // never forwarded again.
+  ForwardedRoute routeForwarded(TcpStream* stream, const SniTarget& target,
+                                std::vector<uint8_t> hello,
+                                const std::function<bool()>& accept) override;
+  // Where the mesh's routes are held, as the Relay's owner last set it (empty: no forwarding).
+  [[nodiscard]] MeshRouteTable& meshRoutes() { return meshRoutes_; }
+  [[nodiscard]] MeshForwarder* meshForwarder() { return forwarder_.get(); }
 
   // --- shutdown
   // SIGTERM: tell controld, drain every bridge (spread over up to 5 s).
@@ -89,6 +102,9 @@ class Relay final : public RelayForBridge {
   void authorizeFromCache(uint64_t key);
   void finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* response);
   void rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId);
+  // `forwardedAccept`: set for a forwarded visitor (its `1` answer), which is never forwarded.
+  ForwardedRoute route(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello,
+                       const std::function<bool()>* forwardedAccept);
   void drainStep();
   static void onDrainTimer(uv_timer_t* handle);
 
@@ -107,6 +123,8 @@ class Relay final : public RelayForBridge {
   size_t drainPerStep_ = 0;  // set by startDrain from the whole queue
   uv_timer_t drainTimer_{};
   bool drainTimerOpen_ = false;
+  MeshRouteTable meshRoutes_;
+  std::unique_ptr<MeshForwarder> forwarder_;  // null without INTERNAL_ADDRESS
 };
 
 [[nodiscard]] CachedRecord toCachedRecord(const v1::TunnelRecord& record);

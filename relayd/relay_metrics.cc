@@ -8,6 +8,10 @@ const prometheus::Histogram::BucketBoundaries kDurationBuckets = {0.01, 0.1, 1, 
 
 constexpr const char* kVisitorsName = "opentunnel_visitor_connections_total";
 constexpr const char* kVisitorsHelp = "Visitor connections by how they ended up being handled.";
+constexpr const char* kMeshLookupsName = "opentunnel_mesh_lookups_total";
+constexpr const char* kMeshLookupsHelp =
+    "Visitors with no bridge here looked up in the mesh's route table, by whether a machine held "
+    "the route.";
 constexpr const char* kAttachesName = "opentunnel_bridge_attaches_total";
 constexpr const char* kAttachesHelp = "Bridge attach attempts by result.";
 constexpr const char* kDetachesName = "opentunnel_bridge_detaches_total";
@@ -50,6 +54,10 @@ std::string_view visitorOutcomeName(VisitorOutcome outcome) {
       return "rejected_timeout";
     case VisitorOutcome::kRejectedSourceLimit:
       return "rejected_source_limit";
+    case VisitorOutcome::kForwardedOut:
+      return "forwarded_out";
+    case VisitorOutcome::kForwardedIn:
+      return "forwarded_in";
     case VisitorOutcome::kError:
     case VisitorOutcome::kCount:
       break;
@@ -101,6 +109,21 @@ std::string_view detachOutcomeName(DetachOutcome outcome) {
       break;
   }
   return "reset";
+}
+
+std::string_view forwardFailureName(ForwardFailure failure) {
+  switch (failure) {
+    case ForwardFailure::kRefused:
+      return "refused";
+    case ForwardFailure::kConnect:
+      return "connect";
+    case ForwardFailure::kTimeout:
+      return "timeout";
+    case ForwardFailure::kIo:
+    case ForwardFailure::kCount:
+      break;
+  }
+  return "io";
 }
 
 RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
@@ -166,7 +189,18 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
           "Ready certificates of tunnels with a bridge here that expire within 14 days.")),
       loopHandles(metricsRegistry.gauge(
           "opentunnel_loop_handles",
-          "libuv handles alive on relayd's loop (follows connections, bridges and timers).")) {
+          "libuv handles alive on relayd's loop (follows connections, bridges and timers).")),
+      meshLookupHit(
+          metricsRegistry.counter(kMeshLookupsName, kMeshLookupsHelp, {{"result", "hit"}})),
+      meshLookupMiss(
+          metricsRegistry.counter(kMeshLookupsName, kMeshLookupsHelp, {{"result", "miss"}})),
+      forwardFailures{} {
+  for (size_t i = 0; i < static_cast<size_t>(ForwardFailure::kCount); ++i) {
+    forwardFailures[i] = &metricsRegistry.counter(
+        "opentunnel_cluster_forward_failures_total",
+        "Forwards to another machine that failed, by reason (each try counts).",
+        {{"reason", std::string(forwardFailureName(static_cast<ForwardFailure>(i)))}});
+  }
   // Every label value exists from the start, so dashboards see zeros instead of gaps.
   for (size_t i = 0; i < static_cast<size_t>(AttachOutcome::kCount); ++i) {
     attaches[i] = &metricsRegistry.counter(

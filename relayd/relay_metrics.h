@@ -29,6 +29,16 @@ enum class VisitorOutcome : uint8_t {
   kRejectedSourceLimit,  // the visitor's address holds MAX_CONNS_PER_TUNNEL_PER_SOURCE of the
                          // tunnel
   kError,
+  kForwardedOut,  // no bridge here: sent to the machine holding the route (docs/mesh.md)
+  kForwardedIn,   // forwarded here by another machine and served by a bridge here
+  kCount,
+};
+// opentunnel_cluster_forward_failures_total{reason}: one per failed try of a forward.
+enum class ForwardFailure : uint8_t {
+  kRefused,  // the holder answered 0 (no bridge there)
+  kConnect,  // the connection to its internal address failed
+  kTimeout,  // no answer within the forward answer timeout
+  kIo,       // it closed, reset or answered something else
   kCount,
 };
 // opentunnel_bridge_attaches_total{result}
@@ -59,6 +69,7 @@ enum class DetachOutcome : uint8_t {
 [[nodiscard]] std::string_view visitorOutcomeName(VisitorOutcome outcome);
 [[nodiscard]] std::string_view attachOutcomeName(AttachOutcome outcome);
 [[nodiscard]] std::string_view detachOutcomeName(DetachOutcome outcome);
+[[nodiscard]] std::string_view forwardFailureName(ForwardFailure failure);
 
 class RelayMetrics {
  public:
@@ -108,6 +119,14 @@ class RelayMetrics {
   // kept_unproven"} (ours): whether a bridge's TLS dropped OpenSSL's state (tls_engine.h).
   std::array<prometheus::Counter*, 6> tlsDetaches{};
 
+  // --- The region mesh's forwarding (docs/mesh.md step 4), in one block.
+  prometheus::Counter& meshLookupHit;   // opentunnel_mesh_lookups_total{result="hit"}
+  prometheus::Counter& meshLookupMiss;  // {result="miss"}: no other machine holds the route
+  prometheus::Counter* forwardFailures[static_cast<size_t>(ForwardFailure::kCount)];
+
+  void forwardFailed(ForwardFailure failure) {
+    forwardFailures[static_cast<size_t>(failure)]->Increment();
+  }
   void visitor(VisitorOutcome outcome) { visitors[static_cast<size_t>(outcome)]->Increment(); }
   void attach(AttachOutcome outcome) { attaches[static_cast<size_t>(outcome)]->Increment(); }
   void detach(DetachOutcome outcome) { detaches[static_cast<size_t>(outcome)]->Increment(); }

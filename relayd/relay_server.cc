@@ -14,6 +14,7 @@
 #include "common/fd_handoff.h"
 #include "common/log.h"
 #include "relayd/connection_cap.h"
+#include "relayd/forwarded_visitor.h"
 #include "relayd/inbound_connection.h"
 #include "relayd/internal_listener.h"
 #include "relayd/listener.h"
@@ -165,6 +166,17 @@ int RelayServer::run() {
       if (s.context->draining) return mesh::AliveState::kDraining;
       return s.relay->controlConnected() ? mesh::AliveState::kServing
                                          : mesh::AliveState::kControlDown;
+    };
+    internal.linkedSender = [&s](std::string_view machineId, std::string_view peerHost) {
+      return s.relay->meshRoutes().linkedFrom(machineId, peerHost);
+    };
+    internal.acceptForward = [&s](int fd, const mesh::ForwardHeader& header,
+                                  std::span<const uint8_t> rest) {
+      if (s.phase >= 2) {
+        ::close(fd);
+        return;
+      }
+      ForwardedVisitor::start(*s.context, *s.relay, fd, header, rest);
     };
     auto listener = InternalListener::open(*s.context, std::move(internal));
     if (!listener.ok()) {

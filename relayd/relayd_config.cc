@@ -1,6 +1,8 @@
 #include "relayd/relayd_config.h"
 
 #include "common/fd_handoff.h"
+#include "common/ip_address.h"
+#include "relayd/mesh_route_table.h"
 
 namespace ot::relayd {
 
@@ -32,6 +34,10 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
                  "secret shared by every machine of the mesh (required with INTERNAL_LISTEN; "
                  "never sent, only proven)")
       ->envname("INTERNAL_TOKEN");
+  app.add_option("--internal-address", c.internalAddress,
+                 "this machine's internal address as its peers reach it, ip:port; forwards to "
+                 "peers leave from its IP (default: INTERNAL_LISTEN's)")
+      ->envname("INTERNAL_ADDRESS");
   app.add_option("--mesh-handoff-socket", c.meshHandoffSocket,
                  "controld's unix socket for mesh connections (default: mesh-handoff.sock "
                  "beside CONTROL_SOCKET)")
@@ -117,6 +123,12 @@ std::string finishRelaydConfig(RelaydConfig& config) {
   if (config.internalToken.size() < kMinInternalTokenBytes) {
     return "INTERNAL_LISTEN needs INTERNAL_TOKEN, at least " +
            std::to_string(kMinInternalTokenBytes) + " bytes";
+  }
+  if (config.internalAddress.empty()) config.internalAddress = config.internalListen.toString();
+  // Forwards bind their source to this IP and peers connect to it: a literal address, no name.
+  if (!parseIpAddress(hostOfAddress(config.internalAddress))) {
+    return "INTERNAL_ADDRESS must be ip:port or [ipv6]:port, got \"" + config.internalAddress +
+           "\"";
   }
   return {};
 }

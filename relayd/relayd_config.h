@@ -42,6 +42,9 @@ struct RelaydConfig {
   // The region mesh (docs/mesh.md). Off: a single machine, nothing listens.
   config::ListenAddress internalListen{};  // off
   std::string internalToken;               // INTERNAL_TOKEN: required with internalListen
+  // INTERNAL_ADDRESS: "ip:port" where other machines reach this one's internal listener; forwards
+  // leave from its IP. "" = INTERNAL_LISTEN's host and port (finishRelaydConfig fills it).
+  std::string internalAddress;
   // controld's MESH_HANDOFF_SOCKET; "" = defaultHandoffSocketPath(controlSocket).
   std::string meshHandoffSocket;
   std::string logFormat = "text";

@@ -43,6 +43,15 @@ def alive_question(asker, asked, nonce, secret=TOKEN, when_ms=None):
     return f"OPENTUNNEL-ALIVE/2 {asker} {asked} {when} {nonce} {proof}\n".encode()
 
 
+def forward_header(sender, receiver, tunnel="t1", route="-", visitor="198.51.100.7:4000"):
+    when = str(int(time.time() * 1000))
+    nonce = os.urandom(16).hex()
+    fields = [b"OPENTUNNEL-FORWARD/2", sender.encode(), receiver.encode(), when.encode(),
+              nonce.encode(), tunnel.encode(), route.encode(), visitor.encode()]
+    proof = mesh_mac(TOKEN, *fields)
+    return b" ".join(fields) + b" " + proof.encode() + b"\n"
+
+
 def check_alive_answer(line, asker, asked, nonce):
     """The state the answer carries, after checking its signature over our nonce."""
     fields = line.decode().rstrip("\n").split(" ")
@@ -228,7 +237,10 @@ def test_other_first_lines_are_closed_and_counted(mesh_stack):
     cases = [
         (b"HELLO there\n", "unknown_line"),
         (b"x" * 1100, "line_too_long"),
-        (b"OPENTUNNEL-FORWARD/2 machine-b machine-a 1 2 3 4 5 6\n", "forward_not_wired"),
+        (b"OPENTUNNEL-FORWARD/2 machine-b machine-a 1 2 3 4 5 6\n", "bad_nonce"),
+        # Well-formed and signed, but relayd's route table names no linked peer until controld
+        # feeds it (docs/mesh.md step 4): refused, so a single machine behaves as before.
+        (forward_header("machine-b", MACHINE), "not_linked"),
     ]
     for data, reason in cases:
         with connect(mesh_stack) as sock:

@@ -1,0 +1,270 @@
+#include "relayd/mesh_forwarder.h"
+
+#include <netinet/in.h>
+#include <uv.h>
+
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+#include "common/clock.h"
+#include "common/forward_header.h"
+#include "common/log.h"
+#include "relayd/forward_splice.h"
+#include "relayd/timer_wheel.h"
+
+namespace ot::relayd {
+
+namespace {
+const log::Logger kLog("relayd.forward");
+
+uint16_t portOf(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+}
+}  // namespace
+
+std::optional<sockaddr_storage> parseSocketAddress(std::string_view address,
+                                                   std::optional<uint16_t> port) {
+  const std::string host(hostOfAddress(address));
+  if (host.empty()) return std::nullopt;
+  const std::string_view portText = address.substr(address.rfind(':') + 1);
+  uint16_t parsedPort = 0;
+  const auto [end, error] =
+      std::from_chars(portText.data(), portText.data() + portText.size(), parsedPort);
+  if (error != std::errc{} || end != portText.data() + portText.size()) return std::nullopt;
+  sockaddr_storage storage{};
+  const int usePort = port ? *port : parsedPort;
+  if (uv_ip4_addr(host.c_str(), usePort, reinterpret_cast<sockaddr_in*>(&storage)) == 0)
+    return storage;
+  if (uv_ip6_addr(host.c_str(), usePort, reinterpret_cast<sockaddr_in6*>(&storage)) == 0)
+    return storage;
+  return std::nullopt;
+}
+
+// One visitor's forward, across its tries. Handler of the holder's socket while it waits for
+// the answer, and of the visitor's (which is not read meanwhile) to hear that it went away.
+class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrable {
+ public:
+  Attempt(MeshForwarder& owner, TcpStream* visitor, std::string tunnelId, std::string route,
+          std::vector<uint8_t> hello, SourceSlot slot, VisitorOutcome outcome)
+      : owner_(&owner),
+        visitor_(visitor),
+        tunnelId_(std::move(tunnelId)),
+        route_(std::move(route)),
+        hello_(std::move(hello)),
+        sourceSlot_(std::move(slot)),
+        outcome_(outcome),
+        visitorSide_(*this),
+        timer_(&Attempt::onTimer, this) {
+    visitor_->setHandler(&visitorSide_);
+  }
+
+  void tryHolder(const MeshForwardTarget& target) {
+    ++tries_;
+    machine_ = target.machineId;
+    RelayContext& context = owner_->context_;
+    const auto address = parseSocketAddress(target.internalAddress);
+    holder_ = address ? TcpStream::open(context, this) : nullptr;
+    if (holder_ == nullptr) {
+      failed(ForwardFailure::kConnect, "bad internal address or no socket");
+      return;
+    }
+    context.wheel.schedule(timer_, context.nowMs(), owner_->options_.answerTimeoutMs);
+    if (const int rc = holder_->bindSource(*owner_->source_); rc != 0) {
+      failed(ForwardFailure::kConnect, uv_strerror(rc));
+      return;
+    }
+    holder_->setNoDelay(true);
+    holder_->connect(std::string(hostOfAddress(target.internalAddress)), portOf(*address));
+  }
+
+  // The forwarder is going away: reset everything this try holds.
+  void abandon() {
+    owner_ = nullptr;
+    timer_.cancel();
+    dropHolder();
+    if (visitor_ != nullptr) {
+      visitor_->setHandler(nullptr);
+      visitor_->close(true);
+      visitor_ = nullptr;
+    }
+    delete this;
+  }
+
+  // TcpStream::Handler, for the holder's socket.
+  void onConnected() override {
+    mesh::ForwardHeader header;
+    header.envelope.sender = owner_->options_.machineId;
+    header.envelope.receiver = machine_;
+    header.envelope.timeMs = unixNowMs();
+    const std::optional<mesh::Nonce> nonce = mesh::randomNonce();
+    header.tunnelId = tunnelId_;
+    header.route = route_;
+    header.visitorAddress = visitor_->peer().toString();
+    std::optional<std::string> line;
+    if (nonce) {
+      header.envelope.nonce = *nonce;
+      line = mesh::buildForwardHeader(owner_->options_.secret, header);
+    }
+    if (!line) {
+      failed(ForwardFailure::kIo, "cannot build the forward header");
+      return;
+    }
+    std::vector<uint8_t> bytes(line->begin(), line->end());
+    bytes.insert(bytes.end(), hello_.begin(), hello_.end());
+    holder_->write(std::move(bytes));
+    (void)holder_->startReading();
+  }
+  void onConnectFailed(const ConnectFailure& failure) override {
+    failed(ForwardFailure::kConnect, uv_strerror(failure.status));
+  }
+  void onRead(std::span<const uint8_t> bytes) override {
+    answer_.insert(answer_.end(), bytes.begin(), bytes.end());
+    if (answer_.size() < 2) return;
+    if (answer_[0] == '1' && answer_[1] == '\n') {
+      succeed();
+    } else if (answer_[0] == '0' && answer_[1] == '\n') {
+      failed(ForwardFailure::kRefused, "no bridge there");
+    } else {
+      failed(ForwardFailure::kIo, "unexpected answer");
+    }
+  }
+  void onEof() override { failed(ForwardFailure::kIo, "closed before answering"); }
+  void onStreamError(int status) override { failed(ForwardFailure::kIo, uv_strerror(status)); }
+  void onWritten(size_t) override {}
+  // Closed by someone else (shutdown resets every stream): the socket is gone; a try it was.
+  void onClosed() override {
+    holder_ = nullptr;
+    failed(ForwardFailure::kIo, "closed");
+  }
+
+  // The visitor's socket closed under us (shutdown resets every stream).
+  void visitorClosed() {
+    visitor_ = nullptr;
+    finish();
+  }
+
+ private:
+  struct VisitorSide final : TcpStream::Handler {
+    explicit VisitorSide(Attempt& attemptIn) : attempt(attemptIn) {}
+    void onRead(std::span<const uint8_t>) override {}
+    void onEof() override {}
+    void onStreamError(int) override {}
+    void onWritten(size_t) override {}
+    void onClosed() override { attempt.visitorClosed(); }
+    Attempt& attempt;
+  };
+
+  static void onTimer(TimerEntry*, void* self) {
+    static_cast<Attempt*>(self)->failed(ForwardFailure::kTimeout, "no answer in time");
+  }
+
+  void succeed() {
+    timer_.cancel();
+    RelayContext& context = owner_->context_;
+    context.metrics.visitor(VisitorOutcome::kForwardedOut);
+    const std::span<const uint8_t> rest = std::span(answer_).subspan(2);
+    ForwardSplice* splice = ForwardSplice::start(context, visitor_, holder_, rest);
+    splice->holdSourceSlot(std::move(sourceSlot_));
+    splice->countsOpenConnection();
+    kLog.debug("visitor forwarded", {{"tunnel", tunnelId_}, {"machine", machine_}});
+    visitor_ = nullptr;
+    holder_ = nullptr;
+    finish();
+  }
+
+  void failed(ForwardFailure failure, const char* why) {
+    if (owner_ == nullptr) return;
+    owner_->context_.metrics.forwardFailed(failure);
+    kLog.info("forward failed", {{"tunnel", tunnelId_},
+                                 {"machine", machine_},
+                                 {"reason", std::string(forwardFailureName(failure))},
+                                 {"error", why}});
+    timer_.cancel();
+    dropHolder();
+    answer_.clear();
+    if (tries_ < kForwardTries && visitor_ != nullptr) {
+      if (auto next = owner_->table_.pick(tunnelId_, route_, machine_)) {
+        tryHolder(*next);
+        return;
+      }
+    }
+    // No one else: the visitor is rejected as it would have been without the mesh.
+    if (visitor_ != nullptr) {
+      TcpStream* visitor = std::exchange(visitor_, nullptr);
+      visitor->setHandler(nullptr);
+      sourceSlot_.release();
+      owner_->giveUp_(visitor, outcome_, tunnelId_);
+    }
+    finish();
+  }
+
+  void dropHolder() {
+    if (holder_ == nullptr) return;
+    TcpStream* holder = std::exchange(holder_, nullptr);
+    holder->abandonConnect();
+    holder->setHandler(nullptr);
+    holder->close(true);
+  }
+
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    timer_.cancel();
+    dropHolder();
+    if (owner_ != nullptr) {
+      owner_->attempts_.erase(this);
+      owner_->context_.deferDelete(this);
+    } else {
+      delete this;
+    }
+  }
+
+  MeshForwarder* owner_;
+  TcpStream* visitor_;
+  TcpStream* holder_ = nullptr;
+  std::string tunnelId_;
+  std::string route_;
+  std::vector<uint8_t> hello_;
+  SourceSlot sourceSlot_;
+  VisitorOutcome outcome_;
+  VisitorSide visitorSide_;
+  TimerEntry timer_;
+  std::string machine_;  // the holder being tried
+  std::vector<uint8_t> answer_;
+  int tries_ = 0;
+  bool finished_ = false;
+};
+
+MeshForwarder::MeshForwarder(RelayContext& context, const MeshRouteTable& table,
+                             MeshForwarderOptions options, GiveUp giveUp)
+    : context_(context), table_(table), options_(std::move(options)), giveUp_(std::move(giveUp)) {
+  if (!options_.internalAddress.empty()) source_ = parseSocketAddress(options_.internalAddress, 0);
+}
+
+MeshForwarder::~MeshForwarder() {
+  const std::vector<Attempt*> left(attempts_.begin(), attempts_.end());
+  attempts_.clear();
+  for (Attempt* attempt : left) attempt->abandon();
+}
+
+bool MeshForwarder::forward(TcpStream* visitor, const std::string& tunnelId,
+                            const std::string& route, std::vector<uint8_t>&& hello,
+                            SourceSlot&& sourceSlot, VisitorOutcome outcome) {
+  if (!source_) return false;
+  std::optional<MeshForwardTarget> target = table_.pick(tunnelId, route);
+  if (!target) {
+    context_.metrics.meshLookupMiss.Increment();
+    return false;
+  }
+  context_.metrics.meshLookupHit.Increment();
+  auto* attempt = new Attempt(*this, visitor, tunnelId, route, std::move(hello),
+                              std::move(sourceSlot), outcome);
+  attempts_.insert(attempt);
+  attempt->tryHolder(*target);
+  return true;
+}
+
+}  // namespace ot::relayd
