@@ -192,13 +192,6 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
   for (;;) {
     wake_.wait_until(lock, nextCounters, [this] { return streamClosing() || !outbox_.empty(); });
     if (streamEnded_) return;
-    if (!urgentQueued_ && !streamClosing() && !outbox_.empty()) {
-      // Only bridge deltas: they wait a little for the next request to ride with.
-      wake_.wait_until(lock, std::min(Clock::now() + kDeltaLinger, nextCounters),
-                       [this] { return streamClosing() || urgentQueued_; });
-      if (streamEnded_) return;
-    }
-    urgentQueued_ = false;
     const bool stopping = stopping_;
     std::deque<v1::RelayMessage> batch = std::exchange(outbox_, {});
     std::optional<v1::RelayMessage> counters;

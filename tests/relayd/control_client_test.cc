@@ -1020,6 +1020,55 @@ TEST_CASE("control client: attaches are authorized on the session, batched, answ
 }
 
 TEST_CASE(
+    "control client: bridge deltas wait on the loop, not in the writer, and go out with the next "
+    "request") {
+  Fixture fx;
+  fx.service.setGreeting(acceptedWithAuthorization());
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected(); }));
+  const size_t base = fx.service.received(0).size();  // Hello and the snapshot
+
+  // A delta alone wakes no thread: while the loop does not run (a busy loop step), it stays
+  // there, however long past the 10 ms linger.
+  client.bridgeAttached(makeBridge("b1", "t1"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  CHECK(fx.service.received(0).size() == base);
+
+  // The next request takes it along, in the order reported, in the same writer pass.
+  std::optional<Result<v1::AuthorizeAttachResponse>> answer;
+  client.authorizeAttach(numberedRequest(1),
+                         [&](Result<v1::AuthorizeAttachResponse> r) { answer = r; });
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == base + 2; }));
+  auto received = fx.service.received(0);
+  REQUIRE(received[base].has_attached());
+  CHECK(received[base].attached().bridge().bridge_id() == "b1");
+  REQUIRE(received[base + 1].has_authorize());
+  CHECK(received[base + 1].authorize().requests_size() == 1);
+
+  // With nothing to ride with, the loop's linger timer sends it.
+  client.bridgeDetached("b1", "t1", v1::DETACH_REASON_CLIENT_CLOSE, 77);
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == base + 3; }));
+  received = fx.service.received(0);
+  REQUIRE(received[base + 2].has_detached());
+  CHECK(received[base + 2].detached().detached_at_unix_ms() == 77);
+
+  // A reconnect's snapshot already holds a delta still waiting: it is not sent again.
+  client.bridgeAttached(makeBridge("b2", "t2"));
+  fx.service.closeLatest();
+  REQUIRE(fx.runUntil([&] { return fx.service.streams() == 2 && client.connected(); }));
+  client.ack(v1::Ack());
+  REQUIRE(
+      fx.runUntil([&] { return countKind(fx.service.received(1), v1::RelayMessage::kAck) == 1; }));
+  received = fx.service.received(1);
+  CHECK(countKind(received, v1::RelayMessage::kAttached) == 0);
+  REQUIRE(received[1].has_snapshot());
+  CHECK(bridgeIds(received[1].snapshot()) == std::vector<std::string>{"b2"});
+}
+
+TEST_CASE(
     "control client: a session-carried authorization ends at its deadline; a late answer is "
     "dropped") {
   Fixture fx;
