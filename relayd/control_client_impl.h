@@ -78,6 +78,10 @@ struct ControlClient::Impl {
   // request, ack or Draining, or when the loop's deltaTimer_ fires after this long, so an attach
   // costs the writer one wakeup (its request) instead of one more for its delta.
   static constexpr uint64_t kDeltaLingerMs = 10;
+  // A RelayBatch holds at most this many messages and about this many bytes: far below gRPC's
+  // 4 MB message limit on controld's side.
+  static constexpr size_t kMaxBatchMessages = 1'000;
+  static constexpr size_t kMaxBatchBytes = 512 * 1024;
 
   Impl(uv_loop_t* loop, ControlClientOptions options, ControlEvents events);
   ~Impl();
@@ -197,6 +201,8 @@ struct ControlClient::Impl {
   bool accepted_ = false;     // SessionAccepted read on the current stream
   // The current stream's controld answers AuthorizeBatch (SessionAccepted.authorize_on_session).
   bool authorizeOnSession_ = false;
+  // The current stream's controld reads RelayBatch (SessionAccepted.accepts_batches).
+  bool acceptsBatches_ = false;
   uint64_t streamGeneration_ = 0;  // grows with every stream whose outbox takeSnapshot opened
   std::deque<v1::RelayMessage> outbox_;
   grpc::ClientContext* context_ = nullptr;  // the current stream's, for TryCancel
