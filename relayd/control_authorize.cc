@@ -34,6 +34,7 @@ bool ControlClient::Impl::authorizeOnSession(uint64_t id, v1::AuthorizeAttachReq
     std::lock_guard lock(mutex_);
     if (!streamUp_ || !accepted_ || !authorizeOnSession_) return false;
     stream = streamGeneration_;
+    releaseDeltasLocked();  // the deltas reported before it go first, in the same writer wakeup
     // Joins the batch at the back of the outbox when there is one (the writer has not taken it
     // yet); a delta queued in between starts a new one, so the order of messages is kept.
     if (!outbox_.empty() && outbox_.back().kind_case() == v1::RelayMessage::kAuthorize) {

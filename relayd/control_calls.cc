@@ -59,13 +59,25 @@ bool ControlClient::Impl::startCall(PendingCall* call) {
     return false;
   }
   calls_.insert(call);
+  if (calls_.size() == 1) callsWake_.notify_one();
   return true;
 }
 
 void ControlClient::Impl::completionLoop() {
+  // A thread in Next() takes turns with the session's reader as gRPC's poller of the channel's
+  // socket; when it is the one woken for a read meant for the session stream, it has to hand that
+  // read over to the reader: one more thread hop per controld answer. So it waits in Next() only
+  // while a call of its own is in flight, and otherwise sleeps on callsWake_ (a controld that
+  // authorizes on the session leaves it asleep).
   void* tag = nullptr;
   bool ok = false;
-  while (cq_.Next(&tag, &ok)) {
+  for (;;) {
+    {
+      std::unique_lock lock(callsMutex_);
+      callsWake_.wait(lock, [this] { return callsClosed_ || !calls_.empty(); });
+    }
+    // Once closed with nothing in flight, Next() returns false when cancelCalls() shuts down.
+    if (!cq_.Next(&tag, &ok)) break;
     auto* call = static_cast<PendingCall*>(tag);
     {
       std::lock_guard lock(callsMutex_);
@@ -83,6 +95,7 @@ void ControlClient::Impl::cancelCalls() {
     callsClosed_ = true;
     // Under the lock: the completion thread erases a call before it deletes it.
     for (PendingCall* call : calls_) call->context.TryCancel();
+    callsWake_.notify_one();
   }
   cq_.Shutdown();  // the cancelled calls still complete; then Next() returns false
   if (completionThread_.joinable()) completionThread_.join();

@@ -73,7 +73,9 @@ ControlClient::Impl::Impl(uv_loop_t* loop, ControlClientOptions options, Control
   async_.data = this;
   uv_timer_init(loop_, &authorizeTimer_);
   authorizeTimer_.data = this;
-  handlesOpen_ = 2;
+  uv_timer_init(loop_, &deltaTimer_);
+  deltaTimer_.data = this;
+  handlesOpen_ = 3;
   try {
     completionThread_ = std::thread([this] { completionLoop(); });
   } catch (const std::system_error& e) {
@@ -120,6 +122,7 @@ void ControlClient::Impl::stop(std::shared_ptr<Impl> self) {
   stopped_ = true;
   if (sessionThread_.joinable()) {
     std::unique_lock lock(mutex_);
+    releaseDeltasLocked();  // flushed with the rest of the outbox
     stopping_ = true;
     // Not accepted yet: nothing to flush, so do not wait for a controld that may never answer.
     if (!accepted_ && context_ != nullptr) context_->TryCancel();
@@ -144,8 +147,11 @@ void ControlClient::Impl::stop(std::shared_ptr<Impl> self) {
     // `keep` may be the last reference: the Impl is freed when this callback returns.
     std::shared_ptr<Impl> keep = std::move(impl->selfUntilClosed_);
   };
+  heldDeltas_.clear();
   uv_timer_stop(&authorizeTimer_);
+  uv_timer_stop(&deltaTimer_);
   uv_close(reinterpret_cast<uv_handle_t*>(&authorizeTimer_), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&deltaTimer_), closed);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), closed);
 }
 
@@ -180,6 +186,7 @@ void ControlClient::Impl::deliverMessage(const v1::ControlMessage& message) {
 }
 
 void ControlClient::Impl::queueLocked(v1::RelayMessage message) {
+  releaseDeltasLocked();   // they were reported first: they go first
   if (!streamUp_) return;  // the next snapshot carries it (or it is an ack nobody waits for)
   if (outbox_.size() >= kMaxOutbox) {
     // controld stopped reading: end this stream rather than grow without bound; the next one
@@ -190,18 +197,42 @@ void ControlClient::Impl::queueLocked(v1::RelayMessage message) {
     if (context_ != nullptr) context_->TryCancel();
     return;
   }
-  const bool delta = message.kind_case() == v1::RelayMessage::kAttached ||
-                     message.kind_case() == v1::RelayMessage::kDetached;
   const bool wasEmpty = outbox_.empty();
   outbox_.push_back(std::move(message));
-  // A delta wakes the writer only when the outbox was empty (it may be asleep); the writer then
-  // lingers for company (kDeltaLinger), and only something urgent cuts that short.
-  if (!delta) {
-    urgentQueued_ = true;
-    wake_.notify_all();
-  } else if (wasEmpty) {
-    wake_.notify_all();
+  // The writer sleeps only on an empty outbox; while it writes it takes the rest afterwards.
+  if (wasEmpty) wake_.notify_all();
+}
+
+void ControlClient::Impl::holdDelta(v1::RelayMessage message) {
+  const bool first = heldDeltas_.empty();
+  heldDeltas_.push_back(std::move(message));
+  if (first) {
+    uv_timer_start(
+        &deltaTimer_, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->onDeltaTimer(); },
+        kDeltaLingerMs, 0);
   }
+}
+
+void ControlClient::Impl::releaseDeltasLocked() {
+  if (heldDeltas_.empty()) return;
+  uv_timer_stop(&deltaTimer_);
+  std::vector<v1::RelayMessage> held = std::exchange(heldDeltas_, {});
+  if (!streamUp_) return;  // the next snapshot has them (the mirror does)
+  if (outbox_.size() + held.size() > kMaxOutbox) {
+    log_.warn("control session outbox overflowed; resyncing", {{"queued", outbox_.size()}});
+    streamUp_ = false;
+    outbox_.clear();
+    if (context_ != nullptr) context_->TryCancel();
+    return;
+  }
+  const bool wasEmpty = outbox_.empty();
+  for (auto& delta : held) outbox_.push_back(std::move(delta));
+  if (wasEmpty) wake_.notify_all();
+}
+
+void ControlClient::Impl::onDeltaTimer() {
+  std::lock_guard lock(mutex_);
+  releaseDeltasLocked();
 }
 
 void ControlClient::Impl::takeSnapshot(uint64_t request) {
@@ -215,6 +246,9 @@ void ControlClient::Impl::takeSnapshot(uint64_t request) {
   snapshotParts_ = std::move(parts);
   helloDraining_ = draining;
   outbox_.clear();
+  // Held deltas are in the copy above: the new stream must not see them twice.
+  heldDeltas_.clear();
+  uv_timer_stop(&deltaTimer_);
   streamUp_ = true;
   ++streamGeneration_;
   wake_.notify_all();
@@ -262,8 +296,7 @@ void ControlClient::bridgeAttached(v1::Bridge bridge) {
   v1::RelayMessage message;
   *message.mutable_attached()->mutable_bridge() = bridge;  // the one copy: the mirror takes it
   impl_->mirror_.attached(std::move(bridge));
-  std::lock_guard lock(impl_->mutex_);
-  impl_->queueLocked(std::move(message));
+  impl_->holdDelta(std::move(message));
 }
 
 void ControlClient::bridgeDetached(const std::string& bridgeId, const std::string& tunnelId,
@@ -276,8 +309,7 @@ void ControlClient::bridgeDetached(const std::string& bridgeId, const std::strin
   detached->set_reason(reason);
   detached->set_detached_at_unix_ms(detachedAtUnixMs);
   impl_->mirror_.detached(bridgeId);
-  std::lock_guard lock(impl_->mutex_);
-  impl_->queueLocked(std::move(message));
+  impl_->holdDelta(std::move(message));
 }
 
 void ControlClient::addUsage(const std::string& tunnelId, uint64_t bytesIn, uint64_t bytesOut,

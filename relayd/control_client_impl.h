@@ -4,9 +4,9 @@
 // (the session thread and its per-stream writer thread). Not for other users.
 //
 // Ownership: ControlClient holds the Impl through a shared_ptr; stop() joins every thread the Impl
-// started, then hands one more reference to the Impl itself until the close callbacks of its two
-// handles (the uv_async_t and the authorization deadline timer), so the handles (and the gRPC
-// channel) outlive the ControlClient and are freed on the loop thread.
+// started, then hands one more reference to the Impl itself until the close callbacks of its three
+// handles (the uv_async_t, the authorization deadline timer and the delta timer), so the handles
+// (and the gRPC channel) outlive the ControlClient and are freed on the loop thread.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -25,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -72,10 +73,15 @@ struct ControlClient::Impl {
   static constexpr size_t kMaxOutbox = 65'536;
   // How long stop() lets an accepted session flush before it cancels the call.
   static constexpr std::chrono::milliseconds kStopLinger{1000};
-  // How long bridge deltas (attached, detached) wait in the outbox for company: the writer is
-  // woken for them once, then sends them with the next authorization request, ack or Draining, or
-  // after this long, so a ramp does not cost one writer wakeup per delta on top of one per request.
-  static constexpr std::chrono::milliseconds kDeltaLinger{10};
+  // How long bridge deltas (attached, detached) wait on the loop for company: they are held in
+  // heldDeltas_ (no lock, no writer wakeup) and go to the outbox with the next authorization
+  // request, ack or Draining, or when the loop's deltaTimer_ fires after this long, so an attach
+  // costs the writer one wakeup (its request) instead of one more for its delta.
+  static constexpr uint64_t kDeltaLingerMs = 10;
+  // A RelayBatch holds at most this many messages and about this many bytes: far below gRPC's
+  // 4 MB message limit on controld's side.
+  static constexpr size_t kMaxBatchMessages = 1'000;
+  static constexpr size_t kMaxBatchBytes = 512 * 1024;
 
   Impl(uv_loop_t* loop, ControlClientOptions options, ControlEvents events);
   ~Impl();
@@ -88,8 +94,14 @@ struct ControlClient::Impl {
   void runPosted();
   void deliverSessionState(bool up);
   void deliverMessage(const v1::ControlMessage& message);
-  // For the current stream, if one is up; mutex_ held.
+  // For the current stream, if one is up; mutex_ held. The deltas held on the loop go first.
   void queueLocked(v1::RelayMessage message);
+  // A bridge delta, held on the loop until something else is queued or kDeltaLingerMs passed.
+  void holdDelta(v1::RelayMessage message);
+  // Moves the held deltas to the outbox (mutex_ held), keeping their order; they wake the writer
+  // together with whatever is queued after them.
+  void releaseDeltasLocked();
+  void onDeltaTimer();
   // Posted by the session thread for its stream attempt `request`: copies the mirror and Hello's
   // draining flag here, on the loop, and in the same step opens the stream's outbox (the cut).
   void takeSnapshot(uint64_t request);
@@ -150,7 +162,10 @@ struct ControlClient::Impl {
   // so in deadline order; entries of requests already answered are skipped when they come up.
   std::deque<std::pair<uint64_t, uint64_t>> authorizeDeadlines_;  // (deadline ms, id)
   uv_timer_t authorizeTimer_{};
-  int handlesOpen_ = 0;  // closed by stop(): the Impl is released when both are closed
+  // Bridge deltas not yet in the outbox (holdDelta), and the timer that releases them.
+  std::vector<v1::RelayMessage> heldDeltas_;
+  uv_timer_t deltaTimer_{};
+  int handlesOpen_ = 0;  // closed by stop(): the Impl is released when all three are closed
   std::unordered_map<uint64_t, FetchDone> fetchDone_;
   // What every (re)connect reports. Only the loop reads or writes them, so the loop never waits
   // for a gRPC thread to copy them (takeSnapshot hands a copy over instead).
@@ -162,6 +177,7 @@ struct ControlClient::Impl {
 
   // The unary calls in flight, for stop() to cancel.
   std::mutex callsMutex_;
+  std::condition_variable callsWake_;  // the CompletionQueue thread waits here with no call out
   bool callsClosed_ = false;
   std::unordered_set<PendingCall*> calls_;
 
@@ -185,9 +201,10 @@ struct ControlClient::Impl {
   bool accepted_ = false;     // SessionAccepted read on the current stream
   // The current stream's controld answers AuthorizeBatch (SessionAccepted.authorize_on_session).
   bool authorizeOnSession_ = false;
+  // The current stream's controld reads RelayBatch (SessionAccepted.accepts_batches).
+  bool acceptsBatches_ = false;
   uint64_t streamGeneration_ = 0;  // grows with every stream whose outbox takeSnapshot opened
   std::deque<v1::RelayMessage> outbox_;
-  bool urgentQueued_ = false;  // outbox_ holds a message that must not linger (not a delta)
   grpc::ClientContext* context_ = nullptr;  // the current stream's, for TryCancel
 
   // Session thread only: the backoff's jitter, seeded so that relays restarted together differ.

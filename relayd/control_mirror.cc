@@ -86,4 +86,41 @@ uint64_t ReconnectBackoff::next(double unit) {
   return wait;
 }
 
+std::vector<v1::RelayMessage> packRelayBatches(std::deque<v1::RelayMessage> messages, bool batches,
+                                               size_t maxMessages, size_t maxBytes) {
+  std::vector<v1::RelayMessage> out;
+  if (!batches || messages.size() <= 1) {
+    out.reserve(messages.size());
+    for (auto& message : messages) out.push_back(std::move(message));
+    return out;
+  }
+  const size_t perBatch = std::max<size_t>(maxMessages, 1);
+  v1::RelayMessage group;
+  size_t groupBytes = 0;
+  auto close = [&out, &group, &groupBytes] {
+    auto* list = group.mutable_batch()->mutable_messages();
+    if (list->size() == 1) {
+      v1::RelayMessage single = std::move(*list->Mutable(0));
+      out.push_back(std::move(single));
+    } else if (!list->empty()) {
+      out.push_back(std::move(group));
+    }
+    group = v1::RelayMessage();
+    groupBytes = 0;
+  };
+  for (auto& message : messages) {
+    // One more size pass per message (the batch's serialization sizes it again): small next to a
+    // Write saved.
+    const size_t bytes = message.ByteSizeLong();
+    const int count = group.has_batch() ? group.batch().messages_size() : 0;
+    if (count > 0 && (static_cast<size_t>(count) >= perBatch || groupBytes + bytes > maxBytes)) {
+      close();
+    }
+    *group.mutable_batch()->add_messages() = std::move(message);
+    groupBytes += bytes;
+  }
+  close();
+  return out;
+}
+
 }  // namespace ot::relayd

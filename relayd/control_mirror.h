@@ -2,11 +2,13 @@
 // attached bridges that every (re)connect reports as a snapshot, the per-tunnel usage summed
 // between two Counters messages, and the backoff between session attempts. No I/O and no locking:
 // ControlClient keeps the mirror on its loop thread (snapshots are copied there and handed to the
-// session thread) and guards the usage tally with its mutex.
+// session thread) and guards the usage tally with its mutex. Also how the writer packs what it
+// took from the outbox into RelayBatch messages.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -90,5 +92,14 @@ class ReconnectBackoff {
   uint64_t maxMs_;
   uint64_t step_;
 };
+
+// The messages the writer took from the outbox, in order, packed for a controld that reads
+// RelayBatch: consecutive messages go into one RelayBatch of at most maxMessages messages and
+// about maxBytes serialized (a message larger than that alone still goes, alone); a group of one
+// stays the message itself. Without batches (`batches` false) the messages are returned as they
+// are.
+[[nodiscard]] std::vector<v1::RelayMessage> packRelayBatches(std::deque<v1::RelayMessage> messages,
+                                                             bool batches, size_t maxMessages,
+                                                             size_t maxBytes);
 
 }  // namespace ot::relayd

@@ -117,6 +117,7 @@ bool ControlClient::Impl::runSession(std::string& reason) {
       streamEnded_ = true;
       accepted_ = false;
       authorizeOnSession_ = false;
+      acceptsBatches_ = false;
       outbox_.clear();
       context_ = nullptr;
       stream = streamGeneration_;
@@ -156,6 +157,7 @@ bool ControlClient::Impl::runSession(std::string& reason) {
     std::lock_guard lock(mutex_);
     accepted_ = true;
     authorizeOnSession_ = accepted.authorize_on_session();
+    acceptsBatches_ = accepted.accepts_batches();
   }
   log_.info("control session accepted", {{"controld_instance", accepted.instance_id()},
                                          {"skew_ms", accepted.server_time_unix_ms() - unixNowMs()},
@@ -192,13 +194,6 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
   for (;;) {
     wake_.wait_until(lock, nextCounters, [this] { return streamClosing() || !outbox_.empty(); });
     if (streamEnded_) return;
-    if (!urgentQueued_ && !streamClosing() && !outbox_.empty()) {
-      // Only bridge deltas: they wait a little for the next request to ride with.
-      wake_.wait_until(lock, std::min(Clock::now() + kDeltaLinger, nextCounters),
-                       [this] { return streamClosing() || urgentQueued_; });
-      if (streamEnded_) return;
-    }
-    urgentQueued_ = false;
     const bool stopping = stopping_;
     std::deque<v1::RelayMessage> batch = std::exchange(outbox_, {});
     std::optional<v1::RelayMessage> counters;
@@ -208,23 +203,31 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
       if (counters) intervalStartUnixMs_ = now;
       nextCounters = Clock::now() + interval;
     }
+    const bool batches = acceptsBatches_;
     lock.unlock();
 
     // No buffer_hint: on the synchronous API a hinted Write does not return until a later write
-    // flushes it, so the writer would stall. Batching is done by merging authorizations into one
-    // message instead (control_authorize.cc).
+    // flushes it, so the writer would stall. Batching is done by merging messages instead:
+    // authorizations into one AuthorizeBatch (control_authorize.cc), and what was taken here into
+    // RelayBatch messages when controld reads them (one Write each: on the synchronous API every
+    // Write is a wait for its completion, often a thread hop).
+    std::optional<v1::Counters> sentUsage;  // kept to restore if the write fails
+    if (counters) {
+      sentUsage = counters->counters();
+      batch.push_back(std::move(*counters));
+    }
     bool ok = true;
-    for (const auto& message : batch) {
+    for (const auto& message :
+         packRelayBatches(std::move(batch), batches, kMaxBatchMessages, kMaxBatchBytes)) {
       if (!stream.Write(message)) {
         ok = false;
         break;
       }
     }
-    if (counters && (!ok || !stream.Write(*counters))) {
-      // Not sent: the usage goes out with the next Counters, on this stream or the next.
-      ok = false;
+    if (!ok && sentUsage) {
+      // Perhaps not sent: the usage goes out with the next Counters, on this stream or the next.
       lock.lock();
-      usage_.restore(counters->counters());
+      usage_.restore(*sentUsage);
       lock.unlock();
     }
     if (!ok) {

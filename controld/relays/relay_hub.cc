@@ -159,6 +159,7 @@ RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void(
   accepted.mutable_accepted()->set_instance_id(instanceId_);
   accepted.mutable_accepted()->set_server_time_unix_ms(info.connectedAtMs);
   accepted.mutable_accepted()->set_authorize_on_session(authorizeOnSession);
+  accepted.mutable_accepted()->set_accepts_batches(true);  // relay_session.cc reads RelayBatch
 
   SessionPtr superseded;
   {

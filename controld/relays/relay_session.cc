@@ -103,6 +103,20 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
       // its cache at its deadline, as with a controld that does not answer.
       if (options_.authorize) options_.authorize(session_, message.authorize());
       return grpc::Status::OK;
+    case cv1::RelayMessage::kBatch:
+      // Offered in SessionAccepted.accepts_batches: the messages apply in order, as if sent one by
+      // one; one that may only come on its own (Hello, a snapshot part, a batch) breaks the
+      // contract.
+      for (const cv1::RelayMessage& inner : message.batch().messages()) {
+        const auto kind = inner.kind_case();
+        if (kind == cv1::RelayMessage::kHello || kind == cv1::RelayMessage::kSnapshot ||
+            kind == cv1::RelayMessage::kBatch) {
+          return invalid("a batch may not hold hello, a snapshot part or another batch");
+        }
+        grpc::Status status = apply(inner);
+        if (!status.ok()) return status;
+      }
+      return grpc::Status::OK;
     case cv1::RelayMessage::KIND_NOT_SET:
       break;  // a kind this controld does not know yet (a newer relayd): ignored
   }

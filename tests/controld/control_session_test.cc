@@ -170,6 +170,56 @@ TEST_CASE("control: a snapshot in parts becomes the relay's bridges; their recor
   }
 }
 
+TEST_CASE("control: a RelayBatch is offered and its messages apply in order, as if sent alone") {
+  Harness h;
+  auto stub = h.stub();
+  RelayClient relay(*stub);
+  const cv1::SessionAccepted accepted = relay.hello("machine-a", 1);
+  CHECK(accepted.accepts_batches());
+  relay.snapshot({makeBridge("a1", "alpha")}, true);
+  REQUIRE(eventually([&] { return h.registry().bridgeCount("alpha") == 1; }));
+
+  auto attached = [](const cv1::Bridge& bridge) {
+    cv1::RelayMessage message;
+    *message.mutable_attached()->mutable_bridge() = bridge;
+    return message;
+  };
+  auto detached = [](const std::string& bridgeId, const std::string& tunnelId) {
+    cv1::RelayMessage message;
+    message.mutable_detached()->set_bridge_id(bridgeId);
+    message.mutable_detached()->set_tunnel_id(tunnelId);
+    return message;
+  };
+  cv1::RelayMessage batch;
+  auto* messages = batch.mutable_batch()->mutable_messages();
+  *messages->Add() = attached(makeBridge("a2", "alpha"));
+  *messages->Add() = detached("a1", "alpha");
+  *messages->Add() = attached(makeBridge("b1", "beta"));
+  *messages->Add() = detached("b1", "beta");  // after its attach: gone
+  *messages->Add() = attached(makeBridge("b2", "beta"));
+
+  SUBCASE("deltas") {
+    relay.write(batch);
+    CHECK(eventually([&] {
+      return bridgeIds(h.registry(), "alpha") == std::set<std::string>{"a2"} &&
+             bridgeIds(h.registry(), "beta") == std::set<std::string>{"b2"};
+    }));
+    CHECK(h.registry().totals().bridges == 2);
+    REQUIRE(relay.close().ok());
+  }
+  SUBCASE("one that may only come alone ends the session, after what came before it") {
+    cv1::RelayMessage hello;
+    hello.mutable_hello()->set_machine_id("machine-a");
+    *messages->Add() = hello;
+    relay.write(batch);
+    relay.drain();
+    const grpc::Status status = relay.finish();
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(status.error_message() == "a batch may not hold hello, a snapshot part or another batch");
+    CHECK(eventually([&] { return h.registry().totals().bridges == 0; }));
+  }
+}
+
 TEST_CASE("control: records and deletions are published to every live relay session") {
   Harness h;
   const StoredTunnel alpha = h.addTunnel(readyTunnel("alpha"));

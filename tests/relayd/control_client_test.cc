@@ -459,6 +459,48 @@ TEST_CASE("control mirror: backoff doubles with jitter up to the maximum and res
   CHECK(backoff.next(1.0) == 100);
 }
 
+TEST_CASE("control mirror: the writer's messages are packed into RelayBatch in order, bounded") {
+  auto ack = [](uint64_t id) {
+    v1::RelayMessage message;
+    message.mutable_ack()->set_command_id(id);
+    return message;
+  };
+  auto acks = [&](uint64_t count) {
+    std::deque<v1::RelayMessage> messages;
+    for (uint64_t i = 0; i < count; ++i) messages.push_back(ack(i));
+    return messages;
+  };
+  auto ids = [](const std::vector<v1::RelayMessage>& packed) {
+    std::vector<std::vector<uint64_t>> out;
+    for (const auto& message : packed) {
+      std::vector<uint64_t> group;
+      if (message.has_batch()) {
+        for (const auto& inner : message.batch().messages())
+          group.push_back(inner.ack().command_id());
+      } else {
+        group.push_back(message.ack().command_id() + 1000);  // a bare message
+      }
+      out.push_back(group);
+    }
+    return out;
+  };
+  using Groups = std::vector<std::vector<uint64_t>>;
+  // A controld that does not read batches gets every message alone; one message stays bare.
+  CHECK(ids(ot::relayd::packRelayBatches(acks(3), false, 100, 1 << 20)) ==
+        Groups{{1000}, {1001}, {1002}});
+  CHECK(ids(ot::relayd::packRelayBatches(acks(1), true, 100, 1 << 20)) == Groups{{1000}});
+  CHECK(ot::relayd::packRelayBatches(acks(0), true, 100, 1 << 20).empty());
+  // In order, at most maxMessages each; a last group of one stays bare.
+  CHECK(ids(ot::relayd::packRelayBatches(acks(5), true, 100, 1 << 20)) == Groups{{0, 1, 2, 3, 4}});
+  CHECK(ids(ot::relayd::packRelayBatches(acks(5), true, 2, 1 << 20)) ==
+        Groups{{0, 1}, {2, 3}, {1004}});
+  // And about maxBytes each: a message that alone exceeds it still goes, alone.
+  std::deque<v1::RelayMessage> sized = acks(4);
+  sized[1].mutable_ack()->set_message(std::string(3000, 'x'));
+  CHECK(ids(ot::relayd::packRelayBatches(sized, true, 100, 1000)) ==
+        Groups{{1000}, {1001}, {2, 3}});
+}
+
 // ---- the client against the fake
 
 TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
@@ -1017,6 +1059,111 @@ TEST_CASE("control client: attaches are authorized on the session, batched, answ
       CHECK((*answers[i])->message() == "token of b" + std::to_string(i));
     }
   }
+}
+
+TEST_CASE(
+    "control client: bridge deltas wait on the loop, not in the writer, and go out with the next "
+    "request") {
+  Fixture fx;
+  fx.service.setGreeting(acceptedWithAuthorization());
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected() && snapshotDone(fx.service.received(0)); }));
+  const size_t base = fx.service.received(0).size();  // Hello and the snapshot
+
+  // A delta alone wakes no thread: while the loop does not run (a busy loop step), it stays
+  // there, however long past the 10 ms linger.
+  client.bridgeAttached(makeBridge("b1", "t1"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  CHECK(fx.service.received(0).size() == base);
+
+  // The next request takes it along, in the order reported, in the same writer pass.
+  std::optional<Result<v1::AuthorizeAttachResponse>> answer;
+  client.authorizeAttach(numberedRequest(1),
+                         [&](Result<v1::AuthorizeAttachResponse> r) { answer = r; });
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == base + 2; }));
+  auto received = fx.service.received(0);
+  REQUIRE(received[base].has_attached());
+  CHECK(received[base].attached().bridge().bridge_id() == "b1");
+  REQUIRE(received[base + 1].has_authorize());
+  CHECK(received[base + 1].authorize().requests_size() == 1);
+
+  // With nothing to ride with, the loop's linger timer sends it.
+  client.bridgeDetached("b1", "t1", v1::DETACH_REASON_CLIENT_CLOSE, 77);
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == base + 3; }));
+  received = fx.service.received(0);
+  REQUIRE(received[base + 2].has_detached());
+  CHECK(received[base + 2].detached().detached_at_unix_ms() == 77);
+
+  // A reconnect's snapshot already holds a delta still waiting: it is not sent again.
+  client.bridgeAttached(makeBridge("b2", "t2"));
+  fx.service.closeLatest();
+  REQUIRE(fx.runUntil([&] { return fx.service.streams() == 2 && client.connected(); }));
+  client.ack(v1::Ack());
+  REQUIRE(
+      fx.runUntil([&] { return countKind(fx.service.received(1), v1::RelayMessage::kAck) == 1; }));
+  received = fx.service.received(1);
+  CHECK(countKind(received, v1::RelayMessage::kAttached) == 0);
+  REQUIRE(received[1].has_snapshot());
+  CHECK(bridgeIds(received[1].snapshot()) == std::vector<std::string>{"b2"});
+}
+
+TEST_CASE("control client: with a controld that reads batches, one writer pass is one message") {
+  Fixture fx;
+  v1::ControlMessage greeting = acceptedWithAuthorization();
+  greeting.mutable_accepted()->set_accepts_batches(true);
+  fx.service.setGreeting(greeting);
+  fx.startServer();
+  Recorder rec;
+  ControlClient client(&fx.loop, fx.options(), rec.callbacks());
+  client.start();
+  REQUIRE(fx.runUntil([&] { return client.connected() && snapshotDone(fx.service.received(0)); }));
+  const size_t base = fx.service.received(0).size();
+
+  // In one loop step: two deltas, a request, an ack. The writer may wake for the deltas before the
+  // rest is queued, so they take one or two passes: each pass one RelayBatch, in the order
+  // reported.
+  client.bridgeAttached(makeBridge("b1", "t1"));
+  client.bridgeDetached("b0", "t1", v1::DETACH_REASON_DROP, 5);
+  std::optional<Result<v1::AuthorizeAttachResponse>> answer;
+  client.authorizeAttach(numberedRequest(4),
+                         [&](Result<v1::AuthorizeAttachResponse> r) { answer = r; });
+  v1::Ack ack;
+  ack.set_command_id(11);
+  client.ack(ack);
+  std::vector<v1::RelayMessage> inner;
+  size_t streamMessages = 0;
+  REQUIRE(fx.runUntil([&] {
+    const auto received = fx.service.received(0);
+    inner.clear();
+    streamMessages = received.size() - base;
+    for (size_t i = base; i < received.size(); ++i) {
+      if (!received[i].has_batch()) {
+        inner.push_back(received[i]);
+        continue;
+      }
+      for (const auto& message : received[i].batch().messages()) inner.push_back(message);
+    }
+    return inner.size() == 4;
+  }));
+  CHECK(streamMessages <= 2);  // the deltas were released together: never four writes
+  CHECK(inner[0].attached().bridge().bridge_id() == "b1");
+  CHECK(inner[1].detached().bridge_id() == "b0");
+  REQUIRE(inner[2].authorize().requests_size() == 1);
+  CHECK(same(inner[2].authorize().requests(0).request(), numberedRequest(4)));
+  CHECK(inner[3].ack().command_id() == 11);
+
+  // The answer comes back as before; a lone delta later is sent bare.
+  v1::ControlMessage answerMessage;
+  *answerMessage.mutable_authorized()->add_answers() = answerFor(inner[2].authorize().requests(0));
+  fx.service.push(answerMessage);
+  REQUIRE(fx.runUntil([&] { return answer.has_value(); }));
+  CHECK(answer->ok());
+  client.bridgeDetached("b1", "t1", v1::DETACH_REASON_CLIENT_CLOSE, 6);
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == base + streamMessages + 1; }));
+  CHECK(fx.service.received(0).back().has_detached());
 }
 
 TEST_CASE(
