@@ -7,11 +7,12 @@ namespace {
 
 constexpr std::string_view kAskRole = "ask";
 constexpr std::string_view kAnswerRole = "answer";
+constexpr std::string_view kAliveFamily = "OPENTUNNEL-ALIVE";
 
 std::optional<ProofError> versionError(std::string_view line) {
   const std::string_view first = line.substr(0, line.find(' '));
   if (first == kAliveVersion) return std::nullopt;
-  return first.starts_with("OPENTUNNEL-ALIVE") ? ProofError::kWrongVersion : ProofError::kBadLine;
+  return first.starts_with(kAliveFamily) ? ProofError::kWrongVersion : ProofError::kBadLine;
 }
 
 Proof answerProof(std::string_view secret, const SignedEnvelope& question, std::string_view time,
@@ -68,19 +69,13 @@ std::optional<std::string> buildAliveQuestion(std::string_view secret,
 
 ProofResult<SignedEnvelope> verifyAliveQuestion(std::string_view line, std::string_view secret,
                                                 std::string_view ownMachineId, int64_t nowMs) {
-  if (const auto error = versionError(line)) return *error;
-  const auto fields = splitFields<6>(line);
-  if (!fields) return ProofError::kBadLine;
-  const auto& f = *fields;
-  auto envelope = parseEnvelope(f[1], f[2], f[3], f[4]);
-  if (!envelope) return envelope.error();
-  const auto proof = proofFromHex(f[5]);
-  if (!proof) return ProofError::kBadProofSyntax;
-  if (const auto error = checkEnvelope(*envelope, ownMachineId, nowMs)) return *error;
-  // Parsing accepted one spelling per value, so the fields as sent are f[1..4].
+  auto parsed = parseSignedLine(line, kAliveVersion, kAliveFamily);
+  if (!parsed) return parsed.error();
+  if (const auto error = checkEnvelope(parsed->envelope, ownMachineId, nowMs)) return *error;
+  const auto& f = parsed->fields;
   const Proof expected = meshMac(secret, {kAliveLabel, kAskRole, f[1], f[2], f[3], f[4]});
-  if (!crypto::constantTimeEqual(expected, *proof)) return ProofError::kBadProof;
-  return std::move(envelope).value();
+  if (!crypto::constantTimeEqual(expected, parsed->proof)) return ProofError::kBadProof;
+  return std::move(parsed->envelope);
 }
 
 std::string buildAliveAnswer(std::string_view secret, const SignedEnvelope& question,

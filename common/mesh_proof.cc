@@ -167,4 +167,22 @@ std::optional<ProofError> checkEnvelope(const SignedEnvelope& envelope,
   return std::nullopt;
 }
 
+ProofResult<SignedLine> parseSignedLine(std::string_view line, std::string_view version,
+                                        std::string_view family) {
+  const std::string_view first = line.substr(0, line.find(' '));
+  if (first != version) {
+    return first.starts_with(family) ? ProofError::kWrongVersion : ProofError::kBadLine;
+  }
+  SignedLine out;
+  if (!splitFieldsInto(line, out.fields.data(), out.fields.size())) return ProofError::kBadLine;
+  const auto& f = out.fields;
+  auto envelope = parseEnvelope(f[1], f[2], f[3], f[4]);
+  if (!envelope) return envelope.error();
+  out.envelope = std::move(envelope).value();
+  const auto proof = proofFromHex(f[5]);
+  if (!proof) return ProofError::kBadProofSyntax;
+  out.proof = *proof;
+  return out;
+}
+
 }  // namespace ot::mesh

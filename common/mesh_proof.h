@@ -125,4 +125,17 @@ struct SignedEnvelope {
 [[nodiscard]] std::optional<ProofError> checkEnvelope(const SignedEnvelope& envelope,
                                                       std::string_view ownMachineId, int64_t nowMs);
 
+// A signed line of exactly six fields, `<version> <sender> <receiver> <time> <nonce> <proof>` (a
+// route check's x-opentunnel-auth value, a liveness question): syntax only, no clock, no secret.
+// Another version of the same `family` ("OPENTUNNEL-AUTH") is kWrongVersion, anything else
+// kBadLine. `fields` are views into `line`, as sent (what the proof covers).
+struct SignedLine {
+  SignedEnvelope envelope;
+  Proof proof{};
+  std::array<std::string_view, 6> fields;
+};
+[[nodiscard]] ProofResult<SignedLine> parseSignedLine(std::string_view line,
+                                                      std::string_view version,
+                                                      std::string_view family);
+
 }  // namespace ot::mesh

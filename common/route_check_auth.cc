@@ -53,18 +53,9 @@ std::optional<std::string> buildRouteCheckAuth(std::string_view secret,
 
 ProofResult<SignedRouteCheck> parseRouteCheckAuth(std::string_view value) {
   if (value.size() >= kMaxHeaderLine) return ProofError::kLineTooLong;
-  const std::string_view first = value.substr(0, value.find(' '));
-  if (first != kRouteCheckVersion) {
-    return first.starts_with("OPENTUNNEL-AUTH") ? ProofError::kWrongVersion : ProofError::kBadLine;
-  }
-  const auto fields = splitFields<6>(value);
-  if (!fields) return ProofError::kBadLine;
-  const auto& f = *fields;
-  auto envelope = parseEnvelope(f[1], f[2], f[3], f[4]);
-  if (!envelope) return envelope.error();
-  const auto proof = proofFromHex(f[5]);
-  if (!proof) return ProofError::kBadProofSyntax;
-  return SignedRouteCheck{std::move(envelope).value(), *proof};
+  auto parsed = parseSignedLine(value, kRouteCheckVersion, "OPENTUNNEL-AUTH");
+  if (!parsed) return parsed.error();
+  return SignedRouteCheck{std::move(parsed->envelope), parsed->proof};
 }
 
 ProofResult<SignedEnvelope> verifyRouteCheckAuth(std::string_view value, std::string_view method,

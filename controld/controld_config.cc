@@ -1,5 +1,7 @@
 #include "controld/controld_config.h"
 
+#include "common/internal_settings.h"
+
 namespace ot::controld {
 
 namespace {
@@ -53,17 +55,7 @@ void addAcmeFlags(CLI::App& app, ControldConfig& c) {
 }
 
 void addMeshFlags(CLI::App& app, mesh::MeshFlags& m) {
-  config::addListenOption(app, "--internal-listen", "INTERNAL_LISTEN", m.internalListen,
-                          "the internal address other machines reach (relayd listens on it and "
-                          "hands mesh links to controld); off runs one machine without the mesh");
-  app.add_option("--internal-token", m.internalToken,
-                 "secret shared by every machine, at least 32 bytes; required with "
-                 "INTERNAL_LISTEN; only proven on the wire, never sent")
-      ->envname("INTERNAL_TOKEN");
-  app.add_option("--internal-address", m.internalAddress,
-                 "ip:port where other machines reach this one (default: INTERNAL_LISTEN's); "
-                 "mesh links are dialed from its IP")
-      ->envname("INTERNAL_ADDRESS");
+  mesh::addInternalOptions(app, m.internalListen, m.internalToken, m.internalAddress);
   app.add_option("--mesh-peers", m.peers,
                  "other machines' internal addresses, host:port, comma-separated")
       ->envname("MESH_PEERS");

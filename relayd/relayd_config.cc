@@ -1,6 +1,7 @@
 #include "relayd/relayd_config.h"
 
 #include "common/fd_handoff.h"
+#include "common/internal_settings.h"
 #include "common/ip_address.h"
 #include "relayd/mesh_route_table.h"
 
@@ -27,17 +28,7 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
   addMachineIdentityOptions(app, c.identity,
                             "where relayd keeps its machine-id (give controld the same one to "
                             "share its ID)");
-  config::addListenOption(app, "--internal-listen", "INTERNAL_LISTEN", c.internalListen,
-                          "the region mesh's internal listener (this machine's internal address); "
-                          "off: a single machine");
-  app.add_option("--internal-token", c.internalToken,
-                 "secret shared by every machine of the mesh (required with INTERNAL_LISTEN; "
-                 "never sent, only proven)")
-      ->envname("INTERNAL_TOKEN");
-  app.add_option("--internal-address", c.internalAddress,
-                 "this machine's internal address as its peers reach it, ip:port; forwards to "
-                 "peers leave from its IP (default: INTERNAL_LISTEN's)")
-      ->envname("INTERNAL_ADDRESS");
+  mesh::addInternalOptions(app, c.internalListen, c.internalToken, c.internalAddress);
   app.add_option("--mesh-handoff-socket", c.meshHandoffSocket,
                  "controld's unix socket for mesh connections (default: mesh-handoff.sock "
                  "beside CONTROL_SOCKET)")
@@ -117,12 +108,9 @@ std::string finishRelaydConfig(RelaydConfig& config) {
     config.meshHandoffSocket = mesh::defaultHandoffSocketPath(config.controlSocket);
   }
   if (config.internalListen.kind == config::ListenAddress::Kind::kOff) return {};
-  if (config.internalListen.kind != config::ListenAddress::Kind::kTcp) {
-    return "INTERNAL_LISTEN must be a TCP address (host:port)";
-  }
-  if (config.internalToken.size() < kMinInternalTokenBytes) {
-    return "INTERNAL_LISTEN needs INTERNAL_TOKEN, at least " +
-           std::to_string(kMinInternalTokenBytes) + " bytes";
+  if (std::string error = mesh::checkInternalListen(config.internalListen, config.internalToken);
+      !error.empty()) {
+    return error;
   }
   if (config.internalAddress.empty()) config.internalAddress = config.internalListen.toString();
   // Forwards bind their source to this IP and peers connect to it: a literal address, no name.

@@ -57,7 +57,4 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& config);
 // "" when the configuration can run. Also fills defaults derived from other settings.
 [[nodiscard]] std::string finishRelaydConfig(RelaydConfig& config);
 
-// INTERNAL_TOKEN's shortest accepted length: it keys every proof between machines.
-inline constexpr size_t kMinInternalTokenBytes = 32;
-
 }  // namespace ot::relayd

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/fd_handoff.h"
+#include "common/internal_settings.h"
 #include "common/ip_address.h"
 #include "common/machine_identity.h"
 
@@ -107,17 +108,9 @@ Result<std::optional<MeshSettings>> checkMeshFlags(const MeshFlags& flags,
                                                    std::string_view region,
                                                    std::string_view controlSocket) {
   if (!flags.internalListen.enabled()) return std::optional<MeshSettings>{};
-  if (flags.internalListen.kind != config::ListenAddress::Kind::kTcp) {
-    return invalid("INTERNAL_LISTEN must be a TCP address (host:port), not a unix socket");
-  }
-  if (flags.internalToken.empty()) {
-    return invalid(
-        "INTERNAL_TOKEN is required with INTERNAL_LISTEN (the secret every machine "
-        "shares; openssl rand -hex 32 makes one)");
-  }
-  if (flags.internalToken.size() < kMinInternalTokenBytes) {
-    return invalid("INTERNAL_TOKEN is too short: at least " +
-                   std::to_string(kMinInternalTokenBytes) + " bytes");
+  if (std::string error = checkInternalListen(flags.internalListen, flags.internalToken);
+      !error.empty()) {
+    return invalid(std::move(error));
   }
   MeshSettings settings;
   settings.machineId = std::string(machineId);

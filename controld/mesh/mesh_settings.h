@@ -11,12 +11,10 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/internal_settings.h"
 #include "common/result.h"
 
 namespace ot::mesh {
-
-// The shortest INTERNAL_TOKEN taken: 32 bytes (openssl rand -hex 32 gives 64).
-inline constexpr size_t kMinInternalTokenBytes = 32;
 
 // A peer or internal address: an IP literal (no name: the node binds its source address to it and
 // compares addresses) or, for MESH_PEERS, a name resolved when dialed.
