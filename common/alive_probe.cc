@@ -54,15 +54,8 @@ std::optional<std::string> buildAliveQuestion(std::string_view secret,
   const std::string nonce = nonceToHex(question.nonce);
   const Proof proof =
       meshMac(secret, {kAliveLabel, kAskRole, question.sender, question.receiver, time, nonce});
-  std::string line(kAliveVersion);
-  for (const std::string_view field :
-       {std::string_view(question.sender), std::string_view(question.receiver),
-        std::string_view(time), std::string_view(nonce)}) {
-    line += ' ';
-    line += field;
-  }
-  line += ' ';
-  line += proofToHex(proof);
+  std::string line =
+      formatSignedLine(kAliveVersion, {question.sender, question.receiver, time, nonce}, proof);
   line += '\n';
   return line;
 }
@@ -82,15 +75,9 @@ std::string buildAliveAnswer(std::string_view secret, const SignedEnvelope& ques
                              AliveState state, int64_t timeMs) {
   const std::string time = std::to_string(timeMs);
   const std::string_view stateName = aliveStateName(state);
-  std::string line(kAliveVersion);
-  for (const std::string_view field :
-       {std::string_view(question.receiver), std::string_view(question.sender),
-        std::string_view(time), stateName}) {
-    line += ' ';
-    line += field;
-  }
-  line += ' ';
-  line += proofToHex(answerProof(secret, question, time, stateName));
+  std::string line =
+      formatSignedLine(kAliveVersion, {question.receiver, question.sender, time, stateName},
+                       answerProof(secret, question, time, stateName));
   line += '\n';
   return line;
 }

@@ -46,16 +46,9 @@ std::optional<std::string> buildForwardHeader(std::string_view secret,
   const std::string_view visitor = orNone(header.visitorAddress);
   const Proof proof = forwardProof(secret, envelope.sender, envelope.receiver, time, nonce,
                                    header.tunnelId, route, visitor);
-  std::string line(kForwardVersion);
-  for (const std::string_view field :
-       {std::string_view(envelope.sender), std::string_view(envelope.receiver),
-        std::string_view(time), std::string_view(nonce), std::string_view(header.tunnelId), route,
-        visitor}) {
-    line += ' ';
-    line += field;
-  }
-  line += ' ';
-  line += proofToHex(proof);
+  std::string line = formatSignedLine(
+      kForwardVersion,
+      {envelope.sender, envelope.receiver, time, nonce, header.tunnelId, route, visitor}, proof);
   line += '\n';
   return line;
 }

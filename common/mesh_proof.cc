@@ -185,4 +185,16 @@ ProofResult<SignedLine> parseSignedLine(std::string_view line, std::string_view 
   return out;
 }
 
+std::string formatSignedLine(std::string_view version,
+                             std::initializer_list<std::string_view> fields, const Proof& proof) {
+  std::string line(version);
+  for (const std::string_view field : fields) {
+    line += ' ';
+    line += field;
+  }
+  line += ' ';
+  line += proofToHex(proof);
+  return line;
+}
+
 }  // namespace ot::mesh

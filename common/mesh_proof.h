@@ -129,6 +129,13 @@ struct SignedEnvelope {
 // route check's x-opentunnel-auth value, a liveness question): syntax only, no clock, no secret.
 // Another version of the same `family` ("OPENTUNNEL-AUTH") is kWrongVersion, anything else
 // kBadLine. `fields` are views into `line`, as sent (what the proof covers).
+// "<version> <field> ... <proof>" as every signed line is written (fields as given, the proof in
+// hex), without a newline: the route check's header value, and with one appended the forward
+// header and the liveness lines.
+[[nodiscard]] std::string formatSignedLine(std::string_view version,
+                                           std::initializer_list<std::string_view> fields,
+                                           const Proof& proof);
+
 struct SignedLine {
   SignedEnvelope envelope;
   Proof proof{};

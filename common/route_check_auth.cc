@@ -37,18 +37,10 @@ std::optional<std::string> buildRouteCheckAuth(std::string_view secret,
       !parseTimeMs(std::to_string(envelope.timeMs)) || !signableRequest(method, path)) {
     return std::nullopt;
   }
-  std::string value(kRouteCheckVersion);
-  value += ' ';
-  value += envelope.sender;
-  value += ' ';
-  value += envelope.receiver;
-  value += ' ';
-  value += std::to_string(envelope.timeMs);
-  value += ' ';
-  value += nonceToHex(envelope.nonce);
-  value += ' ';
-  value += proofToHex(routeCheckProof(secret, envelope, method, path));
-  return value;
+  return formatSignedLine(kRouteCheckVersion,
+                          {envelope.sender, envelope.receiver, std::to_string(envelope.timeMs),
+                           nonceToHex(envelope.nonce)},
+                          routeCheckProof(secret, envelope, method, path));
 }
 
 ProofResult<SignedRouteCheck> parseRouteCheckAuth(std::string_view value) {
