@@ -20,11 +20,11 @@ FAST = {"MESH_PING_MS": "100", "MESH_DEAD_MS": "500"}
 
 
 class Machine:
-    def __init__(self, workdir, name, address, port, peer):
+    def __init__(self, workdir, name, address, port, peer, token=TOKEN):
         self.name = name
         self.metrics_port = harness.free_port()
         internal = f"{address}:{port}"
-        common = {"INTERNAL_LISTEN": internal, "INTERNAL_TOKEN": TOKEN, "MACHINE_ID": name}
+        common = {"INTERNAL_LISTEN": internal, "INTERNAL_TOKEN": token, "MACHINE_ID": name}
         self.stack = rh.Stack(
             workdir / name,
             controld_env={**common, **FAST, "MESH_PEERS": peer,
@@ -94,16 +94,9 @@ def test_a_machine_without_the_secret_never_links(tmp_path):
     port_b = harness.free_port("127.0.0.12")
     a = Machine(tmp_path, "machine-a", "127.0.0.11", port_a, f"127.0.0.12:{port_b}")
     try:
-        b = Machine.__new__(Machine)
-        b.name = "machine-b"
-        b.metrics_port = harness.free_port()
         other = "another-secret-that-is-also-32-bytes-long!!"
-        common = {"INTERNAL_LISTEN": f"127.0.0.12:{port_b}", "INTERNAL_TOKEN": other,
-                  "MACHINE_ID": "machine-b"}
-        b.stack = rh.Stack(tmp_path / "machine-b",
-                           controld_env={**common, **FAST, "MESH_PEERS": f"127.0.0.11:{port_a}",
-                                         "METRICS_LISTEN": f"127.0.0.1:{b.metrics_port}"},
-                           relayd_env={**common, "SHUTDOWN_DRAIN_MS": "200"})
+        b = Machine(tmp_path, "machine-b", "127.0.0.12", port_b, f"127.0.0.11:{port_a}",
+                    token=other)
         try:
             # Both keep dialing and both refuse: the handshake fails on each side.
             for machine in (a, b):
