@@ -75,6 +75,7 @@ class Metrics {
   [[nodiscard]] std::string render() const;
   [[nodiscard]] const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
   [[nodiscard]] const std::string& prefix() const { return prefix_; }
+  [[nodiscard]] std::chrono::steady_clock::time_point startedAt() const { return startedAt_; }
 
  private:
   std::string prefix_;

@@ -49,6 +49,9 @@ void addAcmeFlags(CLI::App& app, ControldConfig& c) {
   app.add_option("--cloudflare-api-token", c.cloudflareApiToken,
                  "secret: Cloudflare token with DNS edit on the zone")
       ->envname("CLOUDFLARE_API_TOKEN");
+  app.add_option("--admin-token", c.adminToken,
+                 "secret: bearer token of POST /api/admin/stats; empty disables the admin routes")
+      ->envname("ADMIN_TOKEN");
   app.add_option("--cloudflare-api-url", c.cloudflareApiUrl, "Cloudflare API base URL")
       ->envname("CLOUDFLARE_API_URL")
       ->capture_default_str();

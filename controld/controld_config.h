@@ -58,6 +58,8 @@ struct ControldConfig {
   int issuanceConcurrency = 4;
   int64_t issuanceRetryDelayMs = 30'000;
   int64_t localCertValidityMs = 90LL * 24 * 60 * 60 * 1000;
+  // Secret: enables POST /api/admin/stats (docs/api.md "Admin"); empty: those routes do not exist.
+  std::string adminToken;
   int databasePoolSize = 50;  // MySQL; SQLite keeps at most 16 (store/sql_store.h)
   // The region mesh (INTERNAL_LISTEN and the MESH_* settings, docs/mesh.md); checked into
   // mesh::MeshSettings by mesh::checkMeshFlags at start-up. INTERNAL_LISTEN off: no mesh.

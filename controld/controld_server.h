@@ -33,6 +33,7 @@
 #include "controld/acme/acme_metrics.h"
 #include "controld/acme/dns_record_metrics.h"
 #include "controld/acme/dns_sweeper.h"
+#include "controld/admin/admin_stats_source.h"
 #include "controld/api/api_router.h"
 #include "controld/api/api_types.h"
 #include "controld/api/ip_ranges.h"
@@ -110,6 +111,7 @@ class ControldServer {
   std::optional<JobRunner> runner_;
   std::unique_ptr<DnsSweeper> sweeper_;  // ACME only
   std::optional<TunnelService> service_;
+  std::optional<AdminStatsSource> adminStats_;  // POST /api/admin/stats (ADMIN_TOKEN set)
   std::shared_ptr<const ApiRouter> router_;
   ApiHandler apiHandler_;  // moved into api_ when it is built
   std::optional<ServerCertificates> certificates_;

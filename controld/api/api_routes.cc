@@ -201,7 +201,7 @@ ApiResponse health(TunnelService& service) {
 
 }  // namespace
 
-ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info) {
+ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminApi& admin) {
   ApiRouter router;
   addApiSchemas(router);
   TunnelService* s = &service;
@@ -217,6 +217,7 @@ ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info) {
               [s](const ApiRequest& r, const PathParams& p) { return getCertificate(*s, r, p); }});
   router.add({"GET", "/health", healthDoc(),
               [s](const ApiRequest&, const PathParams&) { return health(*s); }});
+  addAdminRoutes(router, admin);
 
   // The document describes the finished table, this route included; it is rendered once.
   auto document = std::make_shared<std::string>();

@@ -16,6 +16,7 @@
 
 #include <memory>
 
+#include "controld/api/admin_routes.h"
 #include "controld/api/api_router.h"
 #include "controld/api/api_types.h"
 #include "controld/api/openapi.h"
@@ -25,8 +26,10 @@ namespace ot::controld {
 
 // Every route of the API over `service` (which must outlive the router), /health and
 // /openapi.json included; the document is generated from the finished table, once.
-// info.servers defaults to https://<the service's domain>.
-[[nodiscard]] ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info = {});
+// info.servers defaults to https://<the service's domain>. The admin routes (admin_routes.h) are
+// added when `admin.token` is set.
+[[nodiscard]] ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info = {},
+                                       const AdminApi& admin = {});
 
 // The router as the HTTP server's handler (shared: the server may outlive the caller's copy).
 [[nodiscard]] ApiHandler makeApiHandler(std::shared_ptr<const ApiRouter> router);

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "common/metrics.h"
 #include "common/result.h"
 #include "controld/mesh/bridge_table.h"
+#include "controld/mesh/cluster_view.h"
 #include "controld/mesh/handoff_listener.h"
 #include "controld/mesh/local_bridges.h"
 #include "controld/mesh/mesh_discovery.h"
@@ -68,6 +70,9 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   [[nodiscard]] int64_t startedAtMs() const { return startedAtMs_; }
   // Waits for the loop (empty when it is not running).
   [[nodiscard]] MeshNodeStatus status();
+  // The admin stats' cluster view, built on the loop (mesh_node_view.cc); nullopt when the loop
+  // is not running.
+  [[nodiscard]] std::optional<ClusterView> clusterView();
 
   // BridgeRegistryObserver: queued to the loop, announced there in order.
   void relayReplaced(const std::string& relayKey,

@@ -114,6 +114,8 @@ class SqlStore final : public Store {
   Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
                   int64_t bytesOut, int64_t connections) override;
 
+  Result<RecordCounts> recordCounts(int64_t nowMs) override;
+
  private:
   // The one path every Store method takes to the database: runs leased(operation, fn), timing
   // it and counting its failure under `operation` (the method's name) when metrics are on.

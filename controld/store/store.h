@@ -175,13 +175,35 @@ class HealthStore {
   virtual Status ping() = 0;
 };
 
+// What the admin stats count, in one read: tunnels by state and jobs by status.
+struct RecordCounts {
+  int64_t tunnels = 0;  // not deleted
+  int64_t deleted = 0;  // kept as tombstones (their IDs stay taken)
+  int64_t issuing = 0;  // not deleted, a certificate being issued
+  int64_t alarms = 0;   // not deleted, an alarm set (a renewal or a retry due)
+  int64_t jobsPending = 0;
+  int64_t jobsLeased = 0;  // pending and leased by a machine now
+  int64_t jobsDone = 0;
+  int64_t jobsFailed = 0;
+  int64_t jobsAbandoned = 0;
+};
+
+// Counts for operators (POST /api/admin/stats). Aggregates over whole tables: for an operator's
+// occasional question, never on a request path.
+class StatsStore {
+ public:
+  virtual ~StatsStore() = default;
+  virtual Result<RecordCounts> recordCounts(int64_t nowMs) = 0;
+};
+
 class Store : public TunnelStore,
               public JobStore,
               public MetaStore,
               public CertificateStore,
               public RateLimitStore,
               public UsageStore,
-              public HealthStore {
+              public HealthStore,
+              public StatsStore {
  public:
   ~Store() override = default;
 

@@ -23,6 +23,7 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "finishJob",
     "releaseLeases",
     "countJobs",
+    "recordCounts",
     "leasedJobs",
     "failedJobs",
     "requeueFailedJob",

@@ -48,6 +48,7 @@ class ForwardingStore : public Store {
   Result<int64_t> countJobs(JobStatus status, int64_t sinceMs) override {
     return inner_.countJobs(status, sinceMs);
   }
+  Result<RecordCounts> recordCounts(int64_t nowMs) override { return inner_.recordCounts(nowMs); }
   Result<std::vector<Job>> leasedJobs(int64_t nowMs, int limit) override {
     return inner_.leasedJobs(nowMs, limit);
   }

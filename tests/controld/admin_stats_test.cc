@@ -1,0 +1,176 @@
+// The admin stats (docs/api.md "Admin"): the store's grouped counts on SQLite and MariaDB, the
+// response body built from its inputs, and the route's token check.
+#include "controld/admin/admin_stats.h"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "controld/api/admin_routes.h"
+#include "controld/api/api_docs.h"
+#include "tests/controld/test_database.h"
+
+namespace ot::controld {
+namespace {
+
+using Json = nlohmann::json;
+using testing::sampleTunnel;
+using testing::testDatabases;
+
+constexpr int64_t kNow = 1'750'000'000'000;
+
+Job job(const std::string& id, int64_t nextRunAtMs) {
+  Job out;
+  out.id = id;
+  out.kind = JobKind::kIssue;
+  out.tunnelId = "t" + id;
+  out.queuedAtMs = kNow - 1000;
+  out.nextRunAtMs = nextRunAtMs;
+  return out;
+}
+
+TEST_CASE("admin stats: the store counts tunnels by state and jobs by status") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    const RecordCounts empty = store->recordCounts(kNow).value();
+    CHECK(empty.tunnels == 0);
+    CHECK(empty.deleted == 0);
+    CHECK(empty.jobsPending == 0);
+
+    REQUIRE(store->insertTunnel(sampleTunnel("plain")).ok());
+    TunnelRecord issuing = sampleTunnel("issuing");
+    issuing.certificate.state = CertificateState::kIssuing;
+    REQUIRE(store->insertTunnel(issuing).ok());
+    TunnelRecord renewing = sampleTunnel("renewing");
+    renewing.renewAtMs = kNow + 1000;
+    REQUIRE(store->insertTunnel(renewing).ok());
+    TunnelRecord gone = sampleTunnel("gone");
+    gone.deletedAtMs = kNow - 5;
+    gone.renewAtMs = kNow + 1000;  // a deleted tunnel is only counted as deleted
+    REQUIRE(store->insertTunnel(gone).ok());
+
+    REQUIRE(store->addJob(job("a", kNow)).value());
+    REQUIRE(store->addJob(job("b", kNow)).value());
+    REQUIRE(store->addJob(job("c", kNow + 60'000)).value());
+    auto claimed = store->claimJob("machine-1", kNow, 60'000, true);
+    REQUIRE(claimed.ok());
+    REQUIRE(claimed->has_value());
+    Job finished = **claimed;
+    finished.status = JobStatus::kDone;
+    REQUIRE(store->finishJob(finished, "machine-1").value());
+    auto leased = store->claimJob("machine-1", kNow, 60'000, true);
+    REQUIRE(leased.ok());
+    REQUIRE(leased->has_value());
+
+    const RecordCounts counts = store->recordCounts(kNow).value();
+    CHECK(counts.tunnels == 3);
+    CHECK(counts.deleted == 1);
+    CHECK(counts.issuing == 1);
+    CHECK(counts.alarms == 1);
+    CHECK(counts.jobsPending == 2);
+    CHECK(counts.jobsLeased == 1);
+    CHECK(counts.jobsDone == 1);
+    CHECK(counts.jobsFailed == 0);
+    // A lease that ran out is no longer counted as held.
+    CHECK(store->recordCounts(kNow + 120'000).value().jobsLeased == 0);
+  }
+}
+
+mesh::MachineLife life(const std::string& id, const std::string& region) {
+  mesh::MachineLife out;
+  out.machineId = id;
+  out.region = region;
+  out.epoch = 7;
+  out.internalAddress = "127.0.0.11:9000";
+  return out;
+}
+
+TEST_CASE("admin stats: the body carries the counts, this machine and its cluster view") {
+  AdminStatsInputs inputs;
+  inputs.records.tunnels = 5;
+  inputs.records.deleted = 2;
+  inputs.records.jobsPending = 3;
+  inputs.bridges = BridgeTotals{1, 4, 2};
+  inputs.machineId = "m-self";
+  inputs.region = "ams";
+  inputs.openFds = 42;
+  inputs.threads = 9;
+
+  Json body = Json::parse(adminStatsJson(inputs).dump());
+  CHECK(body["tunnels"] == 5);
+  CHECK(body["deleted"] == 2);
+  CHECK(body["jobs"]["pending"] == 3);
+  CHECK(body["bridges"] == 4);
+  CHECK(body["tunnels_online"] == 2);
+  CHECK(body["relays"] == 1);
+  CHECK(body["machine"]["id"] == "m-self");
+  CHECK(body["machine"]["region"] == "ams");
+  CHECK(body["machine"]["fds"] == 42);
+  CHECK(body["machine"]["threads"] == 9);
+  CHECK(body["cluster"].is_null());
+
+  mesh::ClusterView view;
+  view.machines.push_back({mesh::MachineSummary{life("m-self", "ams"), 3, 4, 2, 2}, true});
+  view.machines.push_back({mesh::MachineSummary{life("m-peer", "fra"), 9, 6, 1, 1}, false});
+  view.machines.push_back({mesh::MachineSummary{life("m-third", "ams"), 1, 1, 1, 1}, false});
+  view.peers.push_back({"127.0.0.12:9000", "m-peer", mesh::PeerState::kUp});
+  view.peersUp = 1;
+  inputs.cluster = view;
+  body = Json::parse(adminStatsJson(inputs).dump());
+  CHECK(body["cluster"]["bridges"] == 11);
+  CHECK(body["cluster"]["bridges_by_region"] == Json{{"ams", 5}, {"fra", 6}});
+  REQUIRE(body["cluster"]["machines"].size() == 3);
+  CHECK(body["cluster"]["machines"][0]["self"] == true);
+  CHECK(body["cluster"]["machines"][1]["machine"] == "m-peer");
+  CHECK(body["cluster"]["peers"][0]["state"] == "up");
+}
+
+ApiRequest statsRequest(std::optional<std::string> authorization) {
+  ApiRequest request;
+  request.method = "POST";
+  request.path = "/api/admin/stats";
+  if (authorization) request.headers.emplace_back("Authorization", *authorization);
+  return request;
+}
+
+TEST_CASE("admin stats: the route needs ADMIN_TOKEN and exists only with one") {
+  int gathered = 0;
+  AdminApi admin{"an-admin-token", [&]() -> Result<AdminStatsInputs> {
+                   ++gathered;
+                   AdminStatsInputs inputs;
+                   inputs.records.tunnels = 12;
+                   return inputs;
+                 }};
+
+  ApiRouter without;
+  addApiSchemas(without);
+  addAdminRoutes(without, AdminApi{});
+  CHECK(without.handle(statsRequest("Bearer an-admin-token")).status == 404);
+
+  ApiRouter router;
+  addApiSchemas(router);
+  addAdminRoutes(router, admin);
+  CHECK(router.handle(statsRequest(std::nullopt)).status == 401);
+  CHECK(router.handle(statsRequest("Bearer another-token")).status == 401);
+  CHECK(router.handle(statsRequest("Bearer an-admin-token-longer")).status == 401);
+  CHECK(router.handle(statsRequest("Basic an-admin-token")).status == 401);
+  CHECK(gathered == 0);
+
+  const ApiResponse ok = router.handle(statsRequest("bearer  an-admin-token "));
+  CHECK(ok.status == 200);
+  CHECK(gathered == 1);
+  CHECK(Json::parse(ok.body)["tunnels"] == 12);
+
+  ApiRouter failing;
+  addApiSchemas(failing);
+  addAdminRoutes(failing, AdminApi{"an-admin-token", []() -> Result<AdminStatsInputs> {
+                                     return Error{ErrorKind::kUnavailable, "down"};
+                                   }});
+  const ApiResponse down = failing.handle(statsRequest("Bearer an-admin-token"));
+  CHECK(down.status == 503);
+  CHECK(Json::parse(down.body)["_tag"] == "ServiceUnavailableError");
+}
+
+}  // namespace
+}  // namespace ot::controld
