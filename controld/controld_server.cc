@@ -248,7 +248,17 @@ void ControldServer::buildRelaySide() {
   hub_->setAttachedHandler(
       [this](const BridgeEntry& bridge) { attaches_->noteAttached(bridge.tunnelId); });
 
-  control_.emplace(*store_, *registry_, *hub_);
+  ControlServiceOptions controlOptions;
+  // The mesh node starts later (listen()), before gRPC serves; asked per attach.
+  controlOptions.routeConflict =
+      [this](const std::string& tunnelId,
+             const std::vector<std::string>& routes) -> std::optional<RouteHeldElsewhere> {
+    if (!mesh_) return std::nullopt;
+    auto conflict = mesh_->findRouteConflict(tunnelId, routes);
+    if (!conflict) return std::nullopt;
+    return RouteHeldElsewhere{conflict->machineId, conflict->route};
+  };
+  control_.emplace(*store_, *registry_, *hub_, controlOptions);
 }
 
 std::optional<int> ControldServer::listen() {
@@ -257,6 +267,17 @@ std::optional<int> ControldServer::listen() {
   if (meshSettings_) {
     if (!makeSocketDirectory(meshSettings_->handoffSocket)) return 1;
     mesh_ = std::make_unique<mesh::MeshNode>(*meshSettings_, metrics_);
+    // Route checks from peers are answered from the registry (this machine's live bridges).
+    mesh_->setLocalRoutes([this](const std::string& tunnelId) {
+      mesh::LocalTunnelRoutes local;
+      std::set<std::string> routes;
+      for (const BridgeEntry& bridge : registry_->bridgesOf(tunnelId)) {
+        ++local.bridges;
+        routes.insert(bridge.routes.begin(), bridge.routes.end());
+      }
+      local.routes.assign(routes.begin(), routes.end());
+      return local;
+    });
     if (auto started = mesh_->start(); !started.ok()) {
       log::error("cannot start the mesh node",
                  {{"socket", meshSettings_->handoffSocket}, {"error", started.error().message}});

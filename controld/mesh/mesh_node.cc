@@ -30,7 +30,8 @@ MeshNode::MeshNode(MeshSettings settings, metrics::Metrics& metrics)
       directory_(selfAddress_, settings_,
                  [this] { return std::uniform_real_distribution<double>(0, 1)(random_); }),
       local_(settings_.machineId),
-      table_(settings_.machineId) {}
+      table_(settings_.machineId),
+      routeCheckCounters_(routeCheckCounters(metrics)) {}
 
 MeshNode::~MeshNode() {
   stop();
@@ -127,6 +128,7 @@ void MeshNode::shutdownOnLoop() {
   std::vector<MeshLink*> open;
   for (auto& [pointer, link] : links_) open.push_back(pointer);
   for (MeshLink* link : open) link->close("shutdown");
+  if (exchanges_) exchanges_->closeAll();
   uv_close(reinterpret_cast<uv_handle_t*>(&tickTimer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
 }
@@ -199,10 +201,8 @@ void MeshNode::applyLocal(const LocalChange& change) {
 
 void MeshNode::acceptHandoff(ReceivedHandoff received) {
   if (received.handoff.kind == HandoffKind::kInternalHttp) {
-    // Route checks come with a later step: refused for now, and counted.
     metrics_.handoff("internal_http");
-    ::close(received.connectionFd);
-    return;
+    return answerRouteCheck(std::move(received));
   }
   size_t unproven = 0;
   for (const auto& [pointer, link] : links_) {

@@ -28,10 +28,12 @@
 #include "common/address_resolver.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/nonce_window.h"
 #include "common/result.h"
 #include "controld/mesh/bridge_table.h"
 #include "controld/mesh/cluster_view.h"
 #include "controld/mesh/handoff_listener.h"
+#include "controld/mesh/internal_exchange.h"
 #include "controld/mesh/local_bridges.h"
 #include "controld/mesh/mesh_discovery.h"
 #include "controld/mesh/mesh_link.h"
@@ -41,6 +43,21 @@
 #include "controld/relays/bridge_registry.h"
 
 namespace ot::mesh {
+
+// A route check's finding (docs/mesh.md "Route checks"): another live machine answered that its
+// own bridges of the tunnel claim `route` now.
+struct RouteConflict {
+  std::string machineId;
+  std::string route;
+};
+
+// This machine's live bridges of a tunnel, as route checks answer them: the routes they claim
+// (distinct) and how many bridges.
+struct LocalTunnelRoutes {
+  std::vector<std::string> routes;
+  size_t bridges = 0;
+};
+using LocalRoutesLookup = std::function<LocalTunnelRoutes(const std::string& tunnelId)>;
 
 // A copy of the node's state, for the admin view and the tests.
 struct MeshNodeStatus {
@@ -64,6 +81,20 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   [[nodiscard]] Status start();
   // Closes every link and the handoff socket, ends the thread. Idempotent.
   void stop();
+
+  // Route checks (mesh_node_routes.cc). The answering side reads this machine's bridges through
+  // `lookup` (set before start(); any thread may be asked: the registry locks).
+  void setLocalRoutes(LocalRoutesLookup lookup) { localRoutes_ = std::move(lookup); }
+  // Asks every linked machine whose table entries hold any of `routes` of the tunnel whether its
+  // live bridges claim them now; `done` (on the loop) gets the first conflict found, or nullopt
+  // when no linked machine holds them, none answers that it does, or none can be asked in
+  // kRouteCheckTimeoutMs. Any thread.
+  void checkRoutes(std::string tunnelId, std::vector<std::string> routes,
+                   std::function<void(std::optional<RouteConflict>)> done);
+  // checkRoutes, waited for: from any thread but the loop's (an attach's authorization). Answers
+  // at once when the table names no other holder (the common case: no wait at all).
+  [[nodiscard]] std::optional<RouteConflict> findRouteConflict(
+      const std::string& tunnelId, const std::vector<std::string>& routes);
 
   // This life of the machine (the hello's epoch and started_at).
   [[nodiscard]] uint64_t epoch() const { return epoch_; }
@@ -93,6 +124,11 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void sendHelloAndSnapshot(MeshLink& link);
   void onHello(MeshLink& link, const Hello& hello);
   void applyTable(MeshLink& link, Frame& frame);
+  void answerRouteCheck(ReceivedHandoff received);  // mesh_node_routes.cc
+  [[nodiscard]] std::string routeCheckAnswer(const std::string& bytes, const std::string& peerHost);
+  void countRouteCheck(std::string_view side, std::string_view result);
+  [[nodiscard]] static std::map<std::string, prometheus::Counter*, std::less<>> routeCheckCounters(
+      metrics::Metrics& metrics);
   // The seam of docs/mesh.md "A controld restart drops no tunnel": the link to `machine` ended.
   // Today its entries go at once (the reference's behaviour); the liveness question to its relayd
   // belongs here once relayd answers it.
@@ -134,6 +170,13 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   std::unordered_map<MeshLink*, std::string> dialing_;  // outbound link -> the peer address dialed
   std::map<uint64_t, DnsQuery*> dialQueries_;           // MESH_PEERS names being resolved
   uint64_t nextQueryId_ = 0;
+
+  // Route checks (mesh_node_routes.cc): both sides' connections, the answering side's replay
+  // window, what the local bridges claim.
+  std::unique_ptr<InternalExchanges> exchanges_;
+  NonceWindow routeCheckNonces_;
+  LocalRoutesLookup localRoutes_;
+  std::map<std::string, prometheus::Counter*, std::less<>> routeCheckCounters_;
 };
 
 }  // namespace ot::mesh

@@ -173,8 +173,8 @@ cv1::AuthorizeAttachResponse ControlService::authorize(
     return answer(cv1::ATTACH_RESULT_CERT_NOT_READY, "the tunnel has no valid certificate yet");
   }
 
-  // One machine for now: every bridge in the registry is on this machine's relay. Route conflicts
-  // across machines come with the mesh.
+  // The registry holds this machine's bridges only; other machines' are asked last (the route
+  // check), once everything local has passed.
   const std::vector<std::string> requestedRoutes(request.routes().begin(), request.routes().end());
   const size_t routes = registry_.routeCountWith(request.tunnel_id(), requestedRoutes);
   if (routes > kDefaultMaxRoutesPerTunnel) {
@@ -182,6 +182,14 @@ cv1::AuthorizeAttachResponse ControlService::authorize(
                   "the tunnel would hold " + std::to_string(routes) +
                       " routes on this machine; at most " +
                       std::to_string(kDefaultMaxRoutesPerTunnel));
+  }
+
+  if (options_.routeConflict) {
+    if (auto held = options_.routeConflict(request.tunnel_id(), requestedRoutes)) {
+      return answer(
+          cv1::ATTACH_RESULT_ROUTE_CONFLICT,
+          "route \"" + held->route + "\" is served by live bridges on machine " + held->machineId);
+    }
   }
 
   cv1::AuthorizeAttachResponse response = answer(cv1::ATTACH_RESULT_OK, "");

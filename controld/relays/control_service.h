@@ -22,6 +22,15 @@
 
 namespace ot::controld {
 
+// A route another machine's live bridges of the tunnel claim now (the region mesh's route check,
+// docs/mesh.md "Route checks").
+struct RouteHeldElsewhere {
+  std::string machineId;
+  std::string route;
+};
+using RouteConflictCheck = std::function<std::optional<RouteHeldElsewhere>(
+    const std::string& tunnelId, const std::vector<std::string>& routes)>;
+
 struct ControlServiceOptions {
   // An attach whose tunnel read took longer than this is answered ERROR ("storage unavailable"):
   // relayd has given up waiting by then and decides from its cache. The store's own timeouts bound
@@ -36,6 +45,9 @@ struct ControlServiceOptions {
   // gRPC threads allowed; 32 stay under the store's default pool of 50 sessions.
   size_t authorizeThreads = 32;
   size_t authorizeQueue = 4096;
+  // The mesh's route check, asked last (it may wait up to ~2 s for another machine's answer, on
+  // an authorization worker); empty: one machine, no check.
+  RouteConflictCheck routeConflict{};
 };
 
 class ControlService final : public cv1::RelayControl::Service {
