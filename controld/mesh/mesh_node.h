@@ -96,6 +96,14 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   [[nodiscard]] std::optional<RouteConflict> findRouteConflict(
       const std::string& tunnelId, const std::vector<std::string>& routes);
 
+  // Events (mesh_node_events.cc, docs/mesh.md "Events"). broadcast(): any thread; the event goes
+  // to every proven link. setPeerEvents(): before start(); called on the loop with each event a
+  // peer sends (tunnel created, certificate changed, tunnel deleted, job enqueued).
+  void broadcast(FrameBody event);
+  void setPeerEvents(std::function<void(const FrameBody&)> handler) {
+    peerEvents_ = std::move(handler);
+  }
+
   // This life of the machine (the hello's epoch and started_at).
   [[nodiscard]] uint64_t epoch() const { return epoch_; }
   [[nodiscard]] int64_t startedAtMs() const { return startedAtMs_; }
@@ -176,6 +184,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   std::unique_ptr<InternalExchanges> exchanges_;
   NonceWindow routeCheckNonces_;
   LocalRoutesLookup localRoutes_;
+  std::function<void(const FrameBody&)> peerEvents_;
   std::map<std::string, prometheus::Counter*, std::less<>> routeCheckCounters_;
 };
 
