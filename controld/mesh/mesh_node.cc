@@ -71,6 +71,13 @@ Status MeshNode::start() {
   }
   const auto now = static_cast<int64_t>(uv_now(&loop_));
   for (const auto& peer : settings_.peers) directory_.addConfigured(peer.toString(), now);
+  linkingAtLatestMs_ = now + settings_.relayWaitMs;
+  alive_ = std::make_unique<AliveAsker>(
+      &loop_, metrics_, log_,
+      AliveAskerSetup{settings_.token, settings_.machineId,
+                      sourceAddress(settings_.internalAddress),
+                      LivenessTimes{settings_.pingMs, settings_.deadMs, settings_.holdMs}},
+      [this](const std::string& machine, std::string_view reason) { dropPeer(machine, reason); });
   {
     std::lock_guard lock(tasksMutex_);
     accepting_ = true;
@@ -121,6 +128,9 @@ void MeshNode::runTasks() {
 void MeshNode::shutdownOnLoop() {
   stopping_ = true;
   handoffs_->close();
+  alive_->close();
+  for (auto& received : deferred_) ::close(received.connectionFd);
+  deferred_.clear();
   for (auto& [id, query] : dialQueries_) query->cancel();
   dialQueries_.clear();
   if (discovery_) discovery_->close();
@@ -140,7 +150,11 @@ MeshNodeStatus MeshNode::status() {
     tasks_.emplace_back([this, promise] {
       MeshNodeStatus status;
       status.peers = directory_.view();
+      for (auto& peer : status.peers)
+        peer.held = !peer.machine.empty() && alive_->held(peer.machine);
       for (const auto& [machine, link] : active_) status.linkedMachines.push_back(machine);
+      status.heldMachines = alive_->heldMachines();
+      status.linking = linking_;
       status.openLinks = links_.size();
       status.machines = table_.machines();
       for (const auto& machine : status.machines) {
@@ -182,9 +196,21 @@ void MeshNode::relayDropped(const std::string& relayKey) {
   });
 }
 
-// Each delta is encoded once and goes to every proven link (each got its snapshot before).
+void MeshNode::bridgeAuthorized(const std::string& relayKey, const controld::BridgeEntry& bridge) {
+  post([this, change = LocalChange{LocalChange::Kind::kAuthorized, relayKey, {bridge}, {}}] {
+    applyLocal(change);
+  });
+}
+
 void MeshNode::applyLocal(const LocalChange& change) {
-  for (auto& body : local_.apply(change)) {
+  announce(local_.apply(change, static_cast<int64_t>(uv_now(&loop_))));
+  // The first session snapshot of this life: peers' first snapshot from it will carry its bridges.
+  if (change.kind == LocalChange::Kind::kReplaced && !linking_) startLinking("relay_snapshot");
+}
+
+// Each delta is encoded once and goes to every proven link (each got its snapshot before).
+void MeshNode::announce(std::vector<FrameBody> bodies) {
+  for (auto& body : bodies) {
     const Frame frame{unixNowMs(), std::move(body)};
     const std::string encoded = encodeFrame(frame);
     const auto type = frameTypeName(frame.body);
@@ -193,6 +219,15 @@ void MeshNode::applyLocal(const LocalChange& change) {
     }
   }
   metrics_.localBridges(local_.size());
+}
+
+void MeshNode::startLinking(std::string_view why) {
+  linking_ = true;
+  log_.info("mesh node linking", {{"after", why}, {"deferred_links", deferred_.size()}});
+  std::vector<ReceivedHandoff> deferred;
+  deferred.swap(deferred_);
+  for (auto& received : deferred) acceptHandoff(std::move(received));
+  tick();
 }
 
 // --- links ------------------------------------------------------------------------------------
@@ -208,7 +243,14 @@ void MeshNode::acceptHandoff(ReceivedHandoff received) {
   for (const auto& [pointer, link] : links_) {
     if (!link->proven() && !link->outbound()) ++unproven;
   }
-  if (stopping_ || unproven >= kMaxPreAuthConnections) {
+  if (!linking_ && !stopping_ && deferred_.size() < kMaxPreAuthConnections) {
+    // Before this life's first relayd snapshot: kept (the dialer waits up to its handshake
+    // limit) rather than closed, so the peer need not back off and redial.
+    metrics_.linkDeferred();
+    deferred_.push_back(std::move(received));
+    return;
+  }
+  if (stopping_ || !linking_ || unproven >= kMaxPreAuthConnections) {
     metrics_.handoff("refused");
     ::close(received.connectionFd);
     return;
@@ -341,6 +383,7 @@ void MeshNode::applyTable(MeshLink& link, Frame& frame) {
     const size_t size = snapshot->bridges.size();
     update = table_.applySnapshot(life, snapshot->sequence, std::move(snapshot->bridges));
     metrics_.snapshot(size, delay);
+    if (update == TableUpdate::kApplied) alive_->release(hello.machine);  // replaced the held
   } else if (const auto* attached = std::get_if<Attached>(&frame.body)) {
     update = table_.applyAttached(hello.machine, hello.epoch, attached->sequence, attached->bridge);
     metrics_.propagation("attached", delay);
@@ -371,7 +414,9 @@ void MeshNode::linkClosed(MeshLink& link) {
                                  {"address", link.hello() ? link.hello()->address : std::string()},
                                  {"reason", link.closeReason()}});
     directory_.linkDown(peerKey(link), now);
-    peerLinkEnded(link.peerMachine());
+    // A link closed for silence last heard from its peer MESH_DEAD_MS ago.
+    peerLinkEnded(link.peerMachine(), link.hello() ? link.hello()->address : std::string(),
+                  link.closeReason() == "dead" ? now - settings_.deadMs : now);
   } else if (link.outbound() && !link.wasUp()) {
     log_.debug("mesh dial ended", {{"address", link.dialTarget()}, {"reason", link.closeReason()}});
   }
@@ -383,8 +428,20 @@ void MeshNode::linkClosed(MeshLink& link) {
   updateGauges();
 }
 
-void MeshNode::peerLinkEnded(const std::string& machine) {
+void MeshNode::peerLinkEnded(const std::string& machine, const std::string& address,
+                             int64_t lastHeardMs) {
+  const auto machines = table_.machines();
+  const auto known = std::find_if(machines.begin(), machines.end(), [&](const auto& summary) {
+    return summary.life.machineId == machine;
+  });
+  if (stopping_ || known == machines.end()) return dropPeer(machine, {});
+  if (known->life.draining) return dropPeer(machine, "leaving");
+  alive_->hold(machine, address, lastHeardMs);
+}
+
+void MeshNode::dropPeer(const std::string& machine, std::string_view reason) {
   table_.dropMachine(machine);
+  if (!reason.empty()) metrics_.machineDropped(reason);
   metrics_.tableEntries(table_.bridgeCount());
 }
 
@@ -396,7 +453,11 @@ void MeshNode::tick() {
   for (auto& [pointer, link] : links_) {
     link->tick(now, settings_.pingMs, settings_.deadMs, settings_.handshakeTimeoutMs);
   }
+  alive_->tick();
+  announce(local_.expirePending(now));  // authorized attaches relayd never confirmed
+  if (!linking_ && now >= linkingAtLatestMs_) return startLinking("no_relay_session");
   directory_.expire(now);
+  if (!linking_) return updateGauges();
   for (const auto& address : directory_.dueDials(now)) startDial(address);
   updateGauges();
 }

@@ -5,7 +5,10 @@
 // snapshot of its bridges and then numbered deltas (learned from the BridgeRegistry it observes),
 // pings idle links, and applies what each peer announces to the bridge table. A link that closes,
 // goes silent for MESH_DEAD_MS, breaks a rule, or falls 200,000 frames behind ends, and its
-// machine's entries go with it (the "suspect" seam of a controld restart is peerLinkEnded()).
+// machine's entries are held while its relayd answers the liveness question (AliveAsker,
+// docs/mesh.md "A controld restart drops no tunnel") and dropped once it does not. A new life
+// neither dials nor takes links until its relayd's session snapshot reached it (or
+// relayWaitMs passed without one), so its first snapshot carries its bridges.
 //
 // Threads: start() and stop() from the owner's thread; the observer calls from any thread (they
 // queue the change and wake the loop); status() from any thread but the loop's (it waits for it).
@@ -28,6 +31,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/result.h"
+#include "controld/mesh/alive_asker.h"
 #include "controld/mesh/bridge_table.h"
 #include "controld/mesh/handoff_listener.h"
 #include "controld/mesh/local_bridges.h"
@@ -43,9 +47,11 @@ namespace ot::mesh {
 // A copy of the node's state, for the admin view and the tests.
 struct MeshNodeStatus {
   std::vector<PeerView> peers;
-  std::vector<std::string> linkedMachines;                  // one link each, sorted
-  size_t openLinks = 0;                                     // every connection, handshakes included
-  std::vector<MachineSummary> machines;                     // the table's
+  std::vector<std::string> linkedMachines;  // one link each, sorted
+  std::vector<std::string> heldMachines;    // link ended, entries held while their relayd answers
+  bool linking = false;                     // this life's first relayd snapshot came (or the wait)
+  size_t openLinks = 0;                     // every connection, handshakes included
+  std::vector<MachineSummary> machines;     // the table's
   std::map<std::string, std::vector<BridgeEntry>> bridges;  // the table's, by machine
   uint64_t sequence = 0;                                    // this machine's last delta
   size_t localBridges = 0;
@@ -75,6 +81,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void bridgeAttached(const std::string& relayKey, const controld::BridgeEntry& bridge) override;
   void bridgeDetached(const std::string& relayKey, const std::string& bridgeId) override;
   void relayDropped(const std::string& relayKey) override;
+  void bridgeAuthorized(const std::string& relayKey, const controld::BridgeEntry& bridge) override;
 
  private:
   void post(std::function<void()> task);
@@ -85,13 +92,16 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void dialResolved(const std::string& address, const sockaddr_storage& target);
   void acceptHandoff(ReceivedHandoff received);
   void applyLocal(const LocalChange& change);
+  void announce(std::vector<FrameBody> bodies);
   void sendHelloAndSnapshot(MeshLink& link);
   void onHello(MeshLink& link, const Hello& hello);
   void applyTable(MeshLink& link, Frame& frame);
-  // The seam of docs/mesh.md "A controld restart drops no tunnel": the link to `machine` ended.
-  // Today its entries go at once (the reference's behaviour); the liveness question to its relayd
-  // belongs here once relayd answers it.
-  void peerLinkEnded(const std::string& machine);
+  // docs/mesh.md "A controld restart drops no tunnel": the link to `machine` ended. Its entries
+  // are held and its relayd (at `address`) asked; a draining machine's go at once.
+  void peerLinkEnded(const std::string& machine, const std::string& address, int64_t lastHeardMs);
+  void dropPeer(const std::string& machine, std::string_view reason);
+  // This life may link now: its relayd's snapshot came (or no relayd session came in time).
+  void startLinking(std::string_view why);
   [[nodiscard]] std::string peerKey(const MeshLink& link) const;
   void refuse(MeshLink& link, std::string_view reason);
   void updateGauges();
@@ -121,6 +131,10 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
 
   std::unique_ptr<HandoffListener> handoffs_;
   std::unique_ptr<MeshDiscovery> discovery_;  // MESH_DNS set
+  std::unique_ptr<AliveAsker> alive_;
+  bool linking_ = false;                   // see startLinking()
+  int64_t linkingAtLatestMs_ = 0;          // loop time: link without a relayd snapshot from here
+  std::vector<ReceivedHandoff> deferred_;  // links handed over before linking_
   PeerDirectory directory_;
   LocalBridges local_;
   BridgeTable table_;
