@@ -92,8 +92,8 @@ MeshMetrics::MeshMetrics(metrics::Metrics& metrics)
        {"serving", "control_down", "draining", "refused", "closed", "bad_answer", "timeout"}) {
     metrics.counter("opentunnel_mesh_alive_checks_total", kAliveChecksHelp, {{"result", result}});
   }
-  for (const char* reason :
-       {"draining", "refused", "closed", "bad_answer", "timeout", "hold_expired", "leaving"}) {
+  for (const char* reason : {"draining", "refused", "closed", "bad_answer", "timeout",
+                             "hold_expired", "leaving", "link_error"}) {
     metrics.counter("opentunnel_mesh_machines_dropped_total", kDroppedHelp, {{"reason", reason}});
   }
 }

@@ -36,7 +36,7 @@ class MeshMetrics {
   // opentunnel_mesh_held_machines: machines whose link ended and whose entries are held.
   void heldMachines(size_t machines) { heldMachines_.Set(static_cast<double>(machines)); }
   // opentunnel_mesh_machines_dropped_total{reason}: a machine's entries dropped after its link
-  // ended (a failed question's result, timeout, hold_expired, leaving).
+  // ended (a failed question's result, timeout, hold_expired, leaving, link_error).
   void machineDropped(std::string_view reason);
   // opentunnel_mesh_links_deferred_total: links handed over before this life's first relayd
   // snapshot, held back until it came.

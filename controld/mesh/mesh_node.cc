@@ -414,9 +414,7 @@ void MeshNode::linkClosed(MeshLink& link) {
                                  {"address", link.hello() ? link.hello()->address : std::string()},
                                  {"reason", link.closeReason()}});
     directory_.linkDown(peerKey(link), now);
-    // A link closed for silence last heard from its peer MESH_DEAD_MS ago.
-    peerLinkEnded(link.peerMachine(), link.hello() ? link.hello()->address : std::string(),
-                  link.closeReason() == "dead" ? now - settings_.deadMs : now);
+    peerLinkEnded(link, now);
   } else if (link.outbound() && !link.wasUp()) {
     log_.debug("mesh dial ended", {{"address", link.dialTarget()}, {"reason", link.closeReason()}});
   }
@@ -428,15 +426,23 @@ void MeshNode::linkClosed(MeshLink& link) {
   updateGauges();
 }
 
-void MeshNode::peerLinkEnded(const std::string& machine, const std::string& address,
-                             int64_t lastHeardMs) {
+void MeshNode::peerLinkEnded(const MeshLink& link, int64_t nowMs) {
+  const std::string& machine = link.peerMachine();
+  const std::string& reason = link.closeReason();
   const auto machines = table_.machines();
   const auto known = std::find_if(machines.begin(), machines.end(), [&](const auto& summary) {
     return summary.life.machineId == machine;
   });
   if (stopping_ || known == machines.end()) return dropPeer(machine, {});
   if (known->life.draining) return dropPeer(machine, "leaving");
-  alive_->hold(machine, address, lastHeardMs);
+  // Only a link that was lost is held: one this node ended for a broken rule (a sequence gap, a
+  // bad frame, a table refusal) leaves entries that cannot be trusted.
+  if (reason != "closed" && reason != "read_error" && reason != "write_error" && reason != "dead" &&
+      reason != "too_far_behind") {
+    return dropPeer(machine, "link_error");
+  }
+  // A link closed for silence was last heard from MESH_DEAD_MS ago.
+  alive_->hold(machine, link.hello()->address, reason == "dead" ? nowMs - settings_.deadMs : nowMs);
 }
 
 void MeshNode::dropPeer(const std::string& machine, std::string_view reason) {

@@ -96,9 +96,10 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void sendHelloAndSnapshot(MeshLink& link);
   void onHello(MeshLink& link, const Hello& hello);
   void applyTable(MeshLink& link, Frame& frame);
-  // docs/mesh.md "A controld restart drops no tunnel": the link to `machine` ended. Its entries
-  // are held and its relayd (at `address`) asked; a draining machine's go at once.
-  void peerLinkEnded(const std::string& machine, const std::string& address, int64_t lastHeardMs);
+  // docs/mesh.md "A controld restart drops no tunnel": the machine's active link ended. A lost
+  // link's entries are held and the machine's relayd asked; a draining machine's, or those of a
+  // link ended for a broken rule, go at once.
+  void peerLinkEnded(const MeshLink& link, int64_t nowMs);
   void dropPeer(const std::string& machine, std::string_view reason);
   // This life may link now: its relayd's snapshot came (or no relayd session came in time).
   void startLinking(std::string_view why);

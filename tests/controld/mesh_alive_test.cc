@@ -67,9 +67,10 @@ struct Machine {
     return found == s.bridges.end() ? std::vector<BridgeEntry>{} : found->second;
   }
   [[nodiscard]] double counter(const std::string& line) const {
-    const std::string text = metrics.render();
-    const size_t at = text.find(line + " ");
-    return at == std::string::npos ? -1 : std::stod(text.substr(at + line.size() + 1));
+    // At a line's start: a metric without labels is also named in its # HELP and # TYPE lines.
+    const std::string text = "\n" + metrics.render();
+    const size_t at = text.find("\n" + line + " ");
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + line.size() + 2));
   }
 
   FakeRelayd relayd;

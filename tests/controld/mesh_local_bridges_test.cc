@@ -12,20 +12,20 @@
 #include "controld/relays/bridge_registry.h"
 
 using namespace ot::mesh;
-using ot::controld::BridgeEntry;
+using RegistryEntry = ot::controld::BridgeEntry;
 
 namespace {
 
-BridgeEntry bridge(const std::string& id, const std::string& tunnel, int64_t attachedAtMs,
-                   std::vector<std::string> routes = {""}) {
-  return BridgeEntry{id, tunnel, std::move(routes), "", "", 0, attachedAtMs, ""};
+RegistryEntry bridge(const std::string& id, const std::string& tunnel, int64_t attachedAtMs,
+                     std::vector<std::string> routes = {""}) {
+  return RegistryEntry{id, tunnel, std::move(routes), "", "", 0, attachedAtMs, ""};
 }
 
-LocalChange authorized(const std::string& relay, const BridgeEntry& entry) {
+LocalChange authorized(const std::string& relay, const RegistryEntry& entry) {
   return {LocalChange::Kind::kAuthorized, relay, {entry}, {}};
 }
 
-LocalChange attached(const std::string& relay, const BridgeEntry& entry) {
+LocalChange attached(const std::string& relay, const RegistryEntry& entry) {
   return {LocalChange::Kind::kAttached, relay, {entry}, {}};
 }
 
