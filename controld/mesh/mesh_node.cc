@@ -71,7 +71,7 @@ Status MeshNode::start() {
   }
   const auto now = static_cast<int64_t>(uv_now(&loop_));
   for (const auto& peer : settings_.peers) directory_.addConfigured(peer.toString(), now);
-  linkingAtLatestMs_ = now + settings_.relayWaitMs;
+  gate_.emplace(now, settings_.relayWaitMs);
   alive_ = std::make_unique<AliveAsker>(
       &loop_, metrics_, log_,
       AliveAskerSetup{settings_.token, settings_.machineId,
@@ -129,8 +129,7 @@ void MeshNode::shutdownOnLoop() {
   stopping_ = true;
   handoffs_->close();
   alive_->close();
-  for (auto& received : deferred_) ::close(received.connectionFd);
-  deferred_.clear();
+  for (auto& received : gate_->takeDeferred()) ::close(received.connectionFd);
   for (auto& [id, query] : dialQueries_) query->cancel();
   dialQueries_.clear();
   if (discovery_) discovery_->close();
@@ -154,7 +153,7 @@ MeshNodeStatus MeshNode::status() {
         peer.held = !peer.machine.empty() && alive_->held(peer.machine);
       for (const auto& [machine, link] : active_) status.linkedMachines.push_back(machine);
       status.heldMachines = alive_->heldMachines();
-      status.linking = linking_;
+      status.linking = gate_->open();
       status.openLinks = links_.size();
       status.machines = table_.machines();
       for (const auto& machine : status.machines) {
@@ -205,7 +204,7 @@ void MeshNode::bridgeAuthorized(const std::string& relayKey, const controld::Bri
 void MeshNode::applyLocal(const LocalChange& change) {
   announce(local_.apply(change, static_cast<int64_t>(uv_now(&loop_))));
   // The first session snapshot of this life: peers' first snapshot from it will carry its bridges.
-  if (change.kind == LocalChange::Kind::kReplaced && !linking_) startLinking("relay_snapshot");
+  if (change.kind == LocalChange::Kind::kReplaced) updateGate(true);
 }
 
 // Each delta is encoded once and goes to every proven link (each got its snapshot before).
@@ -221,12 +220,11 @@ void MeshNode::announce(std::vector<FrameBody> bodies) {
   metrics_.localBridges(local_.size());
 }
 
-void MeshNode::startLinking(std::string_view why) {
-  linking_ = true;
-  log_.info("mesh node linking", {{"after", why}, {"deferred_links", deferred_.size()}});
-  std::vector<ReceivedHandoff> deferred;
-  deferred.swap(deferred_);
-  for (auto& received : deferred) acceptHandoff(std::move(received));
+void MeshNode::updateGate(bool relaySnapshot) {
+  const auto opened = gate_->update(static_cast<int64_t>(uv_now(&loop_)), relaySnapshot);
+  if (!opened) return;
+  log_.info("mesh node linking", {{"after", *opened}, {"deferred_links", gate_->deferred()}});
+  for (auto& received : gate_->takeDeferred()) acceptHandoff(std::move(received));
   tick();
 }
 
@@ -243,14 +241,12 @@ void MeshNode::acceptHandoff(ReceivedHandoff received) {
   for (const auto& [pointer, link] : links_) {
     if (!link->proven() && !link->outbound()) ++unproven;
   }
-  if (!linking_ && !stopping_ && deferred_.size() < kMaxPreAuthConnections) {
+  if (!stopping_ && gate_->defer(received)) {
     // Before this life's first relayd snapshot: kept (the dialer waits up to its handshake
     // limit) rather than closed, so the peer need not back off and redial.
-    metrics_.linkDeferred();
-    deferred_.push_back(std::move(received));
-    return;
+    return metrics_.linkDeferred();
   }
-  if (stopping_ || !linking_ || unproven >= kMaxPreAuthConnections) {
+  if (stopping_ || !gate_->open() || unproven >= kMaxPreAuthConnections) {
     metrics_.handoff("refused");
     ::close(received.connectionFd);
     return;
@@ -435,12 +431,7 @@ void MeshNode::peerLinkEnded(const MeshLink& link, int64_t nowMs) {
   });
   if (stopping_ || known == machines.end()) return dropPeer(machine, {});
   if (known->life.draining) return dropPeer(machine, "leaving");
-  // Only a link that was lost is held: one this node ended for a broken rule (a sequence gap, a
-  // bad frame, a table refusal) leaves entries that cannot be trusted.
-  if (reason != "closed" && reason != "read_error" && reason != "write_error" && reason != "dead" &&
-      reason != "too_far_behind") {
-    return dropPeer(machine, "link_error");
-  }
+  if (!lostLink(reason)) return dropPeer(machine, "link_error");  // entries not to be trusted
   // A link closed for silence was last heard from MESH_DEAD_MS ago.
   alive_->hold(machine, link.hello()->address, reason == "dead" ? nowMs - settings_.deadMs : nowMs);
 }
@@ -461,9 +452,12 @@ void MeshNode::tick() {
   }
   alive_->tick();
   announce(local_.expirePending(now));  // authorized attaches relayd never confirmed
-  if (!linking_ && now >= linkingAtLatestMs_) return startLinking("no_relay_session");
+  if (!gate_->open()) {
+    updateGate(false);
+    if (gate_->open()) return;  // updateGate ticked
+  }
   directory_.expire(now);
-  if (!linking_) return updateGauges();
+  if (!gate_->open()) return updateGauges();
   for (const auto& address : directory_.dueDials(now)) startDial(address);
   updateGauges();
 }

@@ -34,6 +34,7 @@
 #include "controld/mesh/alive_asker.h"
 #include "controld/mesh/bridge_table.h"
 #include "controld/mesh/handoff_listener.h"
+#include "controld/mesh/link_gate.h"
 #include "controld/mesh/local_bridges.h"
 #include "controld/mesh/mesh_discovery.h"
 #include "controld/mesh/mesh_link.h"
@@ -101,8 +102,8 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   // link ended for a broken rule, go at once.
   void peerLinkEnded(const MeshLink& link, int64_t nowMs);
   void dropPeer(const std::string& machine, std::string_view reason);
-  // This life may link now: its relayd's snapshot came (or no relayd session came in time).
-  void startLinking(std::string_view why);
+  // Opens the link gate when due (LinkGate) and takes up the links it kept.
+  void updateGate(bool relaySnapshot);
   [[nodiscard]] std::string peerKey(const MeshLink& link) const;
   void refuse(MeshLink& link, std::string_view reason);
   void updateGauges();
@@ -133,9 +134,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   std::unique_ptr<HandoffListener> handoffs_;
   std::unique_ptr<MeshDiscovery> discovery_;  // MESH_DNS set
   std::unique_ptr<AliveAsker> alive_;
-  bool linking_ = false;                   // see startLinking()
-  int64_t linkingAtLatestMs_ = 0;          // loop time: link without a relayd snapshot from here
-  std::vector<ReceivedHandoff> deferred_;  // links handed over before linking_
+  std::optional<LinkGate> gate_;  // set by start()
   PeerDirectory directory_;
   LocalBridges local_;
   BridgeTable table_;

@@ -28,6 +28,11 @@ bool keepsHold(AliveCheckResult result) {
   return result == AliveCheckResult::kServing || result == AliveCheckResult::kControlDown;
 }
 
+bool lostLink(std::string_view closeReason) {
+  return closeReason == "closed" || closeReason == "read_error" || closeReason == "write_error" ||
+         closeReason == "dead" || closeReason == "too_far_behind";
+}
+
 void PeerLiveness::hold(const std::string& machine, const std::string& address, int64_t lastHeardMs,
                         int64_t nowMs) {
   auto [found, inserted] = held_.try_emplace(machine);

@@ -37,6 +37,10 @@ inline constexpr size_t kAliveCheckResults = 7;
 // serving, control_down, draining, refused, closed, bad_answer, timeout
 [[nodiscard]] std::string_view aliveCheckResultName(AliveCheckResult result);
 [[nodiscard]] bool keepsHold(AliveCheckResult result);  // serving, control_down
+// Whether a link that ended for `closeReason` (MeshLink's) is held: only a lost one (closed,
+// read_error, write_error, dead, too_far_behind). One this node ended for a broken rule (a sequence
+// gap, a bad frame, a table refusal) leaves entries that cannot be trusted: they are dropped.
+[[nodiscard]] bool lostLink(std::string_view closeReason);
 
 struct LivenessTimes {
   int64_t pingMs = 1'000;    // MESH_PING_MS: a held machine is asked this often

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/mesh_proof.h"
+#include "controld/mesh/link_gate.h"
 #include "controld/mesh/mesh_settings.h"
 #include "controld/mesh/peer_liveness.h"
 
@@ -229,4 +231,51 @@ TEST_CASE("peer liveness: MESH_HOLD_MS defaults to 120 s and must exceed MESH_DE
   checked = check();
   REQUIRE(checked.ok());
   CHECK((*checked)->holdMs == 3'000);
+}
+
+TEST_CASE("peer liveness: only a lost link is held") {
+  for (const char* reason : {"closed", "read_error", "write_error", "dead", "too_far_behind"}) {
+    CAPTURE(reason);
+    CHECK(lostLink(reason));
+  }
+  for (const char* reason : {"sequence_gap", "bad_json", "foreign_entry", "stale_life", "shutdown",
+                             "replaced", "duplicate", "hello_not_first"}) {
+    CAPTURE(reason);
+    CHECK_FALSE(lostLink(reason));
+  }
+}
+
+TEST_CASE("link gate: a new life links after its relayd's first snapshot, or after the wait") {
+  LinkGate gate(1'000, 10'000);
+  CHECK_FALSE(gate.open());
+  CHECK_FALSE(gate.update(5'000, false).has_value());
+  // Handed-over links are kept while closed, at most kMaxPreAuthConnections of them.
+  for (size_t i = 0; i < kMaxPreAuthConnections; ++i) {
+    ReceivedHandoff received;
+    received.connectionFd = static_cast<int>(100 + i);
+    REQUIRE(gate.defer(received));
+  }
+  ReceivedHandoff extra;
+  extra.connectionFd = 7;
+  CHECK_FALSE(gate.defer(extra));
+  CHECK(extra.connectionFd == 7);  // still the caller's
+  CHECK(gate.deferred() == kMaxPreAuthConnections);
+
+  const auto opened = gate.update(5'001, true);
+  REQUIRE(opened.has_value());
+  CHECK(*opened == "relay_snapshot");
+  CHECK(gate.open());
+  const auto kept = gate.takeDeferred();
+  REQUIRE(kept.size() == kMaxPreAuthConnections);
+  CHECK(kept.front().connectionFd == 100);  // oldest first
+  CHECK(gate.deferred() == 0);
+  // Open for good: nothing reopens it, nothing is kept any more.
+  CHECK_FALSE(gate.update(5'002, true).has_value());
+  CHECK_FALSE(gate.defer(extra));
+
+  LinkGate alone(1'000, 10'000);
+  CHECK_FALSE(alone.update(10'999, false).has_value());
+  const auto waited = alone.update(11'000, false);
+  REQUIRE(waited.has_value());
+  CHECK(*waited == "no_relay_session");
 }
