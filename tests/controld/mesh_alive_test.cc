@@ -247,3 +247,35 @@ TEST_CASE("mesh alive: a new life takes no link before its relayd's session snap
   CHECK(b.counter("opentunnel_mesh_snapshot_bridges_count") == 1);
   CHECK(b.counter("opentunnel_mesh_snapshot_bridges_sum") == 1);
 }
+
+TEST_CASE("mesh alive: a bridge is announced at authorization, and relayd's report adds nothing") {
+  Machine a("m-a", "127.0.0.11", {});
+  Machine b("m-b", "127.0.0.12", {});
+  a.settings.relayWaitMs = 0;
+  a.start();
+  b.settings.peers = {HostPort{"127.0.0.11", a.relayd.port()}};
+  b.settings.relayWaitMs = 0;
+  b.start();
+  REQUIRE(
+      waitFor([&] { return b.node->status().linkedMachines == std::vector<std::string>{"m-a"}; }));
+
+  ot::controld::BridgeEntry bridge;
+  bridge.bridgeId = "a1";
+  bridge.tunnelId = "alpha";
+  bridge.routes = {"", "api"};
+  bridge.attachedAtMs = ot::unixNowMs();
+  a.registry.authorized("relay-a", bridge);  // controld allowed it; relayd has not answered yet
+  REQUIRE(waitFor([&] { return b.bridgesOf("m-a").size() == 1; }));
+  CHECK(a.node->status().sequence == 1);
+
+  bridge.attachedAtMs += 5;  // relayd's own attach time
+  a.registry.attached("relay-a", bridge);
+  // status() is queued behind the report on the node's loop, so it sees it applied.
+  CHECK(a.node->status().sequence == 1);  // the report announced nothing
+  CHECK(b.counter("opentunnel_mesh_frames_total{direction=\"in\",type=\"attached\"}") == 1);
+
+  // Its attach failed after all: relayd reports it detached.
+  a.registry.detached("relay-a", "a1");
+  REQUIRE(waitFor([&] { return b.bridgesOf("m-a").empty(); }));
+  CHECK(a.node->status().sequence == 2);
+}
