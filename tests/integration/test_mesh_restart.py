@@ -18,8 +18,10 @@ import harness
 import resilience_harness as res
 from test_mesh_link import Machine
 
-# MESH_PING_MS=100 and MESH_DEAD_MS=500 come with Machine.
-HOLD = {"MESH_HOLD_MS": "15000"}
+# MESH_PING_MS=100 comes with Machine. A held machine's relayd must answer within MESH_DEAD_MS:
+# 1.5 s rather than Machine's 500 ms, which a loaded 2-core box can miss (a drop there would be
+# the box's, not the design's).
+HOLD = {"MESH_DEAD_MS": "1500", "MESH_HOLD_MS": "15000"}
 
 
 def total(metrics, name):
@@ -59,10 +61,10 @@ def test_a_controld_restart_keeps_its_bridges_in_the_peers_tables(machines):
     a, b = machines
     res.kill_controld(a.stack.controld)
 
-    # B holds A's entries and keeps asking A's relayd: eight good answers at one every 100 ms
-    # outlast MESH_DEAD_MS (500 ms) from the link's end.
+    # B holds A's entries and keeps asking A's relayd: twenty good answers at one every 100 ms
+    # outlast MESH_DEAD_MS (1.5 s) from the link's end.
     b.wait_controld(lambda m: m.get("opentunnel_mesh_held_machines") == 1, "machine-a held")
-    held = b.wait_controld(lambda m: good_answers(m) >= 8, "machine-a's relayd answering")
+    held = b.wait_controld(lambda m: good_answers(m) >= 20, "machine-a's relayd answering")
     assert held.get("opentunnel_mesh_table_entries") == 1
     assert total(held, "opentunnel_mesh_machines_dropped_total") == 0
     snapshots = held.get("opentunnel_mesh_snapshot_bridges_count")
