@@ -75,6 +75,11 @@ void addMeshFlags(CLI::App& app, mesh::MeshFlags& m) {
   app.add_option("--mesh-dead-ms", m.deadMs, "a peer silent this long is down")
       ->envname("MESH_DEAD_MS")
       ->capture_default_str();
+  app.add_option("--mesh-hold-ms", m.holdMs,
+                 "a peer whose link ended keeps its bridges at most this long while its relayd "
+                 "answers that it serves (more than MESH_DEAD_MS)")
+      ->envname("MESH_HOLD_MS")
+      ->capture_default_str();
   config::addBoolOption(app, "--mesh-verify-address", "MESH_VERIFY_ADDRESS", m.verifyAddress,
                         "a peer's hello address must be where its link comes from (or was dialed)");
   app.add_option("--mesh-handoff-socket", m.handoffSocket,

@@ -17,16 +17,24 @@ BridgeEntry LocalBridges::convert(const controld::BridgeEntry& bridge) const {
 }
 
 void LocalBridges::attach(const std::string& relayKey, BridgeEntry entry,
-                          std::vector<FrameBody>& out) {
+                          std::vector<FrameBody>& out, bool pending, int64_t nowMs) {
   auto found = bridges_.find(entry.bridgeId);
-  if (found != bridges_.end() && found->second.entry == entry) {
-    found->second.relayKey = relayKey;  // unchanged: nothing to announce
-    return;
+  if (found != bridges_.end()) {
+    Held& held = found->second;
+    // Unchanged, or relayd confirming what was announced at authorization (its attach time is
+    // relayd's, a little later): nothing to announce.
+    const bool confirms =
+        held.pending && held.entry.tunnelId == entry.tunnelId && held.entry.routes == entry.routes;
+    if (held.entry == entry || confirms) {
+      held.relayKey = relayKey;
+      if (!pending) held.pending = false;
+      return;
+    }
   }
   out.emplace_back(Attached{++sequence_, entry});
   std::get<Attached>(out.back()).bridge.machine.clear();  // implied by the link on the wire
   std::string bridgeId = entry.bridgeId;
-  bridges_.insert_or_assign(std::move(bridgeId), Held{relayKey, std::move(entry)});
+  bridges_.insert_or_assign(std::move(bridgeId), Held{relayKey, std::move(entry), pending, nowMs});
 }
 
 void LocalBridges::detach(const std::string& bridgeId, std::vector<FrameBody>& out) {
@@ -36,7 +44,7 @@ void LocalBridges::detach(const std::string& bridgeId, std::vector<FrameBody>& o
   bridges_.erase(found);
 }
 
-std::vector<FrameBody> LocalBridges::apply(const LocalChange& change) {
+std::vector<FrameBody> LocalBridges::apply(const LocalChange& change, int64_t nowMs) {
   std::vector<FrameBody> out;
   switch (change.kind) {
     case LocalChange::Kind::kReplaced: {
@@ -53,6 +61,11 @@ std::vector<FrameBody> LocalBridges::apply(const LocalChange& change) {
     }
     case LocalChange::Kind::kAttached:
       for (const auto& bridge : change.bridges) attach(change.relayKey, convert(bridge), out);
+      break;
+    case LocalChange::Kind::kAuthorized:
+      for (const auto& bridge : change.bridges) {
+        attach(change.relayKey, convert(bridge), out, true, nowMs);
+      }
       break;
     case LocalChange::Kind::kDetached: {
       auto found = bridges_.find(change.bridgeId);
@@ -72,6 +85,22 @@ std::vector<FrameBody> LocalBridges::apply(const LocalChange& change) {
     }
   }
   return out;
+}
+
+std::vector<FrameBody> LocalBridges::expirePending(int64_t nowMs, int64_t boundMs) {
+  std::vector<std::string> gone;
+  for (const auto& [bridgeId, held] : bridges_) {
+    if (held.pending && nowMs - held.authorizedAtMs >= boundMs) gone.push_back(bridgeId);
+  }
+  std::sort(gone.begin(), gone.end());
+  std::vector<FrameBody> out;
+  for (const auto& bridgeId : gone) detach(bridgeId, out);
+  return out;
+}
+
+size_t LocalBridges::pending() const {
+  return static_cast<size_t>(std::count_if(bridges_.begin(), bridges_.end(),
+                                           [](const auto& item) { return item.second.pending; }));
 }
 
 std::vector<BridgeEntry> LocalBridges::snapshot() const {

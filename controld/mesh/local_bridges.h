@@ -5,6 +5,12 @@
 // A relay's whole set replaced becomes the difference (detached for the bridges gone, attached for
 // the new or changed ones), so peers never see a bridge vanish and come back. Pure; owned by the
 // mesh node's loop thread.
+//
+// A bridge is announced when controld authorizes it (kAuthorized), before relayd tells the client
+// `attached`; it is then pending until relayd's attached report (or a session snapshot carrying
+// it) confirms it, which announces nothing more. A pending bridge whose attach fails is announced
+// detached: relayd's detached report, a session snapshot or a dropped relay without it, or no
+// confirmation within kPendingAttachMs (expirePending).
 #pragma once
 
 #include <cstdint>
@@ -18,34 +24,46 @@
 namespace ot::mesh {
 
 struct LocalChange {
-  enum class Kind : uint8_t { kReplaced, kAttached, kDetached, kDropped };
+  enum class Kind : uint8_t { kReplaced, kAttached, kDetached, kDropped, kAuthorized };
   Kind kind = Kind::kAttached;
   std::string relayKey;
-  std::vector<controld::BridgeEntry> bridges;  // kReplaced: the whole set; kAttached: one
-  std::string bridgeId;                        // kDetached
+  std::vector<controld::BridgeEntry>
+      bridges;           // kReplaced: the whole set; kAttached/kAuthorized: one
+  std::string bridgeId;  // kDetached
 };
+
+// An authorized bridge not confirmed by relayd within this long is announced detached.
+inline constexpr int64_t kPendingAttachMs = 10'000;
 
 class LocalBridges {
  public:
   explicit LocalBridges(std::string machineId) : machineId_(std::move(machineId)) {}
 
   // The frames (Attached / Detached bodies) the change makes, numbered from sequence() + 1 on.
-  [[nodiscard]] std::vector<FrameBody> apply(const LocalChange& change);
+  // `nowMs`: a monotonic clock, for the pending bridges' bound.
+  [[nodiscard]] std::vector<FrameBody> apply(const LocalChange& change, int64_t nowMs = 0);
+  // Detached frames for the bridges authorized at least `boundMs` ago and never confirmed.
+  [[nodiscard]] std::vector<FrameBody> expirePending(int64_t nowMs,
+                                                     int64_t boundMs = kPendingAttachMs);
 
   // Every bridge, sorted by bridge ID, machine filled in: what a new link's snapshot carries,
   // taken at sequence().
   [[nodiscard]] std::vector<BridgeEntry> snapshot() const;
   [[nodiscard]] uint64_t sequence() const { return sequence_; }
   [[nodiscard]] size_t size() const { return bridges_.size(); }
+  [[nodiscard]] size_t pending() const;
 
  private:
   struct Held {
     std::string relayKey;
     BridgeEntry entry;
+    bool pending = false;  // authorized, not yet reported attached by relayd
+    int64_t authorizedAtMs = 0;
   };
 
   [[nodiscard]] BridgeEntry convert(const controld::BridgeEntry& bridge) const;
-  void attach(const std::string& relayKey, BridgeEntry entry, std::vector<FrameBody>& out);
+  void attach(const std::string& relayKey, BridgeEntry entry, std::vector<FrameBody>& out,
+              bool pending = false, int64_t nowMs = 0);
   void detach(const std::string& bridgeId, std::vector<FrameBody>& out);
 
   std::string machineId_;

@@ -26,6 +26,10 @@ const char* const kErrorsHelp =
 const char* const kPeersHelp = "other machines this one knows by address, by state";
 const char* const kPropagationHelp =
     "from a peer announcing a change to this machine applying it, by the two machines' clocks";
+const char* const kAliveChecksHelp =
+    "liveness questions to the relayd of a machine whose mesh link ended, by result";
+const char* const kDroppedHelp =
+    "machines whose table entries were dropped after their mesh link ended, by reason";
 const char* const kHandoffsHelp =
     "connections relayd handed over on MESH_HANDOFF_SOCKET, by result";
 
@@ -66,7 +70,13 @@ MeshMetrics::MeshMetrics(metrics::Metrics& metrics)
       tableEntries_(metrics.gauge("opentunnel_mesh_table_entries",
                                   "other machines' bridges in this machine's mesh table")),
       localBridges_(metrics.gauge("opentunnel_mesh_local_bridges",
-                                  "this machine's bridges as announced to its peers")) {
+                                  "this machine's bridges as announced to its peers")),
+      heldMachines_(metrics.gauge("opentunnel_mesh_held_machines",
+                                  "machines whose mesh link ended and whose table entries are "
+                                  "held while their relayd answers")),
+      linksDeferred_(metrics.counter("opentunnel_mesh_links_deferred_total",
+                                     "mesh links handed over before this controld's first relayd "
+                                     "snapshot, held back until it came")) {
   for (const auto type : kFrameTypes) {
     for (const char* direction : {"in", "out"}) {
       const prometheus::Labels labels{{"direction", direction}, {"type", std::string(type)}};
@@ -78,6 +88,14 @@ MeshMetrics::MeshMetrics(metrics::Metrics& metrics)
     metrics.counter("opentunnel_mesh_handoffs_total", kHandoffsHelp, {{"result", result}});
   }
   metrics.counter("opentunnel_mesh_link_errors_total", kErrorsHelp, {{"reason", "bad_proof"}});
+  for (const char* result :
+       {"serving", "control_down", "draining", "refused", "closed", "bad_answer", "timeout"}) {
+    metrics.counter("opentunnel_mesh_alive_checks_total", kAliveChecksHelp, {{"result", result}});
+  }
+  for (const char* reason : {"draining", "refused", "closed", "bad_answer", "timeout",
+                             "hold_expired", "leaving", "link_error"}) {
+    metrics.counter("opentunnel_mesh_machines_dropped_total", kDroppedHelp, {{"reason", reason}});
+  }
 }
 
 // Frame types outside the fixed set cannot occur (frameTypeName names FrameBody's alternatives);
@@ -121,6 +139,20 @@ void MeshMetrics::snapshot(size_t bridges, double seconds) {
 void MeshMetrics::handoff(std::string_view result) {
   metrics_
       .counter("opentunnel_mesh_handoffs_total", kHandoffsHelp, {{"result", std::string(result)}})
+      .Increment();
+}
+
+void MeshMetrics::aliveCheck(std::string_view result) {
+  metrics_
+      .counter("opentunnel_mesh_alive_checks_total", kAliveChecksHelp,
+               {{"result", std::string(result)}})
+      .Increment();
+}
+
+void MeshMetrics::machineDropped(std::string_view reason) {
+  metrics_
+      .counter("opentunnel_mesh_machines_dropped_total", kDroppedHelp,
+               {{"reason", std::string(reason)}})
       .Increment();
 }
 

@@ -30,6 +30,17 @@ class MeshMetrics {
   void tableEntries(size_t entries) { tableEntries_.Set(static_cast<double>(entries)); }
   void localBridges(size_t bridges) { localBridges_.Set(static_cast<double>(bridges)); }
   void handoff(std::string_view result);  // mesh_link, internal_http, invalid, refused
+  // opentunnel_mesh_alive_checks_total{result}: a liveness question to a held machine's relayd
+  // ended (aliveCheckResultName).
+  void aliveCheck(std::string_view result);
+  // opentunnel_mesh_held_machines: machines whose link ended and whose entries are held.
+  void heldMachines(size_t machines) { heldMachines_.Set(static_cast<double>(machines)); }
+  // opentunnel_mesh_machines_dropped_total{reason}: a machine's entries dropped after its link
+  // ended (a failed question's result, timeout, hold_expired, leaving, link_error).
+  void machineDropped(std::string_view reason);
+  // opentunnel_mesh_links_deferred_total: links handed over before this life's first relayd
+  // snapshot, held back until it came.
+  void linkDeferred() { linksDeferred_.Increment(); }
 
  private:
   metrics::Metrics& metrics_;
@@ -45,6 +56,8 @@ class MeshMetrics {
   prometheus::Histogram& snapshotSeconds_;
   prometheus::Gauge& tableEntries_;
   prometheus::Gauge& localBridges_;
+  prometheus::Gauge& heldMachines_;
+  prometheus::Counter& linksDeferred_;
 };
 
 }  // namespace ot::mesh

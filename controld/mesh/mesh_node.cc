@@ -72,6 +72,13 @@ Status MeshNode::start() {
   }
   const auto now = static_cast<int64_t>(uv_now(&loop_));
   for (const auto& peer : settings_.peers) directory_.addConfigured(peer.toString(), now);
+  gate_.emplace(now, settings_.relayWaitMs);
+  alive_ = std::make_unique<AliveAsker>(
+      &loop_, metrics_, log_,
+      AliveAskerSetup{settings_.token, settings_.machineId,
+                      sourceAddress(settings_.internalAddress),
+                      LivenessTimes{settings_.pingMs, settings_.deadMs, settings_.holdMs}},
+      [this](const std::string& machine, std::string_view reason) { dropPeer(machine, reason); });
   {
     std::lock_guard lock(tasksMutex_);
     accepting_ = true;
@@ -122,6 +129,8 @@ void MeshNode::runTasks() {
 void MeshNode::shutdownOnLoop() {
   stopping_ = true;
   handoffs_->close();
+  alive_->close();
+  for (auto& received : gate_->takeDeferred()) ::close(received.connectionFd);
   for (auto& [id, query] : dialQueries_) query->cancel();
   dialQueries_.clear();
   if (discovery_) discovery_->close();
@@ -142,7 +151,11 @@ MeshNodeStatus MeshNode::status() {
     tasks_.emplace_back([this, promise] {
       MeshNodeStatus status;
       status.peers = directory_.view();
+      for (auto& peer : status.peers)
+        peer.held = !peer.machine.empty() && alive_->held(peer.machine);
       for (const auto& [machine, link] : active_) status.linkedMachines.push_back(machine);
+      status.heldMachines = alive_->heldMachines();
+      status.linking = gate_->open();
       status.openLinks = links_.size();
       status.machines = table_.machines();
       for (const auto& machine : status.machines) {
@@ -184,9 +197,21 @@ void MeshNode::relayDropped(const std::string& relayKey) {
   });
 }
 
-// Each delta is encoded once and goes to every proven link (each got its snapshot before).
+void MeshNode::bridgeAuthorized(const std::string& relayKey, const controld::BridgeEntry& bridge) {
+  post([this, change = LocalChange{LocalChange::Kind::kAuthorized, relayKey, {bridge}, {}}] {
+    applyLocal(change);
+  });
+}
+
 void MeshNode::applyLocal(const LocalChange& change) {
-  for (auto& body : local_.apply(change)) {
+  announce(local_.apply(change, static_cast<int64_t>(uv_now(&loop_))));
+  // The first session snapshot of this life: peers' first snapshot from it will carry its bridges.
+  if (change.kind == LocalChange::Kind::kReplaced) updateGate(true);
+}
+
+// Each delta is encoded once and goes to every proven link (each got its snapshot before).
+void MeshNode::announce(std::vector<FrameBody> bodies) {
+  for (auto& body : bodies) {
     const Frame frame{unixNowMs(), std::move(body)};
     const std::string encoded = encodeFrame(frame);
     const auto type = frameTypeName(frame.body);
@@ -195,6 +220,14 @@ void MeshNode::applyLocal(const LocalChange& change) {
     }
   }
   metrics_.localBridges(local_.size());
+}
+
+void MeshNode::updateGate(bool relaySnapshot) {
+  const auto opened = gate_->update(static_cast<int64_t>(uv_now(&loop_)), relaySnapshot);
+  if (!opened) return;
+  log_.info("mesh node linking", {{"after", *opened}, {"deferred_links", gate_->deferred()}});
+  for (auto& received : gate_->takeDeferred()) acceptHandoff(std::move(received));
+  tick();
 }
 
 // --- links ------------------------------------------------------------------------------------
@@ -208,7 +241,12 @@ void MeshNode::acceptHandoff(ReceivedHandoff received) {
   for (const auto& [pointer, link] : links_) {
     if (!link->proven() && !link->outbound()) ++unproven;
   }
-  if (stopping_ || unproven >= kMaxPreAuthConnections) {
+  if (!stopping_ && gate_->defer(received)) {
+    // Before this life's first relayd snapshot: kept (the dialer waits up to its handshake
+    // limit) rather than closed, so the peer need not back off and redial.
+    return metrics_.linkDeferred();
+  }
+  if (stopping_ || !gate_->open() || unproven >= kMaxPreAuthConnections) {
     metrics_.handoff("refused");
     ::close(received.connectionFd);
     return;
@@ -341,6 +379,7 @@ void MeshNode::applyTable(MeshLink& link, Frame& frame) {
     const size_t size = snapshot->bridges.size();
     update = table_.applySnapshot(life, snapshot->sequence, std::move(snapshot->bridges));
     metrics_.snapshot(size, delay);
+    if (update == TableUpdate::kApplied) alive_->release(hello.machine);  // replaced the held
   } else if (const auto* attached = std::get_if<Attached>(&frame.body)) {
     update = table_.applyAttached(hello.machine, hello.epoch, attached->sequence, attached->bridge);
     metrics_.propagation("attached", delay);
@@ -371,7 +410,7 @@ void MeshNode::linkClosed(MeshLink& link) {
                                  {"address", link.hello() ? link.hello()->address : std::string()},
                                  {"reason", link.closeReason()}});
     directory_.linkDown(peerKey(link), now);
-    peerLinkEnded(link.peerMachine());
+    peerLinkEnded(link, now);
   } else if (link.outbound() && !link.wasUp()) {
     log_.debug("mesh dial ended", {{"address", link.dialTarget()}, {"reason", link.closeReason()}});
   }
@@ -383,8 +422,23 @@ void MeshNode::linkClosed(MeshLink& link) {
   updateGauges();
 }
 
-void MeshNode::peerLinkEnded(const std::string& machine) {
+void MeshNode::peerLinkEnded(const MeshLink& link, int64_t nowMs) {
+  const std::string& machine = link.peerMachine();
+  const std::string& reason = link.closeReason();
+  const auto machines = table_.machines();
+  const auto known = std::find_if(machines.begin(), machines.end(), [&](const auto& summary) {
+    return summary.life.machineId == machine;
+  });
+  if (stopping_ || known == machines.end()) return dropPeer(machine, {});
+  if (known->life.draining) return dropPeer(machine, "leaving");
+  if (!lostLink(reason)) return dropPeer(machine, "link_error");  // entries not to be trusted
+  // A link closed for silence was last heard from MESH_DEAD_MS ago.
+  alive_->hold(machine, link.hello()->address, reason == "dead" ? nowMs - settings_.deadMs : nowMs);
+}
+
+void MeshNode::dropPeer(const std::string& machine, std::string_view reason) {
   table_.dropMachine(machine);
+  if (!reason.empty()) metrics_.machineDropped(reason);
   metrics_.tableEntries(table_.bridgeCount());
 }
 
@@ -396,7 +450,14 @@ void MeshNode::tick() {
   for (auto& [pointer, link] : links_) {
     link->tick(now, settings_.pingMs, settings_.deadMs, settings_.handshakeTimeoutMs);
   }
+  alive_->tick();
+  announce(local_.expirePending(now));  // authorized attaches relayd never confirmed
+  if (!gate_->open()) {
+    updateGate(false);
+    if (gate_->open()) return;  // updateGate ticked
+  }
   directory_.expire(now);
+  if (!gate_->open()) return updateGauges();
   for (const auto& address : directory_.dueDials(now)) startDial(address);
   updateGauges();
 }

@@ -5,7 +5,10 @@
 // snapshot of its bridges and then numbered deltas (learned from the BridgeRegistry it observes),
 // pings idle links, and applies what each peer announces to the bridge table. A link that closes,
 // goes silent for MESH_DEAD_MS, breaks a rule, or falls 200,000 frames behind ends, and its
-// machine's entries go with it (the "suspect" seam of a controld restart is peerLinkEnded()).
+// machine's entries are held while its relayd answers the liveness question (AliveAsker,
+// docs/mesh.md "A controld restart drops no tunnel") and dropped once it does not. A new life
+// neither dials nor takes links until its relayd's session snapshot reached it (or
+// relayWaitMs passed without one), so its first snapshot carries its bridges.
 //
 // Threads: start() and stop() from the owner's thread; the observer calls from any thread (they
 // queue the change and wake the loop); status() from any thread but the loop's (it waits for it).
@@ -30,10 +33,12 @@
 #include "common/metrics.h"
 #include "common/nonce_window.h"
 #include "common/result.h"
+#include "controld/mesh/alive_asker.h"
 #include "controld/mesh/bridge_table.h"
 #include "controld/mesh/cluster_view.h"
 #include "controld/mesh/handoff_listener.h"
 #include "controld/mesh/internal_exchange.h"
+#include "controld/mesh/link_gate.h"
 #include "controld/mesh/local_bridges.h"
 #include "controld/mesh/mesh_discovery.h"
 #include "controld/mesh/mesh_link.h"
@@ -62,9 +67,11 @@ using LocalRoutesLookup = std::function<LocalTunnelRoutes(const std::string& tun
 // A copy of the node's state, for the admin view and the tests.
 struct MeshNodeStatus {
   std::vector<PeerView> peers;
-  std::vector<std::string> linkedMachines;                  // one link each, sorted
-  size_t openLinks = 0;                                     // every connection, handshakes included
-  std::vector<MachineSummary> machines;                     // the table's
+  std::vector<std::string> linkedMachines;  // one link each, sorted
+  std::vector<std::string> heldMachines;    // link ended, entries held while their relayd answers
+  bool linking = false;                     // this life's first relayd snapshot came (or the wait)
+  size_t openLinks = 0;                     // every connection, handshakes included
+  std::vector<MachineSummary> machines;     // the table's
   std::map<std::string, std::vector<BridgeEntry>> bridges;  // the table's, by machine
   uint64_t sequence = 0;                                    // this machine's last delta
   size_t localBridges = 0;
@@ -119,6 +126,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void bridgeAttached(const std::string& relayKey, const controld::BridgeEntry& bridge) override;
   void bridgeDetached(const std::string& relayKey, const std::string& bridgeId) override;
   void relayDropped(const std::string& relayKey) override;
+  void bridgeAuthorized(const std::string& relayKey, const controld::BridgeEntry& bridge) override;
 
  private:
   void post(std::function<void()> task);
@@ -129,6 +137,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void dialResolved(const std::string& address, const sockaddr_storage& target);
   void acceptHandoff(ReceivedHandoff received);
   void applyLocal(const LocalChange& change);
+  void announce(std::vector<FrameBody> bodies);
   void sendHelloAndSnapshot(MeshLink& link);
   void onHello(MeshLink& link, const Hello& hello);
   void applyTable(MeshLink& link, Frame& frame);
@@ -137,10 +146,13 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void countRouteCheck(std::string_view side, std::string_view result);
   [[nodiscard]] static std::map<std::string, prometheus::Counter*, std::less<>> routeCheckCounters(
       metrics::Metrics& metrics);
-  // The seam of docs/mesh.md "A controld restart drops no tunnel": the link to `machine` ended.
-  // Today its entries go at once (the reference's behaviour); the liveness question to its relayd
-  // belongs here once relayd answers it.
-  void peerLinkEnded(const std::string& machine);
+  // docs/mesh.md "A controld restart drops no tunnel": the machine's active link ended. A lost
+  // link's entries are held and the machine's relayd asked; a draining machine's, or those of a
+  // link ended for a broken rule, go at once.
+  void peerLinkEnded(const MeshLink& link, int64_t nowMs);
+  void dropPeer(const std::string& machine, std::string_view reason);
+  // Opens the link gate when due (LinkGate) and takes up the links it kept.
+  void updateGate(bool relaySnapshot);
   [[nodiscard]] std::string peerKey(const MeshLink& link) const;
   void refuse(MeshLink& link, std::string_view reason);
   void updateGauges();
@@ -170,6 +182,8 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
 
   std::unique_ptr<HandoffListener> handoffs_;
   std::unique_ptr<MeshDiscovery> discovery_;  // MESH_DNS set
+  std::unique_ptr<AliveAsker> alive_;
+  std::optional<LinkGate> gate_;  // set by start()
   PeerDirectory directory_;
   LocalBridges local_;
   BridgeTable table_;

@@ -157,7 +157,13 @@ Result<std::optional<MeshSettings>> checkMeshFlags(const MeshFlags& flags,
     return invalid("MESH_DEAD_MS (" + std::to_string(flags.deadMs) +
                    ") must be longer than MESH_PING_MS (" + std::to_string(flags.pingMs) + ")");
   }
+  if (flags.holdMs <= flags.deadMs || flags.holdMs > 86'400'000) {
+    return invalid("MESH_HOLD_MS (" + std::to_string(flags.holdMs) +
+                   ") must be longer than MESH_DEAD_MS (" + std::to_string(flags.deadMs) +
+                   ") and at most 86400000");
+  }
   settings.discoveryMs = flags.discoveryMs;
+  settings.holdMs = flags.holdMs;
   settings.pingMs = flags.pingMs;
   settings.deadMs = flags.deadMs;
   settings.verifyAddress = flags.verifyAddress;

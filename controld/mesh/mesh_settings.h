@@ -1,6 +1,6 @@
 // The mesh node's settings (docs/mesh.md "Settings"), checked once at start-up from controld's
 // flags: INTERNAL_LISTEN (off: no mesh at all), INTERNAL_TOKEN, INTERNAL_ADDRESS, MESH_PEERS,
-// MESH_DNS, MESH_DISCOVERY_MS, MESH_PING_MS, MESH_DEAD_MS, MESH_VERIFY_ADDRESS and
+// MESH_DNS, MESH_DISCOVERY_MS, MESH_PING_MS, MESH_DEAD_MS, MESH_HOLD_MS, MESH_VERIFY_ADDRESS and
 // MESH_HANDOFF_SOCKET, with MACHINE_ID and REGION from the machine identity. Pure: no I/O.
 #pragma once
 
@@ -45,6 +45,7 @@ struct MeshFlags {
   int64_t discoveryMs = 5'000;
   int64_t pingMs = 1'000;
   int64_t deadMs = 5'000;
+  int64_t holdMs = 120'000;  // MESH_HOLD_MS
   bool verifyAddress = true;
   std::string handoffSocket;  // empty: mesh-handoff.sock beside CONTROL_SOCKET
 };
@@ -60,6 +61,9 @@ struct MeshSettings {
   int64_t discoveryMs = 5'000;
   int64_t pingMs = 1'000;
   int64_t deadMs = 5'000;
+  // MESH_HOLD_MS: a peer whose link ended keeps its entries at most this long while its relayd
+  // answers (docs/mesh.md "A controld restart drops no tunnel").
+  int64_t holdMs = 120'000;
   bool verifyAddress = true;
   std::string handoffSocket;
   // Fixed by the spec; fields so tests can name them.
@@ -68,6 +72,8 @@ struct MeshSettings {
   int64_t dialBackoffMaxMs = 5'000;
   int64_t higherAddressDelayMs = 2'000;
   int64_t goneFromDnsGraceMs = 30'000;
+  // A new life links once its relayd's session snapshot came, or after this long without one.
+  int64_t relayWaitMs = 10'000;
 };
 
 // nullopt with ok status: INTERNAL_LISTEN is off (no mesh). kInvalid with a message naming the

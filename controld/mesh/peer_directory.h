@@ -23,6 +23,7 @@ struct PeerView {
   std::string address;  // canonical ip:port (or host:port of MESH_PEERS)
   PeerState state = PeerState::kConnecting;
   std::string machine;  // once a link at the address proved it
+  bool held = false;    // its link ended; its entries are held while its relayd answers
 };
 
 class PeerDirectory {

@@ -70,13 +70,19 @@ void BridgeRegistry::attached(const std::string& relayKey, BridgeEntry bridge) {
 
 void BridgeRegistry::detached(const std::string& relayKey, const std::string& bridgeId) {
   std::lock_guard lock(mutex_);
+  // Told even for a bridge not held here: an authorized attach that failed was announced.
+  if (observer_ != nullptr) observer_->bridgeDetached(relayKey, bridgeId);
   auto relay = relays_.find(relayKey);
   if (relay == relays_.end()) return;
   auto it = relay->second.find(bridgeId);
   if (it == relay->second.end()) return;
   removeLocked(relayKey, bridgeId, it->second);
   relay->second.erase(it);
-  if (observer_ != nullptr) observer_->bridgeDetached(relayKey, bridgeId);
+}
+
+void BridgeRegistry::authorized(const std::string& relayKey, const BridgeEntry& bridge) {
+  std::lock_guard lock(mutex_);
+  if (observer_ != nullptr) observer_->bridgeAuthorized(relayKey, bridge);
 }
 
 void BridgeRegistry::dropRelay(const std::string& relayKey) {

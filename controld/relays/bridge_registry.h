@@ -45,10 +45,14 @@ class BridgeRegistryObserver {
   virtual void relayReplaced(const std::string& relayKey,
                              const std::vector<BridgeEntry>& bridges) = 0;
   virtual void bridgeAttached(const std::string& relayKey, const BridgeEntry& bridge) = 0;
-  // Only for a bridge the registry held.
+  // relayd reported the bridge gone (also one it never reported attached: an authorized attach
+  // that failed).
   virtual void bridgeDetached(const std::string& relayKey, const std::string& bridgeId) = 0;
   // Only for a relay the registry held.
   virtual void relayDropped(const std::string& relayKey) = 0;
+  // controld allowed an attach on the relay's session, before relayd tells the client `attached`
+  // (docs/mesh.md "Announcing this machine's bridges"). The registry itself does not change.
+  virtual void bridgeAuthorized(const std::string& /*relayKey*/, const BridgeEntry& /*bridge*/) {}
 };
 
 class BridgeRegistry {
@@ -62,6 +66,8 @@ class BridgeRegistry {
   // another tunnel).
   void attached(const std::string& relayKey, BridgeEntry bridge);
   void detached(const std::string& relayKey, const std::string& bridgeId);
+  // controld allowed `bridge` on the relay's session: only the observer is told.
+  void authorized(const std::string& relayKey, const BridgeEntry& bridge);
   // The relay's session ended: its bridges are no longer known to be live.
   void dropRelay(const std::string& relayKey);
 

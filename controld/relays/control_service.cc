@@ -31,6 +31,19 @@ cv1::AuthorizeAttachResponse answer(cv1::AttachResult result, std::string messag
   return response;
 }
 
+BridgeEntry authorizedBridge(const cv1::AuthorizeAttachRequest& request, int64_t nowMs) {
+  BridgeEntry bridge;
+  bridge.bridgeId = request.bridge_id();
+  bridge.tunnelId = request.tunnel_id();
+  bridge.routes.assign(request.routes().begin(), request.routes().end());
+  bridge.origin = request.origin();
+  bridge.profile = request.profile();
+  bridge.maxConns = request.max_conns();
+  bridge.attachedAtMs = nowMs;
+  bridge.peerAddress = request.peer_address();
+  return bridge;
+}
+
 grpc::Status internalError(const char* call, const std::exception& error) {
   logger().error("control call failed", {{"call", call}, {"error", error.what()}});
   return {grpc::StatusCode::INTERNAL, "internal error"};
@@ -100,6 +113,10 @@ void ControlService::authorizeOnSession(const RelayHub::SessionPtr& session,
           cv1::AuthorizeAttachResponse response;
           try {
             response = authorize(request, received, [&] { return session->outbox().closed(); });
+            // Announced to the mesh before relayd hears the answer (and tells the client).
+            if (response.result() == cv1::ATTACH_RESULT_OK && !request.bridge_id().empty()) {
+              registry_.authorized(session->relayKey(), authorizedBridge(request, nowMs()));
+            }
           } catch (const std::exception& error) {
             logger().error("control call failed",
                            {{"call", "AuthorizeBatch"}, {"error", error.what()}});

@@ -3,6 +3,7 @@
 // Session (AuthorizeBatch, answered alike), FetchTunnel, and all of them while storage is down.
 #include <google/protobuf/util/message_differencer.h>
 
+#include <mutex>
 #include <optional>
 
 #include "tests/controld/control_harness.h"
@@ -325,6 +326,67 @@ TEST_CASE("control: with storage down, attaches answer ERROR and fetches UNAVAIL
   CHECK(authorize(*stub, attachRequest("alpha")).result() == cv1::ATTACH_RESULT_OK);
   CHECK(authorizeOnSession(relay, {attachRequest("alpha")})[0].result() == cv1::ATTACH_RESULT_OK);
   REQUIRE(relay.close().ok());
+}
+
+// Records what the registry tells its observer (the mesh node in controld).
+class RecordingObserver final : public BridgeRegistryObserver {
+ public:
+  void relayReplaced(const std::string&, const std::vector<BridgeEntry>&) override {}
+  void bridgeAttached(const std::string&, const BridgeEntry&) override {}
+  void bridgeDetached(const std::string&, const std::string& bridgeId) override {
+    const std::lock_guard lock(mutex);
+    detached.push_back(bridgeId);
+  }
+  void relayDropped(const std::string&) override {}
+  void bridgeAuthorized(const std::string& relayKey, const BridgeEntry& bridge) override {
+    const std::lock_guard lock(mutex);
+    authorized.emplace_back(relayKey, bridge);
+  }
+  std::mutex mutex;
+  std::vector<std::pair<std::string, BridgeEntry>> authorized;
+  std::vector<std::string> detached;
+};
+
+TEST_CASE("control: an attach allowed on the session is announced before relayd hears the answer") {
+  Harness h;
+  h.addTunnel(readyTunnel("alpha"));
+  RecordingObserver observer;
+  h.registry().setObserver(&observer);
+  auto stub = h.stub();
+  RelayClient relay(*stub);
+  relay.hello("machine-a", 1);
+  relay.snapshot({}, true);
+
+  auto refused = attachRequest("alpha");
+  refused.set_token("token-alphx");
+  const auto answers = authorizeOnSession(relay, {attachRequest("alpha"), refused});
+  REQUIRE(answers[0].result() == cv1::ATTACH_RESULT_OK);
+  REQUIRE(answers[1].result() == cv1::ATTACH_RESULT_BAD_TOKEN);
+  std::string relayKey;
+  {
+    // Already told when the answer arrived: the announcement comes first.
+    const std::lock_guard lock(observer.mutex);
+    REQUIRE(observer.authorized.size() == 1);
+    const auto& [key, bridge] = observer.authorized.front();
+    relayKey = key;
+    CHECK_FALSE(relayKey.empty());
+    CHECK(bridge.bridgeId == "b-new");
+    CHECK(bridge.tunnelId == "alpha");
+    CHECK(bridge.routes == std::vector<std::string>{"", "api"});
+    CHECK(bridge.origin == "laptop");
+    CHECK(bridge.maxConns == 256);
+    CHECK(bridge.peerAddress == "192.0.2.10:40000");
+  }
+  // The registry holds nothing for it, yet a detached report of it reaches the observer (an
+  // authorized attach that failed is announced detached).
+  CHECK(h.registry().bridgeCount("alpha") == 0);
+  h.registry().detached(relayKey, "b-new");
+  {
+    const std::lock_guard lock(observer.mutex);
+    CHECK(observer.detached == std::vector<std::string>{"b-new"});
+  }
+  REQUIRE(relay.close().ok());
+  h.registry().setObserver(nullptr);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ FAST = {"MESH_PING_MS": "100", "MESH_DEAD_MS": "500"}
 
 
 class Machine:
-    def __init__(self, workdir, name, address, port, peer, token=TOKEN):
+    def __init__(self, workdir, name, address, port, peer, token=TOKEN, controld_env=None):
         self.name = name
         self.metrics_port = harness.free_port()
         internal = f"{address}:{port}"
@@ -28,7 +28,8 @@ class Machine:
         self.stack = rh.Stack(
             workdir / name,
             controld_env={**common, **FAST, "MESH_PEERS": peer,
-                          "METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}"},
+                          "METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
+                          **(controld_env or {})},
             relayd_env={**common, "SHUTDOWN_DRAIN_MS": "200"})
 
     def controld_metrics(self):
