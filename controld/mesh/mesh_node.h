@@ -36,6 +36,7 @@
 #include "controld/mesh/mesh_metrics.h"
 #include "controld/mesh/mesh_settings.h"
 #include "controld/mesh/peer_directory.h"
+#include "controld/mesh/route_feed_pump.h"
 #include "controld/relays/bridge_registry.h"
 
 namespace ot::mesh {
@@ -68,6 +69,8 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   [[nodiscard]] int64_t startedAtMs() const { return startedAtMs_; }
   // Waits for the loop (empty when it is not running).
   [[nodiscard]] MeshNodeStatus status();
+  // relayd's copy of the table (route_feed_pump.h): set its sink before start().
+  [[nodiscard]] RouteFeedPump& routeFeed() { return routeFeed_; }
 
   // BridgeRegistryObserver: queued to the loop, announced there in order.
   void relayReplaced(const std::string& relayKey,
@@ -124,6 +127,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   PeerDirectory directory_;
   LocalBridges local_;
   BridgeTable table_;
+  RouteFeedPump routeFeed_{table_};  // observes table_; link ups and downs told below
   std::unordered_map<MeshLink*, std::unique_ptr<MeshLink>> links_;
   std::map<std::string, MeshLink*> active_;             // machine -> its link
   std::unordered_map<MeshLink*, std::string> dialing_;  // outbound link -> the peer address dialed

@@ -353,6 +353,12 @@ struct Recorder {
     out.onCommand = [this](const v1::Command& command) {
       events.push_back("command:" + std::to_string(command.id()));
     };
+    out.onMeshSnapshot = [this](const v1::MeshTableSnapshot& part) {
+      events.push_back("mesh_snapshot:" + std::to_string(part.version()));
+    };
+    out.onMeshDelta = [this](const v1::MeshTableDelta& delta) {
+      events.push_back("mesh_delta:" + std::to_string(delta.version()));
+    };
     return out;
   }
 };
@@ -528,25 +534,27 @@ TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
   REQUIRE(received[1].snapshot().bridges_size() == 1);
   CHECK(same(received[1].snapshot().bridges(0), makeBridge("b1", "t1")));
 
-  // Pushes reach the loop in order; MeshRoutes (not used by relayd yet) is skipped.
+  // Pushes reach the loop in order, the mesh table's too.
   v1::ControlMessage tunnel;
   tunnel.mutable_tunnel()->set_tunnel_id("t1");
   tunnel.mutable_tunnel()->set_revision(3);
   v1::ControlMessage deleted;
   deleted.mutable_tunnel_deleted()->set_tunnel_id("t2");
   v1::ControlMessage mesh;
-  mesh.mutable_mesh_routes()->set_version(1);
+  mesh.mutable_mesh_snapshot()->set_version(1);
+  v1::ControlMessage meshDelta;
+  meshDelta.mutable_mesh_delta()->set_version(2);
   v1::ControlMessage certificate;
   certificate.mutable_api_certificate()->set_fingerprint_sha256("ab12");
   v1::ControlMessage command;
   command.mutable_command()->set_id(7);
   command.mutable_command()->mutable_drain_tunnel()->set_tunnel_id("t1");
-  for (auto* message : {&tunnel, &deleted, &mesh, &certificate, &command}) {
+  for (auto* message : {&tunnel, &deleted, &mesh, &meshDelta, &certificate, &command}) {
     fx.service.push(*message);
   }
-  REQUIRE(fx.runUntil([&] { return rec.events.size() == 4; }));
-  CHECK(rec.events ==
-        std::vector<std::string>{"tunnel:t1@3", "deleted:t2", "cert:ab12", "command:7"});
+  REQUIRE(fx.runUntil([&] { return rec.events.size() == 6; }));
+  CHECK(rec.events == std::vector<std::string>{"tunnel:t1@3", "deleted:t2", "mesh_snapshot:1",
+                                               "mesh_delta:2", "cert:ab12", "command:7"});
 
   // Deltas and an ack, in the order the loop reported them.
   client.bridgeAttached(makeBridge("b3", "t3"));
@@ -558,7 +566,8 @@ TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
   ack.set_bridges_affected(1);
   client.ack(ack);
   client.bridgeAttached(makeBridge("b4", "t1"));
-  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == 6; }));
+  client.requestMeshSnapshot(2, 4);
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == 7; }));
   received = fx.service.received(0);
   REQUIRE(received[2].has_attached());
   CHECK(same(received[2].attached().bridge(), makeBridge("b3", "t3")));
@@ -571,14 +580,17 @@ TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
   CHECK(same(received[4].ack(), ack));
   REQUIRE(received[5].has_attached());
   CHECK(received[5].attached().bridge().bridge_id() == "b4");
+  REQUIRE(received[6].has_mesh_snapshot_request());
+  CHECK(received[6].mesh_snapshot_request().have_version() == 2);
+  CHECK(received[6].mesh_snapshot_request().got_version() == 4);
 
   // stop() flushes what is queued and half-closes before it returns.
   ack.set_command_id(8);
   client.ack(ack);
   client.stop();
   received = fx.service.received(0);
-  REQUIRE(received.size() == 7);
-  CHECK(received[6].ack().command_id() == 8);
+  REQUIRE(received.size() == 8);
+  CHECK(received[7].ack().command_id() == 8);
   CHECK(fx.service.ended(0));
   CHECK(fx.service.streams() == 1);
   client.stop();                                  // idempotent
