@@ -21,8 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/metrics.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
 #include "relayd/control_mirror.h"
+#include "relayd/relay.h"
+#include "relayd/relay_context.h"
+#include "relayd/relay_metrics.h"
+#include "relayd/relayd_config.h"
 
 namespace {
 
@@ -34,6 +39,10 @@ using ot::relayd::ControlClient;
 using ot::relayd::ControlClientOptions;
 using ot::relayd::ControlEvents;
 using ot::relayd::ReconnectBackoff;
+using ot::relayd::Relay;
+using ot::relayd::RelayContext;
+using ot::relayd::RelaydConfig;
+using ot::relayd::RelayMetrics;
 using ot::relayd::UsageTally;
 
 bool same(const google::protobuf::Message& a, const google::protobuf::Message& b) {
@@ -1259,4 +1268,87 @@ TEST_CASE("control client: a stream that ends fails its pending authorizations a
   REQUIRE(fx.service.lastAuthorize().has_value());
   CHECK(fx.service.lastAuthorize()->bridge_id() == "b9");
   CHECK(authorizeItems(fx.service, 1).empty());
+}
+
+TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the copy serves on") {
+  Fixture fx;
+  fx.startServer();
+  ot::metrics::Metrics registry;
+  RelayMetrics metrics{registry};
+  RelaydConfig config;
+  // A real Relay on the fixture's loop; stopped and its handles closed however the case ends.
+  struct Rig {
+    Fixture& fx;
+    RelayContext context;
+    Relay relay;
+    Rig(Fixture& f, const RelaydConfig& c, RelayMetrics& m)
+        : fx(f), context(&f.loop, c, m), relay(context, f.options()) {}
+    ~Rig() {
+      relay.stop();
+      context.closeHandles();
+      for (int i = 0; i < 100; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
+    }
+  };
+  {
+    Rig rig(fx, config, metrics);
+    Relay& relay = rig.relay;
+    relay.start();
+    REQUIRE(fx.runUntil([&] { return snapshotDone(fx.service.received(0)); }));
+
+    v1::ControlMessage snapshot;
+    snapshot.mutable_mesh_snapshot()->set_version(5);
+    snapshot.mutable_mesh_snapshot()->set_last(true);
+    auto* peer = snapshot.mutable_mesh_snapshot()->add_peers();
+    peer->set_machine_id("A");
+    peer->set_internal_address("127.0.0.11:9000");
+    peer->set_linked(true);
+    auto* holder = snapshot.mutable_mesh_snapshot()->add_holders();
+    holder->set_tunnel_id("t1");
+    holder->set_machine_id("A");
+    holder->set_attached_at_unix_ms(100);
+    fx.service.push(snapshot);
+    REQUIRE(fx.runUntil([&] { return relay.meshRoutes().version() == 5; }));
+    CHECK(metrics.meshTableSnapshots.Value() == 1);
+    CHECK(metrics.meshTableRoutes.Value() == 1);
+
+    // Version 7 after 5: a gap. relayd asks for a snapshot once and forwards by its copy.
+    v1::ControlMessage skipped;
+    skipped.mutable_mesh_delta()->set_version(7);
+    *skipped.mutable_mesh_delta()->add_removed() = *holder;
+    fx.service.push(skipped);
+    v1::ControlMessage later;
+    later.mutable_mesh_delta()->set_version(8);
+    fx.service.push(later);
+    auto asked = [&] {
+      return countKind(fx.service.received(0), v1::RelayMessage::kMeshSnapshotRequest);
+    };
+    REQUIRE(fx.runUntil([&] { return asked() == 1; }));
+    REQUIRE(fx.runUntil([&] { return metrics.meshTableGaps.Value() == 1; }));
+    for (const auto& message : fx.service.received(0)) {
+      if (!message.has_mesh_snapshot_request()) continue;
+      CHECK(message.mesh_snapshot_request().have_version() == 5);
+      CHECK(message.mesh_snapshot_request().got_version() == 7);
+    }
+    CHECK(relay.meshRoutes().version() == 5);
+    CHECK(relay.meshRoutes().pick("t1", "").has_value());
+    CHECK(metrics.meshTableDeltas.Value() == 0);
+
+    // The snapshot it asked for replaces the copy; deltas follow on from it.
+    snapshot.mutable_mesh_snapshot()->set_version(8);
+    snapshot.mutable_mesh_snapshot()->clear_holders();
+    fx.service.push(snapshot);
+    v1::ControlMessage next;
+    next.mutable_mesh_delta()->set_version(9);
+    fx.service.push(next);
+    REQUIRE(fx.runUntil([&] { return relay.meshRoutes().version() == 9; }));
+    CHECK_FALSE(relay.meshRoutes().pick("t1", "").has_value());
+    CHECK(metrics.meshTableSnapshots.Value() == 2);
+    CHECK(metrics.meshTableDeltas.Value() == 1);
+    CHECK(asked() == 1);
+
+    // controld goes away: the copy stays.
+    fx.stopServer();
+    REQUIRE(fx.runUntil([&] { return !relay.controlConnected(); }));
+    CHECK(relay.meshRoutes().version() == 9);
+  }
 }
