@@ -12,6 +12,7 @@
 #include "controld/api/api_routes.h"
 #include "controld/api/api_source_guard.h"
 #include "controld/base/private_files.h"
+#include "controld/relays/mesh_table_proto.h"
 #include "controld/server_metrics.h"
 #include "controld/store/database_url.h"
 #include "controld/store/database_wait.h"
@@ -278,6 +279,7 @@ std::optional<int> ControldServer::listen() {
       local.routes.assign(routes.begin(), routes.end());
       return local;
     });
+    mesh_->routeFeed().setSink(relayHubFeedSink(*hub_));  // relayd's copy of the table
     if (auto started = mesh_->start(); !started.ok()) {
       log::error("cannot start the mesh node",
                  {{"socket", meshSettings_->handoffSocket}, {"error", started.error().message}});
@@ -285,6 +287,9 @@ std::optional<int> ControldServer::listen() {
       return 1;
     }
     registry_->setObserver(mesh_.get());
+    hub_->setMeshSnapshotHandler([node = mesh_.get()](const std::string& relayKey) {
+      node->routeFeed().requestSnapshot(relayKey);
+    });
   }
   grpc_.emplace(GrpcServerOptions{.socketPath = config_.controlSocket}, *control_, *hub_);
   if (auto started = grpc_->start(); !started.ok()) {
@@ -356,6 +361,7 @@ void ControldServer::stop() {
   grpc_->stop();
   if (mesh_) {
     registry_->setObserver(nullptr);
+    hub_->setMeshSnapshotHandler(nullptr);
     mesh_->stop();
   }
   metricsServer_->stop();

@@ -178,8 +178,13 @@ void ControlClient::Impl::deliverMessage(const v1::ControlMessage& message) {
     case v1::ControlMessage::kAuthorized:
       deliverAnswers(message.authorized());
       break;
+    case v1::ControlMessage::kMeshSnapshot:
+      if (events_.onMeshSnapshot) events_.onMeshSnapshot(message.mesh_snapshot());
+      break;
+    case v1::ControlMessage::kMeshDelta:
+      if (events_.onMeshDelta) events_.onMeshDelta(message.mesh_delta());
+      break;
     case v1::ControlMessage::kAccepted:     // handled by the session thread
-    case v1::ControlMessage::kMeshRoutes:   // the mesh is not wired into relayd yet
     case v1::ControlMessage::KIND_NOT_SET:  // a kind this relayd does not know (a newer controld)
       break;
   }
@@ -332,6 +337,15 @@ void ControlClient::ack(const v1::Ack& ack) {
   if (impl_->stopped_) return;
   v1::RelayMessage message;
   *message.mutable_ack() = ack;
+  std::lock_guard lock(impl_->mutex_);
+  impl_->queueLocked(std::move(message));
+}
+
+void ControlClient::requestMeshSnapshot(uint64_t haveVersion, uint64_t gotVersion) {
+  if (impl_->stopped_) return;
+  v1::RelayMessage message;
+  message.mutable_mesh_snapshot_request()->set_have_version(haveVersion);
+  message.mutable_mesh_snapshot_request()->set_got_version(gotVersion);
   std::lock_guard lock(impl_->mutex_);
   impl_->queueLocked(std::move(message));
 }

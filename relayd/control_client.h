@@ -44,6 +44,10 @@ struct ControlEvents {
   std::function<void(const v1::TunnelDeleted&)> onTunnelDeleted;
   std::function<void(const v1::ApiCertificate&)> onApiCertificate;
   std::function<void(const v1::Command&)> onCommand;  // answer with ControlClient::ack
+  // The mesh table feed (docs/mesh.md "The control-session feed"); a gap is answered with
+  // ControlClient::requestMeshSnapshot.
+  std::function<void(const v1::MeshTableSnapshot&)> onMeshSnapshot;
+  std::function<void(const v1::MeshTableDelta&)> onMeshDelta;
 };
 
 struct ControlClientOptions {
@@ -82,6 +86,9 @@ class ControlClient {
   // relayd is shutting down: sends Draining now (and Hello.draining on any reconnect).
   void draining(int64_t deadlineUnixMs);
   void ack(const v1::Ack& ack);
+  // The mesh table copy missed a version: asks the current session's controld for a snapshot
+  // (dropped when no session is up: the next one starts with a snapshot anyway).
+  void requestMeshSnapshot(uint64_t haveVersion, uint64_t gotVersion);
 
   using AuthorizeDone = std::function<void(Result<v1::AuthorizeAttachResponse>)>;
   using FetchDone = std::function<void(Result<v1::FetchTunnelResponse>)>;

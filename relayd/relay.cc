@@ -79,6 +79,7 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     context_.metrics.controlConnected.Set(connected ? 1 : 0);
     health_.controlSession(connected, context_.nowMs());
     if (connected) context_.metrics.controlSessionsTotal.Increment();
+    meshFeed_.sessionChanged();  // the copy stays in use; the new session sends a snapshot
     kLog.info(connected ? "control session up" : "control session down");
     // API requests waiting on controld's socket would wait out the proxy timeout: answer them now.
     if (!connected) apiProxy_.failAll("the control session is down");
@@ -91,6 +92,7 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     onApiCertificate(certificate);
   };
   events.onCommand = [this](const v1::Command& command) { onCommand(command); };
+  meshFeedEvents(events);
   control_ =
       std::make_unique<ControlClient>(context.loop, std::move(controlOptions), std::move(events));
   uv_timer_init(context.loop, &drainTimer_);

@@ -19,6 +19,7 @@
 #include "relayd/attach_guard.h"
 #include "relayd/control_client.h"
 #include "relayd/forwarded_visitor.h"
+#include "relayd/mesh_feed_receiver.h"
 #include "relayd/mesh_forwarder.h"
 #include "relayd/mesh_route_table.h"
 #include "relayd/relay_context.h"
@@ -98,6 +99,10 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void onTunnelDeleted(const std::string& tunnelId);
   void onApiCertificate(const v1::ApiCertificate& certificate);
   void onCommand(const v1::Command& command);
+  // The mesh table feed into meshRoutes_ (relay_control.cc).
+  void meshFeedEvents(ControlEvents& events);
+  void onMeshSnapshot(const v1::MeshTableSnapshot& part);
+  void onMeshDelta(const v1::MeshTableDelta& delta);
   void closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason);
   void authorizeFromCache(uint64_t key);
   void finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* response);
@@ -124,6 +129,7 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   uv_timer_t drainTimer_{};
   bool drainTimerOpen_ = false;
   MeshRouteTable meshRoutes_;
+  MeshFeedReceiver meshFeed_{meshRoutes_};
   std::unique_ptr<MeshForwarder> forwarder_;  // null without INTERNAL_ADDRESS
 };
 

@@ -156,4 +156,40 @@ void Relay::onCommand(const v1::Command& command) {
   control_->ack(ack);
 }
 
+void Relay::meshFeedEvents(ControlEvents& events) {
+  events.onMeshSnapshot = [this](const v1::MeshTableSnapshot& part) { onMeshSnapshot(part); };
+  events.onMeshDelta = [this](const v1::MeshTableDelta& delta) { onMeshDelta(delta); };
+}
+
+void Relay::onMeshSnapshot(const v1::MeshTableSnapshot& part) {
+  if (meshFeed_.snapshotPart(part) != MeshFeedReceiver::Outcome::kSnapshotApplied) return;
+  context_.metrics.meshTableSnapshots.Increment();
+  context_.metrics.meshTableRoutes.Set(static_cast<double>(meshRoutes_.routeCount()));
+  size_t linked = 0;
+  for (const MeshPeer& peer : meshRoutes_.peers()) linked += peer.linked ? 1 : 0;
+  kLog.info("mesh table snapshot applied", {{"version", meshRoutes_.version()},
+                                            {"routes", meshRoutes_.routeCount()},
+                                            {"peers", meshRoutes_.peers().size()},
+                                            {"linked", linked}});
+}
+
+void Relay::onMeshDelta(const v1::MeshTableDelta& delta) {
+  const uint64_t have = meshRoutes_.version();
+  switch (meshFeed_.delta(delta)) {
+    case MeshFeedReceiver::Outcome::kDeltaApplied:
+      context_.metrics.meshTableDeltas.Increment();
+      context_.metrics.meshTableRoutes.Set(static_cast<double>(meshRoutes_.routeCount()));
+      break;
+    case MeshFeedReceiver::Outcome::kGap:
+      // Forwarding goes on by the copy as it is until the snapshot replaces it.
+      context_.metrics.meshTableGaps.Increment();
+      kLog.warn("mesh table delta skipped a version; asking controld for a snapshot",
+                {{"have_version", have}, {"got_version", delta.version()}});
+      control_->requestMeshSnapshot(have, delta.version());
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace ot::relayd

@@ -12,6 +12,10 @@ constexpr const char* kMeshLookupsName = "opentunnel_mesh_lookups_total";
 constexpr const char* kMeshLookupsHelp =
     "Visitors with no bridge here looked up in the mesh's route table, by whether a machine held "
     "the route.";
+constexpr const char* kMeshTableName = "opentunnel_mesh_table_updates_total";
+constexpr const char* kMeshTableHelp =
+    "Updates of relayd's copy of the mesh table from controld: snapshots and deltas applied, and "
+    "gaps (a delta that skipped a version: a snapshot is asked for).";
 constexpr const char* kAttachesName = "opentunnel_bridge_attaches_total";
 constexpr const char* kAttachesHelp = "Bridge attach attempts by result.";
 constexpr const char* kDetachesName = "opentunnel_bridge_detaches_total";
@@ -194,7 +198,14 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
           metricsRegistry.counter(kMeshLookupsName, kMeshLookupsHelp, {{"result", "hit"}})),
       meshLookupMiss(
           metricsRegistry.counter(kMeshLookupsName, kMeshLookupsHelp, {{"result", "miss"}})),
-      forwardFailures{} {
+      forwardFailures{},
+      meshTableSnapshots(
+          metricsRegistry.counter(kMeshTableName, kMeshTableHelp, {{"kind", "snapshot"}})),
+      meshTableDeltas(metricsRegistry.counter(kMeshTableName, kMeshTableHelp, {{"kind", "delta"}})),
+      meshTableGaps(metricsRegistry.counter(kMeshTableName, kMeshTableHelp, {{"kind", "gap"}})),
+      meshTableRoutes(metricsRegistry.gauge(
+          "opentunnel_mesh_table_routes",
+          "Tunnel routes some other machine holds in relayd's copy of the mesh table.")) {
   for (size_t i = 0; i < static_cast<size_t>(ForwardFailure::kCount); ++i) {
     forwardFailures[i] = &metricsRegistry.counter(
         "opentunnel_cluster_forward_failures_total",

@@ -123,6 +123,13 @@ class RelayMetrics {
   prometheus::Counter& meshLookupHit;   // opentunnel_mesh_lookups_total{result="hit"}
   prometheus::Counter& meshLookupMiss;  // {result="miss"}: no other machine holds the route
   prometheus::Counter* forwardFailures[static_cast<size_t>(ForwardFailure::kCount)];
+  // relayd's copy of the mesh table (docs/mesh.md "The control-session feed"):
+  // opentunnel_mesh_table_updates_total{kind="snapshot|delta|gap"} and
+  // opentunnel_mesh_table_routes, the (tunnel, route) pairs some peer holds in the copy.
+  prometheus::Counter& meshTableSnapshots;
+  prometheus::Counter& meshTableDeltas;
+  prometheus::Counter& meshTableGaps;
+  prometheus::Gauge& meshTableRoutes;
 
   void forwardFailed(ForwardFailure failure) {
     forwardFailures[static_cast<size_t>(failure)]->Increment();

@@ -69,6 +69,7 @@ TableUpdate BridgeTable::applySnapshot(const MachineLife& life, uint64_t sequenc
   Machine& machine = machines_[slot];
   machine.life = life;
   machine.sequence = sequence;
+  if (observer_ != nullptr) observer_->machineCleared(life);
   machine.bridges.reserve(bridges.size());
   for (const BridgeEntry& bridge : bridges) addEntry(slot, machine, bridge);
   return TableUpdate::kApplied;
@@ -112,6 +113,7 @@ TableUpdate BridgeTable::applyDetached(std::string_view machineId, uint64_t epoc
   if (auto found = machine->bridges.find(bridgeId); found != machine->bridges.end()) {
     removeEntry(found->second);
     machine->bridges.erase(found);
+    if (observer_ != nullptr) observer_->bridgeRemoved(machine->life.machineId, bridgeId);
   }
   return TableUpdate::kApplied;
 }
@@ -122,6 +124,7 @@ TableUpdate BridgeTable::setDraining(std::string_view machineId, uint64_t epoch,
   Machine& machine = machines_[found->second];
   if (machine.life.epoch != epoch) return TableUpdate::kStaleLife;
   machine.life.draining = draining;
+  if (observer_ != nullptr) observer_->machineDraining(machine.life.machineId, draining);
   return TableUpdate::kApplied;
 }
 
@@ -131,6 +134,7 @@ size_t BridgeTable::dropMachine(std::string_view machineId) {
   const uint32_t slot = found->second;
   Machine& machine = machines_[slot];
   const size_t dropped = machine.bridges.size();
+  if (observer_ != nullptr) observer_->machineDropped(machine.life.machineId);
   clearMachine(machine);
   machine = Machine{};
   machineIndex_.erase(found);
@@ -169,6 +173,8 @@ void BridgeTable::addEntry(uint32_t machineSlot, Machine& machine, const BridgeE
   tunnels_[entry.tunnel].entries.push_back(slot);
   position->second = slot;
   ++entryCount_;
+  if (observer_ != nullptr)
+    observer_->bridgeAdded(machine.life.machineId, bridge, entry.attachedAtMs);
 }
 
 void BridgeTable::removeEntry(uint32_t slot) {

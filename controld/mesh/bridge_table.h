@@ -74,6 +74,25 @@ struct MachineSummary {
   size_t routes = 0;   // distinct (tunnel, route) pairs among its bridges
 };
 
+// Told of every change the table applies, in order, on the table's thread (the mesh feed to
+// relayd, route_feed.h, listens). Only applied changes are told; a refused update tells nothing.
+class TableObserver {
+ public:
+  // A snapshot replaces the machine's entries: every bridge it held is gone, `life` is its
+  // address and draining flag from now on; bridgeAdded follows for each new entry.
+  virtual void machineCleared(const MachineLife& life) = 0;
+  // A bridge added or announced again (the same ID replaces), with the attach time as the table
+  // keeps it (clamped, see kFutureClampMs).
+  virtual void bridgeAdded(const std::string& machineId, const BridgeEntry& bridge,
+                           int64_t attachedAtMs) = 0;
+  virtual void bridgeRemoved(const std::string& machineId, std::string_view bridgeId) = 0;
+  virtual void machineDraining(const std::string& machineId, bool draining) = 0;
+  virtual void machineDropped(const std::string& machineId) = 0;
+
+ protected:
+  ~TableObserver() = default;
+};
+
 class BridgeTable {
  public:
   // A peer's attached_at further than this ahead of our clock counts as our now, so a peer with a
@@ -122,6 +141,8 @@ class BridgeTable {
   [[nodiscard]] size_t tunnelCount() const { return tunnelIndex_.size(); }
   [[nodiscard]] size_t routeNameCount() const { return routeIndex_.size(); }  // interned
   [[nodiscard]] const std::string& selfMachineId() const { return selfMachineId_; }
+  // At most one; nullptr removes it. Not owned.
+  void setObserver(TableObserver* observer) { observer_ = observer; }
 
  private:
   struct Hash {
@@ -182,6 +203,7 @@ class BridgeTable {
   std::vector<Entry> entries_;
   std::vector<uint32_t> freeEntries_;
   size_t entryCount_ = 0;
+  TableObserver* observer_ = nullptr;
 };
 
 }  // namespace ot::mesh

@@ -54,6 +54,7 @@ Status MeshNode::start() {
   uv_async_init(&loop_, &wake_,
                 [](uv_async_t* async) { static_cast<MeshNode*>(async->data)->runTasks(); });
   wake_.data = this;
+  routeFeed_.start(&loop_);
   uv_timer_init(&loop_, &tickTimer_);
   tickTimer_.data = this;
   const auto tickMs = static_cast<uint64_t>(
@@ -128,6 +129,7 @@ void MeshNode::runTasks() {
 
 void MeshNode::shutdownOnLoop() {
   stopping_ = true;
+  routeFeed_.close();
   handoffs_->close();
   alive_->close();
   for (auto& received : gate_->takeDeferred()) ::close(received.connectionFd);
@@ -358,6 +360,7 @@ void MeshNode::onHello(MeshLink& link, const Hello& hello) {
       return refuse(link, admissionName(admission));
   }
   active_[hello.machine] = &link;
+  routeFeed_.linked(hello.machine, true);
   link.markUp();
   directory_.linkUp(peerKey(link), hello.machine);
   metrics_.linkUp();
@@ -405,6 +408,7 @@ void MeshNode::linkClosed(MeshLink& link) {
   auto active = active_.find(link.peerMachine());
   if (active != active_.end() && active->second == &link) {
     active_.erase(active);
+    routeFeed_.linked(link.peerMachine(), false);
     metrics_.linkDown();
     log_.info("mesh link down", {{"peer", link.peerMachine()},
                                  {"address", link.hello() ? link.hello()->address : std::string()},

@@ -45,6 +45,7 @@
 #include "controld/mesh/mesh_metrics.h"
 #include "controld/mesh/mesh_settings.h"
 #include "controld/mesh/peer_directory.h"
+#include "controld/mesh/route_feed_pump.h"
 #include "controld/relays/bridge_registry.h"
 
 namespace ot::mesh {
@@ -119,6 +120,8 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   // The admin stats' cluster view, built on the loop (mesh_node_view.cc); nullopt when the loop
   // is not running.
   [[nodiscard]] std::optional<ClusterView> clusterView();
+  // relayd's copy of the table (route_feed_pump.h): set its sink before start().
+  [[nodiscard]] RouteFeedPump& routeFeed() { return routeFeed_; }
 
   // BridgeRegistryObserver: queued to the loop, announced there in order.
   void relayReplaced(const std::string& relayKey,
@@ -187,6 +190,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   PeerDirectory directory_;
   LocalBridges local_;
   BridgeTable table_;
+  RouteFeedPump routeFeed_{table_};  // observes table_; link ups and downs told below
   std::unordered_map<MeshLink*, std::unique_ptr<MeshLink>> links_;
   std::map<std::string, MeshLink*> active_;             // machine -> its link
   std::unordered_map<MeshLink*, std::string> dialing_;  // outbound link -> the peer address dialed

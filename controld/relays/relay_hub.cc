@@ -116,6 +116,39 @@ void RelayHub::setAttachedHandler(AttachedHandler handler) {
   attachedHandler_ = std::move(handler);
 }
 
+void RelayHub::setMeshSnapshotHandler(std::function<void(const std::string& relayKey)> handler) {
+  const std::lock_guard lock(mutex_);
+  meshSnapshotHandler_ = std::move(handler);
+}
+
+void RelayHub::meshSnapshotWanted(const SessionPtr& session) {
+  std::function<void(const std::string&)> handler;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!session->live_) return;
+    handler = meshSnapshotHandler_;
+  }
+  if (handler) handler(session->relayKey_);
+}
+
+void RelayHub::meshSnapshot(const std::string& relayKey, std::vector<cv1::ControlMessage> parts) {
+  const std::lock_guard lock(mutex_);
+  auto found = sessions_.find(relayKey);
+  if (found == sessions_.end()) return;  // gone meanwhile; a new session asks again
+  Session& session = *found->second;
+  session.meshFed_ = true;
+  for (auto& part : parts) {
+    if (!session.outbox_.push(std::move(part))) return;  // overflowed: the session ends
+  }
+}
+
+void RelayHub::meshDelta(const cv1::ControlMessage& message) {
+  const std::lock_guard lock(mutex_);
+  for (auto& [key, session] : sessions_) {
+    if (session->meshFed_) (void)session->outbox_.push(message);
+  }
+}
+
 std::vector<RelayInfo> RelayHub::relays() const {
   const std::lock_guard lock(mutex_);
   std::vector<RelayInfo> out;
@@ -179,6 +212,7 @@ RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void(
     logger().info("relay reconnected; ending its previous session", {{"relay", key}});
     superseded->cancelStream();
   }
+  meshSnapshotWanted(session);  // after SessionAccepted: the snapshot comes before any delta
   return session;
 }
 

@@ -70,7 +70,8 @@ class RelayHub final : public RecordPublisher {
     bool streamClosed_ = false;  // guarded by cancel_mutex_
     // Guarded by the hub's mutex.
     RelayInfo info_;
-    bool live_ = true;  // false once superseded, closed, or the hub shut down
+    bool live_ = true;      // false once superseded, closed, or the hub shut down
+    bool meshFed_ = false;  // had a mesh table snapshot: gets the deltas
   };
   using SessionPtr = std::shared_ptr<Session>;
 
@@ -107,6 +108,16 @@ class RelayHub final : public RecordPublisher {
   // has it (the attach bookkeeping, attach_bookkeeper.h).
   void setAttachedHandler(AttachedHandler handler);
 
+  // The mesh table feed (docs/mesh.md "The control-session feed"). `handler` is asked for a
+  // snapshot for a relay (its key) when its session opens and when relayd asks after a gap; it
+  // must not block (the mesh node queues the request to its loop). Unset: the mesh is off and
+  // nothing of it is sent.
+  void setMeshSnapshotHandler(std::function<void(const std::string& relayKey)> handler);
+  // From the mesh loop: snapshot parts for the relay's live session, which from now on also gets
+  // every meshDelta; and a delta for every live session that had a snapshot. Both only queue.
+  void meshSnapshot(const std::string& relayKey, std::vector<cv1::ControlMessage> parts);
+  void meshDelta(const cv1::ControlMessage& message);
+
   [[nodiscard]] std::vector<RelayInfo> relays() const;
   // Ends every session and refuses new ones. The registry keeps the bridges: they are still live
   // in relayd, and this controld is going away.
@@ -125,6 +136,8 @@ class RelayHub final : public RecordPublisher {
   void bridgeAttached(const SessionPtr& session, BridgeEntry bridge);
   void bridgeDetached(const SessionPtr& session, const std::string& bridgeId);
   void markDraining(const SessionPtr& session);
+  // relayd asked for a new mesh table snapshot (MeshSnapshotRequest).
+  void meshSnapshotWanted(const SessionPtr& session);
   // Forwarded to the handlers even from a superseded session: the usage happened all the same.
   void counters(const SessionPtr& session, const cv1::Counters& counters);
   void ack(const SessionPtr& session, const cv1::Ack& ack);
@@ -150,6 +163,7 @@ class RelayHub final : public RecordPublisher {
   AckHandler ackHandler_;
   CountersHandler countersHandler_;
   AttachedHandler attachedHandler_;
+  std::function<void(const std::string& relayKey)> meshSnapshotHandler_;
 };
 
 }  // namespace ot::controld

@@ -103,6 +103,13 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
       // its cache at its deadline, as with a controld that does not answer.
       if (options_.authorize) options_.authorize(session_, message.authorize());
       return grpc::Status::OK;
+    case cv1::RelayMessage::kMeshSnapshotRequest:
+      logger().info("relay asked for a mesh table snapshot",
+                    {{"relay", session_->relayKey()},
+                     {"have_version", message.mesh_snapshot_request().have_version()},
+                     {"got_version", message.mesh_snapshot_request().got_version()}});
+      hub_.meshSnapshotWanted(session_);
+      return grpc::Status::OK;
     case cv1::RelayMessage::kBatch:
       // Offered in SessionAccepted.accepts_batches: the messages apply in order, as if sent one by
       // one; one that may only come on its own (Hello, a snapshot part, a batch) breaks the

@@ -21,8 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/metrics.h"
 #include "opentunnel/control/v1/control.grpc.pb.h"
 #include "relayd/control_mirror.h"
+#include "relayd/relay.h"
+#include "relayd/relay_context.h"
+#include "relayd/relay_metrics.h"
+#include "relayd/relayd_config.h"
 
 namespace {
 
@@ -34,6 +39,10 @@ using ot::relayd::ControlClient;
 using ot::relayd::ControlClientOptions;
 using ot::relayd::ControlEvents;
 using ot::relayd::ReconnectBackoff;
+using ot::relayd::Relay;
+using ot::relayd::RelayContext;
+using ot::relayd::RelaydConfig;
+using ot::relayd::RelayMetrics;
 using ot::relayd::UsageTally;
 
 bool same(const google::protobuf::Message& a, const google::protobuf::Message& b) {
@@ -353,6 +362,12 @@ struct Recorder {
     out.onCommand = [this](const v1::Command& command) {
       events.push_back("command:" + std::to_string(command.id()));
     };
+    out.onMeshSnapshot = [this](const v1::MeshTableSnapshot& part) {
+      events.push_back("mesh_snapshot:" + std::to_string(part.version()));
+    };
+    out.onMeshDelta = [this](const v1::MeshTableDelta& delta) {
+      events.push_back("mesh_delta:" + std::to_string(delta.version()));
+    };
     return out;
   }
 };
@@ -528,25 +543,27 @@ TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
   REQUIRE(received[1].snapshot().bridges_size() == 1);
   CHECK(same(received[1].snapshot().bridges(0), makeBridge("b1", "t1")));
 
-  // Pushes reach the loop in order; MeshRoutes (not used by relayd yet) is skipped.
+  // Pushes reach the loop in order, the mesh table's too.
   v1::ControlMessage tunnel;
   tunnel.mutable_tunnel()->set_tunnel_id("t1");
   tunnel.mutable_tunnel()->set_revision(3);
   v1::ControlMessage deleted;
   deleted.mutable_tunnel_deleted()->set_tunnel_id("t2");
   v1::ControlMessage mesh;
-  mesh.mutable_mesh_routes()->set_version(1);
+  mesh.mutable_mesh_snapshot()->set_version(1);
+  v1::ControlMessage meshDelta;
+  meshDelta.mutable_mesh_delta()->set_version(2);
   v1::ControlMessage certificate;
   certificate.mutable_api_certificate()->set_fingerprint_sha256("ab12");
   v1::ControlMessage command;
   command.mutable_command()->set_id(7);
   command.mutable_command()->mutable_drain_tunnel()->set_tunnel_id("t1");
-  for (auto* message : {&tunnel, &deleted, &mesh, &certificate, &command}) {
+  for (auto* message : {&tunnel, &deleted, &mesh, &meshDelta, &certificate, &command}) {
     fx.service.push(*message);
   }
-  REQUIRE(fx.runUntil([&] { return rec.events.size() == 4; }));
-  CHECK(rec.events ==
-        std::vector<std::string>{"tunnel:t1@3", "deleted:t2", "cert:ab12", "command:7"});
+  REQUIRE(fx.runUntil([&] { return rec.events.size() == 6; }));
+  CHECK(rec.events == std::vector<std::string>{"tunnel:t1@3", "deleted:t2", "mesh_snapshot:1",
+                                               "mesh_delta:2", "cert:ab12", "command:7"});
 
   // Deltas and an ack, in the order the loop reported them.
   client.bridgeAttached(makeBridge("b3", "t3"));
@@ -558,7 +575,8 @@ TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
   ack.set_bridges_affected(1);
   client.ack(ack);
   client.bridgeAttached(makeBridge("b4", "t1"));
-  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == 6; }));
+  client.requestMeshSnapshot(2, 4);
+  REQUIRE(fx.runUntil([&] { return fx.service.received(0).size() == 7; }));
   received = fx.service.received(0);
   REQUIRE(received[2].has_attached());
   CHECK(same(received[2].attached().bridge(), makeBridge("b3", "t3")));
@@ -571,14 +589,17 @@ TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
   CHECK(same(received[4].ack(), ack));
   REQUIRE(received[5].has_attached());
   CHECK(received[5].attached().bridge().bridge_id() == "b4");
+  REQUIRE(received[6].has_mesh_snapshot_request());
+  CHECK(received[6].mesh_snapshot_request().have_version() == 2);
+  CHECK(received[6].mesh_snapshot_request().got_version() == 4);
 
   // stop() flushes what is queued and half-closes before it returns.
   ack.set_command_id(8);
   client.ack(ack);
   client.stop();
   received = fx.service.received(0);
-  REQUIRE(received.size() == 7);
-  CHECK(received[6].ack().command_id() == 8);
+  REQUIRE(received.size() == 8);
+  CHECK(received[7].ack().command_id() == 8);
   CHECK(fx.service.ended(0));
   CHECK(fx.service.streams() == 1);
   client.stop();                                  // idempotent
@@ -1247,4 +1268,87 @@ TEST_CASE("control client: a stream that ends fails its pending authorizations a
   REQUIRE(fx.service.lastAuthorize().has_value());
   CHECK(fx.service.lastAuthorize()->bridge_id() == "b9");
   CHECK(authorizeItems(fx.service, 1).empty());
+}
+
+TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the copy serves on") {
+  Fixture fx;
+  fx.startServer();
+  ot::metrics::Metrics registry;
+  RelayMetrics metrics{registry};
+  RelaydConfig config;
+  // A real Relay on the fixture's loop; stopped and its handles closed however the case ends.
+  struct Rig {
+    Fixture& fx;
+    RelayContext context;
+    Relay relay;
+    Rig(Fixture& f, const RelaydConfig& c, RelayMetrics& m)
+        : fx(f), context(&f.loop, c, m), relay(context, f.options()) {}
+    ~Rig() {
+      relay.stop();
+      context.closeHandles();
+      for (int i = 0; i < 100; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
+    }
+  };
+  {
+    Rig rig(fx, config, metrics);
+    Relay& relay = rig.relay;
+    relay.start();
+    REQUIRE(fx.runUntil([&] { return snapshotDone(fx.service.received(0)); }));
+
+    v1::ControlMessage snapshot;
+    snapshot.mutable_mesh_snapshot()->set_version(5);
+    snapshot.mutable_mesh_snapshot()->set_last(true);
+    auto* peer = snapshot.mutable_mesh_snapshot()->add_peers();
+    peer->set_machine_id("A");
+    peer->set_internal_address("127.0.0.11:9000");
+    peer->set_linked(true);
+    auto* holder = snapshot.mutable_mesh_snapshot()->add_holders();
+    holder->set_tunnel_id("t1");
+    holder->set_machine_id("A");
+    holder->set_attached_at_unix_ms(100);
+    fx.service.push(snapshot);
+    REQUIRE(fx.runUntil([&] { return relay.meshRoutes().version() == 5; }));
+    CHECK(metrics.meshTableSnapshots.Value() == 1);
+    CHECK(metrics.meshTableRoutes.Value() == 1);
+
+    // Version 7 after 5: a gap. relayd asks for a snapshot once and forwards by its copy.
+    v1::ControlMessage skipped;
+    skipped.mutable_mesh_delta()->set_version(7);
+    *skipped.mutable_mesh_delta()->add_removed() = *holder;
+    fx.service.push(skipped);
+    v1::ControlMessage later;
+    later.mutable_mesh_delta()->set_version(8);
+    fx.service.push(later);
+    auto asked = [&] {
+      return countKind(fx.service.received(0), v1::RelayMessage::kMeshSnapshotRequest);
+    };
+    REQUIRE(fx.runUntil([&] { return asked() == 1; }));
+    REQUIRE(fx.runUntil([&] { return metrics.meshTableGaps.Value() == 1; }));
+    for (const auto& message : fx.service.received(0)) {
+      if (!message.has_mesh_snapshot_request()) continue;
+      CHECK(message.mesh_snapshot_request().have_version() == 5);
+      CHECK(message.mesh_snapshot_request().got_version() == 7);
+    }
+    CHECK(relay.meshRoutes().version() == 5);
+    CHECK(relay.meshRoutes().pick("t1", "").has_value());
+    CHECK(metrics.meshTableDeltas.Value() == 0);
+
+    // The snapshot it asked for replaces the copy; deltas follow on from it.
+    snapshot.mutable_mesh_snapshot()->set_version(8);
+    snapshot.mutable_mesh_snapshot()->clear_holders();
+    fx.service.push(snapshot);
+    v1::ControlMessage next;
+    next.mutable_mesh_delta()->set_version(9);
+    fx.service.push(next);
+    REQUIRE(fx.runUntil([&] { return relay.meshRoutes().version() == 9; }));
+    CHECK_FALSE(relay.meshRoutes().pick("t1", "").has_value());
+    CHECK(metrics.meshTableSnapshots.Value() == 2);
+    CHECK(metrics.meshTableDeltas.Value() == 1);
+    CHECK(asked() == 1);
+
+    // controld goes away: the copy stays.
+    fx.stopServer();
+    REQUIRE(fx.runUntil([&] { return !relay.controlConnected(); }));
+    CHECK(relay.meshRoutes().version() == 9);
+  }
 }
