@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -268,17 +267,6 @@ std::optional<int> ControldServer::listen() {
   if (meshSettings_) {
     if (!makeSocketDirectory(meshSettings_->handoffSocket)) return 1;
     mesh_ = std::make_unique<mesh::MeshNode>(*meshSettings_, metrics_);
-    // Route checks from peers are answered from the registry (this machine's live bridges).
-    mesh_->setLocalRoutes([this](const std::string& tunnelId) {
-      mesh::LocalTunnelRoutes local;
-      std::set<std::string> routes;
-      for (const BridgeEntry& bridge : registry_->bridgesOf(tunnelId)) {
-        ++local.bridges;
-        routes.insert(bridge.routes.begin(), bridge.routes.end());
-      }
-      local.routes.assign(routes.begin(), routes.end());
-      return local;
-    });
     mesh_->routeFeed().setSink(relayHubFeedSink(*hub_));  // relayd's copy of the table
     if (auto started = mesh_->start(); !started.ok()) {
       log::error("cannot start the mesh node",

@@ -112,4 +112,12 @@ std::vector<BridgeEntry> LocalBridges::snapshot() const {
   return entries;
 }
 
+std::vector<BridgeEntry> LocalBridges::bridgesOf(std::string_view tunnelId) const {
+  std::vector<BridgeEntry> out;
+  for (const auto& [id, held] : bridges_) {
+    if (held.entry.tunnelId == tunnelId) out.push_back(held.entry);
+  }
+  return out;
+}
+
 }  // namespace ot::mesh

@@ -52,6 +52,9 @@ class LocalBridges {
   [[nodiscard]] uint64_t sequence() const { return sequence_; }
   [[nodiscard]] size_t size() const { return bridges_.size(); }
   [[nodiscard]] size_t pending() const;
+  // The tunnel's bridges here, pending ones included (what a route check answers). A pass over
+  // every bridge: route checks are rare (an attach whose routes another machine holds).
+  [[nodiscard]] std::vector<BridgeEntry> bridgesOf(std::string_view tunnelId) const;
 
  private:
   struct Held {

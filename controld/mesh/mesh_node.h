@@ -57,14 +57,6 @@ struct RouteConflict {
   std::string route;
 };
 
-// This machine's live bridges of a tunnel, as route checks answer them: the routes they claim
-// (distinct) and how many bridges.
-struct LocalTunnelRoutes {
-  std::vector<std::string> routes;
-  size_t bridges = 0;
-};
-using LocalRoutesLookup = std::function<LocalTunnelRoutes(const std::string& tunnelId)>;
-
 // A copy of the node's state, for the admin view and the tests.
 struct MeshNodeStatus {
   std::vector<PeerView> peers;
@@ -90,9 +82,8 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   // Closes every link and the handoff socket, ends the thread. Idempotent.
   void stop();
 
-  // Route checks (mesh_node_routes.cc). The answering side reads this machine's bridges through
-  // `lookup` (set before start(); any thread may be asked: the registry locks).
-  void setLocalRoutes(LocalRoutesLookup lookup) { localRoutes_ = std::move(lookup); }
+  // Route checks (mesh_node_routes.cc). The answering side reads this machine's bridges as the
+  // node announces them (LocalBridges: authorized ones included, as peers' tables have them).
   // Asks every linked machine whose table entries hold any of `routes` of the tunnel whether its
   // live bridges claim them now; `done` (on the loop) gets the first conflict found, or nullopt
   // when no linked machine holds them, none answers that it does, or none can be asked in
@@ -198,10 +189,9 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   uint64_t nextQueryId_ = 0;
 
   // Route checks (mesh_node_routes.cc): both sides' connections, the answering side's replay
-  // window, what the local bridges claim.
+  // window.
   std::unique_ptr<InternalExchanges> exchanges_;
   NonceWindow routeCheckNonces_;
-  LocalRoutesLookup localRoutes_;
   std::function<void(const FrameBody&)> peerEvents_;
   std::map<std::string, prometheus::Counter*, std::less<>> routeCheckCounters_;
 };

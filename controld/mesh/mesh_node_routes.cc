@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <future>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "common/clock.h"
@@ -104,9 +105,11 @@ std::string MeshNode::routeCheckAnswer(const std::string& bytes, const std::stri
     return formatRouteCheckError(401, proofErrorName(verified.error()));
   }
   countRouteCheck(kAnswered, "ok");
-  const LocalTunnelRoutes local =
-      localRoutes_ ? localRoutes_(request.tunnelId) : LocalTunnelRoutes{};
-  return formatRouteCheckAnswer(request.tunnelId, local.routes, local.bridges);
+  const std::vector<BridgeEntry> bridges = local_.bridgesOf(request.tunnelId);
+  std::set<std::string> routes;
+  for (const BridgeEntry& bridge : bridges)
+    routes.insert(bridge.routes.begin(), bridge.routes.end());
+  return formatRouteCheckAnswer(request.tunnelId, {routes.begin(), routes.end()}, bridges.size());
 }
 
 // --- asking -------------------------------------------------------------------------------------
