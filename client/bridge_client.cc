@@ -120,6 +120,7 @@ void BridgeClient::onRelayMessage(const bridge::RelayMessage& message) {
     log_.info("bridge attached", {{"link", link_},
                                   {"bridge", attached_.bridgeId},
                                   {"heartbeat_ms", attached_.heartbeatMs},
+                                  {"tls", transport_->tlsDetached() ? "detached" : "openssl"},
                                   {"window", attached_.limits.window}});
     host_.onSessionAttached(*this);
     host_.rescheduleTimer();

@@ -75,7 +75,8 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   // Resolves and connects. A failure may be reported from inside this call.
   void start();
 
-  // Masked frames; false when the connection is not open for messages (nothing sent).
+  // Frames with the mask bit set and a zero key (relay_frame.h); false when the connection is
+  // not open for messages (nothing sent).
   bool sendText(std::string_view text);
   bool sendBinary(std::span<const uint8_t> head, std::span<const uint8_t> payload);
   bool sendPing(std::span<const uint8_t> payload);
@@ -98,6 +99,9 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   void setMaxMessageSize(uint64_t bytes) { reader_.setMaxMessageSize(bytes); }
 
   [[nodiscard]] bool isOpen() const { return state_ == State::kOpen; }
+  // The bridge's TLS runs on our own record layer (OpenSSL's state dropped after the upgrade):
+  // decided by the relay's first record after `attach`, so known when `attached` arrives.
+  [[nodiscard]] bool tlsDetached() const { return tls_ != nullptr && tls_->detached(); }
   // uv_now() when bytes last arrived from the relay (connect time before any did).
   [[nodiscard]] uint64_t lastReceiveMs() const { return lastReceiveMs_; }
   // When our close has gone unanswered for 5 s (0: no close pending).
@@ -189,7 +193,7 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
   ws::MessageReader reader_;
   std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)
-  std::vector<uint8_t> batch_;         // frames held by beginBatch, masked, in order
+  std::vector<uint8_t> batch_;         // frames held by beginBatch, in order
   unsigned batchDepth_ = 0;
   uint64_t lastReceiveMs_ = 0;
   uint64_t closeDeadlineMs_ = 0;

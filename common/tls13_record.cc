@@ -31,6 +31,19 @@ struct CallScope {
   ~CallScope() { tAead.boundKey = nullptr; }
 };
 
+// `body` (a handshake record's content) is one or more whole handshake messages, all of type
+// `type` (a client's NewSessionTickets: they may be dropped, nothing is cut across records).
+bool droppableTickets(std::span<const uint8_t> body, uint8_t type) {
+  if (body.empty()) return false;
+  while (!body.empty()) {
+    if (body.size() < 4 || body[0] != type) return false;
+    const size_t length = (size_t{body[1]} << 16) | (size_t{body[2]} << 8) | body[3];
+    if (body.size() - 4 < length) return false;
+    body = body.subspan(4 + length);
+  }
+  return true;
+}
+
 // Fetched once per process (a locked lookup each); never freed.
 const EVP_CIPHER* cipherFor(Suite suite) {
   static EVP_CIPHER* const ciphers[3] = {
@@ -277,6 +290,8 @@ RecordLayer::OpenResult RecordLayer::open(std::span<const uint8_t> input, std::s
 RecordLayer::OpenStatus RecordLayer::handleHandshake(std::span<const uint8_t> body,
                                                      std::vector<uint8_t>& toSend) {
   constexpr uint8_t kKeyUpdate = 24;
+  constexpr uint8_t kNewSessionTicket = 4;
+  if (ignoreTickets_ && droppableTickets(body, kNewSessionTicket)) return OpenStatus::kOk;
   if (body.size() < 4 || body[0] != kKeyUpdate) {
     return fail(AlertCode::kUnexpectedMessage,
                 "tls read failed: a handshake message other than KeyUpdate after the handshake",

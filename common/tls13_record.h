@@ -7,7 +7,8 @@
 // What it accepts from the peer: application data (type 23), alerts (close_notify = EOF,
 // user_canceled ignored, anything else fails) and a KeyUpdate (its read side updates, and an
 // update_requested is answered with our own KeyUpdate(update_not_requested) before our write side
-// updates). Everything else after the handshake (NewSessionTicket from a client, a post-handshake
+// updates), and on a client's layer whole NewSessionTicket messages (dropped). Everything else
+// after the handshake (NewSessionTicket from a client, a post-handshake
 // CertificateRequest or Certificate, a handshake message split across records, an outer
 // ChangeCipherSpec or plaintext record) is unexpected_message. A fatal error leaves the matching
 // encrypted alert to send; the layer then refuses every call.
@@ -69,6 +70,9 @@ class RecordLayer {
     read_.seq = readSeq;
     write_.seq = writeSeq;
   }
+  // A client's layer: NewSessionTicket messages from the server are read and dropped (without
+  // this they are unexpected_message, as they are from a client).
+  void ignoreSessionTickets() { ignoreTickets_ = true; }
   [[nodiscard]] bool failed() const { return error_ != nullptr; }
   [[nodiscard]] bool closed() const { return closed_; }
   // Why the layer failed ("" while it has not).
@@ -122,6 +126,7 @@ class RecordLayer {
   Suite suite_;
   bool valid_ = false;
   bool closed_ = false;
+  bool ignoreTickets_ = false;
   int16_t peerAlert_ = -1;
   const char* error_ = nullptr;
 };

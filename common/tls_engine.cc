@@ -135,12 +135,14 @@ std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx, bool keepTrafficSecr
 }
 
 std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& serverName,
-                                             bool verifyName, const std::string& sessionKey) {
+                                             bool verifyName, const std::string& sessionKey,
+                                             bool keepTrafficSecrets) {
   if (!ctx) return nullptr;
   ERR_clear_error();
   SSL* ssl = SSL_new(ctx.get());
   if (ssl == nullptr) return nullptr;
   std::unique_ptr<TlsEngine> engine(new TlsEngine(std::move(ctx), ssl));
+  if (keepTrafficSecrets) SSL_set_ex_data(ssl, engineIndex(), engine.get());
   const bool ip = isIpLiteral(serverName);
   bool ok = true;
   // SNI carries DNS names only (RFC 6066 forbids IP literals).

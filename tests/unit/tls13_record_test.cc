@@ -496,3 +496,35 @@ TEST_CASE("tls13 record: sequence numbers never wrap") {
   CHECK(t.open(sealRaw(t.suite, t.client, 0, appData(range(4))), out).status ==
         RecordLayer::OpenStatus::kError);
 }
+
+TEST_CASE("tls13 record: a client's layer drops the server's NewSessionTickets") {
+  Bytes out(200);
+  // Two whole tickets in one record (a 3-byte and an empty body), then application data.
+  const Bytes tickets = {4, 0, 0, 3, 7, 8, 9, 4, 0, 0, 0, kTypeHandshake};
+  SUBCASE("dropped, and the data after them is read") {
+    Server s(Suite::kAes128GcmSha256);
+    s.layer.ignoreSessionTickets();
+    Bytes input = sealRaw(s.suite, s.client, 0, tickets);
+    const Bytes data = sealRaw(s.suite, s.client, 1, appData(range(50)));
+    input.insert(input.end(), data.begin(), data.end());
+    const auto opened = s.open(input, out);
+    CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+    CHECK(opened.consumed == input.size());
+    CHECK(Bytes(out.begin(), out.begin() + static_cast<long>(opened.produced)) == range(50));
+    CHECK(s.toSend.empty());
+    CHECK(s.layer.readSeq() == 2);
+  }
+  SUBCASE("a ticket cut across records still fails") {
+    Server s(Suite::kAes128GcmSha256);
+    s.layer.ignoreSessionTickets();
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {4, 0, 0, 9, 1, kTypeHandshake}), out).status ==
+          RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  }
+  SUBCASE("another handshake message beside a ticket still fails") {
+    Server s(Suite::kAes128GcmSha256);
+    s.layer.ignoreSessionTickets();
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {4, 0, 0, 0, 13, 0, 0, 0, kTypeHandshake}), out)
+              .status == RecordLayer::OpenStatus::kError);
+  }
+}
