@@ -347,6 +347,18 @@ void BridgeClient::sendStreamFrame(std::span<const uint8_t> head,
   if (transport_ != nullptr && !ended_) (void)transport_->sendBinary(head, payload);
 }
 
+void BridgeClient::sendBorrowedFrame(std::span<const uint8_t> head,
+                                     std::span<const uint8_t> payload) {
+  if (transport_ == nullptr || ended_) return;
+  // Only the stream's own batch, when it is the outermost, ends while `payload` is valid (in
+  // runTurns the outer batch outlives each turn's buffer).
+  if (frameBatchDepth_ == 1 && batchTransport_ == transport_) {
+    (void)transport_->sendBinaryBorrowed(head, payload);
+  } else {
+    (void)transport_->sendBinary(head, payload);
+  }
+}
+
 void BridgeClient::onStreamDeadlineChanged() {
   host_.rescheduleTimer();
 }

@@ -21,5 +21,8 @@ inline constexpr ws::MaskKey kBridgeMaskKey{};
 // Appends one final frame of `opcode` whose payload is `head` followed by `payload`.
 void appendBridgeFrame(std::vector<uint8_t>& out, ws::Opcode opcode, std::span<const uint8_t> head,
                        std::span<const uint8_t> payload);
+// The same frame without its last `rest` payload bytes, which the caller sends right after.
+void appendBridgeFrameStart(std::vector<uint8_t>& out, ws::Opcode opcode,
+                            std::span<const uint8_t> head, size_t rest);
 
 }  // namespace ot::client

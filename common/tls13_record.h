@@ -86,6 +86,10 @@ class RecordLayer {
   // Appends `plaintext` as application data records (at most 2^14 bytes each, no padding) to
   // `out`. False on failure (the sequence limit): then the alert is appended instead.
   [[nodiscard]] bool seal(std::span<const uint8_t> plaintext, std::vector<uint8_t>& out);
+  // seal() of the pieces' bytes one after another, read straight from each piece (records cut
+  // at 2^14 bytes whatever the pieces' bounds): no copy to join them first.
+  [[nodiscard]] bool sealGather(std::span<const std::span<const uint8_t>> pieces,
+                                std::vector<uint8_t>& out);
   // Appends an encrypted alert (close_notify is a warning, the rest fatal). A fatal alert also
   // fails the layer with `reason`.
   void sealAlert(AlertCode code, std::vector<uint8_t>& out, const char* reason = nullptr);
@@ -117,7 +121,15 @@ class RecordLayer {
   [[nodiscard]] bool opensWith(uint64_t seq, std::span<const uint8_t> record) const;
 
  private:
+  // Where sealing stands in a list of pieces (the piece, the offset in it).
+  struct GatherCursor {
+    std::span<const std::span<const uint8_t>> pieces;
+    size_t index = 0;
+    size_t offset = 0;
+  };
   bool sealRecord(uint8_t type, std::span<const uint8_t> data, std::vector<uint8_t>& out);
+  // One record of the next `size` bytes at `cursor` (which moves past them).
+  bool sealRecord(uint8_t type, GatherCursor& cursor, size_t size, std::vector<uint8_t>& out);
   OpenStatus handleHandshake(std::span<const uint8_t> body, std::vector<uint8_t>& toSend);
   OpenStatus fail(AlertCode code, const char* reason, std::vector<uint8_t>& toSend);
 

@@ -108,6 +108,9 @@ class TlsEngine {
 
   // Encrypts all of `plaintext` (after the handshake). kError if the engine failed.
   [[nodiscard]] TlsStatus write(std::span<const uint8_t> plaintext);
+  // write() of the pieces one after another, as one write. Detached, the records are sealed
+  // straight from the pieces; on OpenSSL they are joined first (one copy).
+  [[nodiscard]] TlsStatus writeGather(std::span<const std::span<const uint8_t>> pieces);
 
   // Queues a close_notify alert.
   void shutdown();
@@ -165,7 +168,7 @@ class TlsEngine {
   void giveUp(DetachResult result);
   [[nodiscard]] std::span<const uint8_t> frontRecord();
   [[nodiscard]] ReadResult detachedRead(std::span<uint8_t> out, ReadResult result);
-  [[nodiscard]] TlsStatus detachedWrite(std::span<const uint8_t> plaintext);
+  [[nodiscard]] TlsStatus detachedWrite(std::span<const std::span<const uint8_t>> pieces);
   void detachedShutdown();
   [[nodiscard]] bool proving() const;
 

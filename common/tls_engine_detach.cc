@@ -317,9 +317,9 @@ ReadResult TlsEngine::detachedRead(std::span<uint8_t> out, ReadResult result) {
   return result;
 }
 
-TlsStatus TlsEngine::detachedWrite(std::span<const uint8_t> plaintext) {
+TlsStatus TlsEngine::detachedWrite(std::span<const std::span<const uint8_t>> pieces) {
   TlsStatus status = TlsStatus::kOk;
-  if (!detached_->layer->seal(plaintext, bio_->out)) {
+  if (!detached_->layer->sealGather(pieces, bio_->out)) {
     error_ = detached_->layer->errorText();
     status = TlsStatus::kError;
   }

@@ -528,3 +528,37 @@ TEST_CASE("tls13 record: a client's layer drops the server's NewSessionTickets")
               .status == RecordLayer::OpenStatus::kError);
   }
 }
+
+TEST_CASE("tls13 record: sealGather gives the records seal gives for the joined bytes") {
+  const Bytes all = range(40000, 3);
+  // Piece bounds on and off the 2^14 record bounds, empty pieces among them.
+  const std::vector<std::vector<size_t>> splits = {
+      {40000}, {0, 40000, 0}, {1, 16383, 1, 16384, 7231}, {5, 0, 9, 16384, 23602}, {20000, 20000}};
+  for (const auto& split : splits) {
+    CAPTURE(split.size());
+    Server a(Suite::kAes128GcmSha256, 0, 7);
+    Server b(Suite::kAes128GcmSha256, 0, 7);
+    Bytes joined;
+    REQUIRE(a.layer.seal(all, joined));
+    std::vector<std::span<const uint8_t>> pieces;
+    size_t at = 0;
+    for (size_t n : split) {
+      pieces.emplace_back(all.data() + at, n);
+      at += n;
+    }
+    REQUIRE(at == all.size());
+    Bytes gathered = {0xAA};  // appended after what is there
+    REQUIRE(b.layer.sealGather(pieces, gathered));
+    CHECK(Bytes(gathered.begin() + 1, gathered.end()) == joined);
+    CHECK(b.layer.writeSeq() == a.layer.writeSeq());
+  }
+  SUBCASE("nothing at all: one empty record, as seal") {
+    Server a(Suite::kAes128GcmSha256);
+    Server b(Suite::kAes128GcmSha256);
+    Bytes joined;
+    Bytes gathered;
+    REQUIRE(a.layer.seal({}, joined));
+    REQUIRE(b.layer.sealGather({}, gathered));
+    CHECK(gathered == joined);
+  }
+}
