@@ -324,20 +324,6 @@ void BridgeClient::runTurns() {
   runningTurns_ = false;
 }
 
-void BridgeClient::beginFrameBatch() {
-  if (frameBatchDepth_++ > 0) return;
-  batchTransport_ = transport_;
-  if (batchTransport_ != nullptr) batchTransport_->beginBatch();
-}
-
-void BridgeClient::endFrameBatch() {
-  if (frameBatchDepth_ == 0 || --frameBatchDepth_ > 0) return;
-  // A transport that ended meanwhile still exists (it frees itself on its close callback, never
-  // inside a call) but sends nothing more; only the current one writes what it holds.
-  RelayTransport* transport = std::exchange(batchTransport_, nullptr);
-  if (transport != nullptr && transport == transport_) transport->endBatch();
-}
-
 bool BridgeClient::bridgeCongested() const {
   return transport_ != nullptr && transport_->congested();
 }
@@ -345,18 +331,6 @@ bool BridgeClient::bridgeCongested() const {
 void BridgeClient::sendStreamFrame(std::span<const uint8_t> head,
                                    std::span<const uint8_t> payload) {
   if (transport_ != nullptr && !ended_) (void)transport_->sendBinary(head, payload);
-}
-
-void BridgeClient::sendBorrowedFrame(std::span<const uint8_t> head,
-                                     std::span<const uint8_t> payload) {
-  if (transport_ == nullptr || ended_) return;
-  // Only the stream's own batch, when it is the outermost, ends while `payload` is valid (in
-  // runTurns the outer batch outlives each turn's buffer).
-  if (frameBatchDepth_ == 1 && batchTransport_ == transport_) {
-    (void)transport_->sendBinaryBorrowed(head, payload);
-  } else {
-    (void)transport_->sendBinary(head, payload);
-  }
 }
 
 void BridgeClient::onStreamDeadlineChanged() {
