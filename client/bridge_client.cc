@@ -120,6 +120,7 @@ void BridgeClient::onRelayMessage(const bridge::RelayMessage& message) {
     log_.info("bridge attached", {{"link", link_},
                                   {"bridge", attached_.bridgeId},
                                   {"heartbeat_ms", attached_.heartbeatMs},
+                                  {"tls", transport_->tlsDetached() ? "detached" : "openssl"},
                                   {"window", attached_.limits.window}});
     host_.onSessionAttached(*this);
     host_.rescheduleTimer();
@@ -321,20 +322,6 @@ void BridgeClient::runTurns() {
     endFrameBatch();
   }
   runningTurns_ = false;
-}
-
-void BridgeClient::beginFrameBatch() {
-  if (frameBatchDepth_++ > 0) return;
-  batchTransport_ = transport_;
-  if (batchTransport_ != nullptr) batchTransport_->beginBatch();
-}
-
-void BridgeClient::endFrameBatch() {
-  if (frameBatchDepth_ == 0 || --frameBatchDepth_ > 0) return;
-  // A transport that ended meanwhile still exists (it frees itself on its close callback, never
-  // inside a call) but sends nothing more; only the current one writes what it holds.
-  RelayTransport* transport = std::exchange(batchTransport_, nullptr);
-  if (transport != nullptr && transport == transport_) transport->endBatch();
 }
 
 bool BridgeClient::bridgeCongested() const {

@@ -95,6 +95,7 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   [[nodiscard]] bool bridgeCongested() const override;
   [[nodiscard]] bool bridgeHasRoom() const override;
   void onStreamReady(uint32_t connId) override;
+  void sendBorrowedFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) override;
   void beginFrameBatch() override;
   void endFrameBatch() override;
   void onStreamActive(uint32_t connId) override;

@@ -58,6 +58,12 @@ class StreamHost {
   // a stream brackets the data frames of one local read (or one turn) with them.
   virtual void beginFrameBatch() {}
   virtual void endFrameBatch() {}
+  // A data frame sent inside a batch whose `payload` stays valid until that batch ends: the host
+  // may keep a reference instead of a copy when the batch is its outermost (the bytes are then
+  // sealed into TLS records straight from `payload`). Default: sendStreamFrame.
+  virtual void sendBorrowedFrame(std::span<const uint8_t> head, std::span<const uint8_t> payload) {
+    sendStreamFrame(head, payload);
+  }
   // Fairness between the bridge's streams (StreamScheduler): the stream sent or received data
   // now; what it may have in flight toward the relay with send window `window`, and the most
   // credit it may leave the relay with receive window `window` (the window while it is alone).

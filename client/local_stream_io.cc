@@ -173,7 +173,7 @@ size_t LocalStream::sendData(std::span<const uint8_t> bytes, size_t limit) {
     const size_t n = std::min({bytes.size() - sent, limit - sent, usable - sent,
                                static_cast<size_t>(options_.maxPayload)});
     (void)sendCredit_.consume(n);
-    host_.sendStreamFrame(head, bytes.subspan(sent, n));
+    host_.sendBorrowedFrame(head, bytes.subspan(sent, n));  // `bytes` outlives the batch
     sent += n;
   }
   host_.endFrameBatch();

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "client/backoff.h"
+#include "client/relay_frame.h"
 #include "common/address_resolver.h"
 #include "common/bridge_frame.h"
 
@@ -24,17 +25,6 @@ constexpr size_t kLowWatermark = 256 * 1024;
 // their own, because a transport callback runs stream code while it still holds these.
 thread_local std::array<uint8_t, kReadBufferSize> tReadBuffer;
 thread_local std::array<uint8_t, kPlaintextBufferSize> tPlaintext;
-
-// Masks only keep proxies from mistaking frames for other protocols (RFC 6455 10.3); inside TLS
-// a weaker source would do, but OpenSSL's is at hand and never fails in practice.
-ws::MaskKey randomMask() {
-  ws::MaskKey key{};
-  if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
-    const uint64_t r = uniformRandom(UINT32_MAX);
-    for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(r >> (8 * i));
-  }
-  return key;
-}
 
 std::string describeUv(std::string_view what, int status) {
   return std::string(what) + ": " + uv_strerror(status);
@@ -93,8 +83,10 @@ void RelayTransport::onConnected() {
   tcp_->setKeepAlive(kKeepAliveSeconds);
   tcp_->setNotSentLowat(kNotSentLowat);
   lastReceiveMs_ = uv_now(loop_);
+  // Keeps the traffic secrets: after the upgrade the engine detaches (onUpgradeStep) and seals
+  // our frames with its own record layer, straight from the batch into the socket's buffer.
   tls_ = std::make_unique<tls::TlsStream>(
-      tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true),
+      tls::TlsEngine::client(endpoint_.tlsContext, endpoint_.domain, true, {}, true),
       static_cast<tls::TlsStream::Owner&>(*this), tPlaintext);
   if (!tls_->valid()) {
     fail("tls: cannot create a client session");
@@ -201,6 +193,9 @@ void RelayTransport::onUpgradeStep(const RelayUpgrade::Step& step) {
       upgrade_.reset();
       upgraded_ = true;
       state_ = State::kOpen;
+      // The relay's tickets came before its 101, so OpenSSL has filed them: from `attach` on,
+      // the record layer can take over (proven on attach and the relay's answer).
+      tls_->releaseHandshakeState();
       listener_.onUpgraded();
       return;
   }
@@ -272,72 +267,22 @@ bool RelayTransport::sendPing(std::span<const uint8_t> payload) {
                    payload.first(std::min(payload.size(), ws::kMaxControlPayload)));
 }
 
-namespace {
-
-// Appends one masked frame to `out`.
-void appendMasked(std::vector<uint8_t>& out, ws::Opcode opcode, std::span<const uint8_t> head,
-                  std::span<const uint8_t> payload) {
-  const size_t length = head.size() + payload.size();
-  const ws::MaskKey key = randomMask();
-  const ws::EncodedHeader header = ws::encodeFrameHeader(opcode, true, length, key);
-  const size_t start = out.size();
-  out.reserve(start + header.size + length);
-  out.insert(out.end(), header.bytes.data(), header.bytes.data() + header.size);
-  out.insert(out.end(), head.begin(), head.end());
-  out.insert(out.end(), payload.begin(), payload.end());
-  ws::maskInPlace(std::span<uint8_t>(out).subspan(start + header.size), key);
-}
-
-}  // namespace
-
 bool RelayTransport::sendFrame(ws::Opcode opcode, std::span<const uint8_t> head,
                                std::span<const uint8_t> payload) {
   if (state_ != State::kOpen) return false;
   if (batchDepth_ > 0 && opcode == ws::Opcode::kBinary) {
-    appendMasked(batch_, opcode, head, payload);
+    const size_t from = batch_.size();
+    appendBridgeFrame(batch_, opcode, head, payload);
+    holdCopied(from);
     return true;
   }
   if (!flushBatch()) return false;  // what is held goes first
-  const size_t length = head.size() + payload.size();
-  const ws::MaskKey key = randomMask();
-  const ws::EncodedHeader header = ws::encodeFrameHeader(opcode, true, length, key);
   // Assembled in a reused buffer (moved out, so a nested send finds it empty); TLS copies it.
   std::vector<uint8_t> frame = std::move(frameScratch_);
   frame.clear();
-  frame.reserve(header.size + length);
-  frame.insert(frame.end(), header.bytes.data(), header.bytes.data() + header.size);
-  frame.insert(frame.end(), head.begin(), head.end());
-  frame.insert(frame.end(), payload.begin(), payload.end());
-  ws::maskInPlace(std::span<uint8_t>(frame).subspan(header.size), key);
+  appendBridgeFrame(frame, opcode, head, payload);
   const bool written = tls_->write(frame);
   frameScratch_ = std::move(frame);
-  if (!written) {
-    lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
-    return false;
-  }
-  return !closing();
-}
-
-void RelayTransport::endBatch() {
-  if (batchDepth_ == 0 || --batchDepth_ > 0) return;
-  (void)flushBatch();
-}
-
-bool RelayTransport::flushBatch() {
-  if (batch_.empty()) return !closing();
-  if (state_ != State::kOpen && state_ != State::kCloseSent) {
-    batch_.clear();  // the connection is going away: nothing more is sent
-    return false;
-  }
-  // Moved out while TLS takes it, so a frame sent from inside (a failure's close) finds the
-  // batch empty; the buffer (and its capacity) comes back afterwards.
-  std::vector<uint8_t> frames = std::move(batch_);
-  batch_.clear();
-  const bool written = tls_->write(frames);
-  if (batch_.empty()) {
-    frames.clear();
-    batch_ = std::move(frames);
-  }
   if (!written) {
     lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
     return false;
@@ -437,6 +382,8 @@ void RelayTransport::closeSocket() {
   if (closing()) return;
   state_ = State::kClosing;
   batch_ = {};
+  pieces_ = {};
+  heldBytes_ = 0;
   closeDeadlineMs_ = 0;
   tcp_->close(false);  // also cancels a lookup in flight
 }

@@ -75,10 +75,15 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   // Resolves and connects. A failure may be reported from inside this call.
   void start();
 
-  // Masked frames; false when the connection is not open for messages (nothing sent).
+  // Frames with the mask bit set and a zero key (relay_frame.h); false when the connection is
+  // not open for messages (nothing sent).
   bool sendText(std::string_view text);
   bool sendBinary(std::span<const uint8_t> head, std::span<const uint8_t> payload);
   bool sendPing(std::span<const uint8_t> payload);
+  // sendBinary inside a batch, keeping a reference to `payload` instead of a copy: the caller
+  // guarantees it stays valid and unchanged until the outermost endBatch(). The frames are then
+  // sealed into TLS records straight from it (TlsStream::writeGather). Outside a batch: sendBinary.
+  bool sendBinaryBorrowed(std::span<const uint8_t> head, std::span<const uint8_t> payload);
 
   // Binary frames sent until the matching endBatch() are held and then encrypted as one TLS
   // write and written to the socket as one write: full 16 KiB records instead of a short record
@@ -98,13 +103,16 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   void setMaxMessageSize(uint64_t bytes) { reader_.setMaxMessageSize(bytes); }
 
   [[nodiscard]] bool isOpen() const { return state_ == State::kOpen; }
+  // The bridge's TLS runs on our own record layer (OpenSSL's state dropped after the upgrade):
+  // decided by the relay's first record after `attach`, so known when `attached` arrives.
+  [[nodiscard]] bool tlsDetached() const { return tls_ != nullptr && tls_->detached(); }
   // uv_now() when bytes last arrived from the relay (connect time before any did).
   [[nodiscard]] uint64_t lastReceiveMs() const { return lastReceiveMs_; }
   // When our close has gone unanswered for 5 s (0: no close pending).
   [[nodiscard]] uint64_t closeDeadlineMs() const { return closeDeadlineMs_; }
   // Bytes on their way that the socket has not taken: ciphertext queued to it, plus frames held
   // in a batch (what StreamScheduler's turns and the watermarks look at).
-  [[nodiscard]] size_t queuedBytes() const { return tcp_->queuedBytes() + batch_.size(); }
+  [[nodiscard]] size_t queuedBytes() const { return tcp_->queuedBytes() + heldBytes_; }
   // TCP_NOTSENT_LOWAT of the socket: the kernel keeps at most this much unsent, so bytes
   // wait in our queue instead, where the streams' turns are decided (StreamScheduler).
   static constexpr int kNotSentLowat = 64 * 1024;
@@ -189,7 +197,18 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
   ws::MessageReader reader_;
   std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)
-  std::vector<uint8_t> batch_;         // frames held by beginBatch, masked, in order
+  // The frames held by beginBatch, in order: bytes copied into batch_, and borrowed payloads.
+  // pieces_ lists them in order once a borrowed one is held (empty: batch_ is all of it).
+  struct HeldPiece {
+    const uint8_t* borrowed = nullptr;  // null: batch_[offset, offset + size)
+    size_t offset = 0;
+    size_t size = 0;
+  };
+  std::vector<uint8_t> batch_;
+  std::vector<HeldPiece> pieces_;
+  size_t heldBytes_ = 0;         // batch_ plus the borrowed bytes
+  void holdCopied(size_t from);  // batch_[from:] was just appended
+  void dropBatch();
   unsigned batchDepth_ = 0;
   uint64_t lastReceiveMs_ = 0;
   uint64_t closeDeadlineMs_ = 0;

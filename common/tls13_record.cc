@@ -31,6 +31,19 @@ struct CallScope {
   ~CallScope() { tAead.boundKey = nullptr; }
 };
 
+// `body` (a handshake record's content) is one or more whole handshake messages, all of type
+// `type` (a client's NewSessionTickets: they may be dropped, nothing is cut across records).
+bool droppableTickets(std::span<const uint8_t> body, uint8_t type) {
+  if (body.empty()) return false;
+  while (!body.empty()) {
+    if (body.size() < 4 || body[0] != type) return false;
+    const size_t length = (size_t{body[1]} << 16) | (size_t{body[2]} << 8) | body[3];
+    if (body.size() - 4 < length) return false;
+    body = body.subspan(4 + length);
+  }
+  return true;
+}
+
 // Fetched once per process (a locked lookup each); never freed.
 const EVP_CIPHER* cipherFor(Suite suite) {
   static EVP_CIPHER* const ciphers[3] = {
@@ -106,22 +119,42 @@ RecordLayer::~RecordLayer() {
 
 bool RecordLayer::sealRecord(uint8_t type, std::span<const uint8_t> data,
                              std::vector<uint8_t>& out) {
+  const std::span<const uint8_t> one[1] = {data};
+  GatherCursor cursor{one};
+  return sealRecord(type, cursor, data.size(), out);
+}
+
+bool RecordLayer::sealRecord(uint8_t type, GatherCursor& cursor, size_t size,
+                             std::vector<uint8_t>& out) {
   if (!valid_ || write_.seq >= kSeqLimit) return false;
-  const size_t length = data.size() + 1 + kTagSize;
+  const size_t length = size + 1 + kTagSize;
   const size_t start = out.size();
   out.resize(start + kHeaderSize + length);
   uint8_t* header = out.data() + start;
   writeHeader(header, length);
   uint8_t* body = header + kHeaderSize;
-  size_t n = 0;
+  bool ok = startRecord(suite_, write_, 1, write_.seq, header);
+  // The record's plaintext straight from the caller's pieces: no copy before the AEAD.
+  size_t done = 0;
+  while (ok && done < size) {
+    const std::span<const uint8_t> piece = cursor.pieces[cursor.index];
+    const size_t n = std::min(piece.size() - cursor.offset, size - done);
+    size_t produced = 0;
+    ok = update(body + done, piece.data() + cursor.offset, n, produced) && produced == n;
+    done += n;
+    cursor.offset += n;
+    if (cursor.offset == piece.size()) {
+      ++cursor.index;
+      cursor.offset = 0;
+    }
+  }
   size_t m = 0;
   int finalSize = 0;
-  const bool ok = startRecord(suite_, write_, 1, write_.seq, header) &&
-                  update(body, data.data(), data.size(), n) && update(body + n, &type, 1, m) &&
-                  EVP_CipherFinal_ex(tAead.ctx, body + n + m, &finalSize) == 1 &&
-                  n + m + static_cast<size_t>(finalSize) == data.size() + 1 &&
-                  EVP_CIPHER_CTX_ctrl(tAead.ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(kTagSize),
-                                      body + data.size() + 1) == 1;
+  ok = ok && update(body + size, &type, 1, m) &&
+       EVP_CipherFinal_ex(tAead.ctx, body + size + m, &finalSize) == 1 &&
+       m + static_cast<size_t>(finalSize) == 1 &&
+       EVP_CIPHER_CTX_ctrl(tAead.ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(kTagSize),
+                           body + size + 1) == 1;
   if (!ok) {
     out.resize(start);
     tAead.boundKey = nullptr;
@@ -132,22 +165,35 @@ bool RecordLayer::sealRecord(uint8_t type, std::span<const uint8_t> data,
 }
 
 bool RecordLayer::seal(std::span<const uint8_t> plaintext, std::vector<uint8_t>& out) {
+  const std::span<const uint8_t> one[1] = {plaintext};
+  return sealGather(one, out);
+}
+
+bool RecordLayer::sealGather(std::span<const std::span<const uint8_t>> pieces,
+                             std::vector<uint8_t>& out) {
   if (failed() || !valid_) return false;
   CallScope scope;
-  const size_t records =
-      std::max<size_t>(1, (plaintext.size() + kMaxPlaintext - 1) / kMaxPlaintext);
-  const size_t needed = out.size() + plaintext.size() + records * (kHeaderSize + 1 + kTagSize);
+  size_t total = 0;
+  for (const auto& piece : pieces) total += piece.size();
+  const size_t records = std::max<size_t>(1, (total + kMaxPlaintext - 1) / kMaxPlaintext);
+  const size_t needed = out.size() + total + records * (kHeaderSize + 1 + kTagSize);
   if (needed > out.capacity()) out.reserve(std::max(needed, 2 * out.capacity()));
+  GatherCursor cursor{pieces};
+  while (cursor.index < pieces.size() && pieces[cursor.index].empty()) ++cursor.index;
   size_t done = 0;
   do {
-    const size_t n = std::min(kMaxPlaintext, plaintext.size() - done);
-    if (!sealRecord(kTypeApplicationData, plaintext.subspan(done, n), out)) {
+    const size_t n = std::min(kMaxPlaintext, total - done);
+    if (!sealRecord(kTypeApplicationData, cursor, n, out)) {
       error_ = write_.seq >= kSeqLimit ? "tls write failed: the sequence number is exhausted"
                                        : "tls write failed: the AEAD refused";
       return false;
     }
     done += n;
-  } while (done < plaintext.size());
+    while (cursor.index < pieces.size() && cursor.offset == pieces[cursor.index].size()) {
+      ++cursor.index;
+      cursor.offset = 0;
+    }
+  } while (done < total);
   return true;
 }
 
@@ -277,6 +323,8 @@ RecordLayer::OpenResult RecordLayer::open(std::span<const uint8_t> input, std::s
 RecordLayer::OpenStatus RecordLayer::handleHandshake(std::span<const uint8_t> body,
                                                      std::vector<uint8_t>& toSend) {
   constexpr uint8_t kKeyUpdate = 24;
+  constexpr uint8_t kNewSessionTicket = 4;
+  if (ignoreTickets_ && droppableTickets(body, kNewSessionTicket)) return OpenStatus::kOk;
   if (body.size() < 4 || body[0] != kKeyUpdate) {
     return fail(AlertCode::kUnexpectedMessage,
                 "tls read failed: a handshake message other than KeyUpdate after the handshake",

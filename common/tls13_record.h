@@ -7,7 +7,8 @@
 // What it accepts from the peer: application data (type 23), alerts (close_notify = EOF,
 // user_canceled ignored, anything else fails) and a KeyUpdate (its read side updates, and an
 // update_requested is answered with our own KeyUpdate(update_not_requested) before our write side
-// updates). Everything else after the handshake (NewSessionTicket from a client, a post-handshake
+// updates), and on a client's layer whole NewSessionTicket messages (dropped). Everything else
+// after the handshake (NewSessionTicket from a client, a post-handshake
 // CertificateRequest or Certificate, a handshake message split across records, an outer
 // ChangeCipherSpec or plaintext record) is unexpected_message. A fatal error leaves the matching
 // encrypted alert to send; the layer then refuses every call.
@@ -69,6 +70,9 @@ class RecordLayer {
     read_.seq = readSeq;
     write_.seq = writeSeq;
   }
+  // A client's layer: NewSessionTicket messages from the server are read and dropped (without
+  // this they are unexpected_message, as they are from a client).
+  void ignoreSessionTickets() { ignoreTickets_ = true; }
   [[nodiscard]] bool failed() const { return error_ != nullptr; }
   [[nodiscard]] bool closed() const { return closed_; }
   // Why the layer failed ("" while it has not).
@@ -82,6 +86,10 @@ class RecordLayer {
   // Appends `plaintext` as application data records (at most 2^14 bytes each, no padding) to
   // `out`. False on failure (the sequence limit): then the alert is appended instead.
   [[nodiscard]] bool seal(std::span<const uint8_t> plaintext, std::vector<uint8_t>& out);
+  // seal() of the pieces' bytes one after another, read straight from each piece (records cut
+  // at 2^14 bytes whatever the pieces' bounds): no copy to join them first.
+  [[nodiscard]] bool sealGather(std::span<const std::span<const uint8_t>> pieces,
+                                std::vector<uint8_t>& out);
   // Appends an encrypted alert (close_notify is a warning, the rest fatal). A fatal alert also
   // fails the layer with `reason`.
   void sealAlert(AlertCode code, std::vector<uint8_t>& out, const char* reason = nullptr);
@@ -113,7 +121,15 @@ class RecordLayer {
   [[nodiscard]] bool opensWith(uint64_t seq, std::span<const uint8_t> record) const;
 
  private:
+  // Where sealing stands in a list of pieces (the piece, the offset in it).
+  struct GatherCursor {
+    std::span<const std::span<const uint8_t>> pieces;
+    size_t index = 0;
+    size_t offset = 0;
+  };
   bool sealRecord(uint8_t type, std::span<const uint8_t> data, std::vector<uint8_t>& out);
+  // One record of the next `size` bytes at `cursor` (which moves past them).
+  bool sealRecord(uint8_t type, GatherCursor& cursor, size_t size, std::vector<uint8_t>& out);
   OpenStatus handleHandshake(std::span<const uint8_t> body, std::vector<uint8_t>& toSend);
   OpenStatus fail(AlertCode code, const char* reason, std::vector<uint8_t>& toSend);
 
@@ -122,6 +138,7 @@ class RecordLayer {
   Suite suite_;
   bool valid_ = false;
   bool closed_ = false;
+  bool ignoreTickets_ = false;
   int16_t peerAlert_ = -1;
   const char* error_ = nullptr;
 };

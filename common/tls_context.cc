@@ -157,6 +157,9 @@ Result<SslCtxPtr> makeClientContext(const std::string& caFile, std::vector<std::
     return invalid("cannot set cipher suites");
   }
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  // As on the server: the secrets go to client engines made with keepTrafficSecrets (otunnel's
+  // bridge, so that it can detach); a no-op for the rest. Nothing is written anywhere.
+  SSL_CTX_set_keylog_callback(ctx.get(), TlsEngine::onKeylog);
   if (caFile.empty()) {
     if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
       return invalid("cannot load the default trust roots");

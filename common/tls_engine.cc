@@ -135,12 +135,14 @@ std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx, bool keepTrafficSecr
 }
 
 std::unique_ptr<TlsEngine> TlsEngine::client(SslCtxPtr ctx, const std::string& serverName,
-                                             bool verifyName, const std::string& sessionKey) {
+                                             bool verifyName, const std::string& sessionKey,
+                                             bool keepTrafficSecrets) {
   if (!ctx) return nullptr;
   ERR_clear_error();
   SSL* ssl = SSL_new(ctx.get());
   if (ssl == nullptr) return nullptr;
   std::unique_ptr<TlsEngine> engine(new TlsEngine(std::move(ctx), ssl));
+  if (keepTrafficSecrets) SSL_set_ex_data(ssl, engineIndex(), engine.get());
   const bool ip = isIpLiteral(serverName);
   bool ok = true;
   // SNI carries DNS names only (RFC 6066 forbids IP literals).
@@ -253,7 +255,10 @@ ReadResult TlsEngine::read(std::span<uint8_t> out) {
 TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
   if (!error_.empty()) return TlsStatus::kError;
   if (plaintext.empty()) return TlsStatus::kOk;
-  if (detached_) return detachedWrite(plaintext);
+  if (detached_) {
+    const std::span<const uint8_t> one[1] = {plaintext};
+    return detachedWrite(one);
+  }
   // Before the handshake is complete SSL_write would block on input, and the caller's plaintext
   // would be only partly taken: report kWantRead and take nothing.
   if (SSL_is_init_finished(ssl_) != 1) return TlsStatus::kWantRead;
@@ -285,6 +290,15 @@ TlsStatus TlsEngine::write(std::span<const uint8_t> plaintext) {
   }
   releaseIdleBuffers();
   return status;
+}
+
+TlsStatus TlsEngine::writeGather(std::span<const std::span<const uint8_t>> pieces) {
+  if (!error_.empty()) return TlsStatus::kError;
+  if (detached_) return detachedWrite(pieces);
+  if (pieces.size() == 1) return write(pieces.front());
+  std::vector<uint8_t> joined;
+  for (const auto& piece : pieces) joined.insert(joined.end(), piece.begin(), piece.end());
+  return write(joined);
 }
 
 void TlsEngine::shutdown() {

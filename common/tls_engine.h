@@ -75,11 +75,13 @@ class TlsEngine {
   // A client-side engine: sends `serverName` as SNI and, when `verifyName`, checks the peer's
   // certificate against that name (in addition to the context's chain verification). On a
   // context that keeps sessions (tls_sessions.h) it offers the one held for `sessionKey` (empty:
-  // `serverName`) and files the tickets it receives under it.
+  // `serverName`) and files the tickets it receives under it. `keepTrafficSecrets` as for
+  // server(): on a context from makeClientContext, releaseHandshakeState() can detach it too.
   [[nodiscard]] static std::unique_ptr<TlsEngine> client(SslCtxPtr ctx,
                                                          const std::string& serverName,
                                                          bool verifyName = true,
-                                                         const std::string& sessionKey = {});
+                                                         const std::string& sessionKey = {},
+                                                         bool keepTrafficSecrets = false);
   ~TlsEngine();
   TlsEngine(const TlsEngine&) = delete;
   TlsEngine& operator=(const TlsEngine&) = delete;
@@ -106,6 +108,9 @@ class TlsEngine {
 
   // Encrypts all of `plaintext` (after the handshake). kError if the engine failed.
   [[nodiscard]] TlsStatus write(std::span<const uint8_t> plaintext);
+  // write() of the pieces one after another, as one write. Detached, the records are sealed
+  // straight from the pieces; on OpenSSL they are joined first (one copy).
+  [[nodiscard]] TlsStatus writeGather(std::span<const std::span<const uint8_t>> pieces);
 
   // Queues a close_notify alert.
   void shutdown();
@@ -131,20 +136,24 @@ class TlsEngine {
   [[nodiscard]] size_t pendingPlaintext() const;
 
   // Asks to drop OpenSSL's per-connection state (the SSL object, ~14 KiB) once the handshake is
-  // done: a TLS 1.3 server engine made with keepTrafficSecrets, on one of the three AEAD suites,
+  // done: a TLS 1.3 engine (server or client) made with keepTrafficSecrets, on one of the three
+  // AEAD suites,
   // switches to its own record layer (tls13_record.h) as soon as both directions' sequence
   // numbers are proven: our next write is sealed by OpenSSL and compared with our own sealing
   // under candidate numbers, and the next complete record from the peer must authenticate under
   // the counted number before OpenSSL would read it. The switch happens at a record boundary
   // where OpenSSL holds no plaintext, no partial record and no pending KeyUpdate. Every call
   // keeps its meaning across the switch. Anything else keeps OpenSSL (takeDetachResult says why).
+  // Detached, a client engine ignores the server's NewSessionTicket messages (a client asks once
+  // the tickets sent with the handshake have been read, so it has filed them) and seals its
+  // writes straight from the caller's plaintext into the output (no copy into a record buffer).
   void releaseHandshakeState();
   [[nodiscard]] bool detached() const { return detached_ != nullptr; }
   // The outcome of releaseHandshakeState once decided, reported once (kNone otherwise).
   [[nodiscard]] DetachResult takeDetachResult();
 
-  // The keylog hook makeServerContext installs (SSL_CTX_set_keylog_callback): hands
-  // CLIENT_TRAFFIC_SECRET_0 / SERVER_TRAFFIC_SECRET_0 to an engine that keeps them.
+  // The keylog hook makeServerContext and makeClientContext install (SSL_CTX_set_keylog_callback):
+  // hands CLIENT_TRAFFIC_SECRET_0 / SERVER_TRAFFIC_SECRET_0 to an engine that keeps them.
   static void onKeylog(const SSL* ssl, const char* line);
 
  private:
@@ -159,7 +168,7 @@ class TlsEngine {
   void giveUp(DetachResult result);
   [[nodiscard]] std::span<const uint8_t> frontRecord();
   [[nodiscard]] ReadResult detachedRead(std::span<uint8_t> out, ReadResult result);
-  [[nodiscard]] TlsStatus detachedWrite(std::span<const uint8_t> plaintext);
+  [[nodiscard]] TlsStatus detachedWrite(std::span<const std::span<const uint8_t>> pieces);
   void detachedShutdown();
   [[nodiscard]] bool proving() const;
 

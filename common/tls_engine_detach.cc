@@ -153,7 +153,7 @@ void TlsEngine::releaseHandshakeState() {
   if (detachRequested_ || detached_ || ssl_ == nullptr) return;
   detachRequested_ = true;
   if (verdict_ != DetachResult::kNone) return;  // decided at the handshake's end
-  if (SSL_get_ex_data(ssl_, engineIndex()) == nullptr || SSL_is_server(ssl_) != 1) {
+  if (SSL_get_ex_data(ssl_, engineIndex()) == nullptr) {
     verdict_ = DetachResult::kKeptNoSecrets;
     return;
   }
@@ -169,10 +169,14 @@ bool TlsEngine::ensureCandidateLayer() {
   if (capture_->layer) return capture_->layer->valid();
   const auto suite = tls13::suiteFromId(SSL_CIPHER_get_protocol_id(SSL_get_current_cipher(ssl_)));
   if (!suite) return false;
-  // A server reads what the client sealed and writes under the server's secret.
-  capture_->layer = std::make_unique<tls13::RecordLayer>(
-      *suite, std::span<const uint8_t>(capture_->clientSecret, capture_->clientSize), 0,
-      std::span<const uint8_t>(capture_->serverSecret, capture_->serverSize), 0);
+  // A server reads what the client sealed and writes under the server's secret; a client the
+  // other way round.
+  const std::span<const uint8_t> client(capture_->clientSecret, capture_->clientSize);
+  const std::span<const uint8_t> server(capture_->serverSecret, capture_->serverSize);
+  const bool isServer = SSL_is_server(ssl_) == 1;
+  capture_->layer = std::make_unique<tls13::RecordLayer>(*suite, isServer ? client : server, 0,
+                                                         isServer ? server : client, 0);
+  if (!isServer) capture_->layer->ignoreSessionTickets();
   return capture_->layer->valid();
 }
 
@@ -313,9 +317,9 @@ ReadResult TlsEngine::detachedRead(std::span<uint8_t> out, ReadResult result) {
   return result;
 }
 
-TlsStatus TlsEngine::detachedWrite(std::span<const uint8_t> plaintext) {
+TlsStatus TlsEngine::detachedWrite(std::span<const std::span<const uint8_t>> pieces) {
   TlsStatus status = TlsStatus::kOk;
-  if (!detached_->layer->seal(plaintext, bio_->out)) {
+  if (!detached_->layer->sealGather(pieces, bio_->out)) {
     error_ = detached_->layer->errorText();
     status = TlsStatus::kError;
   }

@@ -67,6 +67,12 @@ bool TlsStream::write(std::span<const uint8_t> plaintext) {
   return true;
 }
 
+bool TlsStream::writeGather(std::span<const std::span<const uint8_t>> pieces) {
+  if (engine_->writeGather(pieces) == TlsStatus::kError) return false;
+  flush();
+  return true;
+}
+
 void TlsStream::closeNotify() {
   engine_->shutdown();
   flush();

@@ -66,6 +66,8 @@ class TlsStream {
   void resume();
   // Encrypts and sends `plaintext`. False when the engine failed (nothing sent; errorText()).
   [[nodiscard]] bool write(std::span<const uint8_t> plaintext);
+  // write() of the pieces as one (TlsEngine::writeGather). False as for write().
+  [[nodiscard]] bool writeGather(std::span<const std::span<const uint8_t>> pieces);
   // Queues close_notify and sends it.
   void closeNotify();
   // write() and closeNotify() sent as one piece (a last answer). False as for write().

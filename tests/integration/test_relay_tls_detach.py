@@ -1,7 +1,7 @@
 """Issue 12 item 4: a bridge's TLS drops OpenSSL's per-connection state once the handshake is done
 and both sequence numbers are proven (common/tls_engine.h, releaseHandshakeState); relayd then runs
 the TLS 1.3 record layer itself (common/tls13_record.h). Real otunnel bridges carry visitors
-through detached engines, a Python (OpenSSL) bridge pings across the switch, and a bridge limited
+through detached engines (otunnel's own end detached too), a Python (OpenSSL) bridge pings across the switch, and a bridge limited
 to TLS 1.2 stays on OpenSSL and still works, and `openssl s_client` as a bridge's TLS client
 attaches and pings. opentunnel_bridge_tls_detach_total counts each."""
 import json
@@ -34,7 +34,7 @@ def _ping(client, payload):
 def test_otunnel_bridges_detach_and_carry_visitors(stack, tmp_path):
     s = stack()
     web = s.origin("web")
-    tunnel = s.tunnel(web.port, links=2)
+    tunnel = s.tunnel(web.port, links=2, extra_args=("--log-level", "info"))
     metrics = s.relayd.wait_metric(lambda m: _detach(m, "detached") >= 2,
                                    what="both bridges detached")
     assert _detach(metrics, "detached") == 2
@@ -58,6 +58,10 @@ def test_otunnel_bridges_detach_and_carry_visitors(stack, tmp_path):
     assert echoed.stdout == "x" * 70000
     assert s.relayd.metrics().visitors("served_local") == 6
     assert "bridge TLS after the handshake" in s.relayd.log_text()
+    # otunnel's end detached too (its own record layer seals the frames it sends).
+    attached = [line for line in tunnel.stderr_text().splitlines() if "bridge attached" in line]
+    assert len(attached) == 2, tunnel.stderr_text()
+    assert all("tls=detached" in line for line in attached), attached
 
 
 def test_a_python_bridge_detaches_and_a_tls12_bridge_stays_on_openssl(stack):

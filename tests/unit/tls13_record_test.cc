@@ -496,3 +496,69 @@ TEST_CASE("tls13 record: sequence numbers never wrap") {
   CHECK(t.open(sealRaw(t.suite, t.client, 0, appData(range(4))), out).status ==
         RecordLayer::OpenStatus::kError);
 }
+
+TEST_CASE("tls13 record: a client's layer drops the server's NewSessionTickets") {
+  Bytes out(200);
+  // Two whole tickets in one record (a 3-byte and an empty body), then application data.
+  const Bytes tickets = {4, 0, 0, 3, 7, 8, 9, 4, 0, 0, 0, kTypeHandshake};
+  SUBCASE("dropped, and the data after them is read") {
+    Server s(Suite::kAes128GcmSha256);
+    s.layer.ignoreSessionTickets();
+    Bytes input = sealRaw(s.suite, s.client, 0, tickets);
+    const Bytes data = sealRaw(s.suite, s.client, 1, appData(range(50)));
+    input.insert(input.end(), data.begin(), data.end());
+    const auto opened = s.open(input, out);
+    CHECK(opened.status == RecordLayer::OpenStatus::kOk);
+    CHECK(opened.consumed == input.size());
+    CHECK(Bytes(out.begin(), out.begin() + static_cast<long>(opened.produced)) == range(50));
+    CHECK(s.toSend.empty());
+    CHECK(s.layer.readSeq() == 2);
+  }
+  SUBCASE("a ticket cut across records still fails") {
+    Server s(Suite::kAes128GcmSha256);
+    s.layer.ignoreSessionTickets();
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {4, 0, 0, 9, 1, kTypeHandshake}), out).status ==
+          RecordLayer::OpenStatus::kError);
+    CHECK(sentAlert(s, 0) == static_cast<int>(AlertCode::kUnexpectedMessage));
+  }
+  SUBCASE("another handshake message beside a ticket still fails") {
+    Server s(Suite::kAes128GcmSha256);
+    s.layer.ignoreSessionTickets();
+    CHECK(s.open(sealRaw(s.suite, s.client, 0, {4, 0, 0, 0, 13, 0, 0, 0, kTypeHandshake}), out)
+              .status == RecordLayer::OpenStatus::kError);
+  }
+}
+
+TEST_CASE("tls13 record: sealGather gives the records seal gives for the joined bytes") {
+  const Bytes all = range(40000, 3);
+  // Piece bounds on and off the 2^14 record bounds, empty pieces among them.
+  const std::vector<std::vector<size_t>> splits = {
+      {40000}, {0, 40000, 0}, {1, 16383, 1, 16384, 7231}, {5, 0, 9, 16384, 23602}, {20000, 20000}};
+  for (const auto& split : splits) {
+    CAPTURE(split.size());
+    Server a(Suite::kAes128GcmSha256, 0, 7);
+    Server b(Suite::kAes128GcmSha256, 0, 7);
+    Bytes joined;
+    REQUIRE(a.layer.seal(all, joined));
+    std::vector<std::span<const uint8_t>> pieces;
+    size_t at = 0;
+    for (size_t n : split) {
+      pieces.emplace_back(all.data() + at, n);
+      at += n;
+    }
+    REQUIRE(at == all.size());
+    Bytes gathered = {0xAA};  // appended after what is there
+    REQUIRE(b.layer.sealGather(pieces, gathered));
+    CHECK(Bytes(gathered.begin() + 1, gathered.end()) == joined);
+    CHECK(b.layer.writeSeq() == a.layer.writeSeq());
+  }
+  SUBCASE("nothing at all: one empty record, as seal") {
+    Server a(Suite::kAes128GcmSha256);
+    Server b(Suite::kAes128GcmSha256);
+    Bytes joined;
+    Bytes gathered;
+    REQUIRE(a.layer.seal({}, joined));
+    REQUIRE(b.layer.sealGather({}, gathered));
+    CHECK(gathered == joined);
+  }
+}

@@ -323,3 +323,50 @@ TEST_CASE("tls detach: what stays on OpenSSL, and still works") {
     link.exchange(5000, 3);
   }
 }
+
+TEST_CASE("tls detach: a client engine detaches too (otunnel's bridge), alone or with the server") {
+  for (bool serverToo : {false, true}) {
+    for (bool lend : {false, true}) {
+      CAPTURE(serverToo);
+      CAPTURE(lend);
+      auto client = clientCtx();
+      ot::tls::keepClientSessions(client.get());
+      Link link{Side(TlsEngine::client(client, "example.test", true, {}, true)),
+                Side(TlsEngine::server(serverCtx(), true))};
+      link.lend = lend;
+      link.pump();
+      REQUIRE(link.client.engine->handshakeDone());
+      link.exchange(10, 9);  // the upgrade: the server's tickets come before its answer
+      if (serverToo) link.server.engine->releaseHandshakeState();
+      link.client.engine->releaseHandshakeState();
+      CHECK_FALSE(link.client.engine->detached());
+      link.exchange(100, 1);  // the client's write proves its write side, the answer its read
+      CHECK(link.client.engine->detached());
+      CHECK(link.client.engine->takeDetachResult() == DetachResult::kDetached);
+      CHECK(link.server.engine->detached() == serverToo);
+      CHECK(link.client.engine->alpn() == "http/1.1");
+      for (size_t n : {size_t{1}, size_t{16384}, size_t{16385}, size_t{100000}}) {
+        CAPTURE(n);
+        link.exchange(n, 3);
+      }
+      // A KeyUpdate the server asks for is answered by the client's record layer.
+      if (!serverToo) {
+        REQUIRE(link.server.engine->keyUpdate(true));
+        link.exchange(3000, 7);
+        link.exchange(20, 8);
+      }
+      link.client.engine->shutdown();
+      link.pump();
+      CHECK(link.server.last == TlsStatus::kClosed);
+    }
+  }
+}
+
+TEST_CASE("tls detach: a client engine that keeps no secrets stays on OpenSSL") {
+  Link link = connect(clientCtx());
+  link.exchange(10, 9);
+  link.client.engine->releaseHandshakeState();
+  CHECK(link.client.engine->takeDetachResult() == DetachResult::kKeptNoSecrets);
+  link.exchange(5000, 3);
+  CHECK_FALSE(link.client.engine->detached());
+}
