@@ -24,8 +24,8 @@ namespace ot::relayd {
 struct MeshPeer {
   std::string machineId;
   std::string internalAddress;  // "host:port": where its relayd's internal listener is
-  // Linked to controld now. A peer whose link ended but whose relayd answers "alive" is kept
-  // (linked = false): visitors are still forwarded to it, but a forward from it is not believed.
+  // Linked to controld now, or held by it after its link ended while its relayd answers the
+  // signed liveness question: a forward from it is believed only when set.
   bool linked = true;
   bool operator==(const MeshPeer&) const = default;
 };

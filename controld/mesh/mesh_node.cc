@@ -408,13 +408,16 @@ void MeshNode::linkClosed(MeshLink& link) {
   auto active = active_.find(link.peerMachine());
   if (active != active_.end() && active->second == &link) {
     active_.erase(active);
-    routeFeed_.linked(link.peerMachine(), false);
     metrics_.linkDown();
     log_.info("mesh link down", {{"peer", link.peerMachine()},
                                  {"address", link.hello() ? link.hello()->address : std::string()},
                                  {"reason", link.closeReason()}});
     directory_.linkDown(peerKey(link), now);
     peerLinkEnded(link, now);
+    // A held machine's forwards are still believed by this machine's relayd: its own relayd
+    // answers the signed liveness question at its linked address (docs/mesh.md "A controld
+    // restart drops no tunnel"). Dropped, it stops being a peer altogether.
+    if (!alive_->held(link.peerMachine())) routeFeed_.linked(link.peerMachine(), false);
   } else if (link.outbound() && !link.wasUp()) {
     log_.debug("mesh dial ended", {{"address", link.dialTarget()}, {"reason", link.closeReason()}});
   }
@@ -441,6 +444,7 @@ void MeshNode::peerLinkEnded(const MeshLink& link, int64_t nowMs) {
 }
 
 void MeshNode::dropPeer(const std::string& machine, std::string_view reason) {
+  if (!active_.contains(machine)) routeFeed_.linked(machine, false);
   table_.dropMachine(machine);
   if (!reason.empty()) metrics_.machineDropped(reason);
   metrics_.tableEntries(table_.bridgeCount());

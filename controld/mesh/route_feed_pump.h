@@ -42,7 +42,8 @@ class RouteFeedPump final : public TableObserver {
   // Loop thread: closes the handles; later changes and requests are dropped.
   void close();
 
-  // Loop thread: a link to `machineId` came up or ended.
+  // Loop thread: `machineId`'s forwards are believed (a link came up) or not (its link ended and
+  // it is not held, or it was dropped).
   void linked(const std::string& machineId, bool up);
   // Any thread.
   void requestSnapshot(std::string relayKey);
