@@ -174,6 +174,9 @@ void ControldServer::buildIssuance() {
 
   registry_.emplace();
   hub_.emplace(*registry_);
+  // Changes the API and the job runner make reach this machine's relays and, with the mesh, every
+  // linked peer (docs/mesh.md "Events"). The node starts later (listen()); asked per change.
+  meshEvents_.emplace(*hub_, [this] { return mesh_.get(); });
   JobRunnerConfig runnerConfig;
   runnerConfig.owner = config_.identity.machineId;
   runnerConfig.domain = config_.domain;
@@ -181,7 +184,8 @@ void ControldServer::buildIssuance() {
   runnerConfig.retry.baseDelayMs = config_.issuanceRetryDelayMs;
   acmeMetrics_->hookInto(runnerConfig);
   runner_.emplace(runnerConfig, JobRunnerStores{*store_, *store_, *store_, *store_}, issuer(),
-                  *hub_);
+                  *meshEvents_);
+  meshEvents_->setLocalNotifier(&*runner_);
   runner_->setCaCooldown(cooldown_.get());
 
   // Leftover challenge records: one machine at a time sweeps them (a lease in meta). The names
@@ -209,7 +213,7 @@ void ControldServer::buildApi() {
   serviceConfig.issuanceBacklogLimit = config_.issuanceBacklogLimit;
   serviceConfig.onLimited = limitedCounter(metrics_);
   service_.emplace(serviceConfig, TunnelServiceStores{*store_, *store_, *store_, *store_},
-                   *registry_, *hub_, *runner_, ot::unixNowMs);
+                   *registry_, *meshEvents_, *meshEvents_, ot::unixNowMs);
   // The mesh node starts later (listen()), before the API serves; the source asks for it per call.
   adminStats_.emplace(*store_, *registry_, config_.identity.machineId, config_.identity.region,
                       metrics_.startedAt(), [this] { return mesh_.get(); });
@@ -267,6 +271,10 @@ std::optional<int> ControldServer::listen() {
   if (meshSettings_) {
     if (!makeSocketDirectory(meshSettings_->handoffSocket)) return 1;
     mesh_ = std::make_unique<mesh::MeshNode>(*meshSettings_, metrics_);
+    // Peers' events: the record read again and pushed to this machine's relays, off the loop.
+    peerEvents_ = std::make_unique<mesh::PeerEventApplier>(*store_, *hub_, *runner_);
+    peerEvents_->start();
+    mesh_->setPeerEvents([this](const mesh::FrameBody& event) { peerEvents_->apply(event); });
     mesh_->routeFeed().setSink(relayHubFeedSink(*hub_));  // relayd's copy of the table
     if (auto started = mesh_->start(); !started.ok()) {
       log::error("cannot start the mesh node",
@@ -351,6 +359,7 @@ void ControldServer::stop() {
     registry_->setObserver(nullptr);
     hub_->setMeshSnapshotHandler(nullptr);
     mesh_->stop();
+    peerEvents_->stop();
   }
   metricsServer_->stop();
   hub_->shutdown();

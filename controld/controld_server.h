@@ -46,6 +46,7 @@
 #include "controld/issuance/job_gauges.h"
 #include "controld/issuance/job_runner.h"
 #include "controld/issuance/local_ca.h"
+#include "controld/mesh/mesh_events.h"
 #include "controld/mesh/mesh_node.h"
 #include "controld/mesh/mesh_settings.h"
 #include "controld/relays/attach_bookkeeper.h"
@@ -108,6 +109,7 @@ class ControldServer {
   std::unique_ptr<CaCooldownGate> cooldown_;  // ACME only: the local CA cannot be overloaded
   std::optional<BridgeRegistry> registry_;
   std::optional<RelayHub> hub_;
+  std::optional<mesh::MeshEventPublisher> meshEvents_;  // the hub, and the mesh's events
   std::optional<JobRunner> runner_;
   std::unique_ptr<DnsSweeper> sweeper_;  // ACME only
   std::optional<TunnelService> service_;
@@ -129,6 +131,7 @@ class ControldServer {
   std::optional<HttpServer> metricsServer_;
   // The region mesh's node (INTERNAL_LISTEN only): its own loop thread, observing registry_.
   std::unique_ptr<mesh::MeshNode> mesh_;
+  std::unique_ptr<mesh::PeerEventApplier> peerEvents_;  // with the mesh node
 };
 
 }  // namespace ot::controld

@@ -393,9 +393,12 @@ void MeshNode::applyTable(MeshLink& link, Frame& frame) {
   } else if (std::holds_alternative<Ping>(frame.body)) {
     return;
   } else {
-    // Events: only leaving acts in this step (the others come with the cached-record rules).
+    // Events: leaving marks the machine draining; the others go to the peer-event handler
+    // (mesh_events.h: the record read again and pushed to this machine's relays).
     if (std::holds_alternative<Leaving>(frame.body)) {
       update = table_.setDraining(hello.machine, hello.epoch, true);
+    } else if (peerEvents_) {
+      peerEvents_(frame.body);
     }
     metrics_.propagation("event", delay);
   }

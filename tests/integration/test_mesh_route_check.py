@@ -133,3 +133,18 @@ def test_unsigned_and_forged_route_checks_are_refused(two_machines):
     assert status == 404, body
     refused = a.route_checks("answered", "refused")
     assert refused == 2, refused
+
+
+def test_a_tunnel_deleted_on_one_machine_closes_its_bridges_on_the_other(two_machines, tmp_path):
+    """Events (docs/mesh.md "Events"): the deletion made through A's API reaches B's controld as
+    a tunnel-deleted event; B reads the tunnel again, finds it deleted, and its relayd closes the
+    tunnel's bridge there."""
+    a, b = two_machines
+    tunnel = bc.create_ready_tunnel(a.stack.relayd, tmp_path)
+    bridge, answer = attach(b, tunnel, [""])
+    assert answer["type"] == "attached", answer
+    deleted = a.stack.relayd.api("DELETE", f"/api/tunnel/{tunnel['id']}", token=tunnel["token"])
+    assert deleted.status == 200, deleted
+    code, _ = bridge.wait_close(timeout=15)
+    assert code == 1000, code
+    bridge.close()
