@@ -275,6 +275,10 @@ std::optional<int> ControldServer::listen() {
     peerEvents_ = std::make_unique<mesh::PeerEventApplier>(*store_, *hub_, *runner_);
     peerEvents_->start();
     mesh_->setPeerEvents([this](const mesh::FrameBody& event) { peerEvents_->apply(event); });
+    // relayd draining (SIGTERM): peers drop this machine's bridges at once and stop forwarding.
+    hub_->setDrainingHandler([this](bool draining) {
+      if (mesh_) mesh_->setLeaving(draining);
+    });
     mesh_->routeFeed().setSink(relayHubFeedSink(*hub_));  // relayd's copy of the table
     if (auto started = mesh_->start(); !started.ok()) {
       log::error("cannot start the mesh node",
@@ -358,6 +362,7 @@ void ControldServer::stop() {
   if (mesh_) {
     registry_->setObserver(nullptr);
     hub_->setMeshSnapshotHandler(nullptr);
+    hub_->setDrainingHandler(nullptr);
     mesh_->stop();
     peerEvents_->stop();
   }

@@ -299,7 +299,7 @@ void MeshNode::linkProven(MeshLink& link) {
 void MeshNode::sendHelloAndSnapshot(MeshLink& link) {
   const int64_t now = unixNowMs();
   link.send(Frame{now, Hello{kLinkFormatVersion, settings_.machineId, settings_.region,
-                             selfAddress_, epoch_, startedAtMs_, false}});
+                             selfAddress_, epoch_, startedAtMs_, leaving_}});
   const auto bridges = local_.snapshot();
   bool first = true;
   for (auto& part : encodeSnapshot(bridges, local_.sequence(), now)) {
@@ -396,6 +396,7 @@ void MeshNode::applyTable(MeshLink& link, Frame& frame) {
     // Events: leaving marks the machine draining; the others go to the peer-event handler
     // (mesh_events.h: the record read again and pushed to this machine's relays).
     if (std::holds_alternative<Leaving>(frame.body)) {
+      log_.info("mesh peer leaving", {{"peer", hello.machine}});
       update = table_.setDraining(hello.machine, hello.epoch, true);
     } else if (peerEvents_) {
       peerEvents_(frame.body);

@@ -99,6 +99,11 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   // to every proven link. setPeerEvents(): before start(); called on the loop with each event a
   // peer sends (tunnel created, certificate changed, tunnel deleted, job enqueued).
   void broadcast(FrameBody event);
+  // setLeaving(true): this machine is draining (its relayd said so): `leaving` goes to every
+  // linked peer once, and every later hello says draining. setLeaving(false) after that (a relayd
+  // serving again under the same controld): every link is closed, so peers redial and take the
+  // new hello and snapshot. Any thread; repeats change nothing.
+  void setLeaving(bool leaving);
   void setPeerEvents(std::function<void(const FrameBody&)> handler) {
     peerEvents_ = std::move(handler);
   }
@@ -193,6 +198,7 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   std::unique_ptr<InternalExchanges> exchanges_;
   NonceWindow routeCheckNonces_;
   std::function<void(const FrameBody&)> peerEvents_;
+  bool leaving_ = false;  // loop thread
   std::map<std::string, prometheus::Counter*, std::less<>> routeCheckCounters_;
 };
 

@@ -213,6 +213,16 @@ RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void(
     superseded->cancelStream();
   }
   meshSnapshotWanted(session);  // after SessionAccepted: the snapshot comes before any delta
+  if (session->info_.draining) {
+    markDraining(session);  // a relay that reconnects while draining
+  } else {
+    std::function<void(bool)> handler;
+    {
+      const std::lock_guard lock(mutex_);
+      handler = drainingHandler_;
+    }
+    if (handler) handler(false);
+  }
   return session;
 }
 
@@ -244,9 +254,19 @@ void RelayHub::bridgeDetached(const SessionPtr& session, const std::string& brid
   registry_.detached(session->relayKey_, bridgeId);
 }
 
-void RelayHub::markDraining(const SessionPtr& session) {
+void RelayHub::setDrainingHandler(std::function<void(bool)> handler) {
   const std::lock_guard lock(mutex_);
-  session->info_.draining = true;
+  drainingHandler_ = std::move(handler);
+}
+
+void RelayHub::markDraining(const SessionPtr& session) {
+  std::function<void(bool)> handler;
+  {
+    const std::lock_guard lock(mutex_);
+    session->info_.draining = true;
+    handler = drainingHandler_;
+  }
+  if (handler) handler(true);
 }
 
 void RelayHub::counters(const SessionPtr& session, const cv1::Counters& counters) {

@@ -113,6 +113,10 @@ class RelayHub final : public RecordPublisher {
   // must not block (the mesh node queues the request to its loop). Unset: the mesh is off and
   // nothing of it is sent.
   void setMeshSnapshotHandler(std::function<void(const std::string& relayKey)> handler);
+  // Called (outside the hub's lock) with true when a relay says it is draining (its Draining
+  // message, or a hello with draining set) and with false when a relay's session opens serving:
+  // the mesh node leaves the mesh, or rejoins it.
+  void setDrainingHandler(std::function<void(bool draining)> handler);
   // From the mesh loop: snapshot parts for the relay's live session, which from now on also gets
   // every meshDelta; and a delta for every live session that had a snapshot. Both only queue.
   void meshSnapshot(const std::string& relayKey, std::vector<cv1::ControlMessage> parts);
@@ -163,6 +167,7 @@ class RelayHub final : public RecordPublisher {
   AckHandler ackHandler_;
   CountersHandler countersHandler_;
   AttachedHandler attachedHandler_;
+  std::function<void(bool)> drainingHandler_;
   std::function<void(const std::string& relayKey)> meshSnapshotHandler_;
 };
 
