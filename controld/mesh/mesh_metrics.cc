@@ -41,6 +41,11 @@ prometheus::Histogram::BucketBoundaries propagationBuckets() {
 
 MeshMetrics::MeshMetrics(metrics::Metrics& metrics)
     : metrics_(metrics),
+      tableBridgesFamily_(prometheus::BuildGauge()
+                              .Name("opentunnel_mesh_table_bridges")
+                              .Help("bridges in this machine's mesh view per machine holding them "
+                                    "(itself included)")
+                              .Register(*metrics.registry())),
       linksUp_(metrics.counter("opentunnel_mesh_links_total",
                                "mesh links that came up or went down", {{"event", "up"}})),
       linksDown_(metrics.counter("opentunnel_mesh_links_total",
@@ -154,6 +159,21 @@ void MeshMetrics::machineDropped(std::string_view reason) {
       .counter("opentunnel_mesh_machines_dropped_total", kDroppedHelp,
                {{"reason", std::string(reason)}})
       .Increment();
+}
+
+void MeshMetrics::tableBridges(const std::vector<std::pair<std::string, size_t>>& byMachine) {
+  std::map<std::string, prometheus::Gauge*, std::less<>> next;
+  for (const auto& [machine, bridges] : byMachine) {
+    auto found = tableBridges_.find(machine);
+    prometheus::Gauge* gauge = found != tableBridges_.end()
+                                   ? found->second
+                                   : &tableBridgesFamily_.Add({{"machine", machine}});
+    if (found != tableBridges_.end()) tableBridges_.erase(found);
+    gauge->Set(static_cast<double>(bridges));
+    next.emplace(machine, gauge);
+  }
+  for (auto& [machine, gauge] : tableBridges_) tableBridgesFamily_.Remove(gauge);
+  tableBridges_ = std::move(next);
 }
 
 }  // namespace ot::mesh

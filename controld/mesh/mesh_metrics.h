@@ -1,11 +1,16 @@
 // The mesh node's metrics (docs/mesh.md "Metrics"), registered once on controld's registry when the
-// node is built. No label names a tunnel, an address or a machine: directions, frame types, link
-// events, peer states and error reasons are fixed sets. Counters and gauges are atomic, so the
-// node's loop thread updates them while /metrics renders.
+// node is built. No label names a tunnel or an address: directions, frame types, link events, peer
+// states and error reasons are fixed sets; opentunnel_mesh_table_bridges alone is per machine (the
+// spec's), a series per machine in the table, removed when the machine leaves it. Counters and
+// gauges are atomic, so the node's loop thread updates them while /metrics renders.
 #pragma once
 
 #include <array>
+#include <map>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/metrics.h"
 
@@ -41,9 +46,12 @@ class MeshMetrics {
   // opentunnel_mesh_links_deferred_total: links handed over before this life's first relayd
   // snapshot, held back until it came.
   void linkDeferred() { linksDeferred_.Increment(); }
+  // opentunnel_mesh_table_bridges{machine}: bridges per machine holding them, this one included.
+  void tableBridges(const std::vector<std::pair<std::string, size_t>>& byMachine);
 
  private:
   metrics::Metrics& metrics_;
+  prometheus::Family<prometheus::Gauge>& tableBridgesFamily_;
   prometheus::Counter& linksUp_;
   prometheus::Counter& linksDown_;
   prometheus::Gauge& peersUp_;
@@ -58,6 +66,7 @@ class MeshMetrics {
   prometheus::Gauge& localBridges_;
   prometheus::Gauge& heldMachines_;
   prometheus::Counter& linksDeferred_;
+  std::map<std::string, prometheus::Gauge*, std::less<>> tableBridges_;
 };
 
 }  // namespace ot::mesh

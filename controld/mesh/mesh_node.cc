@@ -477,6 +477,9 @@ void MeshNode::tick() {
 void MeshNode::updateGauges() {
   metrics_.peers(directory_.count(PeerState::kUp), directory_.count(PeerState::kConnecting),
                  directory_.count(PeerState::kUnreachable));
+  auto byMachine = table_.bridgesByMachine();  // counts only: no pass over the entries
+  byMachine.insert(byMachine.begin(), {settings_.machineId, local_.size()});
+  metrics_.tableBridges(byMachine);
 }
 
 }  // namespace ot::mesh

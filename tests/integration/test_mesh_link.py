@@ -83,6 +83,11 @@ def test_two_machines_link_through_their_relayds_and_share_their_bridges(two_mac
     a.wait_controld(lambda m: m.get("opentunnel_mesh_table_entries") == 2,
                     "machine-b's two bridges in its table")
     assert b.controld_metrics().get("opentunnel_mesh_local_bridges") == 2
+    # Bridges per machine holding them, this machine included (the spec's gauge).
+    a.wait_controld(lambda m: m.get("opentunnel_mesh_table_bridges", machine="machine-b") == 2,
+                    "machine-b's two bridges by machine")
+    assert a.controld_metrics().get("opentunnel_mesh_table_bridges", machine="machine-a") == 0
+    assert b.controld_metrics().get("opentunnel_mesh_table_bridges", machine="machine-b") == 2
 
     tunnel.process.terminate()
     tunnel.process.wait(timeout=10)
