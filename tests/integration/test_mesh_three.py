@@ -6,6 +6,7 @@ C hold A's entries while A's relayd answers, docs/mesh.md "A controld restart dr
 a machine really gone (relayd and controld killed) is dropped by B and C, whose visitors for its
 tunnel are then refused at once rather than hung.
 """
+import re
 import signal
 import threading
 import time
@@ -55,6 +56,11 @@ def visitors(machine, outcome):
 def wait_routes(machine, count, what):
     machine.stack.relayd.wait_metric(
         lambda m: m.get("opentunnel_mesh_table_routes") == count, timeout=20, what=what)
+
+
+def good_answers(metrics):
+    return (metrics.get("opentunnel_mesh_alive_checks_total", result="serving")
+            + metrics.get("opentunnel_mesh_alive_checks_total", result="control_down"))
 
 
 def total(metrics, name):
@@ -114,6 +120,12 @@ class Load:
         self.thread.join(timeout=60)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "product bug: A's restarted controld sends its relayd's new control session a mesh table "
+    "snapshot with peers=0 linked=0 (it links B and C only after that session's snapshot), so "
+    "until the link deltas arrive A's relayd refuses B's and C's forwards (`forward refused "
+    "reason=not_linked`); a visitor at C landing in that window fails with curl (35) "
+    "SSL_ERROR_SYSCALL (C logs `forward failed ... reason=io error=\"closed before answering\"`)"))
 def test_a_controld_restart_under_load_fails_no_visitor(three_machines):
     a, b, c = three_machines
     tunnel = attach_on_a(three_machines)
@@ -126,8 +138,11 @@ def test_a_controld_restart_under_load_fails_no_visitor(three_machines):
         for machine in (b, c):
             machine.wait_controld(lambda m: m.get("opentunnel_mesh_held_machines") == 1,
                                   "machine-a held")
-        # Keep the load on while A is held: twenty more visitors (a few seconds), counted.
-        load.wait_done(load.done + 20, "curls while machine-a is held")
+        # Keep the load on while A is held, past the dead time: twenty good answers from A's
+        # relayd to each of B and C at one every 100 ms (a few seconds).
+        for machine in (b, c):
+            machine.wait_controld(lambda m: good_answers(m) >= 20, "machine-a's relayd answering")
+        assert not load.failures, load.failures
         restarted_at = load.done
         res.restart_controld(a.stack.controld)
         for machine in (b, c):
@@ -138,8 +153,15 @@ def test_a_controld_restart_under_load_fails_no_visitor(three_machines):
         load.wait_done(load.done + 4, "curls after the restart")
     finally:
         load.stop()
+    # A's relayd must go on believing B's and C's forwards across its controld's restart: no
+    # snapshot of the new session may take them away (the window where visitors at B and C fail,
+    # which the load above hits only when a curl lands in it).
+    snapshots = [line for line in a.stack.relayd.log_text().splitlines()
+                 if "mesh table snapshot applied" in line]
+    assert len(snapshots) == 2, snapshots  # one per control session
+    assert re.search(r"\blinked=2\b", snapshots[-1]), snapshots[-1]
     assert load.failures == []
-    assert restarted_at - killed_at >= 20
+    assert restarted_at - killed_at >= 20, restarted_at - killed_at
     forwarded = sum(visitors(machine, "forwarded_out") for machine in (b, c))
     assert forwarded == load.done
     assert visitors(a, "forwarded_in") == load.done
@@ -165,12 +187,16 @@ def test_a_machine_really_gone_is_dropped_and_its_visitors_refused(three_machine
         assert gone.get("opentunnel_mesh_table_entries") == 0, machine.name
         wait_routes(machine, 0, "machine-a's route gone from its relayd copy")
 
-    rejected = visitors(b, "rejected_unknown_tunnel")
+    # Refused by B's relayd itself: the tunnel is unknown there (its own store never had it) or,
+    # once the mesh events fed it the tunnel from the shared database, known with no bridge.
+    def rejected():
+        return visitors(b, "rejected_unknown_tunnel") + visitors(b, "rejected_no_bridge")
+    refused = rejected()
     started = time.monotonic()
     result = visit(b, tunnel, a.stack.ca_file, max_time="10")
     elapsed = time.monotonic() - started
     assert result.returncode != 0
     assert result.returncode != 28, "the visitor hung until curl's --max-time"  # 28: timeout
     assert elapsed < 5.0, elapsed
-    assert visitors(b, "rejected_unknown_tunnel") == rejected + 1
+    assert rejected() == refused + 1
     assert visitors(b, "forwarded_out") == 1
