@@ -55,6 +55,7 @@ Status MeshNode::start() {
                 [](uv_async_t* async) { static_cast<MeshNode*>(async->data)->runTasks(); });
   wake_.data = this;
   routeFeed_.start(&loop_);
+  routeFeed_.holdSnapshots(true);  // until the links are settled (updateSettled)
   uv_timer_init(&loop_, &tickTimer_);
   tickTimer_.data = this;
   const auto tickMs = static_cast<uint64_t>(
@@ -228,6 +229,7 @@ void MeshNode::updateGate(bool relaySnapshot) {
   const auto opened = gate_->update(static_cast<int64_t>(uv_now(&loop_)), relaySnapshot);
   if (!opened) return;
   log_.info("mesh node linking", {{"after", *opened}, {"deferred_links", gate_->deferred()}});
+  gateOpenedAtMs_ = static_cast<int64_t>(uv_now(&loop_));
   for (auto& received : gate_->takeDeferred()) acceptHandoff(std::move(received));
   tick();
 }
@@ -361,6 +363,7 @@ void MeshNode::onHello(MeshLink& link, const Hello& hello) {
   }
   active_[hello.machine] = &link;
   routeFeed_.linked(hello.machine, true);
+  updateSettled();
   link.markUp();
   directory_.linkUp(peerKey(link), hello.machine);
   metrics_.linkUp();
@@ -470,8 +473,24 @@ void MeshNode::tick() {
   }
   directory_.expire(now);
   if (!gate_->open()) return updateGauges();
+  updateSettled();
   for (const auto& address : directory_.dueDials(now)) startDial(address);
   updateGauges();
+}
+
+// relayd's table snapshots wait until this life's links are settled: the gate is open and no
+// peer is still connecting, or kSettleMs passed since it opened. A relayd that kept its copy
+// through a controld restart goes on believing its peers meanwhile, instead of being handed a
+// table in which no peer is linked yet (and refusing their forwards until the links come up).
+void MeshNode::updateSettled() {
+  if (settled_ || !gate_->open()) return;
+  const auto now = static_cast<int64_t>(uv_now(&loop_));
+  const size_t connecting = directory_.count(PeerState::kConnecting);
+  if (connecting > 0 && now - gateOpenedAtMs_ < kSettleMs) return;
+  settled_ = true;
+  log_.info("mesh links settled: relayd's table follows",
+            {{"linked", active_.size()}, {"connecting", connecting}});
+  routeFeed_.holdSnapshots(false);
 }
 
 void MeshNode::updateGauges() {

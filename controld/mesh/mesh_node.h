@@ -152,6 +152,9 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void dropPeer(const std::string& machine, std::string_view reason);
   // Opens the link gate when due (LinkGate) and takes up the links it kept.
   void updateGate(bool relaySnapshot);
+  // Releases relayd's table snapshots once the links are settled (mesh_node.cc).
+  void updateSettled();
+  static constexpr int64_t kSettleMs = 5'000;
   [[nodiscard]] std::string peerKey(const MeshLink& link) const;
   void refuse(MeshLink& link, std::string_view reason);
   void updateGauges();
@@ -199,6 +202,8 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   NonceWindow routeCheckNonces_;
   std::function<void(const FrameBody&)> peerEvents_;
   bool leaving_ = false;  // loop thread
+  bool settled_ = false;  // loop thread: relayd's table snapshots released
+  int64_t gateOpenedAtMs_ = 0;
   std::map<std::string, prometheus::Counter*, std::less<>> routeCheckCounters_;
 };
 

@@ -89,7 +89,14 @@ void RouteFeedPump::flush() {
   if (auto delta = feed_.takeDelta(); delta && sink_.delta) sink_.delta(*delta);
 }
 
+void RouteFeedPump::holdSnapshots(bool held) {
+  if (held_ == held) return;
+  held_ = held;
+  if (!held_) serveRequests();
+}
+
 void RouteFeedPump::serveRequests() {
+  if (held_) return;
   std::vector<std::string> requests;
   {
     const std::lock_guard lock(mutex_);

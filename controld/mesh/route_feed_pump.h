@@ -47,6 +47,11 @@ class RouteFeedPump final : public TableObserver {
   void linked(const std::string& machineId, bool up);
   // Any thread.
   void requestSnapshot(std::string relayKey);
+  // Loop thread. While held, snapshot requests wait (the relay keeps forwarding by the copy it
+  // has): a new controld life holds them until its links are settled, so a relayd that kept its
+  // copy across the restart is not handed a table without its peers (docs/mesh.md "The
+  // control-session feed"). Releasing serves the waiting requests.
+  void holdSnapshots(bool held);
 
   [[nodiscard]] const RouteFeed& feed() const { return feed_; }
 
@@ -70,6 +75,7 @@ class RouteFeedPump final : public TableObserver {
   uv_async_t wake_{};
   bool running_ = false;  // loop thread
   bool armed_ = false;
+  bool held_ = false;  // loop thread
 
   std::mutex mutex_;
   std::vector<std::string> requests_;  // under mutex_

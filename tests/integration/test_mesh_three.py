@@ -120,12 +120,6 @@ class Load:
         self.thread.join(timeout=60)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: A's restarted controld sends its relayd's new control session a mesh table "
-    "snapshot with peers=0 linked=0 (it links B and C only after that session's snapshot), so "
-    "until the link deltas arrive A's relayd refuses B's and C's forwards (`forward refused "
-    "reason=not_linked`); a visitor at C landing in that window fails with curl (35) "
-    "SSL_ERROR_SYSCALL (C logs `forward failed ... reason=io error=\"closed before answering\"`)"))
 def test_a_controld_restart_under_load_fails_no_visitor(three_machines):
     a, b, c = three_machines
     tunnel = attach_on_a(three_machines)
