@@ -6,22 +6,11 @@
 #include <utility>
 
 #include "common/crypto.h"
-#include "common/text.h"
 
 namespace ot::controld {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::optional<std::string_view> bearer(const ApiRequest& request) {
-  const auto header = request.header("Authorization");
-  if (!header) return std::nullopt;
-  const std::string_view value = trimOws(*header);
-  constexpr std::string_view kScheme = "Bearer ";
-  if (value.size() <= kScheme.size() || !equalsIgnoreCase(value.substr(0, kScheme.size()), kScheme))
-    return std::nullopt;
-  return trimOws(value.substr(kScheme.size()));
-}
 
 ApiResponse unauthorized(std::string message) {
   ApiResponse response = ApiResponse::error(401, "UnauthorizedError", std::move(message));
@@ -88,7 +77,7 @@ void addAdminRoutes(ApiRouter& router, const AdminApi& admin) {
   router.add({"POST", "/api/admin/stats", statsDoc(),
               [tokenHash, gather = admin.gatherStats](const ApiRequest& request,
                                                       const PathParams&) -> ApiResponse {
-                const auto token = bearer(request);
+                const auto token = bearerToken(request);
                 if (!token) return unauthorized("a bearer token is required");
                 const crypto::Sha256Digest given = crypto::sha256(*token);
                 if (!crypto::constantTimeEqual(given, *tokenHash))

@@ -18,23 +18,6 @@ using Json = nlohmann::ordered_json;
 
 // ---- Reading requests ----
 
-// The token of "Authorization: Bearer <token>"; std::nullopt when there is none (or another
-// scheme), which the service answers with 401 before reading anything.
-std::optional<std::string> bearerToken(const ApiRequest& request) {
-  const auto header = request.header("Authorization");
-  if (!header) return std::nullopt;
-  const std::string_view value = trimOws(*header);
-  constexpr std::string_view kScheme = "Bearer";
-  if (value.size() <= kScheme.size() ||
-      !equalsIgnoreCase(value.substr(0, kScheme.size()), kScheme) ||
-      (value[kScheme.size()] != ' ' && value[kScheme.size()] != '\t')) {
-    return std::nullopt;
-  }
-  const std::string_view token = trimOws(value.substr(kScheme.size()));
-  if (token.empty()) return std::nullopt;
-  return std::string(token);
-}
-
 bool isJsonMediaType(std::string_view contentType) {
   const size_t semicolon = contentType.find(';');
   return equalsIgnoreCase(trimOws(contentType.substr(0, semicolon)), "application/json");

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
+
 namespace ot::controld {
 
 std::optional<std::string_view> ApiRequest::header(std::string_view name) const {
@@ -57,6 +59,21 @@ ApiResponse ApiResponse::error(int status, std::string_view tag, std::string_vie
   nlohmann::ordered_json body = {{"_tag", tag}, {"message", message}};
   // replace: a message built from client input may hold invalid UTF-8.
   return json(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+std::optional<std::string> bearerToken(const ApiRequest& request) {
+  const auto header = request.header("Authorization");
+  if (!header) return std::nullopt;
+  const std::string_view value = trimOws(*header);
+  constexpr std::string_view kScheme = "Bearer";
+  if (value.size() <= kScheme.size() ||
+      !equalsIgnoreCase(value.substr(0, kScheme.size()), kScheme) ||
+      (value[kScheme.size()] != ' ' && value[kScheme.size()] != '\t')) {
+    return std::nullopt;
+  }
+  const std::string_view token = trimOws(value.substr(kScheme.size()));
+  if (token.empty()) return std::nullopt;
+  return std::string(token);
 }
 
 }  // namespace ot::controld

@@ -29,6 +29,10 @@ struct ApiRequest {
   [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const;
 };
 
+// The token of "Authorization: Bearer <token>"; std::nullopt when there is none (or another
+// scheme). Shared by the tunnel routes and the admin routes.
+[[nodiscard]] std::optional<std::string> bearerToken(const ApiRequest& request);
+
 struct ApiResponse {
   int status = 200;
   std::vector<std::pair<std::string, std::string>>
