@@ -10,9 +10,8 @@ the tunnel's name to B's relayd and verifying the certificate with A's local CA.
 """
 import pytest
 
-import harness
 import relay_harness as rh
-from test_mesh_link import Machine, peers_up
+from test_mesh_link import pair, peers_up
 
 # A held peer must answer the liveness question every MESH_DEAD_MS: 1.5 s, which a loaded 2-core
 # box does not miss (500 ms sometimes is).
@@ -21,18 +20,8 @@ HOLD = {"MESH_DEAD_MS": "1500", "MESH_HOLD_MS": "60000"}
 
 @pytest.fixture
 def two_machines(tmp_path):
-    port_a = harness.free_port("127.0.0.11")
-    port_b = harness.free_port("127.0.0.12")
-    machines = []
-    try:
-        machines.append(Machine(tmp_path, "machine-a", "127.0.0.11", port_a,
-                                f"127.0.0.12:{port_b}", controld_env=HOLD))
-        machines.append(Machine(tmp_path, "machine-b", "127.0.0.12", port_b,
-                                f"127.0.0.11:{port_a}", controld_env=HOLD))
+    with pair(tmp_path, HOLD) as machines:
         yield machines
-    finally:
-        for machine in machines:
-            machine.stack.close()
 
 
 def visit(machine, tunnel, ca_file):

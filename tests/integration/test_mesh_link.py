@@ -8,6 +8,7 @@ closes.
 Each machine has its own SQLite database here: links and the bridge table need no shared one
 (the tests that forward visitors and share tunnels use one MariaDB).
 """
+import contextlib
 import http.client
 
 import pytest
@@ -49,20 +50,28 @@ class Machine:
         return harness.wait_until(check, timeout, f"{self.name}: {what}")
 
 
-@pytest.fixture
-def two_machines(tmp_path):
+@contextlib.contextmanager
+def pair(tmp_path, controld_env=None):
+    """machine-a on 127.0.0.11 and machine-b on .12, each peering with the other; both closed
+    on exit."""
     port_a = harness.free_port("127.0.0.11")
     port_b = harness.free_port("127.0.0.12")
     machines = []
     try:
         machines.append(Machine(tmp_path, "machine-a", "127.0.0.11", port_a,
-                                f"127.0.0.12:{port_b}"))
+                                f"127.0.0.12:{port_b}", controld_env=controld_env))
         machines.append(Machine(tmp_path, "machine-b", "127.0.0.12", port_b,
-                                f"127.0.0.11:{port_a}"))
+                                f"127.0.0.11:{port_a}", controld_env=controld_env))
         yield machines
     finally:
         for machine in machines:
             machine.stack.close()
+
+
+@pytest.fixture
+def two_machines(tmp_path):
+    with pair(tmp_path) as machines:
+        yield machines
 
 
 def peers_up(metrics):
