@@ -1,6 +1,5 @@
 #include "controld/mesh/alive_asker.h"
 
-#include <array>
 #include <optional>
 #include <utility>
 
@@ -11,144 +10,50 @@
 
 namespace ot::mesh {
 
-// One question's connection. Owns itself: deleted once its two handles have closed, after it
-// finished (answered, failed, timed out) or was cancelled. `done` is called at most once, never
-// after cancel().
-class AliveQuestion {
- public:
-  using Done = std::function<void(AliveCheckResult)>;
+namespace {
 
-  AliveQuestion(uv_loop_t* loop, std::string secret, SignedEnvelope envelope, Done done)
-      : secret_(std::move(secret)), envelope_(std::move(envelope)), done_(std::move(done)) {
-    uv_tcp_init(loop, &tcp_);
-    tcp_.data = this;
-    uv_timer_init(loop, &timer_);
-    timer_.data = this;
-  }
-  AliveQuestion(const AliveQuestion&) = delete;
-  AliveQuestion& operator=(const AliveQuestion&) = delete;
+// The answer is one line; a few bytes past it (nothing should follow) do not make it too large.
+constexpr size_t kMaxAnswerBytes = 4 * kMaxHeaderLine;
 
-  // `target` or `line` missing: the question fails (refused) on the next loop turn, never inside
-  // this call, so the caller has recorded the question before it can end.
-  void start(const sockaddr_storage& source, const std::optional<sockaddr_storage>& target,
-             std::string line, int64_t timeoutMs) {
-    line_ = std::move(line);
-    if (!target || line_.empty() ||
-        uv_tcp_bind(&tcp_, reinterpret_cast<const sockaddr*>(&source), 0) != 0) {
-      return failSoon();
+HttpParse answerLine(std::string_view bytes) {
+  if (bytes.find('\n') != std::string_view::npos) return HttpParse::kComplete;
+  return bytes.size() >= kMaxHeaderLine ? HttpParse::kInvalid : HttpParse::kNeedMore;
+}
+
+AliveCheckResult judge(const std::optional<std::string>& bytes, ExchangeEnd end,
+                       std::string_view secret, const SignedEnvelope& envelope) {
+  if (!bytes) {
+    switch (end) {
+      case ExchangeEnd::kRefused:
+        return AliveCheckResult::kRefused;
+      case ExchangeEnd::kTimeout:
+        return AliveCheckResult::kTimeout;
+      case ExchangeEnd::kTooLarge:
+        return AliveCheckResult::kBadAnswer;
+      case ExchangeEnd::kComplete:
+      case ExchangeEnd::kClosed:
+        return AliveCheckResult::kClosed;
     }
-    connect_.data = this;
-    if (uv_tcp_connect(&connect_, &tcp_, reinterpret_cast<const sockaddr*>(&*target), onConnect) !=
-        0) {
-      return failSoon();
-    }
-    uv_timer_start(
-        &timer_,
-        [](uv_timer_t* timer) {
-          static_cast<AliveQuestion*>(timer->data)->finish(AliveCheckResult::kTimeout);
-        },
-        static_cast<uint64_t>(timeoutMs), 0);
   }
-
-  void cancel() {
-    done_ = nullptr;
-    finish(AliveCheckResult::kClosed);
+  const size_t newline = bytes->find('\n');
+  if (newline == std::string::npos || newline + 1 > kMaxHeaderLine) {
+    return AliveCheckResult::kBadAnswer;
   }
-
- private:
-  void failSoon() {
-    uv_timer_start(
-        &timer_,
-        [](uv_timer_t* timer) {
-          static_cast<AliveQuestion*>(timer->data)->finish(AliveCheckResult::kRefused);
-        },
-        0, 0);
+  const auto verified =
+      verifyAliveAnswer(std::string_view(*bytes).substr(0, newline), secret, envelope, unixNowMs());
+  if (!verified) return AliveCheckResult::kBadAnswer;
+  switch (*verified) {
+    case AliveState::kServing:
+      return AliveCheckResult::kServing;
+    case AliveState::kControlDown:
+      return AliveCheckResult::kControlDown;
+    case AliveState::kDraining:
+      return AliveCheckResult::kDraining;
   }
+  return AliveCheckResult::kBadAnswer;
+}
 
-  static void onConnect(uv_connect_t* request, int status) {
-    auto* question = static_cast<AliveQuestion*>(request->data);
-    if (status == UV_ECANCELED || question->finished_) return;
-    if (status != 0) return question->finish(AliveCheckResult::kRefused);
-    uv_buf_t buf =
-        uv_buf_init(question->line_.data(), static_cast<unsigned int>(question->line_.size()));
-    question->write_.data = question;
-    if (uv_write(&question->write_, question->stream(), &buf, 1, onWritten) != 0) {
-      return question->finish(AliveCheckResult::kClosed);
-    }
-    const int rc = uv_read_start(
-        question->stream(),
-        [](uv_handle_t* handle, size_t, uv_buf_t* out) {
-          auto* self = static_cast<AliveQuestion*>(handle->data);
-          *out = uv_buf_init(self->buffer_.data(), static_cast<unsigned int>(self->buffer_.size()));
-        },
-        onRead);
-    if (rc != 0) question->finish(AliveCheckResult::kClosed);
-  }
-
-  static void onWritten(uv_write_t* request, int status) {
-    auto* question = static_cast<AliveQuestion*>(request->data);
-    if (status != 0 && status != UV_ECANCELED) question->finish(AliveCheckResult::kClosed);
-  }
-
-  static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-    auto* question = static_cast<AliveQuestion*>(stream->data);
-    if (question->finished_) return;
-    if (nread < 0) return question->finish(AliveCheckResult::kClosed);
-    question->received_.append(buf->base, static_cast<size_t>(nread));
-    const size_t newline = question->received_.find('\n');
-    if (newline == std::string::npos) {
-      if (question->received_.size() >= kMaxHeaderLine) {
-        question->finish(AliveCheckResult::kBadAnswer);
-      }
-      return;
-    }
-    if (newline + 1 > kMaxHeaderLine) return question->finish(AliveCheckResult::kBadAnswer);
-    const auto verified =
-        verifyAliveAnswer(std::string_view(question->received_).substr(0, newline),
-                          question->secret_, question->envelope_, unixNowMs());
-    if (!verified) return question->finish(AliveCheckResult::kBadAnswer);
-    switch (*verified) {
-      case AliveState::kServing:
-        return question->finish(AliveCheckResult::kServing);
-      case AliveState::kControlDown:
-        return question->finish(AliveCheckResult::kControlDown);
-      case AliveState::kDraining:
-        return question->finish(AliveCheckResult::kDraining);
-    }
-    question->finish(AliveCheckResult::kBadAnswer);
-  }
-
-  void finish(AliveCheckResult result) {
-    if (finished_) return;
-    finished_ = true;
-    Done done = std::move(done_);
-    done_ = nullptr;
-    uv_timer_stop(&timer_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), onClosed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), onClosed);
-    if (done) done(result);  // may not touch this object after: it only waits for its handles
-  }
-
-  static void onClosed(uv_handle_t* handle) {
-    auto* question = static_cast<AliveQuestion*>(handle->data);
-    if (++question->closed_ == 2) delete question;
-  }
-
-  [[nodiscard]] uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
-
-  std::string secret_;
-  SignedEnvelope envelope_;
-  Done done_;
-  uv_tcp_t tcp_{};
-  uv_timer_t timer_{};
-  uv_connect_t connect_{};
-  uv_write_t write_{};
-  std::string line_;
-  std::string received_;
-  std::array<char, kMaxHeaderLine> buffer_{};
-  bool finished_ = false;
-  int closed_ = 0;
-};
+}  // namespace
 
 AliveAsker::AliveAsker(uv_loop_t* loop, MeshMetrics& metrics, const log::Logger& log,
                        AliveAskerSetup setup, DropFn drop)
@@ -157,7 +62,8 @@ AliveAsker::AliveAsker(uv_loop_t* loop, MeshMetrics& metrics, const log::Logger&
       log_(log),
       setup_(std::move(setup)),
       drop_(std::move(drop)),
-      liveness_(setup_.times) {}
+      liveness_(setup_.times),
+      exchanges_(loop) {}
 
 AliveAsker::~AliveAsker() {
   close();
@@ -191,6 +97,7 @@ void AliveAsker::tick() {
 void AliveAsker::close() {
   for (auto& [machine, question] : inFlight_) question->cancel();
   inFlight_.clear();
+  exchanges_.closeAll();
   for (const auto& machine : liveness_.heldMachines()) liveness_.forget(machine);
   answeredOnce_.clear();
 }
@@ -206,13 +113,18 @@ void AliveAsker::ask(const PeerLiveness::Ask& due) {
   if (const auto address = parseHostPort(due.address)) {
     target = resolveWithoutDns(address->host, address->port);
   }
-  auto* question = new AliveQuestion(loop_, setup_.secret, envelope,
-                                     [this, machine = due.machine](AliveCheckResult result) {
-                                       inFlight_.erase(machine);
-                                       answered(machine, result);
-                                     });
-  inFlight_[due.machine] = question;
-  question->start(setup_.source, target, std::move(line), due.timeoutMs);
+  if (!target || line.empty()) return answered(due.machine, AliveCheckResult::kRefused);
+  InternalExchange* question = exchanges_.dial(
+      setup_.source, *target, std::move(line), kMaxAnswerBytes,
+      static_cast<uint64_t>(due.timeoutMs), answerLine,
+      [this, machine = due.machine, envelope](InternalExchange& exchange,
+                                              std::optional<std::string> bytes) {
+        const AliveCheckResult result = judge(bytes, exchange.end(), setup_.secret, envelope);
+        exchange.close();
+        inFlight_.erase(machine);
+        answered(machine, result);
+      });
+  if (question != nullptr) inFlight_[due.machine] = question;
 }
 
 void AliveAsker::answered(const std::string& machine, AliveCheckResult result) {

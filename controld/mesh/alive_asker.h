@@ -4,9 +4,10 @@
 // `control_down` (PeerLiveness decides), asks it again every MESH_PING_MS, and calls `drop` once
 // the machine is gone (a failed question, `draining`, no good answer in time, MESH_HOLD_MS).
 //
-// One question is one TCP connection from INTERNAL_ADDRESS's IP to the peer's internal address:
-// the signed question (common/alive_probe.*), then one answer line (at most 1 KiB, its newline
-// included) read and verified, all within the time PeerLiveness gives it. Never blocks the loop.
+// One question is one exchange on the internal port (internal_exchange.h) from INTERNAL_ADDRESS's
+// IP to the peer's internal address: the signed question (common/alive_probe.*), then one answer
+// line (at most 1 KiB, its newline included) read and verified, all within the time PeerLiveness
+// gives it. Never blocks the loop.
 // Loop thread only.
 #pragma once
 
@@ -20,12 +21,11 @@
 
 #include "common/alive_probe.h"
 #include "common/log.h"
+#include "controld/mesh/internal_exchange.h"
 #include "controld/mesh/mesh_metrics.h"
 #include "controld/mesh/peer_liveness.h"
 
 namespace ot::mesh {
-
-class AliveQuestion;
 
 struct AliveAskerSetup {
   std::string secret;         // INTERNAL_TOKEN
@@ -71,8 +71,9 @@ class AliveAsker {
   AliveAskerSetup setup_;
   DropFn drop_;
   PeerLiveness liveness_;
-  std::map<std::string, AliveQuestion*> inFlight_;  // machine -> its question (owns itself)
-  std::set<std::string> answeredOnce_;              // held machines whose relayd answered
+  InternalExchanges exchanges_;  // one per question: connect, the line, the answer line
+  std::map<std::string, InternalExchange*> inFlight_;  // machine -> its question
+  std::set<std::string> answeredOnce_;                 // held machines whose relayd answered
 };
 
 }  // namespace ot::mesh

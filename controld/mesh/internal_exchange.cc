@@ -26,33 +26,28 @@ bool InternalExchange::startTimer(uint64_t timeoutMs) {
 }
 
 void InternalExchange::onTimeout(uv_timer_t* timer) {
-  auto* exchange = static_cast<InternalExchange*>(timer->data);
-  exchange->finish(std::nullopt);
-  exchange->close();
+  static_cast<InternalExchange*>(timer->data)->fail(ExchangeEnd::kTimeout);
+}
+
+void InternalExchange::fail(ExchangeEnd end) {
+  if (!finished_) end_ = end;
+  finish(std::nullopt);
+  close();
 }
 
 void InternalExchange::onConnect(uv_connect_t* request, int status) {
   auto* exchange = static_cast<InternalExchange*>(request->data);
   if (status == UV_ECANCELED || exchange->closing_) return;
-  if (status != 0) {
-    exchange->finish(std::nullopt);
-    return exchange->close();
-  }
+  if (status != 0) return exchange->fail(ExchangeEnd::kRefused);
   uv_tcp_nodelay(&exchange->tcp_, 1);
   uv_buf_t buf =
       uv_buf_init(exchange->request_.data(), static_cast<unsigned int>(exchange->request_.size()));
   exchange->write_.data = exchange;
   const int rc = uv_write(&exchange->write_, exchange->stream(), &buf, 1, [](uv_write_t* w, int s) {
     auto* self = static_cast<InternalExchange*>(w->data);
-    if (s != 0 && !self->closing_) {
-      self->finish(std::nullopt);
-      self->close();
-    }
+    if (s != 0 && !self->closing_) self->fail(ExchangeEnd::kClosed);
   });
-  if (rc != 0) {
-    exchange->finish(std::nullopt);
-    return exchange->close();
-  }
+  if (rc != 0) return exchange->fail(ExchangeEnd::kClosed);
   exchange->startReading();
 }
 
@@ -65,33 +60,25 @@ void InternalExchange::startReading() {
                            static_cast<unsigned int>(self->readBuffer_.size()));
       },
       onRead);
-  if (rc != 0) {
-    finish(std::nullopt);
-    close();
-  }
+  if (rc != 0) fail(ExchangeEnd::kClosed);
 }
 
 void InternalExchange::onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   auto* exchange = static_cast<InternalExchange*>(stream->data);
   if (exchange->closing_ || exchange->finished_) return;
-  if (nread < 0) {
-    exchange->finish(std::nullopt);
-    return exchange->close();
-  }
+  if (nread < 0) return exchange->fail(ExchangeEnd::kClosed);
   if (nread > 0) exchange->received(std::string_view(buf->base, static_cast<size_t>(nread)));
 }
 
 void InternalExchange::received(std::string_view bytes) {
   if (finished_) return;
   buffer_.append(bytes);
-  if (buffer_.size() > maxBytes_) {
-    finish(std::nullopt);
-    return close();
-  }
+  if (buffer_.size() > maxBytes_) return fail(ExchangeEnd::kTooLarge);
   const HttpParse state = parse_(buffer_);
   if (state == HttpParse::kNeedMore) return;
   uv_read_stop(stream());
   // kComplete and kInvalid alike: `done` parses again and answers or gives up.
+  end_ = ExchangeEnd::kComplete;
   finish(std::move(buffer_));
 }
 
@@ -111,6 +98,11 @@ void InternalExchange::respond(std::string bytes) {
     static_cast<InternalExchange*>(w->data)->close();
   });
   if (rc != 0) close();
+}
+
+void InternalExchange::cancel() {
+  done_ = nullptr;
+  close();
 }
 
 void InternalExchange::close() {
@@ -147,9 +139,11 @@ void InternalExchanges::adopt(int fd, std::span<const uint8_t> prefix, size_t ma
   }
 }
 
-void InternalExchanges::dial(const sockaddr_storage& source, const sockaddr_storage& target,
-                             std::string request, size_t maxBytes, uint64_t timeoutMs,
-                             InternalExchange::Parse parse, InternalExchange::Done done) {
+InternalExchange* InternalExchanges::dial(const sockaddr_storage& source,
+                                          const sockaddr_storage& target, std::string request,
+                                          size_t maxBytes, uint64_t timeoutMs,
+                                          InternalExchange::Parse parse,
+                                          InternalExchange::Done done) {
   auto* exchange = new InternalExchange(*this, loop_, maxBytes, std::move(parse), std::move(done));
   open_.insert(exchange);
   exchange->request_ = std::move(request);
@@ -159,8 +153,10 @@ void InternalExchanges::dial(const sockaddr_storage& source, const sockaddr_stor
       uv_tcp_connect(&exchange->connect_, &exchange->tcp_,
                      reinterpret_cast<const sockaddr*>(&target),
                      InternalExchange::onConnect) != 0) {
-    return exchange->close();
+    exchange->fail(ExchangeEnd::kRefused);
+    return nullptr;
   }
+  return exchange;
 }
 
 void InternalExchanges::closeAll() {
