@@ -25,6 +25,7 @@ class Machine:
         self.name = name
         self.metrics_port = harness.free_port()
         internal = f"{address}:{port}"
+        self.internal = (address, port)  # the internal listener, for raw requests
         common = {"INTERNAL_LISTEN": internal, "INTERNAL_TOKEN": token, "MACHINE_ID": name}
         self.stack = rh.Stack(
             workdir / name,

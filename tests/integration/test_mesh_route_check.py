@@ -4,7 +4,6 @@ A asks B over the internal port (GET /internal/tunnel/<id>/routes, signed) and i
 route_conflict while B's bridge lives; a route nobody holds attaches without asking anyone; once
 B's bridge is gone the same attach on A succeeds. Unsigned or forged checks are refused.
 """
-import http.client
 import json
 import socket
 import time
@@ -12,63 +11,20 @@ import time
 import pytest
 
 import bridge_client as bc
-import harness
-import relay_harness as rh
-
-TOKEN = "a-mesh-secret-of-at-least-32-bytes-for-tests"
+from test_mesh_link import pair, peers_up
 
 
-class Machine:
-    def __init__(self, workdir, name, address, port, peer, database_url):
-        self.name = name
-        self.address = address
-        self.internal_port = port
-        self.metrics_port = harness.free_port()
-        common = {"INTERNAL_LISTEN": f"{address}:{port}", "INTERNAL_TOKEN": TOKEN,
-                  "MACHINE_ID": name}
-        self.stack = rh.Stack(
-            workdir / name,
-            controld_env={**common, "MESH_PEERS": peer, "MESH_PING_MS": "100",
-                          "MESH_DEAD_MS": "500", "DATABASE_URL": database_url,
-                          "METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}"},
-            relayd_env={**common, "SHUTDOWN_DRAIN_MS": "200"})
-
-    def controld_metrics(self):
-        connection = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
-        try:
-            connection.request("GET", "/metrics")
-            return rh.Metrics(rh.parse_metrics(connection.getresponse().read().decode()))
-        finally:
-            connection.close()
-
-    def wait_controld(self, predicate, what, timeout=20.0):
-        def check():
-            metrics = self.controld_metrics()
-            return metrics if predicate(metrics) else None
-        return harness.wait_until(check, timeout, f"{self.name}: {what}")
-
-    def route_checks(self, side, result):
-        return self.controld_metrics().get("opentunnel_mesh_route_checks_total", side=side,
-                                           result=result)
+def route_checks(machine, side, result):
+    return machine.controld_metrics().get("opentunnel_mesh_route_checks_total", side=side,
+                                          result=result)
 
 
 @pytest.fixture
 def two_machines(tmp_path, mysql_database):
-    port_a = harness.free_port("127.0.0.11")
-    port_b = harness.free_port("127.0.0.12")
-    machines = []
-    try:
-        machines.append(Machine(tmp_path, "machine-a", "127.0.0.11", port_a,
-                                f"127.0.0.12:{port_b}", mysql_database))
-        machines.append(Machine(tmp_path, "machine-b", "127.0.0.12", port_b,
-                                f"127.0.0.11:{port_a}", mysql_database))
+    with pair(tmp_path, {"DATABASE_URL": mysql_database}) as machines:
         for machine in machines:
-            machine.wait_controld(lambda m: m.get("opentunnel_mesh_peers", state="up") == 1,
-                                  "its peer linked")
+            machine.wait_controld(lambda m: peers_up(m) == 1, "its peer linked")
         yield machines
-    finally:
-        for machine in machines:
-            machine.stack.close()
 
 
 def attach(machine, tunnel, routes):
@@ -79,7 +35,7 @@ def attach(machine, tunnel, routes):
 
 def internal_get(machine, head):
     """A raw request on the machine's internal port (relayd hands it to controld)."""
-    with socket.create_connection((machine.address, machine.internal_port), timeout=10) as sock:
+    with socket.create_connection(machine.internal, timeout=10) as sock:
         sock.sendall(head.encode())
         data = b""
         while chunk := sock.recv(65536):
@@ -102,13 +58,13 @@ def test_an_attach_is_refused_only_while_another_machine_serves_the_route(two_ma
     assert "machine-b" in answer["message"]
     assert client.wait_close()[0] == 1008
     client.close()
-    assert a.route_checks("asked", "conflict") == 1
-    assert b.route_checks("answered", "ok") == 1
+    assert route_checks(a, "asked", "conflict") == 1
+    assert route_checks(b, "answered", "ok") == 1
 
     # A route no machine holds: nobody is asked.
     other, answer = attach(a, tunnel, ["other"])
     assert answer["type"] == "attached", answer
-    assert b.route_checks("answered", "ok") == 1
+    assert route_checks(b, "answered", "ok") == 1
 
     # B's bridge goes: once A's table has no holder, the route attaches on A.
     held.close()
@@ -131,7 +87,7 @@ def test_unsigned_and_forged_route_checks_are_refused(two_machines):
     assert status == 401 and body["error"] != "", body
     status, body = internal_get(a, "GET /internal/other HTTP/1.1\r\n\r\n")
     assert status == 404, body
-    refused = a.route_checks("answered", "refused")
+    refused = route_checks(a, "answered", "refused")
     assert refused == 2, refused
 
 
