@@ -12,12 +12,22 @@ told at any time to misbehave, on every connection, on the existing ones only, o
                unread and unwritten, until the proxy closes (a peer that vanished)
     reset      abort both sides with an RST now (SO_LINGER 0); new connections are reset at once
     blackhole  read and discard both sides, forward nothing, never answer; new connections are
-               accepted and never connected upstream
+               accepted and never connected upstream (a partition: packets lost, nothing refused).
+               A blackholed connection carried nothing, so it cannot resume: switching it to any
+               other mode resets it (RST both sides), and its peers notice at once and reconnect
+
+A mode can be scoped to the connections from one source IP (`source=`): a proxy in front of one
+machine's port then cuts or stalls the link of one peer while the others pass. A source's own
+mode wins over the proxy-wide one for the connections it covers.
+
+With `keep_source=True` the upstream connection is made from the client's own IP (bound before
+the connect; any 127/8 address works on loopback), so a server that checks where a connection
+comes from (the mesh's address checks, docs/mesh.md) sees the real peer, not the proxy.
 
 In tests: `FaultProxy(upstream_port).start()`, then `set_mode(...)`, `connections()`,
 `close()`. From a shell: `fault_proxy.py --upstream 127.0.0.1:8443 --control 0` prints the
-ports; the control socket takes lines `mode MODE [BYTES INTERVAL] [all|existing|new]`, `status`
-(JSON) and `quit`, each answered with one line.
+ports; the control socket takes lines `mode MODE [BYTES INTERVAL] [all|existing|new]
+[from IP]`, `status` (JSON) and `quit`, each answered with one line.
 """
 import argparse
 import asyncio
@@ -52,6 +62,7 @@ class Connection:
         self.client = client
         self.upstream = None
         self.peer = peer
+        self.source = peer.rpartition(":")[0]  # the client's IP
         self.mode = mode
         self.accepted_at = time.monotonic()
         self.closed_at = None
@@ -88,13 +99,15 @@ def _abort(sock):
 
 class FaultProxy:
     def __init__(self, upstream_port, upstream_host="127.0.0.1", listen_host="127.0.0.1",
-                 listen_port=0, control_port=None):
+                 listen_port=0, control_port=None, keep_source=False):
         self.upstream = (upstream_host, upstream_port)
+        self.keep_source = keep_source
         self._listen_addr = (listen_host, listen_port)
         self._control_port = control_port
         self.port = None
         self.control_port = None
         self._default = _Mode()
+        self._by_source = {}  # source IP -> its mode for new connections
         self._conns = []
         self._loop = None
         self._thread = None
@@ -177,12 +190,14 @@ class FaultProxy:
 
     # -- control ---------------------------------------------------------------------------
 
-    def set_mode(self, mode, bytes_per_interval=1, interval=1.0, scope="all"):
-        """scope: "all" (existing connections and new ones), "existing", or "new"."""
+    def set_mode(self, mode, bytes_per_interval=1, interval=1.0, scope="all", source=None):
+        """scope: "all" (existing connections and new ones), "existing", or "new". source: only
+        the connections from this IP (None: every connection without a source mode of its own;
+        for "existing", every connection)."""
         if scope not in ("all", "existing", "new"):
             raise ValueError(f"unknown scope {scope!r}")
         new_mode = _Mode(mode, bytes_per_interval, interval)
-        self._call(self._apply, new_mode, scope)
+        self._call(self._apply, new_mode, scope, source)
 
     def set_connection_mode(self, number, mode, bytes_per_interval=1, interval=1.0):
         new_mode = _Mode(mode, bytes_per_interval, interval)
@@ -195,12 +210,19 @@ class FaultProxy:
     def connection(self, number):
         return self._conns[number]
 
-    def _apply(self, mode, scope):
+    def _apply(self, mode, scope, source=None):
         if scope in ("all", "new"):
-            self._default = mode
+            if source is None:
+                self._default = mode
+            else:
+                self._by_source[source] = mode
         if scope in ("all", "existing"):
             for conn in self._conns:
-                if conn.closed_at is None:
+                if conn.closed_at is not None:
+                    continue
+                if source is None and scope == "all" and conn.source in self._by_source:
+                    continue  # its source's own mode wins
+                if source is None or conn.source == source:
                     self._set_conn_mode(conn, mode)
         self._notify()
 
@@ -227,6 +249,8 @@ class FaultProxy:
             self._stop_tasks(conn)
             conn.tasks = [asyncio.ensure_future(self._discard(conn, s))
                           for s in (conn.client, conn.upstream) if s is not None]
+        elif previous == "blackhole" and mode.name != "blackhole":
+            self._reset(conn)  # what it carried was discarded: the stream cannot resume
 
     def _stop_tasks(self, conn):
         for task in conn.tasks:
@@ -253,7 +277,7 @@ class FaultProxy:
                 continue
             client.setblocking(False)
             conn = Connection(len(self._conns), client, f"{address[0]}:{address[1]}",
-                              self._default)
+                              self._by_source.get(address[0], self._default))
             self._conns.append(conn)
             asyncio.ensure_future(self._open(conn))
 
@@ -268,6 +292,8 @@ class FaultProxy:
         upstream = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         upstream.setblocking(False)
         try:
+            if self.keep_source:
+                upstream.bind((conn.source, 0))
             await loop.sock_connect(upstream, self.upstream)
         except OSError:
             upstream.close()
@@ -406,12 +432,16 @@ class FaultProxy:
         if words[0] == "mode":
             name = words[1]
             rest = words[2:]
+            source = None
+            if len(rest) >= 2 and rest[-2] == "from":
+                source = rest.pop()
+                rest.pop()
             scope = "all"
             if rest and rest[-1] in ("all", "existing", "new"):
                 scope = rest.pop()
             count = int(rest[0]) if len(rest) > 0 else 1
             interval = float(rest[1]) if len(rest) > 1 else 1.0
-            self._apply(_Mode(name, count, interval), scope)
+            self._apply(_Mode(name, count, interval), scope, source)
             return "ok"
         if words[0] == "status":
             return json.dumps({"default": self._default.as_dict(),
@@ -432,11 +462,13 @@ def main(argv=None):
     parser.add_argument("--upstream", required=True, help="HOST:PORT to forward to")
     parser.add_argument("--control", type=int, default=0, help="control port (0: any free)")
     parser.add_argument("--mode", default="pass", choices=MODES)
+    parser.add_argument("--keep-source", action="store_true",
+                        help="connect upstream from each client's own IP")
     args = parser.parse_args(argv)
     upstream_host, upstream_port = _address(args.upstream)
     listen_host, listen_port = _address(args.listen)
     proxy = FaultProxy(upstream_port, upstream_host, listen_host, listen_port,
-                       control_port=args.control).start()
+                       control_port=args.control, keep_source=args.keep_source).start()
     if args.mode != "pass":
         proxy.set_mode(args.mode)
     print(f"listening {proxy.port} control {proxy.control_port}", flush=True)
