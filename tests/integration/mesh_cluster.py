@@ -228,6 +228,8 @@ class ServingBridge:
 
     def _visitor_bytes(self, conn_id, data):
         stream = self.streams[conn_id]
+        if stream["done"]:
+            return  # the visitor's close_notify after our answer and our end: nothing to send
         tls = stream["tls"]
         stream["in"].write(data)
         try:
@@ -239,7 +241,8 @@ class ServingBridge:
                 stream["request"] += chunk
         except ssl.SSLWantReadError:
             pass
-        if not stream["done"] and b"\r\n\r\n" in stream["request"]:
+        answered = b"\r\n\r\n" in stream["request"]
+        if answered:
             body = f"hello from {self.name}\n".encode()
             tls.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
                       + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
@@ -252,7 +255,7 @@ class ServingBridge:
         pending = stream["out"].read()
         for offset in range(0, len(pending), 16384):
             self.client.send_binary(bc.data_frame(conn_id, pending[offset:offset + 16384]))
-        if stream["done"]:
+        if answered:  # once: a second end on one connection is a protocol error
             self.client.send_binary(bc.stream_frame(bc.KIND_END, conn_id))
 
     def close(self):
