@@ -242,3 +242,54 @@ def test_a_frozen_machine_is_dropped_and_comes_back(three):
                                          what=f"{machine.name}: machine-a's route back")
     assert_reached(three, [on_a], ca_file)
     assert dropped_total(b) == 1 and dropped_total(c) == 1
+
+
+def restart_relayd(relayd):
+    """Starts the killed relayd again on its old TLS port (its bridges' clients reconnect there);
+    waits for its new life's ports and control session (its log is appended to)."""
+    sessions = relayd.log_text().count("control session up")
+    servings = relayd.log_text().count("serving tls_port=")
+    relayd.env["TLS_LISTEN"] = f"127.0.0.1:{relayd.tls_port}"
+    relayd.start(wait=False)
+    relayd.wait_log("serving tls_port=", count=servings + 1)
+    relayd.wait_log("control session up", count=sessions + 1)
+
+
+def test_a_crashed_machine_is_dropped_at_once_and_its_restart_replaces_it(two):
+    """SIGKILL of A's controld and relayd: B's link ends and A's relayd, asked through A's proxy,
+    refuses, so B drops A at once, not after the dead time. A restarted (a new life) links again
+    and its snapshot, with the bridge its client re-attached, is what B holds of it."""
+    a, b = two
+    ca_file = a.stack.ca_file
+    on_a = tunnel_on(a, "origin-a")
+    before = mc.wait_views_equal(two, {A: 1, B: 0})[A]
+
+    killed_at = time.time()
+    for process in (a.stack.relayd.process, a.stack.controld.process):
+        process.send_signal(signal.SIGKILL)
+    a.stack.relayd.process.wait(timeout=10)
+    a.stack.controld.process.wait(timeout=10)
+    a.stack.controld.log.close()
+    b.wait_controld(lambda m: mc.total(m, "opentunnel_mesh_machines_dropped_total") >= 1
+                    and value(m, "opentunnel_mesh_table_bridges", machine=A) == 0,
+                    "machine-a dropped", timeout=10.0)
+    dropped = [t for t in b.log_times("mesh peer dropped", peer=A) if t >= killed_at - 0.01]
+    reasons = [line.get("reason") for line in b.stack.controld.log_lines()
+               if line.get("message") == "mesh peer dropped"]
+    print(f"machine-b: crashed machine-a dropped after {dropped[0] - killed_at:.3f} s ({reasons})")
+    assert reasons in (["closed"], ["refused"]), reasons
+    assert dropped[0] - killed_at < DEAD, dropped[0] - killed_at
+    b.stack.relayd.wait_metric(lambda m: m.get("opentunnel_mesh_table_routes") == 0,
+                               what="machine-b: machine-a's route gone from its relayd copy")
+    assert_refused_at_once(b, on_a, ca_file)
+
+    # A's next life: controld, then relayd on its old port; otunnel re-attaches there.
+    a.stack.controld.start()
+    restart_relayd(a.stack.relayd)
+    on_a.wait_connected(count=2, timeout=30)
+    after = mc.wait_views_equal(two, {A: 1, B: 0})[A]
+    assert (after["epoch"], after["started_at_ms"]) != (before["epoch"], before["started_at_ms"])
+    assert after["started_at_ms"] > before["started_at_ms"]
+    b.stack.relayd.wait_metric(lambda m: m.get("opentunnel_mesh_table_routes") == 1,
+                               what="machine-b: machine-a's route back")
+    assert_reached(two, [on_a], ca_file)
