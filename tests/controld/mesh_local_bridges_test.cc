@@ -127,3 +127,41 @@ TEST_CASE("local bridges: attaches reported without an authorization behave as b
   CHECK(local.apply(attached("r1", bridge("b1", "t1", 100)), 1'001).empty());
   CHECK(local.apply(attached("r1", bridge("b1", "t1", 101)), 1'002).size() == 1);
 }
+
+TEST_CASE("local bridges: the pending bound runs from the bridge's latest authorization") {
+  LocalBridges local("m-a");
+  // Authorized, detached, then authorized again under the same ID with other routes: the first
+  // authorization's expiry must not take the second one away.
+  REQUIRE(local.apply(authorized("r1", bridge("b1", "t1", 100, {"api"})), 1'000).size() == 1);
+  REQUIRE(local.apply({LocalChange::Kind::kDetached, "r1", {}, "b1"}, 1'100).size() == 1);
+  REQUIRE(local.apply(authorized("r1", bridge("b1", "t1", 200, {"www"})), 4'000).size() == 1);
+  // Re-authorized in place with changed routes (announced again), bound from 6'000.
+  REQUIRE(local.apply(authorized("r1", bridge("b2", "t1", 100, {"a"})), 2'000).size() == 1);
+  REQUIRE(local.apply(authorized("r1", bridge("b2", "t1", 300, {"b"})), 6'000).size() == 1);
+  CHECK(local.pending() == 2);
+  CHECK(local.expirePending(1'000 + kPendingAttachMs).empty());
+  CHECK(local.expirePending(2'000 + kPendingAttachMs).empty());
+  auto frames = local.expirePending(4'000 + kPendingAttachMs);
+  REQUIRE(frames.size() == 1);
+  CHECK(std::get<Detached>(frames[0]).bridgeId == "b1");
+  frames = local.expirePending(6'000 + kPendingAttachMs);
+  REQUIRE(frames.size() == 1);
+  CHECK(std::get<Detached>(frames[0]).bridgeId == "b2");
+  CHECK(local.pending() == 0);
+  CHECK(local.size() == 0);
+}
+
+TEST_CASE("local bridges: confirmed bridges never expire, and the count follows") {
+  LocalBridges local("m-a");
+  for (int i = 0; i < 100; ++i) {
+    const std::string id = "b" + std::to_string(i);
+    REQUIRE(local.apply(authorized("r1", bridge(id, "t1", 100)), 1'000 + i).size() == 1);
+    if (i % 2 == 0) CHECK(local.apply(attached("r1", bridge(id, "t1", 150)), 1'000 + i).empty());
+  }
+  CHECK(local.pending() == 50);
+  const auto frames = local.expirePending(1'000 + 99 + kPendingAttachMs);
+  CHECK(frames.size() == 50);
+  CHECK(local.pending() == 0);
+  CHECK(local.size() == 50);
+  CHECK(local.expirePending(1'000'000).empty());
+}
