@@ -299,6 +299,8 @@ def describe_ms(interval):
     lower, upper = (x * 1000 for x in interval)
     if upper == float("inf"):
         return f"> {lower:g} ms"
+    if lower == 0 and upper <= 0.5:
+        return "0 ms"  # sent in the millisecond it was applied
     if abs((upper - lower) - 1) < 1e-6 and abs(upper - round(upper) - 0.5) < 1e-6:
         return f"{round(upper - 0.5)} ms"
     return f"{lower:g}-{upper:g} ms"
