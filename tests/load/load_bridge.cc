@@ -73,6 +73,18 @@ void LoadBridge::stop() {
     uv_close(reinterpret_cast<uv_handle_t*>(&timer_), onTimerClosedCb);
 }
 
+bool LoadBridge::cycle() {
+  if (!attached()) return false;
+  counters_.bridgesUp.fetch_sub(1, std::memory_order_relaxed);
+  counters_.cycles.fetch_add(1, std::memory_order_relaxed);
+  visitors_.clear();
+  uv_timer_stop(&timer_);
+  retryAtMs_ = uv_now(loop_);  // onCloseCb starts the next attempt at once
+  phase_ = Phase::kClosing;
+  closeSocket();
+  return true;
+}
+
 void LoadBridge::attempt() {
   if (phase_ == Phase::kStopped) return;
   counters_.attempts.fetch_add(1, std::memory_order_relaxed);

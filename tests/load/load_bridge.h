@@ -69,6 +69,10 @@ class LoadBridge final : private tls::TlsStream::Owner {
   void start();
   // Closes everything; the loop must run until closed() before the bridge is destroyed.
   void stop();
+  // Churn (--churn): an attached bridge closes its connection (relayd sees the bridge go, a
+  // `detached` for the mesh) and attaches again at once, skipping otunnel's 125-250 ms wait so
+  // the tool, not the schedule, sets the rate of changes. False when it was not attached.
+  bool cycle();
   [[nodiscard]] bool closed() const { return !tcpOpen_ && !timerOpen_; }
   [[nodiscard]] bool attached() const { return phase_ == Phase::kAttached && !draining_; }
 

@@ -42,6 +42,7 @@ struct LoadCounters {
   std::atomic<uint64_t> attachMicrosTotal{0};  // connect start -> `attached`, summed
   std::atomic<uint64_t> handshakesFull{0};     // TLS handshakes completed in full, ever
   std::atomic<uint64_t> handshakesResumed{0};  // ... resumed from the relay's session ticket
+  std::atomic<uint64_t> cycles{0};             // --churn: attached bridges closed to attach again
 };
 
 }  // namespace ot::load

@@ -181,7 +181,7 @@ void printReport(const ReportInput& in) {
         sumDeltas(s, [](const Sample&, const Sample& b) { return b.phase == Phase::kVisitors; });
     std::printf("visitors: %" PRIu64 " echoed, %" PRIu64
                 " failed in %.1f s (%.0f/s); first byte "
-                "back p50 %.1f ms, p99 %.1f ms; relayd %.0f us per visitor\n",
+                "back p50 %.2f ms, p99 %.2f ms; relayd %.0f us per visitor\n",
                 in.visitorsCompleted, in.visitorsFailed, in.visitorSeconds,
                 static_cast<double>(in.visitorsCompleted) / std::max(in.visitorSeconds, 1e-9),
                 pick(0.5), pick(0.99),

@@ -1,7 +1,9 @@
 // ot_bridge_load: opens N bridges across T tunnels at a rate, as otunnel opens them, holds them
 // idle, optionally restarts relayd (SIGTERM; the operator or run_capacity.py starts the new one)
-// and waits for all to come back, printing once a second what relayd and controld spend. See
-// docs/capacity.md for how to run it and what the numbers mean. Not run by CI.
+// and waits for all to come back, printing once a second what relayd and controld spend. With
+// --churn it detaches and re-attaches held bridges at a rate (the mesh load, run_mesh.py); with
+// --bridges 0 and --visitors it only sends visitors (to bridges another process holds, through
+// any relayd). See docs/capacity.md for how to run it and what the numbers mean. Not run by CI.
 #include <arpa/inet.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -60,6 +62,8 @@ struct Options {
   uint64_t visitors = 0;
   unsigned visitorConcurrency = 50;
   unsigned visitorRounds = 5;
+  double churn = 0;            // changes a second while holding (a cycle is two: detach, attach)
+  bool churnOnSignal = false;  // churn only between SIGUSR1 and SIGUSR2
 };
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
@@ -128,6 +132,7 @@ class Tool {
     tick_.data = this;
     uv_timer_start(
         &tick_, [](uv_timer_t* t) { static_cast<Tool*>(t->data)->onTick(); }, 10, 10);
+    startSignals();
     uv_run(loop_, UV_RUN_DEFAULT);
     stopSampler_ = true;
     sampler_.join();
@@ -147,6 +152,9 @@ class Tool {
       report_.handshakesResumed = counters_.handshakesResumed.load();
       printReport(report_);
     }
+    if (options_.churn > 0)
+      std::printf("churn: %" PRIu64 " bridges detached and attached again (%" PRIu64 " changes)\n",
+                  counters_.cycles.load(), 2 * counters_.cycles.load());
   }
 
  private:
@@ -171,6 +179,7 @@ class Tool {
         break;
       }
       case Phase::kHold:
+        churnStep(now);
         if (options_.storm == "wait" && up < options_.bridges / 2) {
           beginStorm(now, false);
         } else if (now - phaseStart_ >= options_.holdSeconds) {
@@ -208,6 +217,60 @@ class Tool {
     }
   }
 
+  // SIGUSR1 / SIGUSR2 start and stop the churn (--churn-on-signal); SIGTERM and SIGINT end the
+  // run with its report, so a driver can hold the bridges as long as it needs.
+  void startSignals() {
+    const std::array<int, 4> signals = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
+    for (size_t i = 0; i < signals.size(); ++i) {
+      uv_signal_init(loop_, &signals_[i]);
+      signals_[i].data = this;
+      uv_signal_start(
+          &signals_[i],
+          [](uv_signal_t* handle, int signum) {
+            static_cast<Tool*>(handle->data)->onSignal(signum);
+          },
+          signals[i]);
+      uv_unref(reinterpret_cast<uv_handle_t*>(&signals_[i]));
+    }
+  }
+
+  void onSignal(int signum) {
+    const double now = secondsSince(start_);
+    if (signum == SIGUSR1) {
+      churnOn_ = true;
+      churnStart_ = now;
+      churnDone_ = 0;
+      std::printf("churn on at %.1f s\n", now);
+    } else if (signum == SIGUSR2) {
+      churnOn_ = false;
+      std::printf("churn off at %.1f s\n", now);
+    } else {
+      finish();
+    }
+    std::fflush(stdout);
+  }
+
+  // Cycles held bridges in turn, churn/2 a second (each is a detach and an attach); a bridge
+  // not attached at its turn (still coming back) is skipped, and a second in which none is
+  // attached is not made up later.
+  void churnStep(double now) {
+    if (options_.churn <= 0 || bridges_.empty()) return;
+    if (!options_.churnOnSignal && !churnOn_) {
+      churnOn_ = true;
+      churnStart_ = now;
+    }
+    if (!churnOn_) return;
+    const auto due = static_cast<int64_t>((now - churnStart_) * options_.churn / 2);
+    size_t skipped = 0;
+    while (churnDone_ < due && skipped < bridges_.size()) {
+      if (bridges_[churnNext_++ % bridges_.size()]->cycle())
+        ++churnDone_;
+      else
+        ++skipped;
+    }
+    if (churnDone_ < due) churnDone_ = due;
+  }
+
   void afterHold(double now) {
     if (options_.storm == "signal")
       beginStorm(now, true);
@@ -223,7 +286,11 @@ class Tool {
     VisitorPlan plan;
     plan.relay = target_.relay;
     plan.domain = options_.domain;
-    const size_t used = std::min(tunnels_.size(), static_cast<size_t>(options_.bridges));
+    // Without bridges of its own the tool visits every tunnel in --tunnels (another process
+    // holds their bridges).
+    const size_t used = options_.bridges > 0
+                            ? std::min(tunnels_.size(), static_cast<size_t>(options_.bridges))
+                            : tunnels_.size();
     plan.tunnels.assign(tunnels_.begin(), tunnels_.begin() + static_cast<ptrdiff_t>(used));
     inet_pton(AF_INET, options_.sourceBase.c_str(), &plan.sourceBase);
     plan.sources = options_.sources;
@@ -286,6 +353,9 @@ class Tool {
     phase_ = Phase::kDone;
     for (auto& bridge : bridges_) bridge->stop();
     uv_close(reinterpret_cast<uv_handle_t*>(&tick_), nullptr);
+    for (uv_signal_t& handle : signals_)
+      if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&handle)))
+        uv_close(reinterpret_cast<uv_handle_t*>(&handle), nullptr);
   }
 
   void sampleLoop() {
@@ -348,6 +418,11 @@ class Tool {
   std::vector<std::unique_ptr<LoadBridge>> bridges_;
   int64_t started_ = 0;
   uv_timer_t tick_{};
+  std::array<uv_signal_t, 4> signals_{};
+  bool churnOn_ = false;
+  double churnStart_ = 0;
+  int64_t churnDone_ = 0;
+  size_t churnNext_ = 0;
   std::atomic<Phase> phase_{Phase::kRamp};
   double phaseStart_ = 0;
   std::chrono::steady_clock::time_point start_;
@@ -461,6 +536,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--visitor-rounds", o.visitorRounds, "4 KiB round trips per visitor")
       ->capture_default_str();
+  app.add_option("--churn", o.churn,
+                 "while holding: changes a second, each bridge detached and attached again at "
+                 "once (two changes)")
+      ->capture_default_str();
+  app.add_flag("--churn-on-signal", o.churnOnSignal,
+               "churn only between SIGUSR1 and SIGUSR2 (SIGTERM ends the run)");
   CLI11_PARSE(app, argc, argv);
   signal(SIGPIPE, SIG_IGN);
 
