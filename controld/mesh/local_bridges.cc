@@ -27,12 +27,20 @@ void LocalBridges::attach(const std::string& relayKey, BridgeEntry entry,
         held.pending && held.entry.tunnelId == entry.tunnelId && held.entry.routes == entry.routes;
     if (held.entry == entry || confirms) {
       held.relayKey = relayKey;
-      if (!pending) held.pending = false;
+      if (!pending && held.pending) {
+        held.pending = false;
+        --pendingCount_;
+      }
       return;
     }
+    if (held.pending) --pendingCount_;
   }
   out.emplace_back(Attached{++sequence_, entry});
   std::get<Attached>(out.back()).bridge.machine.clear();  // implied by the link on the wire
+  if (pending) {
+    ++pendingCount_;
+    pendingOrder_.emplace_back(nowMs, entry.bridgeId);
+  }
   std::string bridgeId = entry.bridgeId;
   bridges_.insert_or_assign(std::move(bridgeId), Held{relayKey, std::move(entry), pending, nowMs});
 }
@@ -41,6 +49,7 @@ void LocalBridges::detach(const std::string& bridgeId, std::vector<FrameBody>& o
   auto found = bridges_.find(bridgeId);
   if (found == bridges_.end()) return;
   out.emplace_back(Detached{++sequence_, found->second.entry.tunnelId, bridgeId});
+  if (found->second.pending) --pendingCount_;
   bridges_.erase(found);
 }
 
@@ -89,18 +98,21 @@ std::vector<FrameBody> LocalBridges::apply(const LocalChange& change, int64_t no
 
 std::vector<FrameBody> LocalBridges::expirePending(int64_t nowMs, int64_t boundMs) {
   std::vector<std::string> gone;
-  for (const auto& [bridgeId, held] : bridges_) {
-    if (held.pending && nowMs - held.authorizedAtMs >= boundMs) gone.push_back(bridgeId);
+  while (!pendingOrder_.empty() && nowMs - pendingOrder_.front().first >= boundMs) {
+    auto [authorizedAtMs, bridgeId] = std::move(pendingOrder_.front());
+    pendingOrder_.pop_front();
+    auto found = bridges_.find(bridgeId);
+    // Still the same authorization, never confirmed (a later one has its own item).
+    if (found != bridges_.end() && found->second.pending &&
+        found->second.authorizedAtMs == authorizedAtMs) {
+      gone.push_back(std::move(bridgeId));
+    }
   }
   std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
   std::vector<FrameBody> out;
   for (const auto& bridgeId : gone) detach(bridgeId, out);
   return out;
-}
-
-size_t LocalBridges::pending() const {
-  return static_cast<size_t>(std::count_if(bridges_.begin(), bridges_.end(),
-                                           [](const auto& item) { return item.second.pending; }));
 }
 
 std::vector<BridgeEntry> LocalBridges::snapshot() const {
