@@ -165,7 +165,8 @@ MESH_SPEC = {
     "opentunnel_mesh_snapshot_duration_seconds": ("controld", "histogram", {}),
 }
 # Label names a mesh metric may carry: fixed sets, or the machine (never a tunnel).
-MESH_LABELS = {"reason", "result", "state", "event", "machine", "kind", "direction", "type"}
+MESH_LABELS = {"reason", "result", "state", "event", "machine", "kind", "direction", "type",
+               "side"}
 
 
 def test_mesh_metrics_match_the_reference_list_and_pass_promtool(tmp_path):

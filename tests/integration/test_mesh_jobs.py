@@ -93,14 +93,17 @@ def test_thirty_jobs_queued_on_one_machine_run_once_each_across_three(three_mach
     assert all(status in (200, 202) for status in statuses.values()), statuses
 
     def all_finished():
-        rows = query(database, "SELECT status, COUNT(*) FROM jobs GROUP BY status")
+        rows = query(database, "SELECT status, COUNT(*) FROM jobs WHERE kind = 'issue'"
+                               " GROUP BY status")
         counts = {status: int(count) for status, count in rows}
         return counts if counts.get("pending", 0) == 0 and sum(counts.values()) >= JOBS else None
 
     counts = harness.wait_until(all_finished, 60, "every job finished")
     assert counts == {"done": JOBS}, counts
 
-    rows = query(database, "SELECT tunnel_id, kind, attempts, lease_owner FROM jobs")
+    # (The API domain's own certificate is a job too, of kind server: not one of these.)
+    rows = query(database, "SELECT tunnel_id, kind, attempts, lease_owner FROM jobs"
+                           " WHERE kind <> 'server'")
     assert sorted(row[0] for row in rows) == sorted(csrs)
     for tunnel_id, kind, attempts, owner in rows:
         assert (kind, attempts, owner) == ("issue", "1", ""), (tunnel_id, kind, attempts, owner)
