@@ -215,8 +215,9 @@ void ControldServer::buildApi() {
   service_.emplace(serviceConfig, TunnelServiceStores{*store_, *store_, *store_, *store_},
                    *registry_, *meshEvents_, *meshEvents_, ot::unixNowMs);
   // The mesh node starts later (listen()), before the API serves; the source asks for it per call.
-  adminStats_.emplace(*store_, *registry_, config_.identity.machineId, config_.identity.region,
-                      metrics_.startedAt(), [this] { return mesh_.get(); });
+  adminStats_.emplace(*store_, *registry_, *hub_, config_.identity.machineId,
+                      config_.identity.region, metrics_.startedAt(),
+                      [this] { return mesh_.get(); });
   AdminApi admin{config_.adminToken, [this] { return adminStats_->gather(); }};
   router_ = std::make_shared<const ApiRouter>(buildApiRouter(*service_, {}, admin));
   SourceFailureLimits authFailureLimits;

@@ -60,6 +60,11 @@ struct ControlClientOptions {
   uint64_t reconnectMaxMs = 2'000;    // controld is local: keep retrying briskly
   uint64_t callTimeoutMs = 5'000;     // deadline of AuthorizeAttach / FetchTunnel
   uint64_t countersIntervalMs = 10'000;
+  // relayd's machine-wide figures for controld's admin stats (readRelayStats, relay_stats.h):
+  // read every statsIntervalMs on the session's writer thread (so it must only read atomics) and
+  // sent in a Counters when they changed since the last one this stream carried. Empty: never.
+  std::function<v1::RelayStats()> stats;
+  uint64_t statsIntervalMs = 1'000;
 };
 
 class ControlClient {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "relayd/control_client_impl.h"
+#include "relayd/relay_stats.h"
 
 namespace ot::relayd {
 namespace {
@@ -190,9 +191,16 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
   const auto interval =
       std::chrono::milliseconds(std::max<uint64_t>(options_.countersIntervalMs, 1));
   auto nextCounters = Clock::now() + interval;
+  // The machine-wide figures: the first reading goes out at once (a new stream may be a new
+  // controld, which knows none), then only when they moved.
+  const auto statsInterval =
+      std::chrono::milliseconds(std::max<uint64_t>(options_.statsIntervalMs, 1));
+  auto nextStats = Clock::now();
+  std::optional<v1::RelayStats> sentStats;
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait_until(lock, nextCounters, [this] { return streamClosing() || !outbox_.empty(); });
+    const auto until = options_.stats ? std::min(nextCounters, nextStats) : nextCounters;
+    wake_.wait_until(lock, until, [this] { return streamClosing() || !outbox_.empty(); });
     if (streamEnded_) return;
     const bool stopping = stopping_;
     std::deque<v1::RelayMessage> batch = std::exchange(outbox_, {});
@@ -203,8 +211,20 @@ void ControlClient::Impl::writeLoop(Stream& stream, grpc::ClientContext& context
       if (counters) intervalStartUnixMs_ = now;
       nextCounters = Clock::now() + interval;
     }
+    const bool statsDue = options_.stats && (stopping || Clock::now() >= nextStats);
+    if (statsDue) nextStats = Clock::now() + statsInterval;
     const bool batches = acceptsBatches_;
     lock.unlock();
+
+    if (statsDue) {
+      v1::RelayStats stats = options_.stats();
+      if (!sentStats || !sameRelayStats(*sentStats, stats)) {
+        sentStats = stats;
+        stats.set_taken_at_unix_ms(unixNowMs());
+        if (!counters) counters.emplace();  // figures alone: no tunnels, no interval
+        *counters->mutable_counters()->mutable_relay() = std::move(stats);
+      }
+    }
 
     // No buffer_hint: on the synchronous API a hinted Write does not return until a later write
     // flushes it, so the writer would stall. Batching is done by merging messages instead:

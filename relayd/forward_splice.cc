@@ -7,6 +7,8 @@ namespace ot::relayd {
 ForwardSplice* ForwardSplice::start(RelayContext& context, TcpStream* visitor, TcpStream* holder,
                                     std::span<const uint8_t> toVisitor, WriteBacklogMarks marks) {
   auto* splice = new ForwardSplice(context, marks);
+  // A forwarded visitor is open here too (the reference's gauge counts it on both machines).
+  context.metrics.visitorConnectionsOpen.Increment();
   splice->visitor_.stream = visitor;
   splice->holder_.stream = holder;
   visitor->setHandler(&splice->visitor_);
@@ -99,6 +101,7 @@ void ForwardSplice::resetBoth() {
 void ForwardSplice::Side::onClosed() {
   stream = nullptr;
   ForwardSplice& splice = owner;
+  if (this == &splice.visitor_) splice.context_.metrics.visitorConnectionsOpen.Decrement();
   if (this == &splice.visitor_ && splice.countsOpenConnection_) {
     splice.countsOpenConnection_ = false;
     if (splice.context_.openConnections > 0) --splice.context_.openConnections;

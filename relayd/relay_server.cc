@@ -23,6 +23,7 @@
 #include "relayd/relay_context.h"
 #include "relayd/relay_gauges.h"
 #include "relayd/relay_metrics.h"
+#include "relayd/relay_stats.h"
 
 namespace ot::relayd {
 
@@ -135,6 +136,7 @@ int RelayServer::run() {
   control.epoch = (static_cast<uint64_t>(random()) << 32) ^ random();
   control.startedAtUnixMs = unixNowMs();
   control.version = "0.1.0";
+  control.stats = [&metrics = s.relayMetrics] { return readRelayStats(metrics); };
   s.relay = std::make_unique<Relay>(*s.context, std::move(control));
 
   auto tls = Listener::open(

@@ -23,6 +23,21 @@ Json clusterJson(const mesh::ClusterView& view) {
   return out;
 }
 
+// relayd's figures: what is open here now, and its counters since it started.
+Json relaydJson(const RelayFigures& figures) {
+  Json visitors = Json::object();
+  for (const auto& [outcome, count] : figures.visitors) visitors[outcome] = count;
+  Json failures = Json::object();
+  for (const auto& [reason, count] : figures.forwardFailures) failures[reason] = count;
+  return Json{
+      {"visitor_connections_open", figures.visitorConnectionsOpen},
+      {"bridges_attached", figures.bridgesAttached},
+      {"visitor_connections", std::move(visitors)},
+      {"forward_failures", std::move(failures)},
+      {"mesh_lookups", {{"hit", figures.meshLookupsHit}, {"miss", figures.meshLookupsMiss}}},
+      {"taken_at_ms", figures.takenAtMs}};
+}
+
 }  // namespace
 
 Json adminStatsJson(const AdminStatsInputs& inputs) {
@@ -46,6 +61,7 @@ Json adminStatsJson(const AdminStatsInputs& inputs) {
            {"threads", static_cast<int64_t>(inputs.threads)},
            {"fds", inputs.openFds ? Json(static_cast<int64_t>(*inputs.openFds)) : Json(nullptr)},
            {"uptime_seconds", static_cast<int64_t>(inputs.uptimeSeconds)}};
+  out["relayd"] = inputs.relayd ? relaydJson(*inputs.relayd) : Json(nullptr);
   out["cluster"] = inputs.cluster ? clusterJson(*inputs.cluster) : Json(nullptr);
   return out;
 }

@@ -9,11 +9,12 @@
 namespace ot::controld {
 
 AdminStatsSource::AdminStatsSource(StatsStore& store, const BridgeRegistry& registry,
-                                   std::string machineId, std::string region,
+                                   const RelayHub& hub, std::string machineId, std::string region,
                                    std::chrono::steady_clock::time_point startedAt,
                                    std::function<mesh::MeshNode*()> mesh)
     : store_(store),
       registry_(registry),
+      hub_(hub),
       machineId_(std::move(machineId)),
       region_(std::move(region)),
       startedAt_(startedAt),
@@ -25,6 +26,11 @@ Result<AdminStatsInputs> AdminStatsSource::gather() const {
   AdminStatsInputs inputs;
   inputs.records = *records;
   inputs.bridges = registry_.totals();
+  for (const RelayInfo& relay : hub_.relays()) {
+    if (!relay.figures) continue;
+    if (!inputs.relayd) inputs.relayd.emplace();
+    addRelayFigures(*inputs.relayd, *relay.figures);
+  }
   inputs.machineId = machineId_;
   inputs.region = region_;
   const metrics::ProcessStats process = metrics::readProcessStats(startedAt_);

@@ -24,8 +24,9 @@ RouteDoc statsDoc() {
   doc.summary = "Service statistics for operators";
   doc.description =
       "Counts of tunnels (live, deleted, issuing, with an alarm) and jobs by status, read from the "
-      "database; the answering machine's bridges, descriptors and threads; and its view of the "
-      "region mesh (null on a single machine). Needs Authorization: Bearer <ADMIN_TOKEN>; the "
+      "database; the answering machine's bridges, descriptors and threads; its relayd's open "
+      "connections and forwarding counters; and its view of the region mesh (null on a single "
+      "machine). Needs Authorization: Bearer <ADMIN_TOKEN>; the "
       "route exists only when the server has an ADMIN_TOKEN.";
   doc.tag = "admin";
   doc.bearerAuth = true;
@@ -43,7 +44,7 @@ Json statsSchema() {
       {"type", "object"},
       {"required",
        {"tunnels", "deleted", "issuing", "alarms", "jobs", "bridges", "tunnels_online", "relays",
-        "machine", "cluster"}},
+        "machine", "relayd", "cluster"}},
       {"properties",
        {{"tunnels", integer("Tunnels not deleted (every machine answers the same).")},
         {"deleted", integer("Deleted tunnels, kept so their IDs stay taken.")},
@@ -58,6 +59,15 @@ Json statsSchema() {
         {"machine",
          {{"type", "object"},
           {"description", "This machine: id, region, threads, fds (this process), uptime."}}},
+        {"relayd",
+         {{"type", "object"},
+          {"nullable", true},
+          {"description",
+           "This machine's relayd, as it last reported (about once a second when something "
+           "changed): visitor_connections_open and bridges_attached now; since relayd started, "
+           "visitor_connections by outcome (served_local, forwarded_out, forwarded_in, "
+           "rejected_..., error), forward_failures by reason (refused, connect, timeout, io) and "
+           "mesh_lookups (hit, miss); taken_at_ms. Null until a relayd reported them."}}},
         {"cluster",
          {{"type", "object"},
           {"nullable", true},

@@ -273,6 +273,7 @@ void RelayHub::counters(const SessionPtr& session, const cv1::Counters& counters
   CountersHandler handler;
   {
     const std::lock_guard lock(mutex_);
+    if (counters.has_relay()) session->info_.figures = relayFiguresFromProto(counters.relay());
     handler = countersHandler_;
   }
   if (handler) handler(session->relayKey_, counters);

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "common/clock.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
+#include "controld/relays/relay_figures.h"
 #include "controld/relays/session_outbox.h"
 #include "opentunnel/control/v1/control.pb.h"
 
@@ -38,6 +40,9 @@ struct RelayInfo {
   bool snapshotComplete = false;
   bool draining = false;
   size_t queued = 0;  // messages waiting in the session's outbox
+  // relayd's machine-wide figures from its newest Counters that had them (relay_figures.h);
+  // nullopt until then (an older relayd never sends them).
+  std::optional<RelayFigures> figures;
 };
 
 struct RelayHubOptions {
@@ -143,6 +148,7 @@ class RelayHub final : public RecordPublisher {
   // relayd asked for a new mesh table snapshot (MeshSnapshotRequest).
   void meshSnapshotWanted(const SessionPtr& session);
   // Forwarded to the handlers even from a superseded session: the usage happened all the same.
+  // The relay's figures (Counters.relay) are kept in its RelayInfo.
   void counters(const SessionPtr& session, const cv1::Counters& counters);
   void ack(const SessionPtr& session, const cv1::Ack& ack);
   [[nodiscard]] bool send(const SessionPtr& session, cv1::ControlMessage message);

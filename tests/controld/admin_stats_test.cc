@@ -1,5 +1,6 @@
 // The admin stats (docs/api.md "Admin"): the store's grouped counts on SQLite and MariaDB, the
-// response body built from its inputs, and the route's token check.
+// response body built from its inputs, relayd's figures as the relay hub keeps them, and the
+// route's token check.
 #include "controld/admin/admin_stats.h"
 
 #include <doctest/doctest.h>
@@ -8,6 +9,7 @@
 
 #include "controld/api/admin_routes.h"
 #include "controld/api/api_docs.h"
+#include "controld/relays/relay_hub.h"
 #include "tests/controld/test_database.h"
 
 namespace ot::controld {
@@ -124,6 +126,87 @@ TEST_CASE("admin stats: the body carries the counts, this machine and its cluste
   CHECK(body["cluster"]["machines"][0]["self"] == true);
   CHECK(body["cluster"]["machines"][1]["machine"] == "m-peer");
   CHECK(body["cluster"]["peers"][0]["state"] == "up");
+}
+
+cv1::RelayStats relayStats(uint64_t open, uint64_t forwardedOut, uint64_t refused) {
+  cv1::RelayStats stats;
+  stats.set_taken_at_unix_ms(kNow);
+  stats.set_visitor_connections_open(open);
+  stats.set_bridges_attached(2);
+  (*stats.mutable_visitor_connections())["served_local"] = 5;
+  (*stats.mutable_visitor_connections())["forwarded_out"] = forwardedOut;
+  (*stats.mutable_visitor_connections())["forwarded_in"] = 1;
+  (*stats.mutable_forward_failures())["refused"] = refused;
+  (*stats.mutable_forward_failures())["io"] = 0;
+  stats.set_mesh_lookups_hit(forwardedOut + refused);
+  stats.set_mesh_lookups_miss(4);
+  return stats;
+}
+
+TEST_CASE("admin stats: relayd's figures come with its Counters and show as this machine's") {
+  BridgeRegistry registry;
+  RelayHub hub(registry);
+  cv1::Hello hello;
+  hello.set_machine_id("m-self");
+  hello.set_epoch(1);
+  auto session = hub.open(hello, [] {});
+  REQUIRE(session != nullptr);
+  REQUIRE(hub.relays().size() == 1);
+  CHECK_FALSE(hub.relays()[0].figures.has_value());  // an older relayd never sends them
+
+  // Usage alone leaves the figures as they were; a Counters with `relay` replaces them.
+  cv1::Counters usage;
+  usage.add_tunnels()->set_tunnel_id("t1");
+  hub.counters(session, usage);
+  CHECK_FALSE(hub.relays()[0].figures.has_value());
+  cv1::Counters counters;
+  *counters.mutable_relay() = relayStats(3, 7, 1);
+  hub.counters(session, counters);
+  *counters.mutable_relay() = relayStats(1, 9, 2);
+  hub.counters(session, counters);
+  REQUIRE(hub.relays()[0].figures.has_value());
+  const RelayFigures figures = *hub.relays()[0].figures;
+  CHECK(figures.visitorConnectionsOpen == 1);
+  CHECK(figures.bridgesAttached == 2);
+  CHECK(figures.visitors.at("forwarded_out") == 9);
+  CHECK(figures.visitors.at("forwarded_in") == 1);
+  CHECK(figures.forwardFailures.at("refused") == 2);
+  CHECK(figures.meshLookupsHit == 11);
+  CHECK(figures.meshLookupsMiss == 4);
+  CHECK(figures.takenAtMs == kNow);
+
+  AdminStatsInputs inputs;
+  Json body = Json::parse(adminStatsJson(inputs).dump());
+  CHECK(body["relayd"].is_null());
+  inputs.relayd = figures;
+  body = Json::parse(adminStatsJson(inputs).dump());
+  const Json& relayd = body["relayd"];
+  CHECK(relayd["visitor_connections_open"] == 1);
+  CHECK(relayd["bridges_attached"] == 2);
+  CHECK(relayd["visitor_connections"]["served_local"] == 5);
+  CHECK(relayd["visitor_connections"]["forwarded_out"] == 9);
+  CHECK(relayd["visitor_connections"]["forwarded_in"] == 1);
+  CHECK(relayd["forward_failures"] == Json{{"io", 0}, {"refused", 2}});
+  CHECK(relayd["mesh_lookups"] == Json{{"hit", 11}, {"miss", 4}});
+  CHECK(relayd["taken_at_ms"] == kNow);
+
+  // Two sessions on one controld: the machine's total, the newest reading's time.
+  RelayFigures other = relayFiguresFromProto(relayStats(2, 1, 0));
+  other.takenAtMs = kNow + 5;
+  addRelayFigures(*inputs.relayd, other);
+  CHECK(inputs.relayd->visitorConnectionsOpen == 3);
+  CHECK(inputs.relayd->visitors.at("forwarded_out") == 10);
+  CHECK(inputs.relayd->visitors.at("served_local") == 10);
+  CHECK(inputs.relayd->takenAtMs == kNow + 5);
+
+  // A relayd cannot make controld keep an unbounded map.
+  cv1::RelayStats flood;
+  for (int i = 0; i < 1000; ++i)
+    (*flood.mutable_visitor_connections())["k" + std::to_string(i)] = 1;
+  (*flood.mutable_forward_failures())[std::string(500, 'x')] = 1;
+  const RelayFigures bounded = relayFiguresFromProto(flood);
+  CHECK(bounded.visitors.size() == kMaxFigureEntries);
+  CHECK(bounded.forwardFailures.empty());
 }
 
 ApiRequest statsRequest(std::optional<std::string> authorization) {

@@ -27,6 +27,7 @@
 #include "relayd/relay.h"
 #include "relayd/relay_context.h"
 #include "relayd/relay_metrics.h"
+#include "relayd/relay_stats.h"
 #include "relayd/relayd_config.h"
 
 namespace {
@@ -806,6 +807,68 @@ TEST_CASE("control client: usage is summed per tunnel and sent every interval") 
   CHECK(second.tunnels(0).tunnel_id() == "t2");
   CHECK(second.tunnels(0).bytes_in() == 100);
   CHECK(countKind(fx.service.received(0), v1::RelayMessage::kCounters) == 2);
+}
+
+TEST_CASE("control client: relayd's figures go out at once, then only when they changed") {
+  Fixture fx;
+  fx.startServer();
+  Recorder rec;
+  ot::metrics::Metrics registry;
+  RelayMetrics metrics(registry);
+  metrics.visitorConnectionsOpen.Increment();
+  metrics.visitor(ot::relayd::VisitorOutcome::kForwardedOut);
+  metrics.meshLookupHit.Increment();
+  auto options = fx.options();
+  options.statsIntervalMs = 10;
+  // The writer thread reads the metrics while this thread bumps them: atomics, as in relayd.
+  options.stats = [&metrics] { return ot::relayd::readRelayStats(metrics); };
+  ControlClient client(&fx.loop, options, rec.callbacks());
+  client.start();
+  auto figures = [&] {
+    std::vector<v1::Counters> out;
+    for (const auto& message : fx.service.received(0)) {
+      if (message.has_counters() && message.counters().has_relay())
+        out.push_back(message.counters());
+    }
+    return out;
+  };
+  REQUIRE(fx.runUntil([&] { return figures().size() == 1; }));
+  const v1::Counters first = figures()[0];
+  // The figures alone: no usage, no interval (the usage reports keep theirs).
+  CHECK(first.tunnels_size() == 0);
+  CHECK(first.interval_start_unix_ms() == 0);
+  CHECK(first.interval_end_unix_ms() == 0);
+  CHECK(first.relay().taken_at_unix_ms() > 0);
+  CHECK(first.relay().visitor_connections_open() == 1);
+  CHECK(first.relay().visitor_connections().at("forwarded_out") == 1);
+  CHECK(first.relay().visitor_connections().at("forwarded_in") == 0);
+  CHECK(first.relay().visitor_connections().at("served_local") == 0);
+  CHECK(first.relay().forward_failures().at("refused") == 0);
+  CHECK(first.relay().forward_failures().size() == 4);
+  CHECK(first.relay().mesh_lookups_hit() == 1);
+  CHECK(first.relay().mesh_lookups_miss() == 0);
+
+  // Nothing moved: ten intervals pass without another report.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the writer needs no loop
+  CHECK(figures().size() == 1);
+
+  metrics.visitor(ot::relayd::VisitorOutcome::kForwardedIn);
+  metrics.forwardFailed(ot::relayd::ForwardFailure::kRefused);
+  metrics.visitorConnectionsOpen.Decrement();
+  REQUIRE(fx.runUntil([&] { return figures().size() == 2; }));
+  const v1::RelayStats second = figures()[1].relay();
+  CHECK(second.visitor_connections_open() == 0);
+  CHECK(second.visitor_connections().at("forwarded_in") == 1);
+  CHECK(second.forward_failures().at("refused") == 1);
+
+  // A new stream (a restarted controld knows nothing) gets them again at once.
+  fx.service.closeLatest();
+  REQUIRE(fx.runUntil([&] {
+    for (const auto& message : fx.service.received(1)) {
+      if (message.has_counters() && message.counters().has_relay()) return true;
+    }
+    return false;
+  }));
 }
 
 TEST_CASE("control client: draining is sent at once and announced in hello on reconnect") {
