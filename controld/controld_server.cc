@@ -276,6 +276,10 @@ std::optional<int> ControldServer::listen() {
     peerEvents_ = std::make_unique<mesh::PeerEventApplier>(*store_, *hub_, *runner_);
     peerEvents_->start();
     mesh_->setPeerEvents([this](const mesh::FrameBody& event) { peerEvents_->apply(event); });
+    // A link that comes up stands for the events lost while it was down (docs/mesh.md "Events").
+    mesh_->setLinkUp([this](const std::string& machine, std::vector<std::string> tunnels) {
+      peerEvents_->linkUp(machine, std::move(tunnels));
+    });
     // relayd draining (SIGTERM): peers drop this machine's bridges at once and stop forwarding.
     hub_->setDrainingHandler([this](bool draining) {
       if (mesh_) mesh_->setLeaving(draining);

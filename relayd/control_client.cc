@@ -184,6 +184,9 @@ void ControlClient::Impl::deliverMessage(const v1::ControlMessage& message) {
     case v1::ControlMessage::kMeshDelta:
       if (events_.onMeshDelta) events_.onMeshDelta(message.mesh_delta());
       break;
+    case v1::ControlMessage::kRecheckRecords:
+      if (events_.onRecheckRecords) events_.onRecheckRecords(message.recheck_records());
+      break;
     case v1::ControlMessage::kAccepted:     // handled by the session thread
     case v1::ControlMessage::KIND_NOT_SET:  // a kind this relayd does not know (a newer controld)
       break;

@@ -48,6 +48,8 @@ struct ControlEvents {
   // ControlClient::requestMeshSnapshot.
   std::function<void(const v1::MeshTableSnapshot&)> onMeshSnapshot;
   std::function<void(const v1::MeshTableDelta&)> onMeshDelta;
+  // A mesh link came up: read the cached negative answers again (docs/mesh.md "Events").
+  std::function<void(const v1::RecheckRecords&)> onRecheckRecords{};
 };
 
 struct ControlClientOptions {

@@ -93,11 +93,17 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
   };
   events.onCommand = [this](const v1::Command& command) { onCommand(command); };
   meshFeedEvents(events);
+  events.onRecheckRecords = [this](const v1::RecheckRecords& recheck) {
+    onRecheckRecords(recheck);
+  };
   control_ =
       std::make_unique<ControlClient>(context.loop, std::move(controlOptions), std::move(events));
   uv_timer_init(context.loop, &drainTimer_);
   drainTimer_.data = this;
   drainTimerOpen_ = true;
+  uv_timer_init(context.loop, &cacheTimer_);
+  cacheTimer_.data = this;
+  cacheTimerOpen_ = true;
   if (!context.config.internalAddress.empty()) {
     forwarder_ = std::make_unique<MeshForwarder>(
         context, meshRoutes_,
@@ -113,6 +119,9 @@ Relay::~Relay() = default;
 
 void Relay::start() {
   control_->start();
+  uv_timer_start(
+      &cacheTimer_, [](uv_timer_t* timer) { static_cast<Relay*>(timer->data)->sweepCache(); },
+      kCacheSweepMs, kCacheSweepMs);
 }
 
 void Relay::stop() {
@@ -120,6 +129,10 @@ void Relay::stop() {
   if (drainTimerOpen_) {
     drainTimerOpen_ = false;
     uv_close(reinterpret_cast<uv_handle_t*>(&drainTimer_), nullptr);
+  }
+  if (cacheTimerOpen_) {
+    cacheTimerOpen_ = false;
+    uv_close(reinterpret_cast<uv_handle_t*>(&cacheTimer_), nullptr);
   }
 }
 
@@ -144,22 +157,53 @@ void Relay::checkUpgrade(const std::string& tunnelId, std::function<void(Upgrade
     done(UpgradeDecision::kUnavailable);
     return;
   }
-  control_->fetchTunnel(
-      tunnelId, [this, tunnelId, done = std::move(done)](Result<v1::FetchTunnelResponse> result) {
-        if (!result.ok()) {
-          done(UpgradeDecision::kUnavailable);
-          return;
-        }
-        if (!result->found()) {
-          table_.markMissing(tunnelId, context_.nowMs());
-          done(UpgradeDecision::kNotFound);
-          return;
-        }
-        table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
-        const CachedRecord* record = table_.record(tunnelId);
-        done(record == nullptr || record->deleted ? UpgradeDecision::kNotFound
-                                                  : UpgradeDecision::kAllowed);
-      });
+  control_->fetchTunnel(tunnelId, [this, tunnelId, generation = recheckGeneration_,
+                                   done = std::move(done)](Result<v1::FetchTunnelResponse> result) {
+    if (!result.ok()) {
+      done(UpgradeDecision::kUnavailable);
+      return;
+    }
+    if (!result->found()) {
+      if (generation == recheckGeneration_) table_.markMissing(tunnelId, context_.nowMs());
+      done(UpgradeDecision::kNotFound);
+      return;
+    }
+    table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
+    const CachedRecord* record = table_.record(tunnelId);
+    done(record == nullptr || record->deleted ? UpgradeDecision::kNotFound
+                                              : UpgradeDecision::kAllowed);
+  });
+}
+
+// A mesh link came up on controld's side: events its peer sent meanwhile are lost, so neither a
+// "no such tunnel" answer nor a "certificate not ready" record is trusted any longer.
+void Relay::onRecheckRecords(const v1::RecheckRecords& recheck) {
+  ++recheckGeneration_;
+  const std::vector<std::string> reread = table_.recheckNegative();
+  for (const auto& id : reread) rereadRecord(id);
+  kLog.info("cached records rechecked: a mesh link came up",
+            {{"peer", recheck.peer_machine_id()}, {"reread", reread.size()}});
+}
+
+void Relay::sweepCache() {
+  // While controld is away the cached copies are all there is (an attach is authorized from
+  // them): nothing is dropped then.
+  const TunnelTable::Sweep swept = table_.sweep(context_.nowMs(), control_->connected());
+  for (const auto& id : swept.reread) rereadRecord(id);
+  if (swept.dropped > 0) {
+    kLog.debug("idle cached records dropped", {{"dropped", swept.dropped}});
+  }
+}
+
+// A record of a tunnel with a bridge here read again; what controld answers replaces it (a
+// revision below the cached one changes nothing). Not found: controld's deletion push decides.
+void Relay::rereadRecord(const std::string& tunnelId) {
+  if (!control_->connected()) return;  // the cached copy is used while controld is away
+  control_->fetchTunnel(tunnelId, [this, tunnelId](Result<v1::FetchTunnelResponse> result) {
+    if (result.ok() && result->found()) {
+      table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
+    }
+  });
 }
 
 uint64_t Relay::registerBridge(BridgeSession* bridge) {

@@ -103,6 +103,12 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void meshFeedEvents(ControlEvents& events);
   void onMeshSnapshot(const v1::MeshTableSnapshot& part);
   void onMeshDelta(const v1::MeshTableDelta& delta);
+  // The cached-record rules (relay.cc, docs/mesh.md "Cached records"): a mesh link came up, the
+  // periodic sweep, and a record read again in the background.
+  void onRecheckRecords(const v1::RecheckRecords& recheck);
+  void sweepCache();
+  void rereadRecord(const std::string& tunnelId);
+  static constexpr uint64_t kCacheSweepMs = 5'000;
   void closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason);
   void authorizeFromCache(uint64_t key);
   void finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* response);
@@ -128,6 +134,11 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   size_t drainPerStep_ = 0;  // set by startDrain from the whole queue
   uv_timer_t drainTimer_{};
   bool drainTimerOpen_ = false;
+  uv_timer_t cacheTimer_{};  // sweepCache every kCacheSweepMs
+  bool cacheTimerOpen_ = false;
+  // Bumped by every RecheckRecords: a "no such tunnel" answer to a FetchTunnel sent before it may
+  // predate a creation whose event was lost, so it is not cached.
+  uint64_t recheckGeneration_ = 0;
   MeshRouteTable meshRoutes_;
   MeshFeedReceiver meshFeed_{meshRoutes_};
   std::unique_ptr<MeshForwarder> forwarder_;  // null without INTERNAL_ADDRESS

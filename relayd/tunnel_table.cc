@@ -20,11 +20,13 @@ bool hashEquals(const Sha256& expected, std::string_view secret) {
 bool TunnelTable::upsertRecord(const std::string& tunnelId, CachedRecord record) {
   Tunnel& tunnel = tunnels_[tunnelId];
   missing_.erase(tunnelId);
+  tunnel.used = true;
   if (tunnel.haveRecord && tunnel.record.deleted) return false;  // deletion is final
   if (tunnel.haveRecord && !record.deleted && record.revision < tunnel.record.revision)
     return false;
   tunnel.haveRecord = true;
   tunnel.record = std::move(record);
+  tunnel.recordFresh = true;
   return true;
 }
 
@@ -42,6 +44,7 @@ size_t TunnelTable::certificatesExpiringBy(int64_t deadlineUnixMs) const {
 
 void TunnelTable::markDeleted(const std::string& tunnelId) {
   Tunnel& tunnel = tunnels_[tunnelId];
+  tunnel.used = true;
   tunnel.haveRecord = true;
   tunnel.record.deleted = true;
   tunnel.record.certReady = false;
@@ -58,6 +61,7 @@ void TunnelTable::dropRecord(const std::string& tunnelId) {
 const CachedRecord* TunnelTable::record(std::string_view tunnelId) const {
   auto it = tunnels_.find(std::string(tunnelId));
   if (it == tunnels_.end() || !it->second.haveRecord) return nullptr;
+  it->second.used = true;
   return &it->second.record;
 }
 
@@ -73,6 +77,54 @@ void TunnelTable::markMissing(const std::string& tunnelId, uint64_t nowMs, uint6
 bool TunnelTable::knownMissing(std::string_view tunnelId, uint64_t nowMs) const {
   auto it = missing_.find(std::string(tunnelId));
   return it != missing_.end() && it->second > nowMs;
+}
+
+std::vector<std::string> TunnelTable::recheckNegative() {
+  missing_.clear();
+  std::vector<std::string> reread;
+  for (auto it = tunnels_.begin(); it != tunnels_.end();) {
+    Tunnel& tunnel = it->second;
+    if (!tunnel.haveRecord || tunnel.record.deleted || tunnel.record.certReady) {
+      ++it;
+      continue;
+    }
+    if (!tunnel.bridges.empty()) {
+      reread.push_back(it->first);
+      ++it;
+      continue;
+    }
+    // No bridge here: nothing routes by it, and the next upgrade or attach reads it afresh.
+    it = tunnels_.erase(it);
+  }
+  return reread;
+}
+
+TunnelTable::Sweep TunnelTable::sweep(uint64_t nowMs, bool dropIdle) {
+  Sweep result;
+  std::erase_if(missing_, [nowMs](const auto& entry) { return entry.second <= nowMs; });
+  for (auto it = tunnels_.begin(); it != tunnels_.end();) {
+    Tunnel& tunnel = it->second;
+    if (tunnel.bridges.empty()) {
+      if (tunnel.used) {
+        tunnel.idleSinceMs = nowMs;
+      } else if (dropIdle && nowMs - tunnel.idleSinceMs >= kIdleDropMs) {
+        it = tunnels_.erase(it);
+        ++result.dropped;
+        continue;
+      }
+    }
+    tunnel.used = false;
+    if (tunnel.recordFresh) {
+      tunnel.recordFresh = false;
+      tunnel.recordAtMs = nowMs;
+    } else if (tunnel.haveRecord && !tunnel.record.deleted && !tunnel.record.certReady &&
+               !tunnel.bridges.empty() && nowMs - tunnel.recordAtMs >= kRereadNotReadyMs) {
+      tunnel.recordAtMs = nowMs;  // asked once per TTL, whatever the answer
+      result.reread.push_back(it->first);
+    }
+    ++it;
+  }
+  return result;
 }
 
 bool TunnelTable::credentialMatches(const CachedRecord& record, std::string_view token,
@@ -142,6 +194,7 @@ void TunnelTable::removeBridge(const std::string& tunnelId, uint64_t bridgeKey) 
   }
   tunnel.open -= std::min(tunnel.open, bridge->open);
   tunnel.bridges.erase(bridge);
+  tunnel.used = true;  // its idle time starts with its last bridge gone
   --bridgeCount_;
   eraseIfEmpty(it);
 }
@@ -169,6 +222,7 @@ size_t TunnelTable::bridgeCountOf(std::string_view tunnelId) const {
 
 TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string_view route) {
   auto it = tunnels_.find(std::string(tunnelId));
+  if (it != tunnels_.end()) it->second.used = true;
   if (it == tunnels_.end() || !it->second.haveRecord || it->second.record.deleted) {
     return {PickResult::kUnknownTunnel, 0};
   }

@@ -63,6 +63,24 @@ class TunnelTable {
   void markMissing(const std::string& tunnelId, uint64_t nowMs, uint64_t ttlMs = 5'000);
   [[nodiscard]] bool knownMissing(std::string_view tunnelId, uint64_t nowMs) const;
 
+  // The cached-record rules (docs/mesh.md "Cached records"). A mesh link came up, so an event may
+  // have been lost: every "no such tunnel" answer is forgotten, and so is every record whose
+  // certificate is not ready, except those of tunnels with a bridge here, which are returned to
+  // be read again (visitors need a record to reach them). Deleted records stay.
+  [[nodiscard]] std::vector<std::string> recheckNegative();
+  // Run every few seconds. Drops tunnels with no bridge here whose record nobody used (pushed,
+  // read for an upgrade, an attach or a visitor) for kIdleDropMs, and expired "missing" answers;
+  // returns the not-ready records of tunnels with a bridge here last read kRereadNotReadyMs ago
+  // (the safety TTL: read again however quiet the mesh was). `dropIdle` false (controld away:
+  // nothing could be read again) keeps every record.
+  static constexpr uint64_t kIdleDropMs = 30'000;
+  static constexpr uint64_t kRereadNotReadyMs = 10 * 60'000;
+  struct Sweep {
+    size_t dropped = 0;
+    std::vector<std::string> reread;
+  };
+  [[nodiscard]] Sweep sweep(uint64_t nowMs, bool dropIdle = true);
+
   // The credential check done from the cache when controld cannot be asked: the tunnel token, or
   // the named origin's derived credential. Constant time in the hashes.
   [[nodiscard]] static bool credentialMatches(const CachedRecord& record, std::string_view token,
@@ -111,6 +129,12 @@ class TunnelTable {
     std::vector<BridgeEntry> bridges;                          // in attach order
     std::map<std::string, uint32_t, std::less<>> routeClaims;  // route -> bridges claiming it
     uint32_t open = 0;
+    // The cached-record rules, kept by sweep()'s clock: used since the previous sweep (a const
+    // read counts too), when the sweeps found it unused, when its record was last stored.
+    mutable bool used = true;
+    uint64_t idleSinceMs = 0;
+    bool recordFresh = true;  // stored since the previous sweep
+    uint64_t recordAtMs = 0;
   };
   [[nodiscard]] uint32_t tunnelConnLimit(const Tunnel& tunnel) const;
   void eraseIfEmpty(std::unordered_map<std::string, Tunnel>::iterator it);

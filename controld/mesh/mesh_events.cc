@@ -98,11 +98,37 @@ void PeerEventApplier::apply(const FrameBody& event) {
   wake_.notify_one();
 }
 
+void PeerEventApplier::linkUp(const std::string& machine, std::vector<std::string> localTunnels) {
+  {
+    std::lock_guard lock(mutex_);
+    if (linkUpPending_) {
+      linkUpMachines_ += "," + machine;
+    } else {
+      linkUpMachines_ = machine;
+    }
+    linkUpPending_ = true;
+    linkUpTunnels_ = std::move(localTunnels);
+  }
+  wake_.notify_one();
+}
+
 void PeerEventApplier::run() {
   std::unique_lock lock(mutex_);
   while (true) {
-    wake_.wait(lock, [this] { return stopping_ || jobPending_ || !queue_.empty(); });
+    wake_.wait(lock,
+               [this] { return stopping_ || jobPending_ || linkUpPending_ || !queue_.empty(); });
     if (stopping_) return;
+    if (linkUpPending_) {
+      linkUpPending_ = false;
+      const std::string machines = std::move(linkUpMachines_);
+      const std::vector<std::string> tunnels = std::move(linkUpTunnels_);
+      linkUpMachines_.clear();
+      linkUpTunnels_.clear();
+      lock.unlock();
+      checkLinkUp(machines, tunnels);
+      lock.lock();
+      continue;
+    }
     if (dropped_ > 0) {
       log_.warn("mesh events dropped: too many pending", {{"dropped", dropped_}});
       dropped_ = 0;
@@ -121,6 +147,28 @@ void PeerEventApplier::run() {
     lock.unlock();
     refresh(tunnelId, deletedEvent);
     lock.lock();
+  }
+}
+
+// The relays first: their FetchTunnel reads come after this point, so they see every write made
+// before the peer's hello (docs/mesh.md "Events"). Then the deletions, confirmed by the store.
+void PeerEventApplier::checkLinkUp(const std::string& machines,
+                                   const std::vector<std::string>& localTunnels) {
+  relays_.recheckRecords(machines);
+  if (localTunnels.empty()) return;
+  auto deleted = store_.deletedAmong(localTunnels);
+  if (!deleted.ok()) {
+    // The relays' own rules bound how long a deleted tunnel's bridge stays: a later link-up, an
+    // attach or its own deletion event. Logged so an operator sees the check did not happen.
+    log_.warn("mesh link-up check not done: storage error",
+              {{"peers", machines}, {"error", deleted.error().message}});
+    return;
+  }
+  for (const auto& id : deleted.value()) relays_.publishDeleted(id);
+  if (!deleted->empty()) {
+    log_.info(
+        "mesh link-up check: tunnels deleted while events were lost",
+        {{"peers", machines}, {"deleted", deleted->size()}, {"checked", localTunnels.size()}});
   }
 }
 

@@ -9,6 +9,12 @@
 // tunnel's record is read again and pushed to this machine's relays (a deletion only once the
 // database says so), and a job enqueued wakes this machine's job runner. Events for one tunnel
 // that arrive while its read is pending are folded into it.
+//
+// A link that comes up (linkUp) stands for the events its peer may have sent while it was down,
+// which are lost: the relays are told to read their cached negative answers again
+// (RecheckRecords), and one store query per 500 tunnels finds which tunnels with a bridge here the
+// database says are deleted; each goes out as a deletion, closing its bridges, as a confirmed
+// tunnel_deleted event would. Link-ups that arrive while one waits are folded into it.
 #pragma once
 
 #include <condition_variable>
@@ -19,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include "common/log.h"
 #include "controld/mesh/link_frames.h"
@@ -68,10 +75,14 @@ class PeerEventApplier {
 
   // From the mesh loop: never blocks on the store.
   void apply(const FrameBody& event);
+  // From the mesh loop: a link to `machine` came up; `localTunnels`: the tunnels with a bridge on
+  // this machine now. Never blocks on the store.
+  void linkUp(const std::string& machine, std::vector<std::string> localTunnels);
 
  private:
   void run();
   void refresh(const std::string& tunnelId, bool deletedEvent);
+  void checkLinkUp(const std::string& machines, const std::vector<std::string>& localTunnels);
 
   controld::TunnelStore& store_;
   controld::RecordPublisher& relays_;
@@ -84,6 +95,9 @@ class PeerEventApplier {
   std::unordered_set<std::string> queued_;   // the same, for folding repeats
   std::unordered_set<std::string> deleted_;  // queued tunnels a deletion event named
   bool jobPending_ = false;
+  bool linkUpPending_ = false;
+  std::string linkUpMachines_;              // the links folded into the pending check, for the log
+  std::vector<std::string> linkUpTunnels_;  // the latest set: the check reads what is here now
   bool stopping_ = false;
   size_t dropped_ = 0;
   std::thread thread_;

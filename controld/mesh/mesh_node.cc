@@ -373,6 +373,9 @@ void MeshNode::onHello(MeshLink& link, const Hello& hello) {
                              {"direction", link.outbound() ? "dialed" : "accepted"},
                              {"draining", hello.draining}});
   updateGauges();
+  // What the peer sent while it was not linked is lost (docs/mesh.md "Events"). The peer sends
+  // its events on this link from before its hello, so only what came before needs the check.
+  if (linkUp_) linkUp_(hello.machine, localTunnels());
 }
 
 void MeshNode::applyTable(MeshLink& link, Frame& frame) {

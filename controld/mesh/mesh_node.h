@@ -107,6 +107,12 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   void setPeerEvents(std::function<void(const FrameBody&)> handler) {
     peerEvents_ = std::move(handler);
   }
+  // Before start(): called on the loop each time a link to a machine comes up (its hello
+  // admitted), with the tunnels that have a bridge on this machine now. Events the machine sent
+  // while it was not linked are lost; the handler makes up for them (PeerEventApplier::linkUp).
+  using LinkUpHandler =
+      std::function<void(const std::string& machine, std::vector<std::string> localTunnels)>;
+  void setLinkUp(LinkUpHandler handler) { linkUp_ = std::move(handler); }
 
   // This life of the machine (the hello's epoch and started_at).
   [[nodiscard]] uint64_t epoch() const { return epoch_; }
@@ -201,6 +207,9 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   std::unique_ptr<InternalExchanges> exchanges_;
   NonceWindow routeCheckNonces_;
   std::function<void(const FrameBody&)> peerEvents_;
+  LinkUpHandler linkUp_;
+  // The tunnels with a bridge on this machine as announced (mesh_node_events.cc).
+  [[nodiscard]] std::vector<std::string> localTunnels() const;
   bool leaving_ = false;  // loop thread
   bool settled_ = false;  // loop thread: relayd's table snapshots released
   int64_t gateOpenedAtMs_ = 0;

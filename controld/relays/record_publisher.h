@@ -21,6 +21,9 @@ class RecordPublisher {
   virtual void publishRecord(const StoredTunnel& tunnel) = 0;
   virtual void publishDeleted(const std::string& tunnelId) = 0;
   virtual void publishApiCertificate(const ApiCertificatePem& certificate) = 0;
+  // A mesh link to `peerMachine` came up: events sent while it was down are lost, so the relays
+  // read their cached negative answers again (docs/mesh.md "Events"). No-op by default.
+  virtual void recheckRecords(const std::string& /*peerMachine*/) {}
 };
 
 // Wakes the job runner when a job was added, so it does not wait for its next poll.

@@ -74,6 +74,13 @@ void RelayHub::publishDeleted(const std::string& tunnelId, uint64_t revision) {
   fanOutLocked(message);
 }
 
+void RelayHub::recheckRecords(const std::string& peerMachine) {
+  cv1::ControlMessage message;
+  message.mutable_recheck_records()->set_peer_machine_id(peerMachine);
+  const std::lock_guard lock(mutex_);
+  fanOutLocked(message);
+}
+
 void RelayHub::publishApiCertificate(const ApiCertificatePem& certificate) {
   auto converted = toProtoCertificate(certificate);
   if (!converted.ok()) {

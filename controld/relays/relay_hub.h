@@ -100,6 +100,7 @@ class RelayHub final : public RecordPublisher {
   void publishRecord(const StoredTunnel& tunnel) override;
   void publishDeleted(const std::string& tunnelId) override;
   void publishDeleted(const std::string& tunnelId, uint64_t revision);
+  void recheckRecords(const std::string& peerMachine) override;  // RecheckRecords to every relay
   // Remembered and sent to every live session and to each new one after SessionAccepted. A chain
   // without a certificate is logged and ignored (the previous certificate stays).
   void publishApiCertificate(const ApiCertificatePem& certificate) override;

@@ -83,6 +83,7 @@ class SqlStore final : public Store {
   Result<std::vector<StoredTunnel>> listTunnels(const std::string& afterId, int limit) override;
   Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) override;
   Result<bool> clearAlarm(const std::string& id, int64_t alarmAtMs) override;
+  Result<std::vector<std::string>> deletedAmong(const std::vector<std::string>& ids) override;
 
   Result<bool> addJob(const Job& job) override;
   Result<std::optional<Job>> getJob(const std::string& id) override;

@@ -5,6 +5,7 @@
 // maps them to 503), kConflict when a revision changed underneath (reload, answer 503).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -93,6 +94,11 @@ class TunnelStore {
   // succeeds only if alarm_at still holds the value that was read.
   virtual Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) = 0;
   virtual Result<bool> clearAlarm(const std::string& id, int64_t alarmAtMs) = 0;
+  // Of `ids`, those whose row says the tunnel is deleted, in one query per kDeletedAmongBatch IDs
+  // (a mesh link came up: were tunnels with a bridge here deleted while events were lost?). IDs
+  // the store does not have are not named: only a deletion it records counts.
+  static constexpr size_t kDeletedAmongBatch = 500;
+  virtual Result<std::vector<std::string>> deletedAmong(const std::vector<std::string>& ids) = 0;
 };
 
 // Certificate jobs. addJob inserts if absent (true when this call added it).

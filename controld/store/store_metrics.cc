@@ -16,6 +16,7 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "listTunnels",
     "dueAlarms",
     "clearAlarm",
+    "deletedAmong",
     "addJob",
     "getJob",
     "claimJob",

@@ -31,6 +31,9 @@ class ForwardingStore : public Store {
   Result<bool> clearAlarm(const std::string& id, int64_t alarmAtMs) override {
     return inner_.clearAlarm(id, alarmAtMs);
   }
+  Result<std::vector<std::string>> deletedAmong(const std::vector<std::string>& ids) override {
+    return inner_.deletedAmong(ids);
+  }
   Result<bool> addJob(const Job& job) override { return inner_.addJob(job); }
   Result<std::optional<Job>> getJob(const std::string& id) override { return inner_.getJob(id); }
   Result<std::optional<Job>> claimJob(const std::string& owner, int64_t nowMs, int64_t leaseMs,

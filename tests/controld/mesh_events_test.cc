@@ -5,9 +5,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/controld/recording_publisher.h"
 #include "tests/controld/test_database.h"
@@ -65,6 +68,49 @@ TEST_CASE("mesh events: a peer's event is applied as the store has the tunnel") 
     CHECK(relays.recordsOf("unknown").empty());
     applier.apply(JobEnqueued{});
     REQUIRE(eventually([&] { return jobs.count == 1; }));
+    applier.stop();
+  }
+}
+
+TEST_CASE("mesh events: a link that comes up rechecks the relays and finds lost deletions") {
+  for (const auto& db : testDatabases()) {
+    CAPTURE(db->name());
+    auto store = db->openMigrated();
+    // More tunnels with a bridge here than one query takes: the check goes in batches.
+    std::vector<std::string> local;
+    for (int i = 0; i < 1'010; ++i) {
+      local.push_back("t" + std::to_string(i));
+      controld::TunnelRecord record = sampleTunnel(local.back());
+      if (i == 7 || i == 777) record.deletedAtMs = 1'700'000'000'500;  // deleted meanwhile
+      REQUIRE(store->insertTunnel(record).ok());
+    }
+    controld::TunnelRecord elsewhere = sampleTunnel("elsewhere");  // deleted, no bridge here
+    elsewhere.deletedAtMs = 1'700'000'000'500;
+    REQUIRE(store->insertTunnel(elsewhere).ok());
+    local.emplace_back("unknown");  // not in the store: no deletion without one recorded
+
+    auto direct = store->deletedAmong(local);
+    REQUIRE(direct.ok());
+    std::sort(direct->begin(), direct->end());
+    CHECK(*direct == std::vector<std::string>{"t7", "t777"});
+    CHECK(store->deletedAmong({}).value().empty());
+
+    RecordingPublisher relays;
+    CountingNotifier jobs;
+    PeerEventApplier applier(*store, relays, jobs);
+    applier.start();
+    applier.linkUp("machine-b", local);
+    REQUIRE(eventually([&] { return relays.deleted().size() == 2; }));
+    CHECK(relays.rechecks() == std::vector<std::string>{"machine-b"});
+    auto deleted = relays.deleted();
+    std::sort(deleted.begin(), deleted.end());
+    CHECK(deleted == std::vector<std::string>{"t7", "t777"});
+    CHECK(relays.records().empty());  // nothing else pushed
+
+    // No bridge here: the relays are still told, the store is not asked.
+    applier.linkUp("machine-c", {});
+    REQUIRE(eventually([&] { return relays.rechecks().size() == 2; }));
+    CHECK(relays.deleted().size() == 2);
     applier.stop();
   }
 }

@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,7 @@ struct Machine {
   }
   void start() {
     node = std::make_unique<MeshNode>(settings, metrics);
+    if (linkUp) node->setLinkUp(linkUp);
     REQUIRE(node->start().ok());
     REQUIRE(relayd.serve(settings.handoffSocket));
     registry.setObserver(node.get());
@@ -79,6 +82,7 @@ struct Machine {
   ot::metrics::Metrics metrics;
   ot::controld::BridgeRegistry registry;
   std::unique_ptr<MeshNode> node;
+  MeshNode::LinkUpHandler linkUp;  // set before start()
 };
 
 ot::controld::BridgeEntry localBridge(const std::string& id, const std::string& tunnel,
@@ -417,4 +421,39 @@ TEST_CASE("mesh node: MESH_DNS finds the peers, at this machine's internal port"
   CHECK(peers.front().address == b.address());
   CHECK(peers.front().state == PeerState::kUp);
   CHECK(peers.front().machine == "m-b");
+}
+
+TEST_CASE("mesh node: a link that comes up is told with the tunnels that have a bridge here") {
+  Machine a("m-a", "127.0.0.31", {}, kToken, 100, 500, 0);
+  Machine b("m-b", "127.0.0.32", {}, kToken, 100, 500, 0);
+  a.settings.peers = {*parseHostPort(b.address())};
+  b.settings.peers = {*parseHostPort(a.address())};
+  std::mutex mutex;
+  std::map<std::string, std::vector<std::vector<std::string>>> seen;  // on machine -> calls
+  for (Machine* machine : {&a, &b}) {
+    machine->linkUp = [&, self = machine->settings.machineId](const std::string& peer,
+                                                              std::vector<std::string> tunnels) {
+      const std::lock_guard lock(mutex);
+      seen[self + "<-" + peer].push_back(std::move(tunnels));
+    };
+  }
+  a.start();
+  a.registry.replaceRelay("relay-a", {localBridge("a1", "beta"), localBridge("a2", "alpha"),
+                                      localBridge("a3", "alpha", {"api"})});
+  REQUIRE(waitFor([&] { return a.status().localBridges == 3; }));
+  b.start();
+  REQUIRE(waitFor([&] { return linkedTo(a, {"m-b"}) && linkedTo(b, {"m-a"}); }));
+  REQUIRE(waitFor([&] {
+    const std::lock_guard lock(mutex);
+    return seen.size() == 2;
+  }));
+  const std::lock_guard lock(mutex);
+  // Each side, for every link it admitted (both dial at once: one may be admitted, then replaced
+  // by the pair's kept link), with its own tunnels, each named once.
+  REQUIRE_FALSE(seen["m-a<-m-b"].empty());
+  for (const auto& tunnels : seen["m-a<-m-b"]) {
+    CHECK(tunnels == std::vector<std::string>{"alpha", "beta"});
+  }
+  REQUIRE_FALSE(seen["m-b<-m-a"].empty());
+  for (const auto& tunnels : seen["m-b<-m-a"]) CHECK(tunnels.empty());
 }

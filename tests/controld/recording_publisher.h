@@ -24,6 +24,14 @@ class RecordingPublisher final : public RecordPublisher {
     const std::lock_guard lock(mutex_);
     api_.push_back(certificate);
   }
+  void recheckRecords(const std::string& peerMachine) override {
+    const std::lock_guard lock(mutex_);
+    rechecks_.push_back(peerMachine);
+  }
+  [[nodiscard]] std::vector<std::string> rechecks() const {
+    const std::lock_guard lock(mutex_);
+    return rechecks_;
+  }
   [[nodiscard]] std::vector<StoredTunnel> records() const {
     const std::lock_guard lock(mutex_);
     return records_;
@@ -53,6 +61,7 @@ class RecordingPublisher final : public RecordPublisher {
   mutable std::mutex mutex_;
   std::vector<StoredTunnel> records_;
   std::vector<std::string> deleted_;
+  std::vector<std::string> rechecks_;
   std::vector<ApiCertificatePem> api_;
 };
 

@@ -1415,3 +1415,54 @@ TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the c
     CHECK(relay.meshRoutes().version() == 9);
   }
 }
+
+TEST_CASE(
+    "relay: RecheckRecords drops cached misses and not-ready records, re-reading served ones") {
+  Fixture fx;
+  fx.startServer();
+  ot::metrics::Metrics registry;
+  RelayMetrics metrics{registry};
+  RelaydConfig config;
+  struct Rig {
+    Fixture& fx;
+    RelayContext context;
+    Relay relay;
+    Rig(Fixture& f, const RelaydConfig& c, RelayMetrics& m)
+        : fx(f), context(&f.loop, c, m), relay(context, f.options()) {}
+    ~Rig() {
+      relay.stop();
+      context.closeHandles();
+      for (int i = 0; i < 100; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
+    }
+  };
+  {
+    Rig rig(fx, config, metrics);
+    Relay& relay = rig.relay;
+    relay.start();
+    REQUIRE(fx.runUntil([&] { return relay.controlConnected(); }));
+    ot::relayd::TunnelTable& table = relay.table();
+    v1::ControlMessage pending;
+    pending.mutable_tunnel()->set_tunnel_id("pending");
+    pending.mutable_tunnel()->set_revision(1);
+    fx.service.push(pending);  // certificate not ready, no bridge here
+    v1::ControlMessage served = pending;
+    served.mutable_tunnel()->set_tunnel_id("t1");  // the fake's FetchTunnel has it at revision 9
+    fx.service.push(served);
+    REQUIRE(fx.runUntil([&] { return table.record("t1") != nullptr; }));
+    REQUIRE(table.record("pending") != nullptr);
+    table.addBridge("t1", 99, {""}, 4);  // as a bridge attached here
+    table.markMissing("ghost", rig.context.nowMs(), 60'000);
+
+    v1::ControlMessage recheck;
+    recheck.mutable_recheck_records()->set_peer_machine_id("machine-a");
+    fx.service.push(recheck);
+    REQUIRE(fx.runUntil([&] { return !table.knownMissing("ghost", rig.context.nowMs()); }));
+    CHECK(table.record("pending") == nullptr);  // read afresh on its next use
+    // The served one is read again at once (FetchTunnel), and the answer replaces it.
+    REQUIRE(fx.runUntil([&] {
+      const ot::relayd::CachedRecord* record = table.record("t1");
+      return record != nullptr && record->revision == 9;
+    }));
+    table.removeBridge("t1", 99);
+  }
+}

@@ -156,3 +156,78 @@ TEST_CASE("tunnel table: certificates expiring are counted for tunnels with a br
   table.removeBridge("soon", key - 1);
   CHECK(table.certificatesExpiringBy(deadline) == 0);
 }
+
+TEST_CASE("tunnel table: a link coming up forgets misses and re-reads not-ready records") {
+  TunnelTable table(MachineLimits{});
+  table.markMissing("ghost", 1000, 5000);
+  CachedRecord notReady = readyRecord(1);
+  notReady.certReady = false;
+  table.upsertRecord("pending", notReady);  // no bridge here
+  table.upsertRecord("served", notReady);   // a bridge here (a renewal not done yet, say)
+  table.addBridge("served", 1, {""}, 4);
+  table.upsertRecord("ready", readyRecord(1));
+  table.upsertRecord("gone", readyRecord(1));
+  table.markDeleted("gone");
+
+  CHECK(table.recheckNegative() == std::vector<std::string>{"served"});
+  CHECK_FALSE(table.knownMissing("ghost", 1000));  // the next upgrade asks controld
+  CHECK(table.record("pending") == nullptr);       // read afresh on its next use
+  REQUIRE(table.record("served") != nullptr);      // its bridge's visitors still need it
+  CHECK(table.record("ready") != nullptr);
+  REQUIRE(table.record("gone") != nullptr);
+  CHECK(table.record("gone")->deleted);  // a deletion is never forgotten by a recheck
+  CHECK(table.bridgeCountOf("served") == 1);
+}
+
+TEST_CASE("tunnel table: records unused for 30 s without a bridge here are dropped") {
+  TunnelTable table(MachineLimits{});
+  table.upsertRecord("idle", readyRecord(1));
+  table.upsertRecord("busy", readyRecord(1));
+  table.upsertRecord("bridged", readyRecord(1));
+  table.addBridge("bridged", 1, {""}, 4);
+
+  uint64_t now = 0;
+  CHECK(table.sweep(now).dropped == 0);  // used since the last sweep: idle from now
+  for (; now < TunnelTable::kIdleDropMs - 5'000; now += 5'000) {
+    (void)table.record("busy");  // an upgrade read it
+    CHECK(table.sweep(now + 5'000).dropped == 0);
+  }
+  now += 5'000;
+  (void)table.pickBridge("busy", "");  // a visitor counts as a use too
+  CHECK(table.sweep(now).dropped == 1);
+  CHECK(table.record("idle") == nullptr);
+  CHECK(table.record("busy") != nullptr);
+  CHECK(table.record("bridged") != nullptr);
+
+  // While controld is away nothing is dropped: the cached copies are all there is.
+  CHECK(table.sweep(now + 60'000, false).dropped == 0);
+  CHECK(table.record("bridged") != nullptr);
+  CHECK(table.recordCount() == 2);
+  // The last bridge gone: its idle time starts then. ("busy" was read by the checks above: idle
+  // from the sweep at now + 60 s.)
+  table.removeBridge("bridged", 1);
+  CHECK(table.sweep(now + 65'000).dropped == 0);
+  CHECK(table.sweep(now + 60'000 + TunnelTable::kIdleDropMs).dropped == 1);  // "busy"
+  CHECK(table.sweep(now + 65'000 + TunnelTable::kIdleDropMs - 1).dropped == 0);
+  CHECK(table.sweep(now + 65'000 + TunnelTable::kIdleDropMs).dropped == 1);  // "bridged"
+  CHECK(table.recordCount() == 0);
+}
+
+TEST_CASE("tunnel table: a not-ready record with a bridge here is re-read after the safety TTL") {
+  TunnelTable table(MachineLimits{});
+  CachedRecord notReady = readyRecord(1);
+  notReady.certReady = false;
+  table.upsertRecord("served", notReady);
+  table.addBridge("served", 1, {""}, 4);
+  table.upsertRecord("ready", readyRecord(1));
+  table.addBridge("ready", 2, {""}, 4);
+
+  CHECK(table.sweep(0).reread.empty());  // stored since the last sweep: fresh from now
+  CHECK(table.sweep(TunnelTable::kRereadNotReadyMs - 1).reread.empty());
+  CHECK(table.sweep(TunnelTable::kRereadNotReadyMs).reread == std::vector<std::string>{"served"});
+  CHECK(table.sweep(TunnelTable::kRereadNotReadyMs + 5'000).reread.empty());  // once per TTL
+  table.upsertRecord("served", notReady);  // the answer: still not ready, stored again
+  CHECK(table.sweep(2 * TunnelTable::kRereadNotReadyMs).reread.empty());
+  CHECK(table.sweep(3 * TunnelTable::kRereadNotReadyMs).reread ==
+        std::vector<std::string>{"served"});
+}
