@@ -21,12 +21,16 @@ std::string_view linkErrorCodeName(LinkErrorCode code) {
       return "delta_before_snapshot";
     case LinkErrorCode::kSequenceGap:
       return "sequence_gap";
+    case LinkErrorCode::kSnapshotTooLarge:
+      return "snapshot_too_large";
   }
   return "unknown";
 }
 
-LinkReceiver::LinkReceiver(std::string peerMachine, int64_t nowMs)
-    : peerMachine_(std::move(peerMachine)), lastFrameAtMs_(nowMs) {}
+LinkReceiver::LinkReceiver(std::string peerMachine, int64_t nowMs, size_t maxSnapshotBridges)
+    : peerMachine_(std::move(peerMachine)),
+      maxSnapshotBridges_(maxSnapshotBridges),
+      lastFrameAtMs_(nowMs) {}
 
 Result<std::optional<Frame>, LinkError> LinkReceiver::fail(LinkErrorCode code, std::string detail) {
   state_ = State::kFailed;
@@ -102,6 +106,10 @@ Result<std::optional<Frame>, LinkError> LinkReceiver::onSnapshotPart(Frame& fram
     return fail(LinkErrorCode::kSnapshotOutOfOrder, "a second snapshot on one link");
   }
   auto& whole = std::get<SnapshotPart>(snapshot_->body);
+  if (whole.bridges.size() > maxSnapshotBridges_) {
+    return fail(LinkErrorCode::kSnapshotTooLarge,
+                "a snapshot of more than " + std::to_string(maxSnapshotBridges_) + " bridges");
+  }
   if (!whole.last) return std::optional<Frame>();
   whole.part = 0;
   state_ = State::kLive;

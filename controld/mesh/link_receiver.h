@@ -32,8 +32,14 @@ enum class LinkErrorCode : uint8_t {
   kUnsupportedVersion,  // a hello of another format version
   kSnapshotOutOfOrder,  // a part out of turn, a second snapshot, a part of another sequence
   kDeltaBeforeSnapshot,
-  kSequenceGap,  // a delta whose sequence is not the previous + 1
+  kSequenceGap,       // a delta whose sequence is not the previous + 1
+  kSnapshotTooLarge,  // a snapshot's parts together hold more than the receiver takes
 };
+
+// The most bridges one snapshot (all its parts together) may hold: 20 times the 50,000 bridges a
+// machine is sized for. Each part is bounded by the frame limit; without this, a peer (one that
+// knows the secret, but buggy) could send parts without end and grow the gathered snapshot.
+inline constexpr size_t kMaxSnapshotBridges = 1'000'000;
 
 struct LinkError {
   LinkErrorCode code = LinkErrorCode::kHelloNotFirst;
@@ -48,7 +54,8 @@ class LinkReceiver {
  public:
   // `peerMachine`: the ID the handshake proved. `nowMs`: when the link came up (the dead-peer clock
   // starts there).
-  LinkReceiver(std::string peerMachine, int64_t nowMs);
+  LinkReceiver(std::string peerMachine, int64_t nowMs,
+               size_t maxSnapshotBridges = kMaxSnapshotBridges);
 
   // One decoded frame, received at `nowMs`. Answers what to apply:
   //   - the frame itself (hello, deltas, events, pings), with BridgeEntry::machine filled in;
@@ -81,6 +88,7 @@ class LinkReceiver {
   State state_ = State::kAwaitHello;
   std::optional<Hello> hello_;
   std::optional<Frame> snapshot_;  // the parts so far, while kInSnapshot
+  size_t maxSnapshotBridges_ = kMaxSnapshotBridges;
   uint64_t sequence_ = 0;
   uint64_t framesReceived_ = 0;
   int64_t lastFrameAtMs_;

@@ -35,7 +35,7 @@ std::optional<ClusterView> MeshNode::clusterView() {
     if (!accepting_) return std::nullopt;
     tasks_.emplace_back([this, promise] {
       const MachineLife life{settings_.machineId, epoch_,           startedAtMs_,
-                             selfAddress_,        settings_.region, stopping_};
+                             selfAddress_,        settings_.region, stopping_ || leaving_};
       std::vector<PeerLink> peers;
       for (PeerView& peer : directory_.view()) {
         peers.push_back({std::move(peer.address), std::move(peer.machine), peer.state});

@@ -165,6 +165,23 @@ TEST_CASE("mesh link receiver: snapshot parts in order, one snapshot per link") 
     auto receiver = live(4);
     CHECK(errorOf(receiver, part(4, 0, true, {})) == LinkErrorCode::kSnapshotOutOfOrder);
   }
+  SUBCASE("parts that together hold more bridges than the receiver takes") {
+    LinkReceiver receiver(kPeer, 0, 3);
+    REQUIRE(receiver.receive(hello(), 1).ok());
+    REQUIRE(receiver.receive(part(4, 0, false, {entry("t", "b1"), entry("t", "b2")}), 1).ok());
+    CHECK(errorOf(receiver, part(4, 1, false, {entry("t", "b3"), entry("t", "b4")})) ==
+          LinkErrorCode::kSnapshotTooLarge);
+    CHECK(linkErrorCodeName(LinkErrorCode::kSnapshotTooLarge) == "snapshot_too_large");
+  }
+  SUBCASE("a snapshot of exactly the cap is taken") {
+    LinkReceiver receiver(kPeer, 0, 3);
+    REQUIRE(receiver.receive(hello(), 1).ok());
+    REQUIRE(receiver.receive(part(4, 0, false, {entry("t", "b1"), entry("t", "b2")}), 1).ok());
+    const auto whole = receiver.receive(part(4, 1, true, {entry("t", "b3")}), 1);
+    REQUIRE(whole.ok());
+    REQUIRE(whole->has_value());
+    CHECK(std::get<SnapshotPart>((*whole)->body).bridges.size() == 3);
+  }
   SUBCASE("events before the snapshot are fine") {
     LinkReceiver receiver(kPeer, 0);
     REQUIRE(receiver.receive(hello(), 1).ok());

@@ -457,3 +457,29 @@ TEST_CASE("mesh node: a link that comes up is told with the tunnels that have a 
   REQUIRE_FALSE(seen["m-b<-m-a"].empty());
   for (const auto& tunnels : seen["m-b<-m-a"]) CHECK(tunnels.empty());
 }
+
+TEST_CASE("mesh node: a leaving machine shows draining in its own cluster view and its peer's") {
+  Machine a("m-a", "127.0.0.11", {}, kToken, 100, 500, 0);
+  Machine b("m-b", "127.0.0.12", {}, kToken, 100, 500, 0);
+  a.settings.peers = {*parseHostPort(b.address())};
+  b.settings.peers = {*parseHostPort(a.address())};
+  a.start();
+  b.start();
+  REQUIRE(waitFor([&] { return linkedTo(a, {"m-b"}) && linkedTo(b, {"m-a"}); }));
+  // The row of `machine` in `viewer`'s cluster view says draining.
+  auto drainingIn = [](Machine& viewer, const std::string& machine) {
+    const auto view = viewer.node->clusterView();
+    if (!view) return false;
+    for (const auto& row : view->machines) {
+      if (row.summary.life.machineId == machine) return row.summary.life.draining;
+    }
+    return false;
+  };
+  CHECK_FALSE(drainingIn(a, "m-a"));
+  CHECK_FALSE(drainingIn(b, "m-a"));
+  a.node->setLeaving(true);
+  CHECK(waitFor([&] { return drainingIn(a, "m-a") && drainingIn(b, "m-a"); }));
+  CHECK_FALSE(drainingIn(a, "m-b"));
+  a.node->setLeaving(false);
+  CHECK(waitFor([&] { return !drainingIn(a, "m-a"); }));
+}
