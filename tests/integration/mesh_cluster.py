@@ -15,7 +15,6 @@ the brief: MESH_PING_MS=100, MESH_DEAD_MS=500.
 """
 import contextlib
 import datetime
-import http.client
 import json
 import socket
 import ssl
@@ -29,6 +28,7 @@ import relay_harness as rh
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from fault_proxy import FaultProxy  # noqa: E402
+from test_mesh_link import ControldMetrics  # noqa: E402
 
 TOKEN = "a-mesh-secret-of-at-least-32-bytes-for-tests"
 ADMIN = "an-operator-token-for-the-cluster-view"
@@ -37,7 +37,7 @@ DEAD_MS = 500
 FAST = {"MESH_PING_MS": str(PING_MS), "MESH_DEAD_MS": str(DEAD_MS), "MESH_HOLD_MS": "60000"}
 
 
-class Machine:
+class Machine(ControldMetrics):
     """controld + relayd on `address`; `proxy` is the fault proxy in front of its internal
     listener (its INTERNAL_ADDRESS)."""
 
@@ -59,21 +59,6 @@ class Machine:
 
     # -- what the machine says ---------------------------------------------------------------
 
-    def controld_metrics(self):
-        connection = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
-        try:
-            connection.request("GET", "/metrics")
-            response = connection.getresponse()
-            assert response.status == 200
-            return rh.Metrics(rh.parse_metrics(response.read().decode()))
-        finally:
-            connection.close()
-
-    def wait_controld(self, predicate, what, timeout=20.0):
-        def check():
-            metrics = self.controld_metrics()
-            return metrics if predicate(metrics) else None
-        return harness.wait_until(check, timeout, f"{self.name}: {what}")
 
     def cluster(self):
         """The cluster view of POST /api/admin/stats (docs/mesh.md "The cluster view")."""

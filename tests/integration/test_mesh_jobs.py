@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 import harness
-from test_mesh_link import Machine, peers_up
+from test_mesh_link import linked_mesh
 
 JOBS = 30
 ADDRESSES = {"machine-a": "127.0.0.53", "machine-b": "127.0.0.54", "machine-c": "127.0.0.55"}
@@ -32,20 +32,8 @@ LIMITS = {"ISSUANCE_CONCURRENCY": "2", "CREATE_RATE_BURST": "100", "ISSUANCE_RAT
 
 @pytest.fixture
 def three_machines(tmp_path, mysql_database):
-    ports = {name: harness.free_port(address) for name, address in ADDRESSES.items()}
-    machines = []
-    try:
-        for name, address in ADDRESSES.items():
-            peers = ",".join(f"{ADDRESSES[other]}:{ports[other]}" for other in ADDRESSES
-                             if other != name)
-            machines.append(Machine(tmp_path, name, address, ports[name], peers,
-                                    controld_env={**LIMITS, "DATABASE_URL": mysql_database}))
-        for machine in machines:
-            machine.wait_controld(lambda m: peers_up(m) == 2, "both its peers linked")
+    with linked_mesh(tmp_path, ADDRESSES, {**LIMITS, "DATABASE_URL": mysql_database}) as machines:
         yield machines, mysql_database
-    finally:
-        for machine in machines:
-            machine.stack.close()
 
 
 def query(url, sql):

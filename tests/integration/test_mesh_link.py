@@ -20,19 +20,8 @@ TOKEN = "a-mesh-secret-of-at-least-32-bytes-for-tests"
 FAST = {"MESH_PING_MS": "100", "MESH_DEAD_MS": "500"}
 
 
-class Machine:
-    def __init__(self, workdir, name, address, port, peer, token=TOKEN, controld_env=None):
-        self.name = name
-        self.metrics_port = harness.free_port()
-        internal = f"{address}:{port}"
-        self.internal = (address, port)  # the internal listener, for raw requests
-        common = {"INTERNAL_LISTEN": internal, "INTERNAL_TOKEN": token, "MACHINE_ID": name}
-        self.stack = rh.Stack(
-            workdir / name,
-            controld_env={**common, **FAST, "MESH_PEERS": peer,
-                          "METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
-                          **(controld_env or {})},
-            relayd_env={**common, "SHUTDOWN_DRAIN_MS": "200"})
+class ControldMetrics:
+    """controld's /metrics for a machine with `name` and `metrics_port` (METRICS_LISTEN)."""
 
     def controld_metrics(self):
         connection = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
@@ -51,6 +40,22 @@ class Machine:
         return harness.wait_until(check, timeout, f"{self.name}: {what}")
 
 
+class Machine(ControldMetrics):
+    def __init__(self, workdir, name, address, port, peer, token=TOKEN, controld_env=None):
+        self.name = name
+        self.metrics_port = harness.free_port()
+        internal = f"{address}:{port}"
+        self.internal = (address, port)  # the internal listener, for raw requests
+        common = {"INTERNAL_LISTEN": internal, "INTERNAL_TOKEN": token, "MACHINE_ID": name}
+        self.stack = rh.Stack(
+            workdir / name,
+            controld_env={**common, **FAST, "MESH_PEERS": peer,
+                          "METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
+                          **(controld_env or {})},
+            relayd_env={**common, "SHUTDOWN_DRAIN_MS": "200"})
+
+
+
 @contextlib.contextmanager
 def pair(tmp_path, controld_env=None):
     """machine-a on 127.0.0.11 and machine-b on .12, each peering with the other; both closed
@@ -63,6 +68,27 @@ def pair(tmp_path, controld_env=None):
                                 f"127.0.0.12:{port_b}", controld_env=controld_env))
         machines.append(Machine(tmp_path, "machine-b", "127.0.0.12", port_b,
                                 f"127.0.0.11:{port_a}", controld_env=controld_env))
+        yield machines
+    finally:
+        for machine in machines:
+            machine.stack.close()
+
+
+@contextlib.contextmanager
+def linked_mesh(tmp_path, addresses, controld_env=None):
+    """Machines (name -> loopback address), each peering with all the others; yields them once
+    every one has linked all its peers; all closed on exit."""
+    ports = {name: harness.free_port(address) for name, address in addresses.items()}
+    machines = []
+    try:
+        for name, address in addresses.items():
+            peers = ",".join(f"{addresses[other]}:{ports[other]}" for other in addresses
+                             if other != name)
+            machines.append(Machine(tmp_path, name, address, ports[name], peers,
+                                    controld_env=controld_env))
+        for machine in machines:
+            machine.wait_controld(lambda m: peers_up(m) == len(addresses) - 1,
+                                  "every peer linked")
         yield machines
     finally:
         for machine in machines:

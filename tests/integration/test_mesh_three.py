@@ -16,7 +16,7 @@ import pytest
 import harness
 import relay_harness as rh
 import resilience_harness as res
-from test_mesh_link import Machine, peers_up
+from test_mesh_link import linked_mesh, peers_up
 
 # As test_mesh_forward.py: a held peer answers the liveness question every MESH_DEAD_MS, 1.5 s,
 # which a loaded 2-core box does not miss; the hold outlasts any restart here.
@@ -26,22 +26,10 @@ ADDRESSES = {"machine-a": "127.0.0.11", "machine-b": "127.0.0.12", "machine-c": 
 
 @pytest.fixture
 def three_machines(tmp_path, mysql_database):
-    ports = {name: harness.free_port(address) for name, address in ADDRESSES.items()}
-    machines = []
-    try:
-        for name, address in ADDRESSES.items():
-            peers = ",".join(f"{ADDRESSES[other]}:{ports[other]}" for other in ADDRESSES
-                             if other != name)
-            machines.append(Machine(tmp_path, name, address, ports[name], peers,
-                                    controld_env={**HOLD, "DATABASE_URL": mysql_database}))
-        for machine in machines:
-            machine.wait_controld(lambda m: peers_up(m) == 2, "both its peers linked")
+    with linked_mesh(tmp_path, ADDRESSES, {**HOLD, "DATABASE_URL": mysql_database}) as machines:
         for machine in machines:
             machine.stack.relayd.wait_log("mesh table snapshot applied")
         yield machines
-    finally:
-        for machine in machines:
-            machine.stack.close()
 
 
 def visit(machine, tunnel, ca_file, max_time="15"):

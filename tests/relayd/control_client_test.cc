@@ -1333,27 +1333,32 @@ TEST_CASE("control client: a stream that ends fails its pending authorizations a
   CHECK(authorizeItems(fx.service, 1).empty());
 }
 
+namespace {
+
+// A real Relay on the fixture's loop; stopped and its handles closed however the case ends.
+struct RelayRig {
+  Fixture& fx;
+  RelayContext context;
+  Relay relay;
+  RelayRig(Fixture& f, const RelaydConfig& c, RelayMetrics& m)
+      : fx(f), context(&f.loop, c, m), relay(context, f.options()) {}
+  ~RelayRig() {
+    relay.stop();
+    context.closeHandles();
+    for (int i = 0; i < 100; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the copy serves on") {
   Fixture fx;
   fx.startServer();
   ot::metrics::Metrics registry;
   RelayMetrics metrics{registry};
   RelaydConfig config;
-  // A real Relay on the fixture's loop; stopped and its handles closed however the case ends.
-  struct Rig {
-    Fixture& fx;
-    RelayContext context;
-    Relay relay;
-    Rig(Fixture& f, const RelaydConfig& c, RelayMetrics& m)
-        : fx(f), context(&f.loop, c, m), relay(context, f.options()) {}
-    ~Rig() {
-      relay.stop();
-      context.closeHandles();
-      for (int i = 0; i < 100; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
-    }
-  };
   {
-    Rig rig(fx, config, metrics);
+    RelayRig rig(fx, config, metrics);
     Relay& relay = rig.relay;
     relay.start();
     REQUIRE(fx.runUntil([&] { return snapshotDone(fx.service.received(0)); }));
@@ -1423,20 +1428,8 @@ TEST_CASE(
   ot::metrics::Metrics registry;
   RelayMetrics metrics{registry};
   RelaydConfig config;
-  struct Rig {
-    Fixture& fx;
-    RelayContext context;
-    Relay relay;
-    Rig(Fixture& f, const RelaydConfig& c, RelayMetrics& m)
-        : fx(f), context(&f.loop, c, m), relay(context, f.options()) {}
-    ~Rig() {
-      relay.stop();
-      context.closeHandles();
-      for (int i = 0; i < 100; ++i) uv_run(&fx.loop, UV_RUN_NOWAIT);
-    }
-  };
   {
-    Rig rig(fx, config, metrics);
+    RelayRig rig(fx, config, metrics);
     Relay& relay = rig.relay;
     relay.start();
     REQUIRE(fx.runUntil([&] { return relay.controlConnected(); }));
