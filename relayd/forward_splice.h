@@ -1,6 +1,6 @@
 // The byte copy between a forwarded visitor and the machine that holds its route (docs/mesh.md
-// step 4): the sender's relayd, once the holder answered `1`, copies both ways between the two
-// sockets. Nothing is parsed; bytes are never seen by controld.
+// "Forwarding in relayd"): the sender's relayd, once the holder answered `1`, copies both ways
+// between the two sockets. Nothing is parsed; bytes are never seen by controld.
 //
 //   - Backpressure: bytes read from one side are written to the other at once; while the other
 //     side's write queue is over the high mark (kForwardSpliceMarks) the first side is not read,

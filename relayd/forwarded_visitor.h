@@ -1,11 +1,12 @@
-// The receiving half of forwarding (docs/mesh.md step 4): an internal connection whose signed
-// header checked out (relayd/internal_listener.h) carries a visitor another machine forwarded
-// here. This reads the visitor's ClientHello after the header (64 KiB, 10 s from the header, as a
-// public visitor's), requires its SNI to name the header's tunnel and route, and hands it to the
-// router, which routes it like a local visitor (the header's visitor address as its peer: per-
-// source limits, the bridge's `open` message) but never forwards it again. The sender hears `1\n`
-// just before the stream's bytes when a bridge here took it, and `0\n` when no bridge here holds
-// the route; other refusals (max_conns, the source's share, a bad hello) just close.
+// The receiving half of forwarding (docs/mesh.md "Forwarding in relayd"): an internal connection
+// whose signed header checked out (relayd/internal_listener.h) carries a visitor another machine
+// forwarded here. This reads the visitor's ClientHello after the header (64 KiB, 10 s from the
+// header, as a public visitor's), requires its SNI to name the header's tunnel and route, and
+// hands it to the router, which routes it like a local visitor (the header's visitor address as
+// its peer: per-source limits, the bridge's `open` message) but never forwards it again. The
+// sender hears `1\n` just before the stream's bytes when a bridge here took it, and `0\n` when no
+// bridge here holds the route; other refusals (max_conns, the source's share, a bad hello) just
+// close.
 //
 // Freed once it has handed its socket on, or after the socket closed. Loop thread only.
 #pragma once

@@ -10,7 +10,8 @@
 //                           MESH_HANDOFF_SOCKET; closed when controld does not take it;
 //   anything else           closed.
 //
-//   OPENTUNNEL-FORWARD/2 ...  a visitor forwarded by another machine (docs/mesh.md step 4): the
+//   OPENTUNNEL-FORWARD/2 ...  a visitor forwarded by another machine (docs/mesh.md "Forwarding in
+//                           relayd"): the
 //                           signed header is checked (common/forward_header.h: addressed to this
 //                           machine, signed within 30 s, nonce never seen, from a machine linked
 //                           now at the address the connection comes from), then the connection and

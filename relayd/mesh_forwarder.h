@@ -1,6 +1,6 @@
-// The sending half of forwarding (docs/mesh.md step 4): a visitor whose route has no bridge on
-// this machine goes to the machine the mesh's route table names, straight from relayd to that
-// machine's relayd (never through controld).
+// The sending half of forwarding (docs/mesh.md "Forwarding in relayd"): a visitor whose route has
+// no bridge on this machine goes to the machine the mesh's route table names, straight from relayd
+// to that machine's relayd (never through controld).
 //
 // One try: connect to the holder's internal address from this machine's internal IP (the
 // receiver checks the source), send the signed header (common/forward_header.h) and the buffered

@@ -1,5 +1,5 @@
-// relayd's copy of where the region mesh's routes are held (docs/mesh.md "How it is wired", step
-// 4): which peer machines hold a bridge for each (tunnel, route), and the peers themselves, as
+// relayd's copy of where the region mesh's routes are held (docs/mesh.md "The control-session
+// feed"): which peer machines hold a bridge for each (tunnel, route), and the peers themselves, as
 // controld last told it over the control session. relayd forwards a visitor that has no local
 // bridge by this copy, and keeps using it while controld is away.
 //

@@ -119,7 +119,7 @@ class RelayMetrics {
   // kept_unproven"} (ours): whether a bridge's TLS dropped OpenSSL's state (tls_engine.h).
   std::array<prometheus::Counter*, 6> tlsDetaches{};
 
-  // --- The region mesh's forwarding (docs/mesh.md step 4), in one block.
+  // --- The region mesh's forwarding (docs/mesh.md "Forwarding in relayd"), in one block.
   prometheus::Counter& meshLookupHit;   // opentunnel_mesh_lookups_total{result="hit"}
   prometheus::Counter& meshLookupMiss;  // {result="miss"}: no other machine holds the route
   prometheus::Counter* forwardFailures[static_cast<size_t>(ForwardFailure::kCount)];

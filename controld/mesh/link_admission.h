@@ -1,9 +1,10 @@
 // Whether a link whose hello just arrived may become the link to its machine (docs/mesh.md
-// "Membership" and "Links"): the hello's address must be where the connection comes from (inbound:
-// the peer's IP) or the address dialed (outbound), when MESH_VERIFY_ADDRESS is on; a machine ID
-// linked already from another address is refused rather than taking its place; and when two links
-// to one machine come up, both machines keep the same one: the newer life of the machine
-// (started_at, then epoch), then the link dialed by the lower address. Pure.
+// "Membership" and "Admission: one link per pair, the newer life wins"): the hello's address must
+// be where the connection comes from (inbound: the peer's IP) or the address dialed (outbound),
+// when MESH_VERIFY_ADDRESS is on; a machine ID linked already from another address is refused
+// rather than taking its place; and when two links to one machine come up, both machines keep the
+// same one: the newer life of the machine (started_at, then epoch), then the link dialed by the
+// lower address. Pure.
 #pragma once
 
 #include <string>

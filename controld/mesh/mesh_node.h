@@ -1,4 +1,4 @@
-// controld's mesh node (docs/mesh.md "How it is wired", step 2): its own libuv loop thread, started
+// controld's mesh node (docs/mesh.md "How it is wired"): its own libuv loop thread, started
 // by ControldServer when INTERNAL_LISTEN is set. It takes the mesh links relayd hands over on
 // MESH_HANDOFF_SOCKET, dials every peer address (MESH_PEERS, MESH_DNS) from INTERNAL_ADDRESS's IP,
 // proves INTERNAL_TOKEN on each link, keeps one link per machine, sends this machine's hello, a

@@ -1,7 +1,7 @@
 // Test helpers for the mesh node (tests/controld/mesh_node_test.cc): real sockets on 127.0.0.x.
 //  - FakeRelayd plays relayd's part for a node's inbound links: it accepts TCP on the node's
 //    internal address, reads the first line and hands the socket over on MESH_HANDOFF_SOCKET with
-//    sendHandoff (the real protocol; relayd's listener replaces it in the next step).
+//    sendHandoff (the real protocol; relayd's internal listener does this in production).
 //  - RawPeer is a hand-driven mesh peer with blocking sockets: it runs the real handshake
 //    (MeshDialer / MeshAcceptor) and writes and reads frames, so a test can send what a real node
 //    never would (a gap, a wrong address, silence) and see everything the node sends.

@@ -238,8 +238,8 @@ def test_other_first_lines_are_closed_and_counted(mesh_stack):
         (b"HELLO there\n", "unknown_line"),
         (b"x" * 1100, "line_too_long"),
         (b"OPENTUNNEL-FORWARD/2 machine-b machine-a 1 2 3 4 5 6\n", "bad_nonce"),
-        # Well-formed and signed, but relayd's route table names no linked peer until controld
-        # feeds it (docs/mesh.md step 4): refused, so a single machine behaves as before.
+        # Well-formed and signed, but no controld here feeds relayd's route table, so it names no
+        # linked peer (docs/mesh.md "The control-session feed", "Forwarding in relayd"): refused.
         (forward_header("machine-b", MACHINE), "not_linked"),
     ]
     for data, reason in cases:
