@@ -61,6 +61,26 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
     visitor_->setHandler(&visitorSide_);
   }
 
+  // No holder yet: wait for the table (MeshForwarder::tableChanged) or the timer.
+  void waitForHolder() {
+    waiting_ = true;
+    ++owner_->waiting_;
+    RelayContext& context = owner_->context_;
+    context.wheel.schedule(timer_, context.nowMs(), owner_->options_.missWaitMs);
+  }
+  [[nodiscard]] bool waiting() const { return waiting_; }
+  [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
+  [[nodiscard]] const std::string& route() const { return route_; }
+
+  // The table names a holder now.
+  void holderAppeared(const MeshForwardTarget& target) {
+    stopWaiting();
+    timer_.cancel();
+    owner_->context_.metrics.meshLookupHit.Increment();
+    kLog.debug("visitor waited for the table", {{"tunnel", tunnelId_}});
+    tryHolder(target);
+  }
+
   void tryHolder(const MeshForwardTarget& target) {
     ++tries_;
     machine_ = target.machineId;
@@ -158,7 +178,31 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   };
 
   static void onTimer(TimerEntry*, void* self) {
-    static_cast<Attempt*>(self)->failed(ForwardFailure::kTimeout, "no answer in time");
+    auto* attempt = static_cast<Attempt*>(self);
+    if (attempt->waiting_) {
+      attempt->stopWaiting();
+      attempt->owner_->context_.metrics.meshLookupMiss.Increment();
+      attempt->giveUp();
+      return;
+    }
+    attempt->failed(ForwardFailure::kTimeout, "no answer in time");
+  }
+
+  void stopWaiting() {
+    if (!waiting_) return;
+    waiting_ = false;
+    if (owner_ != nullptr) --owner_->waiting_;
+  }
+
+  // No one (else) holds the route: the visitor is rejected as it would have been without the mesh.
+  void giveUp() {
+    if (visitor_ != nullptr) {
+      TcpStream* visitor = std::exchange(visitor_, nullptr);
+      visitor->setHandler(nullptr);
+      sourceSlot_.release();
+      owner_->giveUp_(visitor, outcome_, tunnelId_);
+    }
+    finish();
   }
 
   void succeed() {
@@ -191,14 +235,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
         return;
       }
     }
-    // No one else: the visitor is rejected as it would have been without the mesh.
-    if (visitor_ != nullptr) {
-      TcpStream* visitor = std::exchange(visitor_, nullptr);
-      visitor->setHandler(nullptr);
-      sourceSlot_.release();
-      owner_->giveUp_(visitor, outcome_, tunnelId_);
-    }
-    finish();
+    giveUp();
   }
 
   void dropHolder() {
@@ -212,6 +249,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   void finish() {
     if (finished_) return;
     finished_ = true;
+    stopWaiting();
     timer_.cancel();
     dropHolder();
     if (owner_ != nullptr) {
@@ -235,6 +273,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   std::string machine_;  // the holder being tried
   std::vector<uint8_t> answer_;
   int tries_ = 0;
+  bool waiting_ = false;  // for a holder to appear in the table
   bool finished_ = false;
 };
 
@@ -256,8 +295,17 @@ bool MeshForwarder::forward(TcpStream* visitor, const std::string& tunnelId,
   if (!source_) return false;
   std::optional<MeshForwardTarget> target = table_.pick(tunnelId, route);
   if (!target) {
-    context_.metrics.meshLookupMiss.Increment();
-    return false;
+    // A holder may be on its way (attached elsewhere a moment ago): wait for the table, while
+    // any peer is linked and the waiting room has space.
+    if (options_.missWaitMs == 0 || waiting_ >= kMaxMissWaiting || !anyPeerLinked()) {
+      context_.metrics.meshLookupMiss.Increment();
+      return false;
+    }
+    auto* attempt = new Attempt(*this, visitor, tunnelId, route, std::move(hello),
+                                std::move(sourceSlot), outcome);
+    attempts_.insert(attempt);
+    attempt->waitForHolder();
+    return true;
   }
   context_.metrics.meshLookupHit.Increment();
   auto* attempt = new Attempt(*this, visitor, tunnelId, route, std::move(hello),
@@ -265,6 +313,30 @@ bool MeshForwarder::forward(TcpStream* visitor, const std::string& tunnelId,
   attempts_.insert(attempt);
   attempt->tryHolder(*target);
   return true;
+}
+
+void MeshForwarder::tableChanged() {
+  if (waiting_ == 0) return;
+  std::vector<Attempt*> ready;
+  for (Attempt* attempt : attempts_) {
+    if (attempt->waiting() && table_.pick(attempt->tunnelId(), attempt->route())) {
+      ready.push_back(attempt);
+    }
+  }
+  // Trying a holder can end attempts (a bad address fails at once), so not while iterating.
+  for (Attempt* attempt : ready) {
+    if (!attempts_.contains(attempt) || !attempt->waiting()) continue;
+    if (auto target = table_.pick(attempt->tunnelId(), attempt->route())) {
+      attempt->holderAppeared(*target);
+    }
+  }
+}
+
+bool MeshForwarder::anyPeerLinked() const {
+  for (const MeshPeer& peer : table_.peers()) {
+    if (peer.linked) return true;
+  }
+  return false;
 }
 
 }  // namespace ot::relayd

@@ -8,8 +8,15 @@
 // spliced both ways (forward_splice.h), counted forwarded_out; `0\n` (no bridge there), a failed
 // connect, a timeout, a close or anything else -> one more try with the next holder, skipping the
 // machine that failed; then the visitor is rejected as it would have been without the mesh.
-// Counted: opentunnel_mesh_lookups_total{result} per visitor looked up,
-// opentunnel_cluster_forward_failures_total{reason} per failed try.
+// A visitor whose route no machine holds yet, while some peer is linked, waits up to
+// kMissWaitMs (rounded up to the relay's 250 ms timer tick) for the table to name one
+// (tableChanged): a bridge attached on another machine is told `attached` before this machine's
+// copy hears of it (the announcement crosses the link and controld's feed, ~15-30 ms on a busy
+// box), and a visitor sent the moment the client saw `attached` must still reach it. At most
+// kMaxMissWaiting visitors wait; past that, and with no linked peer, a miss is rejected at once.
+// Counted: opentunnel_mesh_lookups_total{result} per visitor looked up (a waiting visitor counts
+// once, hit or miss, when the wait ends), opentunnel_cluster_forward_failures_total{reason} per
+// failed try.
 //
 // Loop thread only; nothing blocks.
 #pragma once
@@ -35,12 +42,18 @@ namespace ot::relayd {
 // How long a holder has to connect and answer: two tries fit in the visitor's own 10 s.
 inline constexpr uint64_t kForwardAnswerTimeoutMs = 3'000;
 inline constexpr int kForwardTries = 2;
+// How long a visitor with no holder anywhere waits for the table to name one: well above the
+// propagation p99 measured on loopback (docs/capacity.md "The region mesh"), far inside the
+// visitor's own 10 s.
+inline constexpr uint64_t kMissWaitMs = 250;
+inline constexpr size_t kMaxMissWaiting = 1'024;
 
 struct MeshForwarderOptions {
   std::string machineId;        // this machine's (the header's sender)
   std::string secret;           // INTERNAL_TOKEN
   std::string internalAddress;  // INTERNAL_ADDRESS: forwards leave from its IP
   uint64_t answerTimeoutMs = kForwardAnswerTimeoutMs;
+  uint64_t missWaitMs = kMissWaitMs;  // 0: a miss is rejected at once
 };
 
 // "ip:port" / "[v6]:port" with a literal IP; `port` replaces the address's own when set.
@@ -61,13 +74,19 @@ class MeshForwarder {
 
   // A visitor (not being read, its ClientHello in `hello`) with no local bridge for (tunnel,
   // route). False when forwarding is off or no other machine holds the route: the caller rejects
-  // it with `outcome` itself. True: the forwarder owns the visitor from here on.
+  // it with `outcome` itself. True: the forwarder owns the visitor from here on (forwarded, or
+  // waiting for a holder and then forwarded or rejected).
   // `hello` and `sourceSlot` are taken only when it answers true.
   bool forward(TcpStream* visitor, const std::string& tunnelId, const std::string& route,
                std::vector<uint8_t>&& hello, SourceSlot&& sourceSlot, VisitorOutcome outcome);
 
+  // The table changed (a snapshot or delta applied): waiting visitors whose route now has a
+  // holder are forwarded.
+  void tableChanged();
+
   [[nodiscard]] bool enabled() const { return source_.has_value(); }
   [[nodiscard]] size_t triesInFlight() const { return attempts_.size(); }
+  [[nodiscard]] size_t waiting() const { return waiting_; }
 
   class Attempt;
 
@@ -78,7 +97,10 @@ class MeshForwarder {
   MeshForwarderOptions options_;
   GiveUp giveUp_;
   std::optional<sockaddr_storage> source_;  // INTERNAL_ADDRESS's IP, port 0
+  [[nodiscard]] bool anyPeerLinked() const;
+
   std::unordered_set<Attempt*> attempts_;
+  size_t waiting_ = 0;  // attempts waiting for a holder
 };
 
 }  // namespace ot::relayd

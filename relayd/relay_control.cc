@@ -165,6 +165,7 @@ void Relay::onMeshSnapshot(const v1::MeshTableSnapshot& part) {
   if (meshFeed_.snapshotPart(part) != MeshFeedReceiver::Outcome::kSnapshotApplied) return;
   context_.metrics.meshTableSnapshots.Increment();
   context_.metrics.meshTableRoutes.Set(static_cast<double>(meshRoutes_.routeCount()));
+  if (forwarder_ != nullptr) forwarder_->tableChanged();
   size_t linked = 0;
   for (const MeshPeer& peer : meshRoutes_.peers()) linked += peer.linked ? 1 : 0;
   kLog.info("mesh table snapshot applied", {{"version", meshRoutes_.version()},
@@ -179,6 +180,7 @@ void Relay::onMeshDelta(const v1::MeshTableDelta& delta) {
     case MeshFeedReceiver::Outcome::kDeltaApplied:
       context_.metrics.meshTableDeltas.Increment();
       context_.metrics.meshTableRoutes.Set(static_cast<double>(meshRoutes_.routeCount()));
+      if (forwarder_ != nullptr) forwarder_->tableChanged();
       break;
     case MeshFeedReceiver::Outcome::kGap:
       // Forwarding goes on by the copy as it is until the snapshot replaces it.

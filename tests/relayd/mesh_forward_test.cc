@@ -301,12 +301,70 @@ TEST_CASE_FIXTURE(SenderRig, "mesh forward sender: a closed or unreachable holde
   CHECK(failures("io") == 1);
 }
 
-TEST_CASE_FIXTURE(SenderRig, "mesh forward sender: no holder in the table -> a miss, not taken") {
-  table.replace(2, table.peers(), {});
+TEST_CASE_FIXTURE(SenderRig,
+                  "mesh forward sender: no linked peer and no holder -> a miss, not taken") {
+  std::vector<MeshPeer> unlinked = table.peers();
+  for (MeshPeer& peer : unlinked) peer.linked = false;
+  table.replace(2, unlinked, {});
   CHECK_FALSE(forward());
   CHECK(counter("opentunnel_mesh_lookups_total", "result", "miss") == 1);
   CHECK(counter("opentunnel_mesh_lookups_total", "result", "hit") == 0);
+  CHECK(forwarder->waiting() == 0);
   visitor->close(false);
+}
+
+TEST_CASE_FIXTURE(SenderRig,
+                  "mesh forward sender: no holder yet -> the visitor waits, then is rejected") {
+  table.replace(2, table.peers(), {});
+  REQUIRE(forward());  // taken: waiting for the table
+  CHECK(forwarder->waiting() == 1);
+  CHECK(counter("opentunnel_mesh_lookups_total", "result", "miss") == 0);
+  advance(kMissWaitMs - 50);
+  forwarder->tableChanged();  // a change that names no holder of the route
+  CHECK(givenUp.empty());
+  advance(300);  // past the wait, rounded up to the relay's timer tick (250 ms)
+  REQUIRE(runUntil([&] { return !givenUp.empty(); }));
+  CHECK(givenUp == std::vector{VisitorOutcome::kRejectedNoBridge});
+  CHECK(counter("opentunnel_mesh_lookups_total", "result", "miss") == 1);
+  CHECK(counter("opentunnel_mesh_lookups_total", "result", "hit") == 0);
+  CHECK(forwarder->waiting() == 0);
+  CHECK(failures("timeout") == 0);  // no try was made
+  REQUIRE(runUntil([&] { return forwarder->triesInFlight() == 0; }));
+}
+
+TEST_CASE_FIXTURE(SenderRig,
+                  "mesh forward sender: a holder named during the wait takes the visitor") {
+  const std::vector<MeshPeer> peers = table.peers();
+  table.replace(2, peers, {});
+  REQUIRE(forward());
+  advance(100);
+  // The attach elsewhere reaches this machine's copy: the waiting visitor goes to B.
+  table.replace(3, peers, {{"t1", "web", "B", 2000}});
+  forwarder->tableChanged();
+  CHECK(forwarder->waiting() == 0);
+  CHECK(counter("opentunnel_mesh_lookups_total", "result", "hit") == 1);
+  const int holder = acceptForward(listenB, "B");
+  sendAll(holder, "1\n");
+  REQUIRE(runUntil([&] {
+    return counter("opentunnel_visitor_connections_total", "outcome", "forwarded_out") == 1;
+  }));
+  advance(2 * kMissWaitMs);  // the wait's timer is gone with the wait
+  CHECK(givenUp.empty());
+  CHECK(counter("opentunnel_mesh_lookups_total", "result", "miss") == 0);
+}
+
+TEST_CASE_FIXTURE(SenderRig,
+                  "mesh forward sender: a visitor that leaves while it waits is let go") {
+  table.replace(2, table.peers(), {});
+  REQUIRE(forward());
+  CHECK(forwarder->waiting() == 1);
+  ::close(visitorPeer);
+  fds.erase(std::find(fds.begin(), fds.end(), visitorPeer));
+  visitor->close(true);  // as the relay's shutdown or a reset would
+  REQUIRE(runUntil([&] { return forwarder->waiting() == 0; }));
+  REQUIRE(runUntil([&] { return forwarder->triesInFlight() == 0; }));
+  advance(2 * kMissWaitMs);
+  CHECK(givenUp.empty());
 }
 
 // ---------------------------------------------------------------------------------------------
