@@ -17,10 +17,21 @@ BUILD_DIR = Path(os.environ.get("OT_BUILD_DIR", Path(__file__).resolve().parents
 CONTROLD = BUILD_DIR / "controld" / "controld"
 
 
+# Ports this process already handed out. The kernel may give the same free port to two binds
+# in a row (nothing holds it in between), and a daemon given one port for two listeners fails to
+# start ("Address already in use": seen with a controld's HTTP and metrics listeners).
+_handed_out = set()
+
+
 def free_port(host="127.0.0.1"):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no free port this process has not handed out already")
 
 
 def mysql_url_or_none():

@@ -186,6 +186,14 @@ class ServingBridge:
         return self.answer["type"] == "attached"
 
     def _serve(self):
+        try:
+            self._serve_until_closed()
+        except OSError:
+            if not self.stopping:
+                raise
+            # close() shut the socket under a write in flight: the bridge is going anyway.
+
+    def _serve_until_closed(self):
         while not self.stopping:
             try:
                 op, payload = self.client.recv_message(timeout=1.0)
