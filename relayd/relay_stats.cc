@@ -1,5 +1,7 @@
 #include "relayd/relay_stats.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <cmath>
 #include <string>
 
@@ -11,16 +13,6 @@ namespace v1 = ::opentunnel::control::v1;
 // Metric values are doubles; counts are whole and never negative.
 uint64_t count(double value) {
   return value > 0 ? static_cast<uint64_t>(std::llround(value)) : 0;
-}
-
-bool sameMap(const google::protobuf::Map<std::string, uint64_t>& a,
-             const google::protobuf::Map<std::string, uint64_t>& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [key, value] : a) {
-    const auto found = b.find(key);
-    if (found == b.end() || found->second != value) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -45,12 +37,8 @@ v1::RelayStats readRelayStats(const RelayMetrics& metrics) {
 }
 
 bool sameRelayStats(const v1::RelayStats& a, const v1::RelayStats& b) {
-  return a.visitor_connections_open() == b.visitor_connections_open() &&
-         a.bridges_attached() == b.bridges_attached() &&
-         a.mesh_lookups_hit() == b.mesh_lookups_hit() &&
-         a.mesh_lookups_miss() == b.mesh_lookups_miss() &&
-         sameMap(a.visitor_connections(), b.visitor_connections()) &&
-         sameMap(a.forward_failures(), b.forward_failures());
+  // Every field, maps by content: a field added later is compared without a change here.
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
 }  // namespace ot::relayd

@@ -115,6 +115,15 @@ std::vector<FrameBody> LocalBridges::expirePending(int64_t nowMs, int64_t boundM
   return out;
 }
 
+std::vector<std::string> LocalBridges::tunnelIds() const {
+  std::vector<std::string> tunnels;
+  tunnels.reserve(bridges_.size());
+  for (const auto& [bridgeId, held] : bridges_) tunnels.push_back(held.entry.tunnelId);
+  std::sort(tunnels.begin(), tunnels.end());
+  tunnels.erase(std::unique(tunnels.begin(), tunnels.end()), tunnels.end());
+  return tunnels;
+}
+
 std::vector<BridgeEntry> LocalBridges::snapshot() const {
   std::vector<BridgeEntry> entries;
   entries.reserve(bridges_.size());

@@ -51,6 +51,8 @@ class LocalBridges {
   // Every bridge, sorted by bridge ID, machine filled in: what a new link's snapshot carries,
   // taken at sequence().
   [[nodiscard]] std::vector<BridgeEntry> snapshot() const;
+  // The tunnels with a bridge here, sorted, each once (a link-up's check for lost deletions).
+  [[nodiscard]] std::vector<std::string> tunnelIds() const;
   [[nodiscard]] uint64_t sequence() const { return sequence_; }
   [[nodiscard]] size_t size() const { return bridges_.size(); }
   [[nodiscard]] size_t pending() const { return pendingCount_; }

@@ -375,7 +375,7 @@ void MeshNode::onHello(MeshLink& link, const Hello& hello) {
   updateGauges();
   // What the peer sent while it was not linked is lost (docs/mesh.md "Events"). The peer sends
   // its events on this link from before its hello, so only what came before needs the check.
-  if (linkUp_) linkUp_(hello.machine, localTunnels());
+  if (linkUp_) linkUp_(hello.machine, local_.tunnelIds());
 }
 
 void MeshNode::applyTable(MeshLink& link, Frame& frame) {

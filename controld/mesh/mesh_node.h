@@ -208,8 +208,6 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   NonceWindow routeCheckNonces_;
   std::function<void(const FrameBody&)> peerEvents_;
   LinkUpHandler linkUp_;
-  // The tunnels with a bridge on this machine as announced (mesh_node_events.cc).
-  [[nodiscard]] std::vector<std::string> localTunnels() const;
   bool leaving_ = false;  // loop thread
   bool settled_ = false;  // loop thread: relayd's table snapshots released
   int64_t gateOpenedAtMs_ = 0;

@@ -1,7 +1,5 @@
 // MeshNode's events (docs/mesh.md "Events"): this machine's changes broadcast to every proven
 // link, encoded once. Peers' events reach setPeerEvents' handler from applyTable.
-#include <algorithm>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,14 +17,6 @@ void MeshNode::broadcast(FrameBody event) {
       if (link->proven()) link->sendEncoded(encoded, type);
     }
   });
-}
-
-std::vector<std::string> MeshNode::localTunnels() const {
-  std::vector<std::string> tunnels;
-  for (const auto& bridge : local_.snapshot()) tunnels.push_back(bridge.tunnelId);
-  std::sort(tunnels.begin(), tunnels.end());
-  tunnels.erase(std::unique(tunnels.begin(), tunnels.end()), tunnels.end());
-  return tunnels;
 }
 
 void MeshNode::setLeaving(bool leaving) {
