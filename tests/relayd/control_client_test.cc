@@ -1349,16 +1349,23 @@ struct RelayRig {
   }
 };
 
-}  // namespace
-
-TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the copy serves on") {
+// The fixture's controld serving, and what a Relay on its loop needs: metrics and a config.
+struct RelayCase {
   Fixture fx;
-  fx.startServer();
   ot::metrics::Metrics registry;
   RelayMetrics metrics{registry};
   RelaydConfig config;
+  RelayCase() { fx.startServer(); }
+};
+
+}  // namespace
+
+TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the copy serves on") {
+  RelayCase rc;
+  Fixture& fx = rc.fx;
+  RelayMetrics& metrics = rc.metrics;
   {
-    RelayRig rig(fx, config, metrics);
+    RelayRig rig(fx, rc.config, metrics);
     Relay& relay = rig.relay;
     relay.start();
     REQUIRE(fx.runUntil([&] { return snapshotDone(fx.service.received(0)); }));
@@ -1423,13 +1430,11 @@ TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the c
 
 TEST_CASE(
     "relay: RecheckRecords drops cached misses and not-ready records, re-reading served ones") {
-  Fixture fx;
-  fx.startServer();
-  ot::metrics::Metrics registry;
-  RelayMetrics metrics{registry};
-  RelaydConfig config;
+  RelayCase rc;
+  Fixture& fx = rc.fx;
+  RelayMetrics& metrics = rc.metrics;
   {
-    RelayRig rig(fx, config, metrics);
+    RelayRig rig(fx, rc.config, metrics);
     Relay& relay = rig.relay;
     relay.start();
     REQUIRE(fx.runUntil([&] { return relay.controlConnected(); }));
