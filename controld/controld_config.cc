@@ -176,6 +176,11 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->envname("ISSUANCE_RETRY_DELAY_MS")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
+  app.add_option("--issuance-lease-ms", c.issuanceLeaseMs,
+                 "how long a claimed certificate job is held (extended every third of it)")
+      ->envname("ISSUANCE_LEASE_MS")
+      ->check(CLI::Range(int64_t{3'000}, int64_t{3'600'000}))
+      ->capture_default_str();
   app.add_option("--local-cert-validity-ms", c.localCertValidityMs,
                  "with --issuer local, how long issued certificates are valid")
       ->envname("LOCAL_CERT_VALIDITY_MS")

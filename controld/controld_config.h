@@ -57,6 +57,9 @@ struct ControldConfig {
   int64_t issuanceBacklogLimit = 200;
   int issuanceConcurrency = 4;
   int64_t issuanceRetryDelayMs = 30'000;
+  // How long a machine holds a job it claimed; extended every third of it while it runs. A
+  // machine that dies holding one delays that job by at most this long.
+  int64_t issuanceLeaseMs = 120'000;
   int64_t localCertValidityMs = 90LL * 24 * 60 * 60 * 1000;
   // Secret: enables POST /api/admin/stats (docs/api.md "Admin"); empty: those routes do not exist.
   std::string adminToken;

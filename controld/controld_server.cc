@@ -182,6 +182,8 @@ void ControldServer::buildIssuance() {
   runnerConfig.domain = config_.domain;
   runnerConfig.concurrency = config_.issuanceConcurrency;
   runnerConfig.retry.baseDelayMs = config_.issuanceRetryDelayMs;
+  runnerConfig.leaseMs = config_.issuanceLeaseMs;
+  runnerConfig.leaseExtendMs = config_.issuanceLeaseMs / 3;
   acmeMetrics_->hookInto(runnerConfig);
   runner_.emplace(runnerConfig, JobRunnerStores{*store_, *store_, *store_, *store_}, issuer(),
                   *meshEvents_);

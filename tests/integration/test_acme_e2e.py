@@ -264,9 +264,12 @@ def test_a_controld_killed_mid_order_is_resumed_by_the_other(pebble, controld, p
     db = ah.Database(shared_database)
     b = controld(name="b", database_url=shared_database, env=ah.acme_env(pebble, jwk))
     wait_log(b, "domain certificate installed")  # so "a" has no domain job of its own
-    # "a" answers its challenges, then waits a minute before polling (the longest pause).
+    # "a" answers its challenges, then waits a minute before polling (the longest pause). Its
+    # lease is 20 s instead of 2 minutes so that b's wait below is short; the rule under test (b
+    # waits the lease out, then resumes the order) is the same.
     a = processes("a", database_url=shared_database,
-                  env=ah.acme_env(pebble, jwk, ACME_POLL_INTERVAL_MS=600000))
+                  env=ah.acme_env(pebble, jwk, ACME_POLL_INTERVAL_MS=600000,
+                                  ISSUANCE_LEASE_MS=20000))
     tunnel = ah.create_tunnel(a)
     csr, _ = ah.make_csr([tunnel["hostname"]])
     mark = pebble.log_mark()
