@@ -1,0 +1,277 @@
+"""The operator's dashboard and alert rules (issue 15; docs/operations.md): deploy/grafana/
+opentunnel.json and deploy/prometheus/{alerts,alerts_test,prometheus}.yml.
+
+- promtool accepts the rules and the example scrape configuration, and the rules' unit tests pass;
+  every alert has a case where it fires and one where it does not, and a runbook section.
+- The dashboard is what deploy/grafana/make_dashboard.py writes, is shaped as Grafana 10 loads it,
+  and every query of every panel (and of the variables) parses: promtool has no parse-only
+  command for expressions, so they become recording rules of a generated file, Grafana's
+  variables substituted, checked by `promtool check rules`.
+- Every metric the dashboard and the rules name is one the real daemons export: a controld +
+  relayd pair with the mesh on (INTERNAL_LISTEN on 127.0.4.1, one unreachable peer) is started
+  and both /metrics scraped. All the names used are there from the start (every label value is
+  registered at start, docs/reliability.md), so none is checked against docs/ instead; the only
+  other name allowed is Prometheus's own `up`.
+"""
+import json
+import re
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+import harness
+import relay_harness as rh
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMETHEUS = ROOT / "deploy" / "prometheus"
+GRAFANA = ROOT / "deploy" / "grafana"
+DASHBOARD = GRAFANA / "opentunnel.json"
+OPERATIONS = ROOT / "docs" / "operations.md"
+ADDRESS = "127.0.4.1"  # this file's loopback range: 127.0.4.x
+TOKEN = "a-mesh-secret-of-at-least-32-bytes-for-tests"
+
+# What Grafana puts in place of its variables before a query reaches Prometheus.
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "30s", "$__range": "6h",
+                     "${datasource}": "", "$region": ".*", "$machine": ".*"}
+
+
+def promtool(*args, cwd=PROMETHEUS):
+    result = subprocess.run(["promtool", *args], cwd=cwd, capture_output=True, timeout=120)
+    return result.returncode, (result.stdout + result.stderr).decode()
+
+
+def alert_rules():
+    groups = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text(encoding="utf-8"))["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def dashboard():
+    return json.loads(DASHBOARD.read_text(encoding="utf-8"))
+
+
+def panel_queries(board):
+    """(panel title, expression) of every target of every panel, rows' nested panels included."""
+    out = []
+    for panel in board["panels"]:
+        for inner in [panel, *panel.get("panels", [])]:
+            for target in inner.get("targets", []):
+                out.append((inner["title"], target["expr"]))
+    return out
+
+
+def variable_queries(board):
+    """The selectors inside the query variables' label_values(selector, label)."""
+    out = []
+    for variable in board["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        match = re.fullmatch(r"label_values\((.*), *([a-zA-Z_]\w*)\)", variable["definition"])
+        assert match, f"variable {variable['name']}: {variable['definition']}"
+        out.append((f"variable {variable['name']}", match.group(1)))
+    return out
+
+
+def substitute(expr):
+    for name, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(name, value)
+    assert "$" not in expr, f"a Grafana variable this test does not know: {expr}"
+    return expr
+
+
+# ---- the rules -------------------------------------------------------------------------------
+
+def test_promtool_checks_the_rules_and_the_scrape_configuration():
+    code, output = promtool("check", "rules", "alerts.yml")
+    assert code == 0, output
+    code, output = promtool("check", "config", "prometheus.yml")
+    assert code == 0, output
+
+
+def test_promtool_unit_tests_of_the_rules_pass():
+    code, output = promtool("test", "rules", "alerts_test.yml")
+    assert code == 0, output
+    assert "SUCCESS" in output, output
+
+
+def test_every_alert_is_tested_firing_and_quiet_and_has_a_runbook_section():
+    tests = yaml.safe_load((PROMETHEUS / "alerts_test.yml").read_text(encoding="utf-8"))["tests"]
+    fires, quiet = set(), set()
+    for case in tests:
+        for check in case.get("alert_rule_test", []):
+            (fires if check.get("exp_alerts") else quiet).add(check["alertname"])
+    runbook = OPERATIONS.read_text(encoding="utf-8")
+    headings = set(re.findall(r"^#+ (OpenTunnel\w+)$", runbook, re.M))
+    problems = []
+    for rule in alert_rules():
+        name = rule["alert"]
+        if name not in fires:
+            problems.append(f"{name}: no test case where it fires")
+        if name not in quiet:
+            problems.append(f"{name}: no test case where it stays quiet")
+        anchor = rule["annotations"].get("runbook_url", "")
+        if anchor != f"docs/operations.md#{name.lower()}":
+            problems.append(f"{name}: runbook_url {anchor!r}")
+        if name not in headings:
+            problems.append(f"{name}: no section \"### {name}\" in docs/operations.md")
+        if rule.get("labels", {}).get("severity") not in ("warning", "critical"):
+            problems.append(f"{name}: severity {rule.get('labels')}")
+    assert not problems, "\n".join(problems)
+
+
+# ---- the dashboard ---------------------------------------------------------------------------
+
+def test_the_dashboard_is_what_its_generator_writes():
+    result = subprocess.run(["/usr/bin/python3", str(GRAFANA / "make_dashboard.py"), "--check"],
+                            capture_output=True, timeout=60)
+    assert result.returncode == 0, ("deploy/grafana/opentunnel.json differs from what "
+                                    "make_dashboard.py writes: run it")
+
+
+def test_the_dashboard_is_shaped_as_grafana_10_loads_it():
+    board = dashboard()
+    assert board["schemaVersion"] == 38  # Grafana 10.0 to 10.1 write 38; later 10.x migrate it
+    assert board["uid"] == "opentunnel" and board["title"]
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for name in ("region", "machine"):
+        assert variables[name]["type"] == "query" and variables[name]["includeAll"]
+    ids = set()
+    for panel in board["panels"]:
+        assert panel["id"] not in ids, f"panel id {panel['id']} twice"
+        ids.add(panel["id"])
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["type"] in ("timeseries", "stat"), panel["type"]
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert panel["targets"], f"{panel['title']}: no query"
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs)), panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == panel["datasource"]
+            # Every query follows the region and machine variables.
+            assert 'region=~"$region"' in target["expr"], (panel["title"], target["expr"])
+            assert 'machine_id=~"$machine"' in target["expr"], (panel["title"], target["expr"])
+    # Panels do not overlap.
+    taken = set()
+    for panel in board["panels"]:
+        grid = panel["gridPos"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in taken, f"{panel['title']} overlaps at {x},{y}"
+                taken.add((x, y))
+
+
+def test_every_dashboard_query_parses(tmp_path):
+    board = dashboard()
+    queries = panel_queries(board) + variable_queries(board)
+    assert len(queries) >= 50, len(queries)
+    rules = [{"record": f"dashboard:query_{index}", "expr": substitute(expr)}
+             for index, (_, expr) in enumerate(queries)]
+    path = tmp_path / "dashboard_queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    code, output = promtool("check", "rules", str(path), cwd=tmp_path)
+    if code != 0:
+        # Name the panel of each expression promtool refused.
+        named = "\n".join(f"dashboard:query_{i}: {title}: {expr}"
+                          for i, (title, expr) in enumerate(queries))
+        raise AssertionError(f"{output}\n{named}")
+    assert f"SUCCESS: {len(rules)} rules found" in output, output
+
+
+# ---- the names against the real daemons ------------------------------------------------------
+
+_FUNCTION_OR_KEYWORD = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left",
+                        "group_right", "offset", "bool", "inf", "nan"}
+
+
+def metric_names(expr):
+    """The metric names an expression selects: strings, label matchers, range durations and
+    grouping clauses removed, then every identifier that is not a function call or a keyword."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    text = re.sub(r"\boffset\s+\w+", " ", text)
+    names = set()
+    for match in re.finditer(r"(?<![\w.])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?", text):
+        word, call = match.group(1), match.group(2)
+        if call or word.lower() in _FUNCTION_OR_KEYWORD:
+            continue
+        names.add(word)
+    return names
+
+
+def test_metric_names_of_an_expression():
+    assert metric_names('sum by (le, kind) (rate(opentunnel_a_bucket{x=~"a|b"}[5m])) > 1') == {
+        "opentunnel_a_bucket"}
+    assert metric_names("a - a offset 1h > 3 * clamp_min(b + c, 0)") == {"a", "b", "c"}
+    assert metric_names('x < on () group_left () (count(up{job="j"} == 1) - 1)') == {"x", "up"}
+
+
+def used_names():
+    """name -> where it is used, for the dashboard's queries and the rules' expressions."""
+    board = dashboard()
+    uses = {}
+    for title, expr in panel_queries(board) + variable_queries(board):
+        for name in metric_names(substitute(expr)):
+            uses.setdefault(name, []).append(f"dashboard: {title}")
+    for rule in alert_rules():
+        for name in metric_names(rule["expr"]):
+            uses.setdefault(name, []).append(f"alert {rule['alert']}")
+    return uses
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://{ADDRESS}:{port}/metrics", timeout=10) as response:
+        assert response.status == 200
+        return response.read().decode()
+
+
+def exported(text):
+    """{sample name: type} of an exposition: families by their # TYPE lines, histograms also by
+    their _bucket, _count and _sum series."""
+    names = {}
+    for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M):
+        names[name] = kind
+        if kind == "histogram":
+            for suffix in ("_bucket", "_count", "_sum"):
+                names[name + suffix] = kind
+    return names
+
+
+def test_every_metric_the_dashboard_and_the_rules_use_is_exported(tmp_path):
+    uses = used_names()
+    assert len(uses) >= 40, sorted(uses)
+    internal_port = harness.free_port(ADDRESS)
+    unreachable_peer = f"127.0.4.2:{harness.free_port('127.0.4.2')}"
+    metrics_port = harness.free_port(ADDRESS)
+    common = {"INTERNAL_LISTEN": f"{ADDRESS}:{internal_port}", "INTERNAL_TOKEN": TOKEN,
+              "MACHINE_ID": "ops-a", "REGION": "test"}
+    stack = rh.Stack(tmp_path / "machine",
+                     controld_env={**common, "MESH_PEERS": unreachable_peer,
+                                   "MESH_PING_MS": "100", "MESH_DEAD_MS": "500",
+                                   "METRICS_LISTEN": f"{ADDRESS}:{metrics_port}"},
+                     relayd_env={**common, "METRICS_LISTEN": f"{ADDRESS}:0",
+                                 "SHUTDOWN_DRAIN_MS": "200"})
+    try:
+        # The per-machine table gauge names this machine once the mesh's first tick ran.
+        controld_text = harness.wait_until(
+            lambda: (lambda text: text if "opentunnel_mesh_table_bridges{" in text else None)(
+                scrape(metrics_port)), 20, "controld's mesh table gauge")
+        relayd_text = scrape(stack.relayd.metrics_port)
+    finally:
+        stack.close()
+    names = {**exported(relayd_text), **exported(controld_text)}
+    missing = {name: where for name, where in uses.items()
+               if name not in names and name != "up"}
+    assert not missing, "\n".join(f"{name} (used by {', '.join(sorted(set(where)))}) is exported "
+                                  f"by neither daemon" for name, where in sorted(missing.items()))
+    # The rules' rate()s and histogram_quantile()s are over counters and histograms.
+    for name in uses:
+        if name.endswith("_total"):
+            assert names[name] == "counter", (name, names[name])
