@@ -11,7 +11,9 @@ opentunnel.json and deploy/prometheus/{alerts,alerts_test,prometheus}.yml.
   relayd pair with the mesh on (INTERNAL_LISTEN on 127.0.4.1, one unreachable peer) is started
   and both /metrics scraped. All the names used are there from the start (every label value is
   registered at start, docs/reliability.md), so none is checked against docs/ instead; the only
-  other name allowed is Prometheus's own `up`.
+  other name allowed is Prometheus's own `up`. The label matchers and groupings the queries use
+  are checked against the same scrape too (a label the metric lacks, or an `=` value it never
+  takes, would make a panel or an alert silently empty).
 """
 import json
 import re
@@ -232,6 +234,62 @@ def scrape(port):
         return response.read().decode()
 
 
+TARGET_LABELS = {"job", "instance", "region", "machine_id"}  # added by the scrape
+
+
+def selectors(expr):
+    """(metric, [(label, operator, value)]) of every selector with label matchers."""
+    out = []
+    for match in re.finditer(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}", expr):
+        matchers = re.findall(r'([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"',
+                              match.group(2))
+        out.append((match.group(1), matchers))
+    return out
+
+
+def grouping_labels(expr):
+    labels = set()
+    for clause in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expr):
+        labels.update(label.strip() for label in clause.split(",") if label.strip())
+    return labels
+
+
+def series_labels(text):
+    """{sample name: {label: {values}}} of an exposition."""
+    out = {}
+    for name, labels in re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+$", text, re.M):
+        entry = out.setdefault(name, {})
+        for label, value in re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels):
+            entry.setdefault(label, set()).add(value)
+    return out
+
+
+def label_problems(where, expr, labels_of):
+    """Matchers naming a label the metric does not have or a value it never takes, and
+    grouping labels none of the expression's metrics has: queries that would be silently
+    empty or ungrouped."""
+    problems = []
+    known = set(TARGET_LABELS) | {"le"}
+    for metric in metric_names(expr):
+        known.update(labels_of.get(metric, {}))
+    for metric, matchers in selectors(expr):
+        if metric == "up":
+            continue
+        have = labels_of.get(metric, {})
+        for label, operator, value in matchers:
+            if label in TARGET_LABELS:
+                continue
+            if label not in have:
+                problems.append(f"{where}: {metric} has no label {label}")
+            elif operator == "=" and value not in have[label]:
+                problems.append(f"{where}: {metric}{{{label}}} never is {value!r}")
+            elif operator == "=~" and not any(re.fullmatch(value, v) for v in have[label]):
+                problems.append(f"{where}: {metric}{{{label}=~{value!r}}} matches nothing")
+    for label in grouping_labels(expr) - known:
+        problems.append(f"{where}: grouping by {label}, a label of none of its metrics")
+    return problems
+
+
 def exported(text):
     """{sample name: type} of an exposition: families by their # TYPE lines, histograms also by
     their _bucket, _count and _sum series."""
@@ -260,9 +318,11 @@ def test_every_metric_the_dashboard_and_the_rules_use_is_exported(tmp_path):
                                  "SHUTDOWN_DRAIN_MS": "200"})
     try:
         # The per-machine table gauge names this machine once the mesh's first tick ran.
-        controld_text = harness.wait_until(
-            lambda: (lambda text: text if "opentunnel_mesh_table_bridges{" in text else None)(
-                scrape(metrics_port)), 20, "controld's mesh table gauge")
+        def controld_with_table_gauge():
+            text = scrape(metrics_port)
+            return text if "opentunnel_mesh_table_bridges{" in text else None
+        controld_text = harness.wait_until(controld_with_table_gauge, 30,
+                                           "controld's mesh table gauge")
         relayd_text = scrape(stack.relayd.metrics_port)
     finally:
         stack.close()
@@ -275,3 +335,12 @@ def test_every_metric_the_dashboard_and_the_rules_use_is_exported(tmp_path):
     for name in uses:
         if name.endswith("_total"):
             assert names[name] == "counter", (name, names[name])
+    # Label names and values the queries select on are those the daemons export.
+    labels_of = {**series_labels(relayd_text), **series_labels(controld_text)}
+    board = dashboard()
+    problems = []
+    for title, expr in panel_queries(board) + variable_queries(board):
+        problems += label_problems(f"dashboard: {title}", substitute(expr), labels_of)
+    for rule in alert_rules():
+        problems += label_problems(f"alert {rule['alert']}", rule["expr"], labels_of)
+    assert not problems, "\n".join(problems)
