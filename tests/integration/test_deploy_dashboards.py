@@ -33,6 +33,8 @@ DASHBOARD = GRAFANA / "opentunnel.json"
 OPERATIONS = ROOT / "docs" / "operations.md"
 ADDRESS = "127.0.4.1"  # this file's loopback range: 127.0.4.x
 TOKEN = "a-mesh-secret-of-at-least-32-bytes-for-tests"
+PROMTOOL = "/usr/bin/promtool"  # Debian's prometheus package (deploy/install-deps.sh)
+CLEAN_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # nothing inherited
 
 # What Grafana puts in place of its variables before a query reaches Prometheus.
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "30s", "$__range": "6h",
@@ -40,7 +42,8 @@ GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "30s", "$__range":
 
 
 def promtool(*args, cwd=PROMETHEUS):
-    result = subprocess.run(["promtool", *args], cwd=cwd, capture_output=True, timeout=120)
+    result = subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, timeout=120,
+                            env=CLEAN_ENV)
     return result.returncode, (result.stdout + result.stderr).decode()
 
 
@@ -126,7 +129,7 @@ def test_every_alert_is_tested_firing_and_quiet_and_has_a_runbook_section():
 
 def test_the_dashboard_is_what_its_generator_writes():
     result = subprocess.run(["/usr/bin/python3", str(GRAFANA / "make_dashboard.py"), "--check"],
-                            capture_output=True, timeout=60)
+                            capture_output=True, timeout=60, env=CLEAN_ENV)
     assert result.returncode == 0, ("deploy/grafana/opentunnel.json differs from what "
                                     "make_dashboard.py writes: run it")
 
