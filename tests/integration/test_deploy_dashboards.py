@@ -15,13 +15,19 @@ opentunnel.json and deploy/prometheus/{alerts,alerts_test,prometheus}.yml.
   are checked against the same scrape too (a label the metric lacks, or an `=` value it never
   takes, would make a panel or an alert silently empty). And the scraped series, held flat for
   two hours with the target labels and up = 1, raise no alert: a healthy idle machine is quiet.
+- A real Prometheus (Debian's, as promtool) scrapes the same pair every second with the target
+  labels of prometheus.yml and evaluates alerts.yml: every rule evaluates without an error
+  (vector matching errors show only on real series) and stays inactive, and every panel's
+  queries, sent as Grafana sends them for "All", return series.
 """
 import json
 import re
 import subprocess
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 
 import harness
@@ -38,7 +44,7 @@ PROMTOOL = "/usr/bin/promtool"  # Debian's prometheus package (deploy/install-de
 CLEAN_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # nothing inherited
 
 # What Grafana puts in place of its variables before a query reaches Prometheus.
-GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "30s", "$__range": "6h",
+GRAFANA_VARIABLES = {"$__interval": "30s", "$__range": "6h",
                      "${datasource}": "", "$region": ".*", "$machine": ".*"}
 
 
@@ -79,7 +85,10 @@ def variable_queries(board):
     return out
 
 
-def substitute(expr):
+def substitute(expr, rate_interval="1m"):
+    """The query Grafana sends with "All" chosen; `rate_interval` in place of $__rate_interval
+    (Grafana's is four scrape intervals or more)."""
+    expr = expr.replace("$__rate_interval", rate_interval)
     for name, value in GRAFANA_VARIABLES.items():
         expr = expr.replace(name, value)
     assert "$" not in expr, f"a Grafana variable this test does not know: {expr}"
@@ -344,28 +353,44 @@ def exported(text):
     return names
 
 
-def test_every_metric_the_dashboard_and_the_rules_use_is_exported(tmp_path):
-    uses = used_names()
-    assert len(uses) >= 40, sorted(uses)
-    internal_port = harness.free_port(ADDRESS)
-    metrics_port = harness.free_port(ADDRESS)
-    common = {"INTERNAL_LISTEN": f"{ADDRESS}:{internal_port}", "INTERNAL_TOKEN": TOKEN,
-              "MACHINE_ID": "ops-a", "REGION": "test"}
-    stack = rh.Stack(tmp_path / "machine",
-                     controld_env={**common, "MESH_PING_MS": "100", "MESH_DEAD_MS": "500",
-                                   "METRICS_LISTEN": f"{ADDRESS}:{metrics_port}"},
-                     relayd_env={**common, "METRICS_LISTEN": f"{ADDRESS}:0",
-                                 "SHUTDOWN_DRAIN_MS": "200"})
-    try:
+class Machine:
+    """A controld + relayd pair with the mesh on (no peers), on ADDRESS; metrics_ports[job]."""
+
+    def __init__(self, workdir):
+        internal_port = harness.free_port(ADDRESS)
+        controld_metrics = harness.free_port(ADDRESS)
+        common = {"INTERNAL_LISTEN": f"{ADDRESS}:{internal_port}", "INTERNAL_TOKEN": TOKEN,
+                  "MACHINE_ID": "ops-a", "REGION": "test"}
+        self.stack = rh.Stack(workdir,
+                              controld_env={**common, "MESH_PING_MS": "100",
+                                            "MESH_DEAD_MS": "500",
+                                            "METRICS_LISTEN": f"{ADDRESS}:{controld_metrics}"},
+                              relayd_env={**common, "METRICS_LISTEN": f"{ADDRESS}:0",
+                                          "SHUTDOWN_DRAIN_MS": "200"})
+        self.metrics_ports = {"opentunnel-relayd": self.stack.relayd.metrics_port,
+                              "opentunnel-controld": controld_metrics}
+
         # The per-machine table gauge names this machine once the mesh's first tick ran.
         def controld_with_table_gauge():
-            text = scrape(metrics_port)
+            text = scrape(controld_metrics)
             return text if "opentunnel_mesh_table_bridges{" in text else None
-        controld_text = harness.wait_until(controld_with_table_gauge, 30,
-                                           "controld's mesh table gauge")
-        relayd_text = scrape(stack.relayd.metrics_port)
+        harness.wait_until(controld_with_table_gauge, 30, "controld's mesh table gauge")
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    started = Machine(tmp_path_factory.mktemp("machine"))
+    try:
+        yield started
     finally:
-        stack.close()
+        started.stack.close()
+
+
+def test_every_metric_the_dashboard_and_the_rules_use_is_exported(machine, tmp_path):
+    uses = used_names()
+    assert len(uses) >= 40, sorted(uses)
+    relayd_text = scrape(machine.metrics_ports["opentunnel-relayd"])
+    controld_text = scrape(machine.metrics_ports["opentunnel-controld"])
     healthy_machine_raises_no_alert(tmp_path, relayd_text, controld_text)
     names = {**exported(relayd_text), **exported(controld_text)}
     missing = {name: where for name, where in uses.items()
@@ -385,3 +410,100 @@ def test_every_metric_the_dashboard_and_the_rules_use_is_exported(tmp_path):
     for rule in alert_rules():
         problems += label_problems(f"alert {rule['alert']}", rule["expr"], labels_of)
     assert not problems, "\n".join(problems)
+
+
+# ---- a real Prometheus over the real daemons -------------------------------------------------
+
+PROMETHEUS_BIN = "/usr/bin/prometheus"  # Debian's prometheus package, as promtool
+
+
+class Prometheus:
+    """Prometheus scraping `machine` every second with the target labels of prometheus.yml and
+    evaluating alerts.yml every second; its API on ADDRESS."""
+
+    def __init__(self, workdir, machine):
+        self.port = harness.free_port(ADDRESS)
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(PROMETHEUS / "alerts.yml")],
+            "scrape_configs": [
+                {"job_name": job,
+                 "static_configs": [{"targets": [f"{ADDRESS}:{port}"],
+                                     "labels": {"region": "test", "machine_id": "ops-a"}}]}
+                for job, port in machine.metrics_ports.items()],
+        }
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        self.log_path = workdir / "prometheus.log"
+        self.log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            [PROMETHEUS_BIN, f"--config.file={workdir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={workdir / 'data'}",
+             f"--web.listen-address={ADDRESS}:{self.port}"],
+            env=CLEAN_ENV, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def get(self, path, **params):
+        if self.process.poll() is not None:
+            raise RuntimeError("prometheus exited:\n"
+                               + self.log_path.read_text(encoding="utf-8")[-3000:])
+        query = urllib.parse.urlencode(params)
+        url = f"http://{ADDRESS}:{self.port}{path}" + (f"?{query}" if query else "")
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read().decode())
+
+    def query(self, expr):
+        answer = self.get("/api/v1/query", query=expr)
+        assert answer["status"] == "success", (expr, answer)
+        return answer["data"]["result"]
+
+    def close(self):
+        harness.stop_process(self.process)
+        self.log.close()
+
+
+def ready(prometheus):
+    try:
+        return prometheus.get("/api/v1/status/runtimeinfo")["status"] == "success"
+    except OSError:
+        return False
+
+
+def test_a_real_prometheus_evaluates_every_rule_and_answers_every_panel(machine, tmp_path):
+    prometheus = Prometheus(tmp_path / "prometheus", machine)
+    try:
+        harness.wait_until(lambda: ready(prometheus), 30, "prometheus to serve its API")
+        # Enough scrapes of both daemons for rate() over the panels' interval.
+        harness.wait_until(
+            lambda: len(prometheus.query("count_over_time(up[1m]) >= 4")) == 2, 30,
+            "four scrapes of both daemons")
+        assert {r["metric"]["job"] for r in prometheus.query("up == 1")} == set(
+            machine.metrics_ports)
+
+        # Every rule loaded and evaluated without an error (matching errors, for one, show
+        # only when a rule meets real series).
+        def evaluated():
+            rules = [rule for group in prometheus.get("/api/v1/rules")["data"]["groups"]
+                     for rule in group["rules"]]
+            return rules if all(rule["health"] != "unknown" for rule in rules) else None
+        rules = harness.wait_until(evaluated, 30, "every rule evaluated")
+        assert len(rules) == len(alert_rules())
+        problems = [f"{rule['name']}: {rule.get('lastError')}" for rule in rules
+                    if rule["health"] != "ok"]
+        problems += [f"{rule['name']} is {rule['state']} on a healthy idle machine"
+                     for rule in rules if rule["state"] != "inactive"]
+        assert not problems, "\n".join(problems)
+
+        # Every panel's queries run, with the variables as Grafana sends them for "All", and
+        # find series even on an idle machine (every label value is registered at start).
+        empty = []
+        for title, expr in panel_queries(dashboard()):
+            query = substitute(expr, rate_interval="15s")
+            if not prometheus.query(query):
+                empty.append(f"{title}: {query}")
+        assert not empty, "panels without a series:\n" + "\n".join(empty)
+        # The variables' values are the target labels.
+        regions = prometheus.get("/api/v1/label/region/values", **{
+            "match[]": "opentunnel_uptime_seconds"})["data"]
+        assert regions == ["test"], regions
+    finally:
+        prometheus.close()
