@@ -16,7 +16,7 @@ build_packages=(
 fuzz_packages=( clang libclang-rt-14-dev )
 test_packages=(
   openssl curl ca-certificates procps iproute2 python3 python3-pytest python3-grpcio python3-protobuf
-  python3-cryptography
+  python3-cryptography python3-yaml
   mariadb-server mariadb-client pebble prometheus nghttp2-server
   chromium
 )
