@@ -5,7 +5,7 @@ the tunnel up and controld back, and SIGTERM draining relayd (close 1012 to ever
 the container exits within the drain time.
 
 Runtime: podman (with runc; crun cannot run on this machine's hybrid cgroups) loading the OCI
-layout, when podman can start a container here; otherwise the same root filesystem under
+layout, when podman can start a container here (probed); otherwise the same root filesystem under
 `unshare --mount --pid --fork` + chroot with the same entrypoint. OT_CONTAINER_RUNTIME=chroot
 forces the fallback. The test prints which one ran and its timings.
 
@@ -13,6 +13,7 @@ The .deb files are cached under the build directory (build/deploy/debs), so a re
 nothing. relayd's TLS listener is on 127.0.0.1 (otunnel resolves *.localhost there); its HTTP
 /health and both metrics listeners on 127.0.3.1.
 """
+import hashlib
 import http.client
 import json
 import os
@@ -21,7 +22,6 @@ import resource
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -197,14 +197,23 @@ exec chroot --userspec=999:999 {r} {self.image_config['Entrypoint'][0]}
             self.log.close()
 
 
-def podman_command(build_dir):
-    """podman with storage of its own under the build directory, or None if it cannot run."""
+def podman_command(build_dir, rootfs):
+    """podman with storage of its own under the build directory, or None where podman is not
+    installed, cannot start a container here (probed with the image's own root filesystem), or
+    OT_CONTAINER_RUNTIME=chroot."""
     if os.environ.get("OT_CONTAINER_RUNTIME") == "chroot" or not shutil.which("podman") \
             or not shutil.which("runc"):
         return None
-    runroot = tempfile.mkdtemp(prefix="otc-", dir="/tmp")  # short: it holds sockets
+    # podman's database remembers its runroot: one fixed (and short: it holds sockets) per build.
+    runroot = "/tmp/otc-" + hashlib.sha256(str(build_dir).encode()).hexdigest()[:12]
     podman = ["podman", "--root", str(build_dir / "deploy" / "podman"), "--runroot", runroot,
               *PODMAN_BASE]
+    probe = subprocess.run([*podman, "run", "--rm", "--network", "host", "--ulimit",
+                            "nproc=4096:4096", "--ulimit", "nofile=1024:1024", "--rootfs",
+                            str(rootfs), "/bin/true"], capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        print(f"container: podman cannot run a container here: {probe.stderr.strip()}")
+        return None
     return podman
 
 
@@ -240,18 +249,17 @@ def container(image, tmp_path):
         "SHUTDOWN_DRAIN_MS": str(DRAIN_MS),
         "LOG_LEVEL": "info",
     })
-    podman = podman_command(harness.BUILD_DIR)
+    podman = podman_command(harness.BUILD_DIR, image / "rootfs")
     instance = None
     if podman is not None:
+        # podman runs here: the OCI layout must load (no falling back past a broken image).
         loaded = subprocess.run([*podman, "load", "-q", "-i", str(image / "oci")],
                                 capture_output=True, text=True, timeout=300)
-        if loaded.returncode == 0:
-            name = loaded.stdout.strip().split("Loaded image:")[-1].strip().splitlines()[0]
-            instance = PodmanContainer(tmp_path, name, env, podman)
-            log_step(started, f"podman loaded the OCI layout as {name}")
-        else:
-            print(f"container: podman load failed, using the chroot: {loaded.stderr}")
-    if instance is None:
+        assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+        name = loaded.stdout.strip().split("Loaded image:")[-1].strip().splitlines()[0]
+        instance = PodmanContainer(tmp_path, name, env, podman)
+        log_step(started, f"podman loaded the OCI layout as {name}")
+    else:
         instance = ChrootContainer(tmp_path, image / "rootfs", env, config)
     instance.runtime = "podman" if isinstance(instance, PodmanContainer) else "unshare+chroot"
     print(f"container: runtime {instance.runtime}")
