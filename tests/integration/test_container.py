@@ -2,7 +2,8 @@
 build-image.sh, run, and checked end to end: a tunnel served (otunnel outside, curl through relayd
 inside, the local CA and the development domain on loopback), `kill -9` of controld inside with
 the tunnel up and controld back, and SIGTERM draining relayd (close 1012 to every bridge) before
-the container exits within the drain time.
+the container exits within the drain time. Two fast cases check ot-supervise's own rules
+(configuration error, a relayd that will not stop) against stand-in daemons.
 
 Runtime: podman (with runc; crun cannot run on this machine's hybrid cgroups) loading the OCI
 layout, when podman can start a container here (probed); otherwise the same root filesystem under
@@ -387,3 +388,60 @@ def test_container_serves_survives_controld_kill_and_drains(container, tmp_path)
     order = [(r.get("process"), r.get("message")) for r in records
              if r["target"] == "ot-supervise" and r["message"] == "stopped"]
     assert order == [("relayd", "stopped"), ("controld", "stopped")], order
+
+
+# ---------------------------------------------------------------------------------------------
+# ot-supervise's own rules, against stand-in daemons (shell scripts named relayd and controld in
+# OT_BIN_DIR): fast, no image needed.
+
+FAKE = """#!/bin/bash
+echo "{{\\"message\\":\\"$(basename "$0") up\\"}}"
+{body}
+"""
+
+
+def run_supervisor(tmp_path, relayd_body, controld_body, env=None, signal_after=None):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("relayd", relayd_body), ("controld", controld_body)):
+        path = bin_dir / name
+        path.write_text(FAKE.format(body=body))
+        path.chmod(0o755)
+    # Output to a file, and the supervisor's exit awaited (not EOF: a stand-in's orphans may
+    # hold a pipe open).
+    log_path = tmp_path / "supervise.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            ["/bin/bash", str(CONTAINER_DIR / "ot-supervise")],
+            env={"PATH": "/usr/bin:/bin", "OT_BIN_DIR": str(bin_dir), "MACHINE_ID": "m1",
+                 "REGION": "r1", **(env or {})},
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        if signal_after:
+            harness.wait_until(lambda: "relayd up" in log_path.read_text(), 10, "relayd up")
+            process.send_signal(signal_after)
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, log_path.read_text()
+
+
+def test_supervisor_stops_on_a_configuration_error(tmp_path):
+    started = time.monotonic()
+    code, out = run_supervisor(tmp_path, "trap 'exit 0' TERM; sleep 60 & wait", "exit 2")
+    assert code == 2, out
+    assert '"message":"configuration error: not restarting","process":"controld"' in out, out
+    assert time.monotonic() - started < 10
+
+
+def test_supervisor_kills_a_relayd_that_does_not_stop_and_says_so(tmp_path):
+    # relayd ignores SIGTERM: SIGKILL after its drain + OT_STOP_GRACE_S, exit status 1.
+    code, out = run_supervisor(tmp_path, "trap '' TERM; while :; do sleep 1; done",
+                               "trap 'exit 0' TERM; sleep 60 & wait",
+                               env={"SHUTDOWN_DRAIN_MS": "0", "OT_STOP_GRACE_S": "1"},
+                               signal_after=signal.SIGTERM)
+    assert code == 1, out
+    assert '"message":"did not stop in time: killing","process":"relayd"' in out, out
+    assert '"message":"stopped","process":"controld","code":"0"' in out, out
