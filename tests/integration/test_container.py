@@ -22,6 +22,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -148,6 +149,8 @@ class PodmanContainer(Container):
         if self.process and self.process.poll() is None:
             subprocess.run([*self.podman, "rm", "-f", "-t", "0", self.name], capture_output=True)
             self.process.wait(30)
+        # Each build is a new image: drop it, or the storage grows by a layer a run.
+        subprocess.run([*self.podman, "rmi", "-f", self.image], capture_output=True)
         if getattr(self, "log", None):
             self.log.close()
 
@@ -364,6 +367,9 @@ def test_container_serves_survives_controld_kill_and_drains(container, tmp_path)
         c.terminate()
         code, _ = bridge.wait_close(timeout=10)
         assert code == 1012
+        # Answer the close as a client does, so relayd need not wait out its close grace for it.
+        bridge.send_frame(bc.OP_CLOSE, struct.pack(">H", 1012))
+        bridge.close()
         closed_after = time.monotonic() - terminated_at
         exit_code = c.wait_exit(timeout=DRAIN_MS / 1000 + 20)
         exited_after = time.monotonic() - terminated_at
@@ -394,18 +400,22 @@ def test_container_serves_survives_controld_kill_and_drains(container, tmp_path)
 # ot-supervise's own rules, against stand-in daemons (shell scripts named relayd and controld in
 # OT_BIN_DIR): fast, no image needed.
 
-FAKE = """#!/bin/bash
-echo "{{\\"message\\":\\"$(basename "$0") up\\"}}"
-{body}
-"""
+# A stand-in's body says UP where it is ready (its traps set): the supervisor is signalled only
+# after that line.
+FAKE = "#!/bin/bash\n{body}\n"
+UP = 'echo "{\\"message\\":\\"$(basename "$0") up\\"}"'
+SERVE = f"trap 'exit 0' TERM; {UP}; sleep 60 & wait"
 
 
-def run_supervisor(tmp_path, relayd_body, controld_body, env=None, signal_after=None):
+def run_supervisor(tmp_path, relayd_body, controld_body, env=None, signal_after=None,
+                   ready=None):
+    """Runs ot-supervise over stand-ins; with signal_after, sends it once `ready(log_path)` holds
+    (default: relayd's stand-in is up). Returns (exit status, output)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, body in (("relayd", relayd_body), ("controld", controld_body)):
         path = bin_dir / name
-        path.write_text(FAKE.format(body=body))
+        path.write_text(FAKE.format(body=body.replace("UP", UP)))
         path.chmod(0o755)
     # Output to a file, and the supervisor's exit awaited (not EOF: a stand-in's orphans may
     # hold a pipe open).
@@ -418,7 +428,9 @@ def run_supervisor(tmp_path, relayd_body, controld_body, env=None, signal_after=
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         if signal_after:
-            harness.wait_until(lambda: "relayd up" in log_path.read_text(), 10, "relayd up")
+            ready = ready or (lambda path: ("relayd up" in path.read_text()
+                                            and "controld up" in path.read_text()))
+            harness.wait_until(lambda: ready(log_path), 15, "the stand-ins to be ready")
             process.send_signal(signal_after)
         process.wait(30)
     finally:
@@ -430,7 +442,7 @@ def run_supervisor(tmp_path, relayd_body, controld_body, env=None, signal_after=
 
 def test_supervisor_stops_on_a_configuration_error(tmp_path):
     started = time.monotonic()
-    code, out = run_supervisor(tmp_path, "trap 'exit 0' TERM; sleep 60 & wait", "exit 2")
+    code, out = run_supervisor(tmp_path, SERVE, "exit 2")
     assert code == 2, out
     assert '"message":"configuration error: not restarting","process":"controld"' in out, out
     assert time.monotonic() - started < 10
@@ -438,10 +450,24 @@ def test_supervisor_stops_on_a_configuration_error(tmp_path):
 
 def test_supervisor_kills_a_relayd_that_does_not_stop_and_says_so(tmp_path):
     # relayd ignores SIGTERM: SIGKILL after its drain + OT_STOP_GRACE_S, exit status 1.
-    code, out = run_supervisor(tmp_path, "trap '' TERM; while :; do sleep 1; done",
-                               "trap 'exit 0' TERM; sleep 60 & wait",
+    code, out = run_supervisor(tmp_path, "trap '' TERM; UP; while :; do sleep 1; done", SERVE,
                                env={"SHUTDOWN_DRAIN_MS": "0", "OT_STOP_GRACE_S": "1"},
                                signal_after=signal.SIGTERM)
     assert code == 1, out
     assert '"message":"did not stop in time: killing","process":"relayd"' in out, out
     assert '"message":"stopped","process":"controld","code":"0"' in out, out
+
+
+def test_supervisor_restarts_a_crashed_relayd_and_leaves_controld(tmp_path):
+    # The stand-in relayd crashes (status 1) on its first start only.
+    marker = tmp_path / "crashed-once"
+    relayd = f"if [ ! -e {marker} ]; then touch {marker}; exit 1; fi\n{SERVE}"
+
+    def restarted(out_path):
+        return out_path.read_text().count('"message":"relayd up"') >= 1
+
+    code, out = run_supervisor(tmp_path, relayd, SERVE, signal_after=signal.SIGTERM,
+                               ready=restarted)
+    assert code == 0, out
+    assert '"message":"exited","process":"relayd","code":"1"' in out, out
+    assert out.count('"message":"started","process":"controld"') == 1, out
