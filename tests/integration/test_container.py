@@ -38,6 +38,8 @@ CONTAINER_DIR = ROOT / "deploy" / "container"
 HOST = "127.0.3.1"
 DRAIN_MS = 3000
 PODMAN_BASE = ["--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "file"]
+# What podman and the image build run with: nothing inherited from the caller's environment.
+TOOL_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 
 
 def log_step(started, what):
@@ -128,29 +130,30 @@ class PodmanContainer(Container):
             args += ["-e", f"{key}={value}"]
         args.append(self.image)
         self.log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(args, env=TOOL_ENV, stdout=self.log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def supervisor_pid(self):
         out = subprocess.run([*self.podman, "inspect", "--format", "{{.State.Pid}}", self.name],
-                             capture_output=True, text=True, check=True).stdout
+                             env=TOOL_ENV, capture_output=True, text=True, check=True).stdout
         return int(out.strip())
 
     def healthcheck(self):
         """The image's HEALTHCHECK command, run inside the container."""
         return subprocess.run([*self.podman, "exec", self.name, "/usr/local/bin/ot-healthcheck"],
-                              capture_output=True, text=True, timeout=30)
+                              env=TOOL_ENV, capture_output=True, text=True, timeout=30)
 
     def terminate(self):
-        subprocess.run([*self.podman, "kill", "--signal", "TERM", self.name], check=True,
-                       capture_output=True)
+        subprocess.run([*self.podman, "kill", "--signal", "TERM", self.name], env=TOOL_ENV,
+                       check=True, capture_output=True)
 
     def cleanup(self):
         if self.process and self.process.poll() is None:
-            subprocess.run([*self.podman, "rm", "-f", "-t", "0", self.name], capture_output=True)
+            subprocess.run([*self.podman, "rm", "-f", "-t", "0", self.name], env=TOOL_ENV,
+                           capture_output=True)
             self.process.wait(30)
         # Each build is a new image: drop it, or the storage grows by a layer a run.
-        subprocess.run([*self.podman, "rmi", "-f", self.image], capture_output=True)
+        subprocess.run([*self.podman, "rmi", "-f", self.image], env=TOOL_ENV, capture_output=True)
         if getattr(self, "log", None):
             self.log.close()
 
@@ -214,7 +217,8 @@ def podman_command(build_dir, rootfs):
               *PODMAN_BASE]
     probe = subprocess.run([*podman, "run", "--rm", "--network", "host", "--ulimit",
                             "nproc=4096:4096", "--ulimit", "nofile=1024:1024", "--rootfs",
-                            str(rootfs), "/bin/true"], capture_output=True, text=True, timeout=120)
+                            str(rootfs), "/bin/true"], env=TOOL_ENV, capture_output=True,
+                           text=True, timeout=120)
     if probe.returncode != 0:
         print(f"container: podman cannot run a container here: {probe.stderr.strip()}")
         return None
@@ -226,8 +230,7 @@ def image():
     """Builds the image once per run: (rootfs, OCI layout, runtime description)."""
     started = time.monotonic()
     out = harness.BUILD_DIR / "deploy" / "image"
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C",
-           "OT_DEB_CACHE": str(harness.BUILD_DIR / "deploy" / "debs")}
+    env = {**TOOL_ENV, "OT_DEB_CACHE": str(harness.BUILD_DIR / "deploy" / "debs")}
     result = subprocess.run(["/bin/bash", str(CONTAINER_DIR / "build-image.sh"),
                              str(harness.BUILD_DIR), str(out)],
                             env=env, capture_output=True, text=True, timeout=600)
@@ -258,7 +261,7 @@ def container(image, tmp_path):
     if podman is not None:
         # podman runs here: the OCI layout must load (no falling back past a broken image).
         loaded = subprocess.run([*podman, "load", "-q", "-i", str(image / "oci")],
-                                capture_output=True, text=True, timeout=300)
+                                env=TOOL_ENV, capture_output=True, text=True, timeout=300)
         assert loaded.returncode == 0, loaded.stdout + loaded.stderr
         name = loaded.stdout.strip().split("Loaded image:")[-1].strip().splitlines()[0]
         instance = PodmanContainer(tmp_path, name, env, podman)
