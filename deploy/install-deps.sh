@@ -19,6 +19,9 @@ test_packages=(
   python3-cryptography python3-yaml
   mariadb-server mariadb-client pebble prometheus nghttp2-server
   chromium
+  # The image's test runs podman with runc (crun refuses hybrid cgroup hierarchies); systemd
+  # brings systemd-analyze and systemd-sysusers for the units' test.
+  podman runc systemd
 )
 
 wanted=( "${build_packages[@]}" "${fuzz_packages[@]}" "${test_packages[@]}" )
