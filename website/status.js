@@ -311,8 +311,10 @@ async function refresh() {
   $("show").disabled = true;
   const base = "/api/tunnel/" + encodeURIComponent(state.id);
   try {
-    const [tunnel, certificate, usage] = await Promise.all([
-      api(base),
+    // The tunnel first: a wrong token then costs one failed authentication, not three (the
+    // service refuses an address's credentials for a while after 20 of them).
+    const tunnel = await api(base);
+    const [certificate, usage] = await Promise.all([
       api(base + "/certificate"),
       api(base + "/usage?period=" + state.period),
     ]);

@@ -205,6 +205,17 @@ def test_status_page_shows_the_tunnel_and_the_traffic_it_carried(site, workdir):
         assert shown["remembered"] is None
         status_png = chromium.screenshot(OUTPUT_DIR / "status.png")
 
+        # The 30-day view: daily buckets, today's holding the same bytes.
+        chromium.click('[data-period="30d"]')
+        chromium.wait_for("document.getElementById('usage-svg').dataset.period === '30d'", 30,
+                          "the 30-day graph")
+        month = chromium.evaluate("""(() => {
+            const buckets = [...document.querySelectorAll('#usage-svg g.bucket')];
+            return {buckets: buckets.length, today: Number(buckets[buckets.length - 1].dataset.out)};
+        })()""")
+        assert month["buckets"] == 30
+        assert month["today"] >= PUSHED_BYTES
+
         # Every request went to the site's own origin, and the token only to its API.
         requests = chromium.page_events("Network.requestWillBeSent")
         assert requests
