@@ -211,7 +211,8 @@ def test_status_page_shows_the_tunnel_and_the_traffic_it_carried(site, workdir):
                           "the 30-day graph")
         month = chromium.evaluate("""(() => {
             const buckets = [...document.querySelectorAll('#usage-svg g.bucket')];
-            return {buckets: buckets.length, today: Number(buckets[buckets.length - 1].dataset.out)};
+            const today = buckets[buckets.length - 1];
+            return {buckets: buckets.length, today: Number(today.dataset.out)};
         })()""")
         assert month["buckets"] == 30
         assert month["today"] >= PUSHED_BYTES
