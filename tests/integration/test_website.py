@@ -257,3 +257,19 @@ def test_status_page_says_when_the_token_is_wrong(site, workdir):
         assert chromium.evaluate("document.getElementById('result').hidden") is True
     finally:
         chromium.close()
+
+
+def test_controld_refuses_a_website_dir_with_a_symlink_out_of_it(workdir):
+    site_dir = workdir / "site"
+    site_dir.mkdir()
+    (site_dir / "index.html").write_text("<h1>ok</h1>")
+    (workdir / "secret.txt").write_text("not for visitors")
+    (site_dir / "leak.txt").symlink_to(workdir / "secret.txt")
+    controld = harness.Controld(workdir / "controld", env={"WEBSITE_DIR": str(site_dir)})
+    controld.start(wait=False)
+    try:
+        assert controld.process.wait(timeout=60) == 2
+    finally:
+        controld.stop()
+    log = controld.log_path.read_text()
+    assert "WEBSITE_DIR is not usable" in log and "symlink out of the directory" in log
