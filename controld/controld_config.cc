@@ -191,6 +191,15 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->envname("DATABASE_POOL_SIZE")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app.add_option("--website-dir", c.websiteDir,
+                 "directory served on the API domain's root, read into memory at startup; "
+                 "empty: no website")
+      ->envname("WEBSITE_DIR");
+  app.add_option("--usage-flush-interval-ms", c.usageFlushIntervalMs,
+                 "how often reported usage is written to the database")
+      ->envname("USAGE_FLUSH_INTERVAL_MS")
+      ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}))
+      ->capture_default_str();
   addMeshFlags(app, c.mesh);
   app.add_option("--log-format", c.logFormat, "text or json")
       ->envname("LOG_FORMAT")

@@ -64,6 +64,10 @@ struct ControldConfig {
   // Secret: enables POST /api/admin/stats (docs/api.md "Admin"); empty: those routes do not exist.
   std::string adminToken;
   int databasePoolSize = 50;  // MySQL; SQLite keeps at most 16 (store/sql_store.h)
+  // The website on the API domain's root (docs/website.md); empty: none (every such path 404s).
+  std::string websiteDir;
+  // How often relayd's usage reports are added to usage_hourly (GET /api/tunnel/{id}/usage).
+  int64_t usageFlushIntervalMs = 10'000;
   // The region mesh (INTERNAL_LISTEN and the MESH_* settings, docs/mesh.md); checked into
   // mesh::MeshSettings by mesh::checkMeshFlags at start-up. INTERNAL_LISTEN off: no mesh.
   mesh::MeshFlags mesh;

@@ -15,6 +15,8 @@
 #include "controld/server_metrics.h"
 #include "controld/store/database_url.h"
 #include "controld/store/database_wait.h"
+#include "controld/website/site_http.h"
+#include "controld/website/site_loader.h"
 
 namespace ot::controld {
 
@@ -79,6 +81,17 @@ std::optional<int> ControldServer::checkConfiguration() {
     return 2;
   }
   meshSettings_ = std::move(mesh).value();
+  if (!config_.websiteDir.empty()) {
+    auto site = loadSite(config_.websiteDir);
+    if (!site) {
+      log::error("WEBSITE_DIR is not usable", {{"error", site.error().message}});
+      return 2;
+    }
+    log::info(
+        "website loaded",
+        {{"directory", config_.websiteDir}, {"files", site->files()}, {"bytes", site->bytes()}});
+    site_ = std::make_shared<const SiteTable>(std::move(site).value());
+  }
   // Registered with the local CA too, so every controld exports the same names (as zeros).
   dnsMetrics_ = std::make_unique<DnsRecordMetrics>(metrics_);
   if (config_.issuer == "acme") {
@@ -221,7 +234,12 @@ void ControldServer::buildApi() {
                       config_.identity.region, metrics_.startedAt(),
                       [this] { return mesh_.get(); });
   AdminApi admin{config_.adminToken, [this] { return adminStats_->gather(); }};
-  router_ = std::make_shared<const ApiRouter>(buildApiRouter(*service_, {}, admin));
+  ApiRouter router = buildApiRouter(*service_, {}, admin, UsageApi{store_.get(), {}});
+  if (site_) {
+    router.setFallback(
+        [site = site_](const ApiRequest& request) { return siteResponse(*site, request); });
+  }
+  router_ = std::make_shared<const ApiRouter>(std::move(router));
   SourceFailureLimits authFailureLimits;
   authFailureLimits.maxFailures = config_.authFailureLimit;
   authFailureLimits.windowMs = config_.authFailureWindowMs;
@@ -247,7 +265,9 @@ void ControldServer::buildRelaySide() {
   rateSweep.owner = config_.identity.machineId;
   rateSweeper_.emplace(*store_, *store_, std::move(rateSweep), &metrics_);
 
-  usage_.emplace(*store_);
+  UsageRecorderOptions usageOptions;
+  usageOptions.flushInterval = std::chrono::milliseconds(config_.usageFlushIntervalMs);
+  usage_.emplace(*store_, usageOptions);
   hub_->setCountersHandler(
       [this](const std::string&, const opentunnel::control::v1::Counters& c) { usage_->add(c); });
   // lastConnectedAt and the renewal check, after each attach and off its path.

@@ -5,7 +5,7 @@
 // Start-up (run()) builds the members below in the order they are declared, each step able to
 // end it with an exit code, so a controld that cannot serve exits before it listens anywhere:
 //  1. configuration checked (2 when it is not usable): trusted proxy ranges, ISSUER=acme, the
-//     mesh settings (mesh_settings.h);
+//     mesh settings (mesh_settings.h), WEBSITE_DIR read into memory (site_loader.h);
 //  2. storage: DATABASE_URL parsed and opened (2 when either fails), then migrated, waiting for
 //     the database up to STARTUP_DB_TIMEOUT_MS (database_wait.h; 1 when it never comes, 0 when a
 //     signal ends the wait);
@@ -58,6 +58,7 @@
 #include "controld/shutdown_signals.h"
 #include "controld/store/rate_limit_sweeper.h"
 #include "controld/store/store.h"
+#include "controld/website/site_table.h"
 
 namespace ot::controld {
 
@@ -96,6 +97,7 @@ class ControldServer {
 
   // 1. configuration
   IpRanges trustedProxies_;
+  std::shared_ptr<const SiteTable> site_;           // WEBSITE_DIR, read at startup; null without it
   std::optional<mesh::MeshSettings> meshSettings_;  // INTERNAL_LISTEN set
   std::unique_ptr<DnsRecordMetrics> dnsMetrics_;    // counts only with ACME, exported always
   std::unique_ptr<AcmeIssuer> acme_;                // ACME only

@@ -159,6 +159,9 @@ ApiResponse ApiRouter::handle(const ApiRequest& request) const {
     Match found = match(request.method, request.path);
     switch (found.kind) {
       case MatchKind::kUnknownPath:
+        if (fallback_) {
+          if (auto answer = fallback_(request)) return std::move(*answer);
+        }
         return ApiResponse::error(404, "NotFoundError", "no such API endpoint");
       case MatchKind::kWrongMethod: {
         std::string allowed;

@@ -56,6 +56,8 @@ struct RouteDoc {
 };
 
 using RouteHandler = std::function<ApiResponse(const ApiRequest&, const PathParams&)>;
+// Asked for a path no route has (the website, docs/website.md); std::nullopt: not its path either.
+using FallbackHandler = std::function<std::optional<ApiResponse>(const ApiRequest&)>;
 
 struct Route {
   std::string method;  // upper case: GET, POST, PUT, DELETE
@@ -81,13 +83,16 @@ class ApiRouter {
   void add(Route route);
   // A component schema (OpenAPI 3.0 JSON Schema) that route docs name. Throws on a duplicate.
   void addSchema(std::string name, nlohmann::ordered_json schema);
+  // Answers requests for unknown paths before the 404 (set once, like add()).
+  void setFallback(FallbackHandler fallback) { fallback_ = std::move(fallback); }
 
   // Finds the route for a request line. A path matching several templates goes to the most
   // specific one (a literal segment beats a parameter at the first place they differ).
   [[nodiscard]] Match match(std::string_view method, std::string_view path) const;
 
-  // Dispatches: 404 NotFoundError for an unknown path, 405 MethodNotAllowedError (with Allow) for
-  // a known path and another method, 500 if a handler throws. Never throws.
+  // Dispatches: the fallback's answer, else 404 NotFoundError, for an unknown path; 405
+  // MethodNotAllowedError (with Allow) for a known path and another method, 500 if a handler
+  // throws. Never throws.
   [[nodiscard]] ApiResponse handle(const ApiRequest& request) const;
 
   [[nodiscard]] const std::vector<Route>& routes() const { return routes_; }
@@ -109,6 +114,7 @@ class ApiRouter {
   std::vector<Route> routes_;
   std::vector<Template> templates_;
   std::map<std::string, nlohmann::ordered_json> schemas_;
+  FallbackHandler fallback_;
 };
 
 // Splits a path at '/' (it must start with one); std::nullopt otherwise. "/" gives {""}.

@@ -184,7 +184,12 @@ ApiResponse health(TunnelService& service) {
 
 }  // namespace
 
-ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminApi& admin) {
+ApiResponse serviceErrorResponse(const ServiceError& error) {
+  return errorResponse(error);
+}
+
+ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminApi& admin,
+                         const UsageApi& usage) {
   ApiRouter router;
   addApiSchemas(router);
   TunnelService* s = &service;
@@ -198,6 +203,7 @@ ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminAp
               [s](const ApiRequest& r, const PathParams& p) { return bindCertificate(*s, r, p); }});
   router.add({"GET", "/api/tunnel/{id}/certificate", getCertificateDoc(),
               [s](const ApiRequest& r, const PathParams& p) { return getCertificate(*s, r, p); }});
+  addUsageRoutes(router, service, usage);
   router.add({"GET", "/health", healthDoc(),
               [s](const ApiRequest&, const PathParams&) { return health(*s); }});
   addAdminRoutes(router, admin);

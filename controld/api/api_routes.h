@@ -21,6 +21,7 @@
 #include "controld/api/api_types.h"
 #include "controld/api/openapi.h"
 #include "controld/api/tunnel_service.h"
+#include "controld/api/usage_routes.h"
 
 namespace ot::controld {
 
@@ -28,8 +29,13 @@ namespace ot::controld {
 // /openapi.json included; the document is generated from the finished table, once.
 // info.servers defaults to https://<the service's domain>. The admin routes (admin_routes.h) are
 // added when `admin.token` is set.
+// GET /api/tunnel/{id}/usage is added when `usage.store` is set (usage_routes.h).
 [[nodiscard]] ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info = {},
-                                       const AdminApi& admin = {});
+                                       const AdminApi& admin = {}, const UsageApi& usage = {});
+
+// The status and JSON error a ServiceError answers (the table above); for routes kept in files of
+// their own (usage_routes.h).
+[[nodiscard]] ApiResponse serviceErrorResponse(const ServiceError& error);
 
 // The router as the HTTP server's handler (shared: the server may outlive the caller's copy).
 [[nodiscard]] ApiHandler makeApiHandler(std::shared_ptr<const ApiRouter> router);

@@ -114,6 +114,8 @@ class SqlStore final : public Store {
 
   Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
                   int64_t bytesOut, int64_t connections) override;
+  Result<std::vector<UsageHour>> usageHours(const std::string& tunnelId, int64_t fromMs,
+                                            int64_t toMs) override;  // sql_store_usage.cc
 
   Result<RecordCounts> recordCounts(int64_t nowMs) override;
 

@@ -165,12 +165,25 @@ class RateLimitStore {
   virtual Result<int64_t> pruneRates(int64_t nowMs, int limit) = 0;
 };
 
+// One tunnel's usage in one UTC hour, as stored.
+struct UsageHour {
+  int64_t hourStartMs = 0;
+  int64_t bytesIn = 0;
+  int64_t bytesOut = 0;
+  int64_t connections = 0;
+  bool operator==(const UsageHour&) const = default;
+};
+
 // Hourly usage per tunnel, added to (never overwritten) so several relays can report.
 class UsageStore {
  public:
   virtual ~UsageStore() = default;
   virtual Status addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
                           int64_t bytesOut, int64_t connections) = 0;
+  // The tunnel's hours with from_ms <= hour_start < to_ms, oldest first (GET
+  // /api/tunnel/{id}/usage). The caller bounds the window: a row per hour at most.
+  virtual Result<std::vector<UsageHour>> usageHours(const std::string& tunnelId, int64_t fromMs,
+                                                    int64_t toMs) = 0;
 };
 
 // Readiness: whether the database answers at all.

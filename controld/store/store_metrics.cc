@@ -36,6 +36,7 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "acquireRate",
     "pruneRates",
     "addUsage",
+    "usageHours",
 };
 
 // Most statements answer in milliseconds; the top buckets catch lock waits and the statement

@@ -100,7 +100,8 @@ class TestApi {
         service_(std::make_unique<TunnelService>(std::move(config),
                                                  TunnelServiceStores{store, store, store, store},
                                                  registry, publisher, notifier, clock.clock())),
-        router_(std::make_shared<ApiRouter>(buildApiRouter(*service_))),
+        router_(std::make_shared<ApiRouter>(
+            buildApiRouter(*service_, {}, {}, UsageApi{&store, clock.clock()}))),
         handler_(makeApiHandler(router_)) {}
 
   ApiResponse call(const std::string& method, const std::string& path, const std::string& body = "",

@@ -91,6 +91,10 @@ class ForwardingStore : public Store {
                   int64_t bytesOut, int64_t connections) override {
     return inner_.addUsage(tunnelId, hourStartMs, bytesIn, bytesOut, connections);
   }
+  Result<std::vector<UsageHour>> usageHours(const std::string& tunnelId, int64_t fromMs,
+                                            int64_t toMs) override {
+    return inner_.usageHours(tunnelId, fromMs, toMs);
+  }
 
  protected:
   Store& inner_;

@@ -71,7 +71,7 @@ struct Fixture {
         store(db->open()),
         service(testing::testConfig(), {*store, *store, *store, *store}, registry, publisher,
                 notifier, [] { return 0; }),
-        router(buildApiRouter(service)),
+        router(buildApiRouter(service, {}, {}, UsageApi{store.get(), {}})),
         document(buildOpenApi(router, testInfo())) {}
 
   static OpenApiInfo testInfo() {
@@ -127,6 +127,7 @@ TEST_CASE("openapi: the document lists exactly the routes the router serves") {
                       {"DELETE", "/api/tunnel/{id}"},
                       {"PUT", "/api/tunnel/{id}/certificate"},
                       {"GET", "/api/tunnel/{id}/certificate"},
+                      {"GET", "/api/tunnel/{id}/usage"},
                       {"GET", "/health"},
                       {"GET", "/openapi.json"},
                   });
