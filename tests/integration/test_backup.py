@@ -206,11 +206,19 @@ def test_import_while_the_api_writes(workdir, mysql_database, stop_all):
     second = workdir / "second.json"
     br.write_file(second, ((br.record(f"r{n:06d}", n, last_connected=1_800_000_000_000), 1)
                            for n in range(count)))
-    victims = [f"r{n:06d}" for n in range(0, count, count // 300)]
+    # From the highest ID down while the import goes up: deletes land both before the import
+    # reaches their row (which it must then skip) and after it refreshed it (the delete's
+    # revision check fails, 503, and the retry deletes the refreshed row).
+    victims = [f"r{n:06d}" for n in range(count - 1, 0, -(count // 300))]
     deleted = []
     errors = []
 
+    def import_running():
+        status, body = request(c, "GET", "/api/tunnel/r000000", token=br.token_of("r000000"))
+        return status == 200 and json.loads(body).get("lastConnectedAt") is not None
+
     def delete_all():
+        harness.wait_until(import_running, 120, "the import's first batch")
         for tunnel_id in victims:
             for _ in range(50):
                 status, body = request(c, "DELETE", f"/api/tunnel/{tunnel_id}",
