@@ -76,6 +76,8 @@ TEST_CASE("backup file: what the writer writes reads back, split anywhere") {
     TunnelRecord record = validRecord("t" + std::to_string(i));
     // Strings holding the framing's own characters: braces, brackets, quotes, backslashes.
     record.certificate.error = "a \"quoted\" {brace} [bracket] \\ back\\slash } ]";
+    // An odd number of quotes: a reader that missed escapes would end a string early.
+    record.certificate.id = "one \" then } and ]";
     rows.push_back(rowOf(record, i + 1));
   }
   const std::string file = fileOf(rows);
