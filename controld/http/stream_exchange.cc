@@ -59,7 +59,7 @@ bool StreamExchange::write(std::string_view bytes) {
   {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return cancelled_ || outputBytes_ < kStreamHighWater; });
-    if (cancelled_) return false;
+    if (cancelled_ || !streamed_ || finished_) return false;
     output_.chunks.emplace_back(bytes);
     outputBytes_ += bytes.size();
   }

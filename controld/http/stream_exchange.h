@@ -43,7 +43,8 @@ class StreamExchange {
   void respond(ApiResponse response);
   // Starts a chunked response with this status and headers.
   void beginResponse(int status, std::vector<std::pair<std::string, std::string>> headers);
-  // The next bytes of it; waits while the peer is behind. false when the connection went away.
+  // The next bytes of it; waits while the peer is behind. false when the connection went away
+  // (or no response was begun, or it already ended).
   bool write(std::string_view bytes);
   // Ends it cleanly (the last chunk), or cuts it: the connection closes without the last chunk,
   // so the peer sees a transfer error rather than a complete body. The first of the two counts;
