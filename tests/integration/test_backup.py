@@ -1,7 +1,6 @@
 """Export and import (docs/backup.md): a round trip SQLite -> MariaDB -> SQLite of 100,000 tunnels
 over HTTP and the offline commands, hostile records refused over HTTP, an import racing API
 writes, and an export that answers before the table is read. Machines on 127.0.2.x."""
-import hashlib
 import http.client
 import json
 import re
