@@ -12,6 +12,12 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+void shorten(std::string& text, size_t limit) {
+  if (text.size() <= limit) return;
+  text.resize(limit);
+  text += "...";
+}
+
 class StoreImportSession final : public ImportSession {
  public:
   StoreImportSession(BackupStore& store, const std::string& domain, ImportOptions options)
@@ -53,6 +59,9 @@ class StoreImportSession final : public ImportSession {
       ++report_.rejectedUnlisted;
       return;
     }
+    // Both may quote the file, whose records reach 256 KiB: the list stays small whatever it says.
+    shorten(id, 100);
+    shorten(reason, 300);
     report_.rejected.push_back({std::move(id), std::move(reason)});
   }
 

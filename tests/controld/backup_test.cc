@@ -356,15 +356,18 @@ TEST_CASE("backup: an import lists hostile records and writes none of them") {
     evil.hostname = "www.example.com";
     BackupRow notLabel = rowOf(validRecord("x"));
     notLabel.id = "x.y";
-    std::string file = fileOf({rowOf(validRecord("good")), rowOf(evil), notLabel});
+    BackupRow longId = rowOf(validRecord("y"));
+    longId.id = std::string(100'000, 'z');
+    std::string file = fileOf({rowOf(validRecord("good")), rowOf(evil), notLabel, longId});
     file.insert(file.find("\n]}"), ",\n{\"id\":\"junk\",\"revision\":1,\"record\":[]}");
     auto report = importFile(*backup, file);
     REQUIRE(report.ok());
     CHECK(report->inserted == 1);
-    REQUIRE(report->rejected.size() == 3);
+    REQUIRE(report->rejected.size() == 4);
     CHECK(report->rejected[0].tunnelId == "evil");
     CHECK(report->rejected[1].tunnelId == "x.y");
-    CHECK(report->rejected[2].tunnelId == "junk");
+    CHECK(report->rejected[2].tunnelId == std::string(100, 'z') + "...");  // shortened
+    CHECK(report->rejected[3].tunnelId == "junk");
     CHECK_FALSE(store->getTunnel("evil")->has_value());
     CHECK_FALSE(store->getTunnel("junk")->has_value());
     const std::string json = importReportJson(*report);
