@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "controld/api/admin_routes.h"
+
 namespace ot::controld {
 namespace {
 
@@ -105,6 +107,62 @@ TEST_CASE("stream exchange: one answer only") {
   REQUIRE(out.whole);
   CHECK(out.whole->status == 200);
   CHECK_FALSE(out.head);
+}
+
+// A Backup whose export fails after its first page, and whose import counts what it was fed.
+class FailingBackup final : public Backup {
+ public:
+  Status exportTo(const ExportOptions&, const ExportSink& sink) override {
+    if (!sink("{\"records\":[\n", 0)) return Error{ErrorKind::kUnavailable, "gone"};
+    if (!sink("{\"id\":\"a\"}", 1)) return Error{ErrorKind::kUnavailable, "gone"};
+    return Error{ErrorKind::kUnavailable, "storage went away"};
+  }
+  std::unique_ptr<ImportSession> beginImport(const ImportOptions&) override { return nullptr; }
+};
+
+ApiRequest adminRequest(std::string path, const char* token) {
+  ApiRequest request;
+  request.method = "POST";
+  request.path = std::move(path);
+  if (token != nullptr)
+    request.headers.emplace_back("Authorization", std::string("Bearer ") + token);
+  return request;
+}
+
+TEST_CASE("admin stream routes: an export failing midway is cut, never ended") {
+  FailingBackup backup;
+  const StreamRoutes routes = adminStreamRoutes(AdminApi{"secret", {}, &backup});
+  REQUIRE(routes);
+  CHECK_FALSE(routes(adminRequest("/api/admin/stats", "secret")));  // not streamed
+  const ApiRequest request = adminRequest("/api/admin/export", "secret");
+  const StreamHandler handler = routes(request);
+  REQUIRE(handler);
+  StreamExchange exchange([] {});
+  handler(request, exchange);
+  const StreamExchange::Output out = exchange.takeOutput();
+  REQUIRE(out.head);
+  CHECK(out.head->first == 200);
+  CHECK(out.chunks.size() == 2);
+  CHECK(out.aborted);
+  CHECK_FALSE(out.ended);
+}
+
+TEST_CASE("admin stream routes: the admin token is required, and nothing without one") {
+  FailingBackup backup;
+  CHECK_FALSE(adminStreamRoutes(AdminApi{"", {}, &backup}));
+  const StreamRoutes routes = adminStreamRoutes(AdminApi{"secret", {}, &backup});
+  for (const char* path : {"/api/admin/export", "/api/admin/import"}) {
+    for (const char* token : {static_cast<const char*>(nullptr), "wrong"}) {
+      CAPTURE(path);
+      const ApiRequest request = adminRequest(path, token);
+      StreamExchange exchange([] {});
+      routes(request)(request, exchange);
+      const StreamExchange::Output out = exchange.takeOutput();
+      REQUIRE(out.whole);
+      CHECK(out.whole->status == 401);
+      CHECK_FALSE(out.head);
+    }
+  }
 }
 
 }  // namespace
