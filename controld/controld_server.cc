@@ -233,7 +233,10 @@ void ControldServer::buildApi() {
   adminStats_.emplace(*store_, *registry_, *hub_, config_.identity.machineId,
                       config_.identity.region, metrics_.startedAt(),
                       [this] { return mesh_.get(); });
-  AdminApi admin{config_.adminToken, [this] { return adminStats_->gather(); }};
+  if (BackupStore* backupStore = store_->backupStore()) {
+    backup_ = makeBackup(*backupStore, config_.domain);
+  }
+  AdminApi admin{config_.adminToken, [this] { return adminStats_->gather(); }, backup_.get()};
   ApiRouter router = buildApiRouter(*service_, {}, admin, UsageApi{store_.get(), {}});
   if (site_) {
     router.setFallback(
@@ -331,6 +334,7 @@ std::optional<int> ControldServer::listen() {
   // On SIGTERM a request already read (a tunnel being created, a CSR being bound) is answered
   // rather than cut: cut, its client would see 503 from relayd for work that was done.
   apiOptions.stopGrace = std::chrono::milliseconds(10'000);
+  apiOptions.streamRoutes = adminStreamRoutes({config_.adminToken, {}, backup_.get()});
   api_.emplace(*pool_, std::move(apiHandler_), apiOptions);
   std::vector<HttpListenerConfig> listeners;
   if (!makeSocketDirectory(config_.apiSocket)) return 1;

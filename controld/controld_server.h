@@ -34,6 +34,7 @@
 #include "controld/acme/dns_record_metrics.h"
 #include "controld/acme/dns_sweeper.h"
 #include "controld/admin/admin_stats_source.h"
+#include "controld/admin/backup.h"
 #include "controld/api/api_router.h"
 #include "controld/api/api_types.h"
 #include "controld/api/ip_ranges.h"
@@ -116,6 +117,7 @@ class ControldServer {
   std::unique_ptr<DnsSweeper> sweeper_;  // ACME only
   std::optional<TunnelService> service_;
   std::optional<AdminStatsSource> adminStats_;  // POST /api/admin/stats (ADMIN_TOKEN set)
+  std::unique_ptr<Backup> backup_;  // POST /api/admin/{export,import}; null without a BackupStore
   std::shared_ptr<const ApiRouter> router_;
   ApiHandler apiHandler_;  // moved into api_ when it is built
   std::optional<ServerCertificates> certificates_;

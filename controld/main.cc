@@ -1,6 +1,7 @@
-// controld: the control plane. Parses its flags (or runs the account-key subcommand), blocks the
-// shutdown signals before any thread starts, sets up logging and runs ControldServer
-// (controld_server.h), which builds, serves and stops every part (see docs/architecture.md).
+// controld: the control plane. Parses its flags (or runs the account-key, export or import
+// subcommand), blocks the shutdown signals before any thread starts, sets up logging and runs
+// ControldServer (controld_server.h), which builds, serves and stops every part (see
+// docs/architecture.md).
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "common/log.h"
 #include "common/machine_identity.h"
 #include "controld/acme/acme_jws.h"
+#include "controld/admin/backup_commands.h"
 #include "controld/controld_config.h"
 #include "controld/controld_server.h"
 #include "controld/shutdown_signals.h"
@@ -19,6 +21,15 @@ int main(int argc, char** argv) {
   addControldFlags(app, config);
   CLI::App* accountKey =
       app.add_subcommand("account-key", "print a new ACME account key (a P-256 private JWK)");
+  std::string backupFile;
+  bool dryRun = false;
+  CLI::App* exportCommand = app.add_subcommand(
+      "export", "write every tunnel record to FILE (docs/backup.md) and exit; - is stdout");
+  exportCommand->add_option("file", backupFile, "the backup file to write")->required();
+  CLI::App* importCommand = app.add_subcommand(
+      "import", "write the records of FILE (an export) into the database and exit; - is stdin");
+  importCommand->add_option("file", backupFile, "the backup file to read")->required();
+  importCommand->add_flag("--dry-run", dryRun, "check and count every record, write nothing");
   app.require_subcommand(0, 1);
   if (auto code = ot::config::parseCommandLine(app, argc, argv)) return *code;
   if (accountKey->parsed()) {
@@ -30,6 +41,9 @@ int main(int argc, char** argv) {
     std::printf("%s\n", jwk->c_str());
     return 0;
   }
+  // Offline: no server, no signals; plain stderr lines.
+  if (exportCommand->parsed()) return runExportCommand(config, backupFile);
+  if (importCommand->parsed()) return runImportCommand(config, backupFile, dryRun);
 
   const ShutdownSignals signals = ShutdownSignals::block();
   // Machine and region go on every line from here on (the fields are added once, here).

@@ -5,6 +5,7 @@
 // Both directions block on storage: call them from a worker thread, never from an I/O loop.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,7 +42,17 @@ struct ImportReport {
   uint64_t unchanged = 0;  // equal to what storage holds
   uint64_t skipped = 0;    // the server changed that tunnel since it was imported: left alone
   std::vector<RejectedImport> rejected;  // not what the server itself could have written
+  // Rejections beyond kMaxListedRejections are counted here instead of listed, so that a hostile
+  // file of a million bad records cannot grow the report without bound.
+  uint64_t rejectedUnlisted = 0;
+  bool dryRun = false;  // nothing was written: the counts say what would have happened
 };
+
+inline constexpr size_t kMaxListedRejections = 10'000;
+
+// The report as the API answers it (docs/api.md "Admin"): {"dry_run", "inserted", "refreshed",
+// "unchanged", "skipped", "rejected": [{"id", "reason"}], "rejected_unlisted"}.
+[[nodiscard]] std::string importReportJson(const ImportReport& report);
 
 // One import in progress, fed the file in pieces of any size as they arrive; complete records are
 // checked and written as they are seen, so memory stays bounded whatever the file's size.
@@ -64,5 +75,14 @@ class Backup {
   virtual Status exportTo(const ExportOptions& options, const ExportSink& sink) = 0;
   virtual std::unique_ptr<ImportSession> beginImport(const ImportOptions& options) = 0;
 };
+
+class BackupStore;
+
+// Records are imported in transactions of this many (and exported in pages of as many).
+inline constexpr int kBackupBatch = 500;
+
+// The Backup over a store's export and import (BackupStore, sql_store_backup.cc), checking every
+// imported record for `domain` (import_checks.h). The store must outlive it and its sessions.
+[[nodiscard]] std::unique_ptr<Backup> makeBackup(BackupStore& store, std::string domain);
 
 }  // namespace ot::controld

@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -65,7 +69,8 @@ ApiResponse parseErrorResponse(HttpError error, std::string_view detail, uint64_
 struct HttpConnection::WriteRequest {
   uv_write_t req{};  // req.data points to this WriteRequest
   std::string data;
-  bool final = false;  // the response (not a 100 Continue)
+  bool final = false;   // the response (not a 100 Continue)
+  size_t streamed = 0;  // a streamed response's chunk: its payload bytes
 };
 
 HttpConnection::HttpConnection(HttpServerCore& core, uint64_t id, bool trustClientAddress,
@@ -75,8 +80,12 @@ HttpConnection::HttpConnection(HttpServerCore& core, uint64_t id, bool trustClie
       trustClientAddress_(trustClientAddress),
       peerAddress_(std::move(peerAddress)),
       parser_(HttpParser::Kind::kRequest, [&core] {
+        // Bodies come in pieces (onBody): collected for an ordinary request, handed to the
+        // worker for a streamed one, whose size has no limit. With stream routes the ordinary
+        // body limit is applied here (onHead, onBody) rather than by the parser.
         HttpParserLimits limits = core.options().limits;
-        limits.bodyMode = HttpBodyMode::kCollect;
+        limits.bodyMode = HttpBodyMode::kStream;
+        if (core.options().streamRoutes) limits.maxBodyBytes = UINT64_MAX;
         return limits;
       }()) {}
 
@@ -115,6 +124,7 @@ bool HttpConnection::open(uv_loop_t* loop, int fd, bool tcp) {
 
 void HttpConnection::close() {
   if (state_ == State::kClosing) return;
+  if (exchange_) exchange_->cancel();
   state_ = State::kClosing;
   reading_ = false;
   core_.forget(id_);
@@ -162,30 +172,173 @@ void HttpConnection::consume(std::span<const uint8_t> input) {
     messageStarted_ = true;
     deadline_ = core_.now() + millis(core_.options().headerTimeout);
   }
-  const HttpParseResult result = parser_.feed(input);
-  switch (result.status) {
-    case HttpParseStatus::kNeedMore:
-      maybeContinue();
-      return;
-    case HttpParseStatus::kDone: {
-      const auto rest = input.subspan(result.consumed);
-      pending_.assign(reinterpret_cast<const char*>(rest.data()), rest.size());
-      dispatch(false);
+  for (;;) {
+    const HttpParseResult result = parser_.feed(input);
+    input = input.subspan(std::min(result.consumed, input.size()));
+    switch (result.status) {
+      case HttpParseStatus::kNeedMore:
+        maybeContinue();
+        return;
+      case HttpParseStatus::kHeaders:
+        if (!onHead()) return;
+        continue;  // the rest of the input, even if empty: the message may be done
+      case HttpParseStatus::kBody:
+        if (!onBody(result.body)) return;
+        continue;
+      case HttpParseStatus::kDone:
+        pending_.assign(reinterpret_cast<const char*>(input.data()), input.size());
+        onMessageDone();
+        return;
+      case HttpParseStatus::kUpgrade:
+        // We do not switch protocols; what follows is not HTTP, so answer and close.
+        pending_.clear();
+        if (streamIn_) {
+          close();
+          return;
+        }
+        dispatch(true);
+        return;
+      case HttpParseStatus::kError:
+        if (streamIn_) {
+          // The worker has part of a body that will never end: it sees the connection gone.
+          close();
+          return;
+        }
+        respondError(result.error);
+        return;
+    }
+    respondError(HttpError::kBadRequest);
+    return;
+  }
+}
+
+bool HttpConnection::onHead() {
+  const HttpMessage& message = parser_.message();
+  body_.clear();
+  if (!core_.options().streamRoutes) return true;  // the parser applies the body limit
+  ApiRequest head;
+  head.method = message.method;
+  splitTarget(message.target, head);
+  for (const auto& header : message.headers) {
+    if (httpNameEquals(header.name, kClientAddressHeader) && !trustClientAddress_) continue;
+    head.headers.emplace_back(header.name, header.value);
+  }
+  head.clientAddress = peerAddress_;
+  StreamHandler handler = core_.streamHandler(head);
+  if (!handler) {
+    const uint64_t limit = core_.options().limits.maxBodyBytes;
+    const auto length = message.header("Content-Length");
+    if (length && (length->size() > 19 || std::stoull(std::string(*length)) > limit)) {
+      respondError(HttpError::kBodyTooLarge);
+      return false;
+    }
+    return true;
+  }
+  // The same head the handler of an ordinary request gets (client address rules included).
+  head.headers.clear();
+  if (!buildRequest(message, head)) return false;
+  keepAlive_ = message.keepAlive;
+  http10_ = message.versionMinor == 0;
+  headRequest_ = false;
+  exchange_ = core_.submitStream(id_, std::move(head), std::move(handler));
+  if (!exchange_) {
+    stopReading();
+    keepAlive_ = false;
+    state_ = State::kHandling;
+    respond(ApiResponse::error(503, "ServiceUnavailableError", "server busy"));
+    return false;
+  }
+  streamIn_ = true;
+  deadline_ = core_.now() + millis(core_.options().idleTimeout);
+  return true;
+}
+
+bool HttpConnection::onBody(std::span<const uint8_t> piece) {
+  const std::string_view bytes(reinterpret_cast<const char*>(piece.data()), piece.size());
+  if (streamIn_) {
+    deadline_ = core_.now() + millis(core_.options().idleTimeout);
+    // The rest of this read is still parsed and queued (one read buffer more at most); then
+    // reading waits until the worker has taken most of it.
+    if (exchange_->pushBody(bytes) > kStreamHighWater && reading_) {
+      exchange_->setReadingPaused(true);
+      stopReading();
+    }
+    return true;
+  }
+  if (core_.options().streamRoutes &&
+      body_.size() + bytes.size() > core_.options().limits.maxBodyBytes) {
+    respondError(HttpError::kBodyTooLarge);
+    return false;
+  }
+  body_.append(bytes);
+  return true;
+}
+
+void HttpConnection::onMessageDone() {
+  if (!streamIn_) {
+    dispatch(false);
+    return;
+  }
+  streamIn_ = false;
+  stopReading();
+  exchange_->endBody();
+  state_ = State::kHandling;
+}
+
+void HttpConnection::onStreamEvent() {
+  if (!exchange_ || state_ == State::kClosing) return;
+  if (streamIn_ && !reading_ && exchange_->wantsMoreBody()) {
+    exchange_->setReadingPaused(false);
+    startReading();
+    if (state_ == State::kClosing) return;
+  }
+  StreamExchange::Output out = exchange_->takeOutput();
+  const bool answering = out.whole || out.head;
+  if (answering && streamIn_) {
+    // Answered before the whole body came (refused, or done early): the rest of the body is
+    // never read, so the connection cannot carry another request.
+    streamIn_ = false;
+    keepAlive_ = false;
+    stopReading();
+    exchange_->abandonBody();
+  }
+  if (out.whole) {
+    state_ = State::kHandling;
+    respond(std::move(*out.whole));
+    return;
+  }
+  if (out.head) {
+    const bool closing = !keepAlive_ || core_.draining();
+    const std::vector<HttpHeader> headers = responseHeaders(std::move(out.head->second), closing);
+    auto wire = serializeResponseHead(out.head->first, "", headers, HttpFraming::chunked());
+    if (!wire) {
+      core_.log().error("API stream handler's response cannot be sent",
+                        {{"status", out.head->first}});
+      close();
       return;
     }
-    case HttpParseStatus::kUpgrade:
-      // We do not switch protocols; what follows is not HTTP, so answer and close.
-      pending_.clear();
-      dispatch(true);
-      return;
-    case HttpParseStatus::kError:
-      respondError(result.error);
-      return;
-    case HttpParseStatus::kHeaders:
-    case HttpParseStatus::kBody:
-      break;  // kStream only; this parser collects bodies
+    core_.countResponse(out.head->first);
+    closeAfterWrite_ = closing;
+    state_ = State::kStreaming;
+    deadline_ = core_.now() + millis(core_.options().idleTimeout);
+    write(std::move(*wire), false);
   }
-  respondError(HttpError::kBadRequest);
+  if (state_ != State::kStreaming) return;
+  for (std::string& chunk : out.chunks) {
+    const size_t size = chunk.size();
+    write(serializeChunk(std::span(reinterpret_cast<const uint8_t*>(chunk.data()), size)), false,
+          size);
+    if (state_ == State::kClosing) return;
+  }
+  if (out.aborted) {
+    // Cut short: no last chunk, so the peer knows the body is incomplete.
+    close();
+    return;
+  }
+  if (out.ended) {
+    state_ = State::kWriting;
+    write(std::string(kLastChunk), true);
+  }
 }
 
 // curl and others wait (about a second) for a 100 before sending a larger body.
@@ -199,6 +352,29 @@ void HttpConnection::maybeContinue() {
   write("HTTP/1.1 100 Continue\r\n\r\n", false);
 }
 
+bool HttpConnection::buildRequest(const HttpMessage& message, ApiRequest& request) {
+  request.headers.reserve(message.headers.size());
+  std::optional<std::string> forwarded;
+  size_t forwardedCount = 0;
+  for (const auto& header : message.headers) {
+    if (httpNameEquals(header.name, kClientAddressHeader)) {
+      if (!trustClientAddress_) continue;  // a visitor's claim, not ours to believe
+      if (forwardedCount++ == 0) forwarded = header.value;
+    }
+    request.headers.emplace_back(header.name, header.value);
+  }
+  if (forwardedCount > 1) {
+    stopReading();
+    keepAlive_ = false;
+    state_ = State::kHandling;
+    respond(ApiResponse::error(400, "BadRequestError",
+                               "repeated " + std::string(kClientAddressHeader) + " header"));
+    return false;
+  }
+  request.clientAddress = forwarded ? std::move(*forwarded) : peerAddress_;
+  return true;
+}
+
 void HttpConnection::dispatch(bool mustClose) {
   stopReading();
   HttpMessage message = parser_.takeMessage();
@@ -210,24 +386,8 @@ void HttpConnection::dispatch(bool mustClose) {
   ApiRequest request;
   request.method = std::move(message.method);
   splitTarget(message.target, request);
-  request.body = std::move(message.body);
-  request.headers.reserve(message.headers.size());
-  std::optional<std::string> forwarded;
-  size_t forwardedCount = 0;
-  for (auto& header : message.headers) {
-    if (httpNameEquals(header.name, kClientAddressHeader)) {
-      if (!trustClientAddress_) continue;  // a visitor's claim, not ours to believe
-      if (forwardedCount++ == 0) forwarded = header.value;
-    }
-    request.headers.emplace_back(std::move(header.name), std::move(header.value));
-  }
-  if (forwardedCount > 1) {
-    keepAlive_ = false;
-    respond(ApiResponse::error(400, "BadRequestError",
-                               "repeated " + std::string(kClientAddressHeader) + " header"));
-    return;
-  }
-  request.clientAddress = forwarded ? std::move(*forwarded) : peerAddress_;
+  request.body = std::exchange(body_, std::string());
+  if (!buildRequest(message, request)) return;
   if (!core_.submit(id_, std::move(request))) {
     respond(ApiResponse::error(503, "ServiceUnavailableError", "server busy"));
   }
@@ -248,11 +408,11 @@ void HttpConnection::onResponse(ApiResponse response) {
   respond(std::move(response));
 }
 
-void HttpConnection::respond(ApiResponse response) {
-  const bool closing = !keepAlive_ || core_.draining();
+std::vector<HttpHeader> HttpConnection::responseHeaders(
+    std::vector<std::pair<std::string, std::string>> given, bool closing) const {
   std::vector<HttpHeader> headers;
-  headers.reserve(response.headers.size() + 1);
-  for (auto& [name, value] : response.headers) {
+  headers.reserve(given.size() + 1);
+  for (auto& [name, value] : given) {
     if (httpNameEquals(name, "Connection")) continue;  // hop-by-hop: the server's to decide
     headers.push_back({std::move(name), std::move(value)});
   }
@@ -261,6 +421,12 @@ void HttpConnection::respond(ApiResponse response) {
   } else if (http10_) {
     headers.push_back({"Connection", "keep-alive"});
   }
+  return headers;
+}
+
+void HttpConnection::respond(ApiResponse response) {
+  const bool closing = !keepAlive_ || core_.draining();
+  const std::vector<HttpHeader> headers = responseHeaders(std::move(response.headers), closing);
   std::optional<std::string> wire;
   if (response.status >= 200) {
     // HEAD: the head a GET would get, so Content-Length, without the body.
@@ -284,10 +450,11 @@ void HttpConnection::respond(ApiResponse response) {
   write(std::move(*wire), true);
 }
 
-void HttpConnection::write(std::string data, bool final) {
+void HttpConnection::write(std::string data, bool final, size_t streamed) {
   auto request = std::make_unique<WriteRequest>();
   request->data = std::move(data);
   request->final = final;
+  request->streamed = streamed;
   request->req.data = request.get();
   const uv_buf_t buf =
       uv_buf_init(request->data.data(), static_cast<unsigned int>(request->data.size()));
@@ -296,20 +463,27 @@ void HttpConnection::write(std::string data, bool final) {
     return;
   }
   static_cast<void>(request.release());  // onWrite frees it, also when cancelled
+  ++writesInFlight_;
 }
 
 void HttpConnection::onWrite(uv_write_t* req, int status) {
   const std::unique_ptr<WriteRequest> request(static_cast<WriteRequest*>(req->data));
   auto* self = static_cast<HttpConnection*>(req->handle->data);
   if (status == UV_ECANCELED || self->state_ == State::kClosing) return;
+  --self->writesInFlight_;
   if (status < 0) {
     self->close();
     return;
+  }
+  if (request->streamed > 0 && self->exchange_) {
+    self->exchange_->written(request->streamed);
+    self->deadline_ = self->core_.now() + millis(self->core_.options().idleTimeout);
   }
   if (request->final) self->onResponseWritten();
 }
 
 void HttpConnection::onResponseWritten() {
+  exchange_.reset();
   if (closeAfterWrite_) {
     startLingering();
     return;
@@ -350,8 +524,13 @@ void HttpConnection::onShutdown(uv_shutdown_t* req, int status) {
 bool HttpConnection::expired(uint64_t now, bool draining) const {
   switch (state_) {
     case State::kReading:
+      // A streamed body paused for the worker waits as long as the worker takes.
+      if (streamIn_) return reading_ && now >= deadline_;
       // Draining closes connections between requests, not one whose request is on its way.
       return now >= deadline_ || (draining && !messageStarted_);
+    case State::kStreaming:
+      // A worker slow to make the next chunk is not the peer's fault; a peer not reading is.
+      return writesInFlight_ > 0 && now >= deadline_;
     case State::kWriting:
     case State::kLingering:
       return now >= deadline_;

@@ -3,8 +3,13 @@
 //
 // States, one at a time:
 //   kReading    parsing a request (reads on); deadline: headerTimeout from its first byte, or
-//               idleTimeout after a response while no byte of the next one has come
+//               idleTimeout after a response while no byte of the next one has come. A streamed
+//               request (HttpServerOptions::streamRoutes) stays here while its body flows to the
+//               worker: deadline idleTimeout from the last piece, none while reading is paused
+//               because the worker is behind
 //   kHandling   a worker runs the handler; reads off: pipelined requests wait in the kernel
+//   kStreaming  a streamed response's chunks are being written as the worker makes them;
+//               deadline idleTimeout from the last write that completed, while one is pending
 //   kWriting    the response is being written; deadline idleTimeout (a peer that does not read)
 //   kLingering  response sent with Connection: close, write side shut down; the peer's
 //               leftovers are read and dropped until EOF or lingerTimeout
@@ -16,11 +21,15 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/http_parser.h"
 #include "controld/api/api_types.h"
+#include "controld/http/stream_exchange.h"
 
 namespace ot::controld {
 
@@ -28,7 +37,7 @@ class HttpServerCore;
 
 class HttpConnection {
  public:
-  enum class State : uint8_t { kReading, kHandling, kWriting, kLingering, kClosing };
+  enum class State : uint8_t { kReading, kHandling, kStreaming, kWriting, kLingering, kClosing };
 
   // `peerAddress` is the client's IP for TCP, "" for a unix socket.
   HttpConnection(HttpServerCore& core, uint64_t id, bool trustClientAddress,
@@ -43,6 +52,8 @@ class HttpConnection {
 
   // A worker's response for the request in kHandling.
   void onResponse(ApiResponse response);
+  // The streamed exchange has news (a response, chunks, room for more body).
+  void onStreamEvent();
   // The periodic timeout check: whether the core should close this connection now.
   [[nodiscard]] bool expired(uint64_t now, bool draining) const;
 
@@ -68,10 +79,18 @@ class HttpConnection {
   void stopReading();
   void consume(std::span<const uint8_t> input);
   void maybeContinue();
+  // The request's head as a handler sees it, without the body; false (after answering 400) when
+  // it repeats the client address header.
+  bool buildRequest(const HttpMessage& message, ApiRequest& request);
+  bool onHead();
+  bool onBody(std::span<const uint8_t> piece);
+  void onMessageDone();
   void dispatch(bool mustClose);
   void respondError(HttpError error);
   void respond(ApiResponse response);
-  void write(std::string data, bool final);
+  [[nodiscard]] std::vector<HttpHeader> responseHeaders(
+      std::vector<std::pair<std::string, std::string>> given, bool closing) const;
+  void write(std::string data, bool final, size_t streamed = 0);
   void onResponseWritten();
   void startLingering();
 
@@ -92,6 +111,12 @@ class HttpConnection {
   uint64_t deadline_ = 0;  // loop time (ms)
   HttpParser parser_;
   std::string pending_;  // bytes read past the request being handled (pipelining)
+  std::string body_;     // an ordinary request's body, collected
+  // A streamed request's exchange with its worker (null otherwise); streamIn_ while its body
+  // still goes there.
+  std::shared_ptr<StreamExchange> exchange_;
+  bool streamIn_ = false;
+  size_t writesInFlight_ = 0;
   uv_shutdown_t shutdown_{};
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -71,8 +72,26 @@ struct HttpServerCore::Dispatch {
     mailbox.post({connection, std::move(response)});
   }
 
+  // A streamed request: the handler reads and answers through the exchange; one that returns
+  // without answering gets a 500, one that stops mid-stream has its response cut.
+  void runStream(const ApiRequest& head, const StreamHandler& streamHandler,
+                 StreamExchange& exchange) {
+    try {
+      streamHandler(head, exchange);
+    } catch (const std::exception& e) {
+      log.error("API stream handler threw",
+                {{"method", head.method}, {"path", head.path}, {"error", e.what()}});
+    } catch (...) {
+      log.error("API stream handler threw", {{"method", head.method}, {"path", head.path}});
+    }
+    exchange.respond(ApiResponse::error(500, "InternalError", "internal error"));
+    exchange.abortResponse();
+    --streams;
+  }
+
   const ApiHandler handler;
   ResponseMailbox mailbox;
+  std::atomic<size_t> streams{0};  // stream handlers queued or running
   const log::Logger log{"controld.http"};
 };
 
@@ -86,6 +105,18 @@ void ResponseMailbox::post(Completion completion) {
 void ResponseMailbox::wake() {
   const std::lock_guard lock(mutex_);
   if (!closed_) uv_async_send(async_);
+}
+
+void ResponseMailbox::poke(uint64_t connection) {
+  const std::lock_guard lock(mutex_);
+  if (closed_) return;
+  pokes_.push_back(connection);
+  uv_async_send(async_);
+}
+
+std::vector<uint64_t> ResponseMailbox::takePokes() {
+  const std::lock_guard lock(mutex_);
+  return std::exchange(pokes_, {});
 }
 
 std::vector<ResponseMailbox::Completion> ResponseMailbox::take() {
@@ -286,6 +317,10 @@ void HttpServerCore::onWake() {
     const auto found = connections_.find(completion.connection);
     if (found != connections_.end()) found->second->onResponse(std::move(completion.response));
   }
+  for (const uint64_t id : dispatch_->mailbox.takePokes()) {
+    const auto found = connections_.find(id);
+    if (found != connections_.end()) found->second->onStreamEvent();
+  }
 }
 
 void HttpServerCore::onAccept(const Listener& listener, int fd, const sockaddr_storage& peer) {
@@ -328,6 +363,32 @@ void HttpServerCore::onAcceptError(const net::AcceptFailure& failure) {
                {"suppressed", suppressed}});
   }
   for (const auto& listener : listeners_) listener->accept->pause();
+}
+
+StreamHandler HttpServerCore::streamHandler(const ApiRequest& head) const {
+  if (!options_.streamRoutes) return {};
+  return options_.streamRoutes(head);
+}
+
+std::shared_ptr<StreamExchange> HttpServerCore::submitStream(uint64_t connection, ApiRequest head,
+                                                             StreamHandler handler) {
+  if (dispatch_->streams.fetch_add(1) >= options_.maxStreams) {
+    --dispatch_->streams;
+    return nullptr;
+  }
+  // The exchange pokes through the Dispatch (never the core), like a late response.
+  auto exchange =
+      std::make_shared<StreamExchange>([dispatch = std::weak_ptr<Dispatch>(dispatch_), connection] {
+        if (auto live = dispatch.lock()) live->mailbox.poke(connection);
+      });
+  const bool queued =
+      pool_.submit([dispatch = dispatch_, head = std::move(head), handler = std::move(handler),
+                    exchange] { dispatch->runStream(head, handler, *exchange); });
+  if (!queued) {
+    --dispatch_->streams;
+    return nullptr;
+  }
+  return exchange;
 }
 
 void HttpServerCore::sweep() {

@@ -29,6 +29,7 @@
 #include "common/metrics.h"
 #include "common/result.h"
 #include "controld/api/api_types.h"
+#include "controld/http/stream_exchange.h"
 #include "controld/http/worker_pool.h"
 
 namespace ot::controld {
@@ -76,6 +77,11 @@ struct HttpServerOptions {
   // between requests close, and a request already read or being answered gets up to this long
   // to be answered (Connection: close) before the rest is cut.
   std::chrono::milliseconds stopGrace{0};
+  // Requests whose body or response stream (StreamExchange): chosen by their head, run on the
+  // pool, at most maxStreams at once (more answer 503). Their body is not limited by
+  // limits.maxBodyBytes: the handler reads it in pieces under backpressure instead.
+  StreamRoutes streamRoutes;
+  size_t maxStreams = 2;
   // Optional: <prefix>_http_requests_total{server,status_class},
   // <prefix>_http_connections_open{server}, <prefix>_http_connections_rejected_total{server} and
   // <prefix>_accept_errors_total{server,error}.

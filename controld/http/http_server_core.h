@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/log_throttle.h"
 #include "controld/http/http_server.h"
+#include "controld/http/stream_exchange.h"
 
 namespace ot::controld {
 
@@ -47,6 +48,9 @@ class ResponseMailbox {
   void post(Completion completion);
   void wake();
   [[nodiscard]] std::vector<Completion> take();
+  // A streamed exchange of this connection has news (StreamExchange's poke).
+  void poke(uint64_t connection);
+  [[nodiscard]] std::vector<uint64_t> takePokes();
   void close();
 
  private:
@@ -54,6 +58,7 @@ class ResponseMailbox {
   uv_async_t* async_;  // uv_async_send is the one libuv call other threads may make
   bool closed_ = false;
   std::vector<Completion> items_;
+  std::vector<uint64_t> pokes_;
 };
 
 class HttpServerCore {
@@ -79,6 +84,12 @@ class HttpServerCore {
   [[nodiscard]] uv_buf_t readBuffer();
   // Runs the handler on the pool; false when the pool's queue is full.
   [[nodiscard]] bool submit(uint64_t connection, ApiRequest request);
+  // The stream handler for a request's head, or an empty one (HttpServerOptions::streamRoutes).
+  [[nodiscard]] StreamHandler streamHandler(const ApiRequest& head) const;
+  // Runs a stream handler on the pool with a new exchange; null when the pool's queue is full or
+  // HttpServerOptions::maxStreams exchanges run already.
+  [[nodiscard]] std::shared_ptr<StreamExchange> submitStream(uint64_t connection, ApiRequest head,
+                                                             StreamHandler handler);
   void countResponse(int status);
   // The connection is closing: it leaves the table (its memory goes in its close callback).
   void forget(uint64_t connection);

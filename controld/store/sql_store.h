@@ -4,7 +4,8 @@
 // use or the upkeep reopens it), and kept, topped up and recycled by the upkeep (maintainPool,
 // run every poolUpkeepIntervalMs once startPoolUpkeep() is called). No statement spans more than
 // one session and none needs a transaction: every write is a single conditional statement, which
-// is what makes several controlds on one database safe.
+// is what makes several controlds on one database safe. The one exception is an import's batch
+// (sql_store_backup.cc), one transaction that locks each row it compares.
 //
 // SQLite keeps at most kSqlitePoolLimit sessions, kSqliteMinIdle of them while idle: it lets one
 // writer in at a time however many sessions wait, and each session holds its own page cache and
@@ -48,7 +49,7 @@ struct PoolUpkeepReport {
   std::string error;   // why opening stopped short, if it did
 };
 
-class SqlStore final : public Store {
+class SqlStore final : public Store, public BackupStore {
  public:
   // Validates the options and URL; connects to nothing yet. `metrics` (may be null: no metrics)
   // must outlive the store.
@@ -118,6 +119,12 @@ class SqlStore final : public Store {
                                             int64_t toMs) override;  // sql_store_usage.cc
 
   Result<RecordCounts> recordCounts(int64_t nowMs) override;
+
+  BackupStore* backupStore() override { return this; }
+  Result<std::vector<RawTunnelRow>> exportTunnels(const std::string& afterId, int limit,
+                                                  bool excludeDeleted) override;
+  Result<std::vector<ImportOutcome>> importTunnels(const std::vector<ImportRow>& rows,
+                                                   bool dryRun) override;
 
  private:
   // The one path every Store method takes to the database: runs leased(operation, fn), timing

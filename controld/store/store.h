@@ -194,6 +194,32 @@ class HealthStore {
   virtual Status ping() = 0;
 };
 
+// Export and import of the tunnels table (controld/admin/backup.h). Not a role of Store's union:
+// Store::backupStore() hands it out where the backend has one.
+struct RawTunnelRow {
+  std::string id;
+  std::string recordJson;  // the record column exactly as stored
+  int64_t revision = 0;
+};
+enum class ImportOutcome { kInserted, kRefreshed, kUnchanged, kSkipped };
+struct ImportRow {
+  TunnelRecord record;   // checked (controld/admin/import_checks.h)
+  int64_t revision = 0;  // as the file had it: kept on insert
+};
+class BackupStore {
+ public:
+  virtual ~BackupStore() = default;
+  // A keyset page: at most `limit` rows whose ID sorts after `afterId`, by ID.
+  virtual Result<std::vector<RawTunnelRow>> exportTunnels(const std::string& afterId, int limit,
+                                                          bool excludeDeleted) = 0;
+  // One batch in one transaction, deadlocks and lock timeouts retried: inserts a row that is
+  // absent (local_update 0); otherwise locks it and leaves it when equal (unchanged) or changed
+  // by the server since it was imported (local_update 1: skipped), else replaces it with a new
+  // revision (refreshed). dry_run reads and counts, writes nothing. One outcome per row.
+  virtual Result<std::vector<ImportOutcome>> importTunnels(const std::vector<ImportRow>& rows,
+                                                           bool dryRun) = 0;
+};
+
 // What the admin stats count, in one read: tunnels by state and jobs by status.
 struct RecordCounts {
   int64_t tunnels = 0;  // not deleted
@@ -231,6 +257,8 @@ class Store : public TunnelStore,
   // Starts the pool's background upkeep (idle sessions kept, topped up, recycled); a backend
   // without a pool has none. Stopped when the store goes.
   virtual void startPoolUpkeep() {}
+  // Export/import, where the backend has them (SqlStore does); null otherwise.
+  virtual BackupStore* backupStore() { return nullptr; }
 
   // Creates missing tables and records the schema version; refuses a newer schema; runs no DDL
   // once the database is current.

@@ -37,6 +37,8 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "pruneRates",
     "addUsage",
     "usageHours",
+    "exportTunnels",
+    "importTunnels",
 };
 
 // Most statements answer in milliseconds; the top buckets catch lock waits and the statement
