@@ -35,6 +35,27 @@ std::string dump(const ordered_json& value) {
 
 }  // namespace
 
+Event& Event::add(std::string_view name, int64_t number) {
+  Field& field = fields.emplace_back();
+  field.name = name;
+  field.value.emplace<int64_t>(number);
+  return *this;
+}
+
+Event& Event::add(std::string_view name, bool flag) {
+  Field& field = fields.emplace_back();
+  field.name = name;
+  field.value.emplace<bool>(flag);
+  return *this;
+}
+
+Event& Event::add(std::string_view name, std::string text) {
+  Field& field = fields.emplace_back();
+  field.name = name;
+  field.value.emplace<std::string>(std::move(text));
+  return *this;
+}
+
 std::string formatTime(int64_t unixMs) {
   return log::formatTimestamp(std::chrono::system_clock::time_point(
       std::chrono::milliseconds(std::max<int64_t>(unixMs, 0))));

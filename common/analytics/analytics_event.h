@@ -43,6 +43,13 @@ struct Event {
   int64_t atUnixMs = 0;
   std::string tunnel;  // empty: the event is about no tunnel (the key is left out)
   std::vector<Field> fields{};
+
+  // Append a field in place, named by a static string. Out of line on purpose: a Field moved out
+  // of a temporary trips GCC 12's -Wmaybe-uninitialized inside std::variant.
+  Event& add(std::string_view name, int64_t number);
+  Event& add(std::string_view name, bool flag);
+  Event& add(std::string_view name, std::string text);
+  Event& add(std::string_view name, const char* text) = delete;  // would convert to bool
 };
 
 // Where an event is handed over (Analytics::emit, or a test's recorder). Must not block.

@@ -200,12 +200,17 @@ void Analytics::deliver(std::vector<Event>& batch) {
       return;
     }
     const int64_t waitMs = retryDelayMs(retry_, attempt + 1);
-    if (stopRequested_.load() && waitMs >= shutdownLeftMs()) {
-      count(&AnalyticsCounts::failed, n);
-      return;
+    if (stopRequested_.load()) {
+      // Stopping: a retry is made only when its wait ends inside the shutdown bound.
+      if (waitMs >= shutdownLeftMs()) {
+        count(&AnalyticsCounts::failed, n);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(waitMs));
+    } else {
+      // A stop during the wait ends it: the retry then runs within the shutdown bound.
+      (void)sleepUnlessStopping(waitMs);
     }
-    // A stop during the wait ends the wait: the retry then runs within the shutdown bound.
-    (void)sleepUnlessStopping(waitMs);
   }
 }
 

@@ -340,3 +340,19 @@ TEST_CASE("analytics: libcurl posts the batch as JSON with the bearer token") {
   REQUIRE(batch.size() == 1);
   CHECK(batch[0]["tunnel"] == "abc");
 }
+
+TEST_CASE("analytics: a stop cuts a long retry wait short and tries once more at once") {
+  FakePoster fake;
+  fake.answers = {503, 200};
+  AnalyticsSettings settings = fastSettings();
+  settings.retryDelayMs = 60'000;
+  Analytics analytics(settings, kOrigin, nullptr, fake.poster());
+  analytics.start();
+  analytics.emit(visitorEvent("a", 1));
+  REQUIRE(fake.waitForPosts(1));  // the first try failed: the sender now waits a minute
+  const auto started = std::chrono::steady_clock::now();
+  analytics.stop();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  CHECK(fake.posts() == 2);
+  CHECK(analytics.counts().sent == 1);
+}
