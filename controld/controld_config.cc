@@ -187,6 +187,7 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   addMeshFlags(app, c.mesh);
+  analytics::addAnalyticsOptions(app, c.analytics);
   app.add_option("--log-format", c.logFormat, "text or json")
       ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"text", "json"}))
