@@ -66,7 +66,7 @@ struct ControldConfig {
   // mesh::MeshSettings by mesh::checkMeshFlags at start-up. INTERNAL_LISTEN off: no mesh.
   mesh::MeshFlags mesh;
   // ANALYTICS_*: tunnel, certificate and bridge events posted in batches (docs/analytics.md).
-  analytics::AnalyticsSettings analytics;
+  analytics::AnalyticsSettings analytics{};
   std::string logFormat = "text";
   std::string logLevel = "info";
 };

@@ -49,7 +49,7 @@ struct RelaydConfig {
   // controld's MESH_HANDOFF_SOCKET; "" = defaultHandoffSocketPath(controlSocket).
   std::string meshHandoffSocket;
   // ANALYTICS_*: visitor events posted in batches (docs/analytics.md); off without a URL.
-  analytics::AnalyticsSettings analytics;
+  analytics::AnalyticsSettings analytics{};
   std::string logFormat = "text";
   std::string logLevel = "info";
 };

@@ -34,14 +34,14 @@ inline constexpr std::string_view kVisitorConnection = "visitor.connection";
 using FieldValue = std::variant<int64_t, bool, std::string>;
 
 struct Field {
-  std::string_view name;  // a static string: the field names are part of the schema
-  FieldValue value;
+  std::string_view name{};  // a static string: the field names are part of the schema
+  FieldValue value{};
 };
 
 struct Event {
-  std::string_view type;  // one of type::k*, a static string
+  std::string_view type{};  // one of type::k*, a static string
   int64_t atUnixMs = 0;
-  std::string tunnel;  // empty: the event is about no tunnel (the key is left out)
+  std::string tunnel{};  // empty: the event is about no tunnel (the key is left out)
   std::vector<Field> fields{};
 
   // Append a field in place, named by a static string. Out of line on purpose: a Field moved out
@@ -57,9 +57,9 @@ using EventSink = std::function<void(Event)>;
 
 // Who sends: the same on every event of one process.
 struct Origin {
-  std::string machine;
-  std::string region;
-  std::string source;  // the daemon: "controld" or "relayd"
+  std::string machine{};
+  std::string region{};
+  std::string source{};  // the daemon: "controld" or "relayd"
 };
 
 // "2026-12-02T16:31:57.123Z" (RFC 3339, UTC, milliseconds).

@@ -47,7 +47,7 @@ struct TunnelServiceConfig {
   // opentunnel_requests_limited_total). Called on the request's thread; may be empty.
   std::function<void(std::string_view limit)> onLimited;
   // Told of tunnel.created and tunnel.deleted (docs/analytics.md); may be empty.
-  analytics::EventSink events;
+  analytics::EventSink events{};
 };
 
 // Why an operation did not happen; api_routes.cc maps each kind to one status and _tag.

@@ -103,7 +103,7 @@ struct JobRunnerConfig {
   // on_failure: every failed Issuer call, with what the issuer knew about it.
   std::function<void(JobKind, const FailureDetail&)> onFailure;
   // Told of certificate.issued and certificate.failed (docs/analytics.md); may be empty.
-  analytics::EventSink events;
+  analytics::EventSink events{};
 };
 
 struct JobRun {

@@ -52,7 +52,7 @@ struct RelayHubOptions {
   Clock nowMs;                // empty: the system clock
   // Told of bridge.attached and bridge.detached from live sessions (not snapshots: a bridge a
   // relay reports again after a reconnect was announced when it attached); may be empty.
-  analytics::EventSink events;
+  analytics::EventSink events{};
 };
 
 class RelayHub final : public RecordPublisher {
