@@ -94,7 +94,7 @@ TEST_CASE("analytics: an envelope carries the schema version, origin, tunnel and
   CHECK(encodeEvent(visitorEvent("abc", 1), kOrigin, "x").starts_with(R"({"v":1,"id":"x",)"));
 }
 
-TEST_CASE("analytics: an event about no tunnel has no tunnel key; bad UTF-8 is replaced") {
+TEST_CASE("analytics: an event about no tunnel has no tunnel key, and bad UTF-8 is replaced") {
   Event event{type::kCertificateFailed, 0, "", {{"error", std::string("bad \xff byte")}}};
   const json envelope = json::parse(encodeEvent(event, kOrigin, "x"));
   CHECK_FALSE(envelope.contains("tunnel"));
@@ -254,7 +254,7 @@ TEST_CASE("analytics: 5xx is retried up to the cap, then the batch counts as fai
   analytics.stop();
 }
 
-TEST_CASE("analytics: a connection error then 200 is one retry; a 400 is not retried") {
+TEST_CASE("analytics: a connection error then 200 is one retry, and a 400 is not retried") {
   FakePoster fake;
   fake.answers = {0, 200, 400};
   Analytics analytics(fastSettings(), kOrigin, nullptr, fake.poster());
