@@ -201,6 +201,7 @@ void addControldFlags(CLI::App& app, ControldConfig& c) {
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}))
       ->capture_default_str();
   addMeshFlags(app, c.mesh);
+  analytics::addAnalyticsOptions(app, c.analytics);
   app.add_option("--log-format", c.logFormat, "text or json")
       ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"text", "json"}))

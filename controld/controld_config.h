@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/analytics/analytics_settings.h"
 #include "common/config.h"
 #include "common/machine_identity.h"
 #include "controld/mesh/mesh_settings.h"
@@ -71,6 +72,8 @@ struct ControldConfig {
   // The region mesh (INTERNAL_LISTEN and the MESH_* settings, docs/mesh.md); checked into
   // mesh::MeshSettings by mesh::checkMeshFlags at start-up. INTERNAL_LISTEN off: no mesh.
   mesh::MeshFlags mesh;
+  // ANALYTICS_*: tunnel, certificate and bridge events posted in batches (docs/analytics.md).
+  analytics::AnalyticsSettings analytics{};
   std::string logFormat = "text";
   std::string logLevel = "info";
 };

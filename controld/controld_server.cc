@@ -92,6 +92,10 @@ std::optional<int> ControldServer::checkConfiguration() {
         {{"directory", config_.websiteDir}, {"files", site->files()}, {"bytes", site->bytes()}});
     site_ = std::make_shared<const SiteTable>(std::move(site).value());
   }
+  analytics_ = std::make_unique<analytics::Analytics>(
+      config_.analytics,
+      analytics::Origin{config_.identity.machineId, config_.identity.region, "controld"},
+      &metrics_);
   // Registered with the local CA too, so every controld exports the same names (as zeros).
   dnsMetrics_ = std::make_unique<DnsRecordMetrics>(metrics_);
   if (config_.issuer == "acme") {
@@ -172,6 +176,12 @@ std::optional<int> ControldServer::loadIssuer() {
   return std::nullopt;
 }
 
+analytics::EventSink ControldServer::analyticsSink() {
+  if (!analytics_->enabled()) return {};
+  return
+      [analytics = analytics_.get()](analytics::Event event) { analytics->emit(std::move(event)); };
+}
+
 Issuer& ControldServer::issuer() {
   return acme_ ? static_cast<Issuer&>(*acme_) : static_cast<Issuer&>(*localCa_);
 }
@@ -186,7 +196,9 @@ void ControldServer::buildIssuance() {
   }
 
   registry_.emplace();
-  hub_.emplace(*registry_);
+  RelayHubOptions hubOptions;
+  hubOptions.events = analyticsSink();
+  hub_.emplace(*registry_, std::move(hubOptions));
   // Changes the API and the job runner make reach this machine's relays and, with the mesh, every
   // linked peer (docs/mesh.md "Events"). The node starts later (listen()); asked per change.
   meshEvents_.emplace(*hub_, [this] { return mesh_.get(); });
@@ -198,6 +210,7 @@ void ControldServer::buildIssuance() {
   runnerConfig.leaseMs = config_.issuanceLeaseMs;
   runnerConfig.leaseExtendMs = config_.issuanceLeaseMs / 3;
   acmeMetrics_->hookInto(runnerConfig);
+  runnerConfig.events = analyticsSink();
   runner_.emplace(runnerConfig, JobRunnerStores{*store_, *store_, *store_, *store_}, issuer(),
                   *meshEvents_);
   meshEvents_->setLocalNotifier(&*runner_);
@@ -227,6 +240,7 @@ void ControldServer::buildApi() {
   serviceConfig.issuanceRateBurst = config_.issuanceRateBurst;
   serviceConfig.issuanceBacklogLimit = config_.issuanceBacklogLimit;
   serviceConfig.onLimited = limitedCounter(metrics_);
+  serviceConfig.events = analyticsSink();
   service_.emplace(serviceConfig, TunnelServiceStores{*store_, *store_, *store_, *store_},
                    *registry_, *meshEvents_, *meshEvents_, ot::unixNowMs);
   // The mesh node starts later (listen()), before the API serves; the source asks for it per call.
@@ -365,6 +379,7 @@ std::optional<int> ControldServer::listen() {
 }
 
 void ControldServer::startBackground() {
+  analytics_->start();
   descriptors_.start();
   store_->startPoolUpkeep();
   usage_->start();
@@ -401,6 +416,7 @@ void ControldServer::stop() {
   hub_->shutdown();
   pool_->stop();
   metricsPool_->stop();
+  analytics_->stop();  // what was emitted is posted within ANALYTICS_SHUTDOWN_FLUSH_MS
 }
 
 }  // namespace ot::controld

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 
+#include "common/analytics/analytics_sender.h"
 #include "common/descriptor_watch.h"
 #include "common/metrics.h"
 #include "controld/acme/acme_issuer.h"
@@ -89,6 +90,8 @@ class ControldServer {
 
   // Which issuer signs: ACME when configured, else the local CA.
   [[nodiscard]] Issuer& issuer();
+  // Where the parts hand their analytics events; empty (nothing built) when analytics are off.
+  [[nodiscard]] analytics::EventSink analyticsSink();
 
   const ControldConfig config_;
   const ShutdownSignals signals_;
@@ -102,6 +105,9 @@ class ControldServer {
   std::optional<mesh::MeshSettings> meshSettings_;  // INTERNAL_LISTEN set
   std::unique_ptr<DnsRecordMetrics> dnsMetrics_;    // counts only with ACME, exported always
   std::unique_ptr<AcmeIssuer> acme_;                // ACME only
+  // Events to ANALYTICS_URL (docs/analytics.md): built first, stopped last, so every part that
+  // emits (the API, the jobs, the hub) is gone or stopped before it.
+  std::unique_ptr<analytics::Analytics> analytics_;
 
   // 2. storage: every query timed and counted (store_metrics.h)
   std::unique_ptr<Store> store_;

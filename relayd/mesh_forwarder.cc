@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "relayd/forward_splice.h"
 #include "relayd/timer_wheel.h"
+#include "relayd/visitor_analytics.h"
 
 namespace ot::relayd {
 
@@ -209,6 +210,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
     timer_.cancel();
     RelayContext& context = owner_->context_;
     context.metrics.visitor(VisitorOutcome::kForwardedOut);
+    emitVisitorOutcome(context, tunnelId_, VisitorOutcome::kForwardedOut);
     const std::span<const uint8_t> rest = std::span(answer_).subspan(2);
     ForwardSplice* splice = ForwardSplice::start(context, visitor_, holder_, rest);
     splice->holdSourceSlot(std::move(sourceSlot_));

@@ -14,6 +14,7 @@
 #include "relayd/attach_checks.h"
 #include "relayd/bridge_session.h"
 #include "relayd/drain_pace.h"
+#include "relayd/visitor_analytics.h"
 #include "relayd/visitor_stream.h"
 
 namespace ot::relayd {
@@ -421,6 +422,7 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
   auto* visitor =
       new VisitorStream(context_, stream, target.tunnelId, bridge->attachRequest().window);
   visitor->holdSourceSlot(std::move(sourceSlot));
+  if (forwardedAccept != nullptr) visitor->markForwardedIn();
   if (!bridge->openStream(visitor, target.route, stream->peer().toString(), std::move(hello))) {
     table_.connectionClosed(target.tunnelId, pick.bridgeKey);
     context_.metrics.visitor(VisitorOutcome::kError);
@@ -434,6 +436,7 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
 
 void Relay::rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId) {
   context_.metrics.visitor(outcome);
+  emitVisitorOutcome(context_, tunnelId, outcome);
   if (outcome != VisitorOutcome::kRejectedUnknownTunnel) control_->addUsage(tunnelId, 0, 0, 0, 1);
   if (context_.openConnections > 0) --context_.openConnections;
   stream->setHandler(nullptr);

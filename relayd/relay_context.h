@@ -23,6 +23,10 @@
 #include "relayd/ticket_keys.h"
 #include "relayd/timer_wheel.h"
 
+namespace ot::analytics {
+class Analytics;
+}
+
 namespace ot::relayd {
 
 class ApiConnection;
@@ -119,6 +123,8 @@ struct RelayContext final : TcpStreamContext {
   // starts, and counted by the shutdown grace.
   std::unordered_set<ApiConnection*> apiConnections;
   std::unordered_set<TcpStream*> streams;  // every open TcpStream (kept by TcpStream itself)
+  // Where visitor events go (relayd/visitor_analytics.h); null when analytics are off or in tests.
+  analytics::Analytics* analytics = nullptr;
 
  private:
   static void onCheck(uv_check_t* handle);

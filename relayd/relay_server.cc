@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "common/analytics/analytics_sender.h"
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/fd_handoff.h"
@@ -100,6 +101,8 @@ struct RelayServer::Impl {
   std::unique_ptr<InternalListener> internalListener;  // INTERNAL_LISTEN (the region mesh)
   std::unique_ptr<PlainHttpServer> metricsServer;
   std::unique_ptr<RelayGauges> gauges;  // scrape-time gauges, the descriptor watch
+  // Visitor events (relayd/visitor_analytics.h): its own thread, stopped after the loop ended.
+  std::unique_ptr<analytics::Analytics> analytics;
   uv_signal_t sigterm{};
   uv_signal_t sigint{};
   uv_timer_t shutdownTimer{};
@@ -126,6 +129,12 @@ int RelayServer::run() {
     s.config.identity.machineId =
         "m-" + crypto::toHex(crypto::randomBytes(6).value_or(std::vector<uint8_t>(6)));
   s.context = std::make_unique<RelayContext>(&s.loop, s.config, s.relayMetrics);
+  s.analytics = std::make_unique<analytics::Analytics>(
+      s.config.analytics,
+      analytics::Origin{s.config.identity.machineId, s.config.identity.region, "relayd"},
+      &s.registry);
+  if (s.analytics->enabled()) s.context->analytics = s.analytics.get();
+  s.analytics->start();
   s.context->maxConnections = connectionLimit(s.config);
   s.context->ticketKeys = TicketKeyStore::open(s.config.identity.stateDir, unixNowMs() / 1000);
 
@@ -255,6 +264,8 @@ int RelayServer::run() {
   // Let the close callbacks of everything above run, then the loop can go.
   uv_run(&s.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(&s.loop) != 0) kLog.warn("the loop still had handles at exit");
+  // The last visitors' events are queued by now: posted within ANALYTICS_SHUTDOWN_FLUSH_MS.
+  s.analytics->stop();
   kLog.info("stopped");
   log::flush();
   return 0;

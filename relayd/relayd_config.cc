@@ -29,6 +29,7 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
                             "where relayd keeps its machine-id (give controld the same one to "
                             "share its ID)");
   mesh::addInternalOptions(app, c.internalListen, c.internalToken, c.internalAddress);
+  analytics::addAnalyticsOptions(app, c.analytics);
   app.add_option("--mesh-handoff-socket", c.meshHandoffSocket,
                  "controld's unix socket for mesh connections (default: mesh-handoff.sock "
                  "beside CONTROL_SOCKET)")

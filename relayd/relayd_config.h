@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/analytics/analytics_settings.h"
 #include "common/config.h"
 #include "common/machine_identity.h"
 
@@ -47,6 +48,8 @@ struct RelaydConfig {
   std::string internalAddress;
   // controld's MESH_HANDOFF_SOCKET; "" = defaultHandoffSocketPath(controlSocket).
   std::string meshHandoffSocket;
+  // ANALYTICS_*: visitor events posted in batches (docs/analytics.md); off without a URL.
+  analytics::AnalyticsSettings analytics{};
   std::string logFormat = "text";
   std::string logLevel = "info";
 };

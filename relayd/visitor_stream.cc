@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "relayd/visitor_analytics.h"
+
 namespace ot::relayd {
 
 namespace {
@@ -242,15 +244,19 @@ void VisitorStream::detachFromBridge() {
     if (bridge_ != nullptr) bridge_->visitorBuffered(-static_cast<int64_t>(pendingToVisitor_));
     pendingToVisitor_ = 0;
   }
+  const bool served = bridge_ != nullptr;  // a stream that never started is counted by the relay
   if (bridge_ != nullptr) {
     BridgeForStream* bridge = bridge_;
     bridge_ = nullptr;
     bridge->streamFinished(this, bytesIn_, bytesOut_);
   }
+  const uint64_t durationMs = context_.nowMs() - openedAtMs_;
   context_.metrics.visitorBytesIn.Increment(static_cast<double>(bytesIn_));
   context_.metrics.visitorBytesOut.Increment(static_cast<double>(bytesOut_));
-  context_.metrics.visitorDuration.Observe(static_cast<double>(context_.nowMs() - openedAtMs_) /
-                                           1000.0);
+  context_.metrics.visitorDuration.Observe(static_cast<double>(durationMs) / 1000.0);
+  if (served) {
+    emitVisitorServed(context_, tunnelId_, forwardedIn_, bytesIn_, bytesOut_, durationMs);
+  }
 }
 
 void VisitorStream::onClosed() {

@@ -48,6 +48,8 @@ class VisitorStream final : public StreamForBridge,
   [[nodiscard]] uint64_t ackedByVisitor() const override;
 
   [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
+  // Another machine forwarded this visitor here (its analytics event says so).
+  void markForwardedIn() { forwardedIn_ = true; }
 
   // TcpStream::Handler
   void onRead(std::span<const uint8_t> bytes) override;
@@ -96,6 +98,7 @@ class VisitorStream final : public StreamForBridge,
   bool bridgePaused_ = false;
   bool socketClosed_ = false;
   bool finished_ = false;  // the stream is done with the bridge
+  bool forwardedIn_ = false;
 };
 
 }  // namespace ot::relayd

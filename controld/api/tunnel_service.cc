@@ -6,6 +6,7 @@
 #include "common/crypto.h"
 #include "common/ip_address.h"
 #include "common/log.h"
+#include "controld/analytics/controld_events.h"
 #include "controld/api/ip_ranges.h"
 #include "controld/issuance/csr_check.h"
 
@@ -199,6 +200,8 @@ ServiceResult<CreatedTunnel> TunnelService::createTunnel(const std::optional<std
     }
     publisher_.publishRecord(StoredTunnel{record, *revision});
     kLog.info("tunnel created", {{"tunnel", record.id}, {"chosen_id", wantedId.has_value()}});
+    if (config_.events)
+      config_.events(tunnelCreatedEvent(record.id, wantedId.has_value(), nowMs_()));
     return CreatedTunnel{record.id, record.hostname, *token, "https://" + record.hostname};
   }
   return failure(ServiceErrorKind::kInternal, "could not find a free tunnel id");
@@ -350,6 +353,7 @@ ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,
   if (!revision) return storageFailure(revision.error(), "updateTunnel", stored.record.id);
   publisher_.publishDeleted(stored.record.id);
   kLog.info("tunnel deleted", {{"tunnel", stored.record.id}});
+  if (config_.events) config_.events(tunnelDeletedEvent(stored.record.id, nowMs_()));
   return std::monostate{};
 }
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <variant>
 
+#include "common/analytics/analytics_event.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "controld/relays/bridge_registry.h"
@@ -45,6 +46,8 @@ struct TunnelServiceConfig {
   // Told of every refusal by a limit: "create_rate", "issuance_rate" or "issuance_backlog" (for
   // opentunnel_requests_limited_total). Called on the request's thread; may be empty.
   std::function<void(std::string_view limit)> onLimited;
+  // Told of tunnel.created and tunnel.deleted (docs/analytics.md); may be empty.
+  analytics::EventSink events{};
 };
 
 // Why an operation did not happen; api_routes.cc maps each kind to one status and _tag.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "controld/analytics/controld_events.h"
 #include "controld/domain_cert/server_certificates.h"
 #include "controld/issuance/csr_check.h"
 #include "controld/issuance/job_runner.h"
@@ -49,9 +50,14 @@ JobOutcome JobRunner::runJob(Job job, const std::atomic<bool>& cancel) {
   kLog.debug(
       "issuance job ran",
       {{"job", job.id}, {"kind", jobKindName(job.kind)}, {"outcome", jobOutcomeName(outcome)}});
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
   if (config_.onAttempt && outcome != JobOutcome::kDeferred && outcome != JobOutcome::kDropped) {
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
     config_.onAttempt(job.kind, outcome, took.count());
+  }
+  if (config_.events) {
+    if (auto event = certificateEvent(job, outcome, took.count(), config_.nowMs())) {
+      config_.events(std::move(*event));
+    }
   }
   return outcome;
 }

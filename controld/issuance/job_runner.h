@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/analytics/analytics_event.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "controld/issuance/ca_cooldown_gate.h"
@@ -101,6 +102,8 @@ struct JobRunnerConfig {
   std::function<void(JobKind, JobOutcome, double seconds)> onAttempt;
   // on_failure: every failed Issuer call, with what the issuer knew about it.
   std::function<void(JobKind, const FailureDetail&)> onFailure;
+  // Told of certificate.issued and certificate.failed (docs/analytics.md); may be empty.
+  analytics::EventSink events{};
 };
 
 struct JobRun {

@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "controld/analytics/controld_events.h"
 #include "controld/relays/record_convert.h"
 
 namespace ot::controld {
@@ -32,7 +33,8 @@ RelayHub::RelayHub(BridgeRegistry& registry, RelayHubOptions options)
     : registry_(registry),
       queueLimit_(options.queueLimit == 0 ? 1 : options.queueLimit),
       instanceId_(options.instanceId.empty() ? randomInstanceId() : std::move(options.instanceId)),
-      nowMs_(std::move(options.nowMs)) {}
+      nowMs_(std::move(options.nowMs)),
+      events_(std::move(options.events)) {}
 
 std::string RelayHub::relayKey(std::string_view machineId, uint64_t epoch) {
   std::string key(machineId);
@@ -246,19 +248,29 @@ void RelayHub::bridgeAttached(const SessionPtr& session, BridgeEntry bridge) {
     const std::lock_guard lock(mutex_);
     if (!session->live_) return;
     handler = attachedHandler_;
-    if (!handler) {
+    if (!handler && !events_) {
       registry_.attached(session->relayKey_, std::move(bridge));
       return;
     }
     registry_.attached(session->relayKey_, bridge);
   }
-  handler(bridge);
+  if (events_) events_(bridgeAttachedEvent(bridge, nowMs()));
+  if (handler) handler(bridge);
 }
 
 void RelayHub::bridgeDetached(const SessionPtr& session, const std::string& bridgeId) {
   const std::lock_guard lock(mutex_);
   if (!session->live_) return;
   registry_.detached(session->relayKey_, bridgeId);
+}
+
+void RelayHub::bridgeDetached(const SessionPtr& session, const cv1::BridgeDetached& detached) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (!session->live_) return;
+    registry_.detached(session->relayKey_, detached.bridge_id());
+  }
+  if (events_) events_(bridgeDetachedEvent(detached, nowMs()));
 }
 
 void RelayHub::setDrainingHandler(std::function<void(bool)> handler) {

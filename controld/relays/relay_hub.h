@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/analytics/analytics_event.h"
 #include "common/clock.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
@@ -49,6 +50,9 @@ struct RelayHubOptions {
   size_t queueLimit = 10000;  // per session; overflow ends that session
   std::string instanceId;     // SessionAccepted.instance_id; empty: random
   Clock nowMs;                // empty: the system clock
+  // Told of bridge.attached and bridge.detached from live sessions (not snapshots: a bridge a
+  // relay reports again after a reconnect was announced when it attached); may be empty.
+  analytics::EventSink events{};
 };
 
 class RelayHub final : public RecordPublisher {
@@ -145,6 +149,8 @@ class RelayHub final : public RecordPublisher {
   void snapshotComplete(const SessionPtr& session, std::vector<BridgeEntry> bridges);
   void bridgeAttached(const SessionPtr& session, BridgeEntry bridge);
   void bridgeDetached(const SessionPtr& session, const std::string& bridgeId);
+  // The same, with the event for analytics (tunnel, reason, time).
+  void bridgeDetached(const SessionPtr& session, const cv1::BridgeDetached& detached);
   void markDraining(const SessionPtr& session);
   // relayd asked for a new mesh table snapshot (MeshSnapshotRequest).
   void meshSnapshotWanted(const SessionPtr& session);
@@ -165,6 +171,7 @@ class RelayHub final : public RecordPublisher {
   const size_t queueLimit_;
   const std::string instanceId_;
   const Clock nowMs_;
+  const analytics::EventSink events_;
 
   mutable std::mutex mutex_;
   std::map<std::string, SessionPtr> sessions_;  // the live session of each relay

@@ -82,7 +82,7 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
     }
     case cv1::RelayMessage::kDetached:
       if (snapshotComplete_) {
-        hub_.bridgeDetached(session_, message.detached().bridge_id());
+        hub_.bridgeDetached(session_, message.detached());
       } else {
         pending_.erase(message.detached().bridge_id());
       }
