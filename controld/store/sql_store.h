@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "common/periodic_task.h"
+#include "controld/store/admin_store.h"
 #include "controld/store/database_url.h"
 #include "controld/store/session_pool.h"
 #include "controld/store/sql_errors.h"
@@ -48,7 +49,7 @@ struct PoolUpkeepReport {
   std::string error;   // why opening stopped short, if it did
 };
 
-class SqlStore final : public Store {
+class SqlStore final : public Store, public AdminStore {
  public:
   // Validates the options and URL; connects to nothing yet. `metrics` (may be null: no metrics)
   // must outlive the store.
@@ -116,6 +117,9 @@ class SqlStore final : public Store {
                   int64_t bytesOut, int64_t connections) override;
 
   Result<RecordCounts> recordCounts(int64_t nowMs) override;
+
+  Result<std::vector<StoredTunnel>> tunnelPage(const TunnelPageQuery& query) override;
+  Result<std::vector<Job>> jobPage(const JobPageQuery& query) override;
 
  private:
   // The one path every Store method takes to the database: runs leased(operation, fn), timing
