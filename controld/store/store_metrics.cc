@@ -36,6 +36,8 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "acquireRate",
     "pruneRates",
     "addUsage",
+    "tunnelPage",
+    "jobPage",
 };
 
 // Most statements answer in milliseconds; the top buckets catch lock waits and the statement

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "controld/admin/admin_server.h"
 #include "controld/admin/admin_stats_source.h"
 #include "tests/controld/control_harness.h"
@@ -88,7 +89,7 @@ class FakeBackup final : public Backup {
 struct Harness {
   explicit Harness(const TestDatabase& database, Backup* backup = nullptr,
                    AdminServerOptions serverOptions = {})
-      : store(database.openMigrated()),
+      : store(database.openMigrated(&metrics)),
         hub(registry),
         stats(*store, registry, hub, "machine-a", "fra", std::chrono::steady_clock::now(),
               [] { return static_cast<mesh::MeshNode*>(nullptr); }) {
@@ -135,6 +136,7 @@ struct Harness {
   }
 
   TempDir dir;
+  metrics::Metrics metrics;  // as in controld: every store call measured under its name
   std::unique_ptr<SqlStore> store;
   BridgeRegistry registry;
   RelayHub hub;
