@@ -216,11 +216,21 @@ grpc::Status AdminService::DrainTunnel(grpc::ServerContext*, const av1::DrainTun
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::DrainRelay(grpc::ServerContext*, const av1::DrainRelayRequest*,
-                                      av1::DrainRelayResponse*) {
-  // relayd has no command for a whole-machine drain yet (the control contract's Command would
-  // need one): docs/admin.md.
-  return {grpc::StatusCode::UNIMPLEMENTED, "relayd has no drain command yet; SIGTERM drains it"};
+grpc::Status AdminService::DrainRelay(grpc::ServerContext*, const av1::DrainRelayRequest* request,
+                                      av1::DrainRelayResponse* response) {
+  opentunnel::control::v1::Command command;
+  command.mutable_drain_relay()->set_undo(request->undo());
+  const RelayHub::CommandSent sent = context_.hub->sendCommand("", std::move(command));
+  response->set_relays(static_cast<uint32_t>(sent.relays));
+  // Draining, relayd tells controld itself (its Draining message: the mesh node leaves); serving
+  // again it sends nothing, so the node rejoins here.
+  if (request->undo()) {
+    if (mesh::MeshNode* node = meshNode()) node->setLeaving(false);
+  }
+  logger().info(request->undo() ? "relayd told to serve again by an operator"
+                                : "relayd told to drain by an operator",
+                {{"relays", sent.relays}});
+  return grpc::Status::OK;
 }
 
 grpc::Status AdminService::ListJobs(grpc::ServerContext*, const av1::ListJobsRequest* request,

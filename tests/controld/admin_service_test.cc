@@ -379,7 +379,7 @@ TEST_CASE("admin: certs lists the certificates expiring within the window") {
   }
 }
 
-TEST_CASE("admin: stats answer the HTTP route's JSON; mesh view without a mesh; reflection") {
+TEST_CASE("admin: stats answer the HTTP route's JSON; mesh view and drain alone; reflection") {
   auto databases = testDatabases();
   Harness h(*databases.front());
   REQUIRE(h.store->insertTunnel(record("one")).ok());
@@ -398,6 +398,11 @@ TEST_CASE("admin: stats answer the HTTP route's JSON; mesh view without a mesh; 
   CHECK(mesh.complete());
   REQUIRE(mesh.machines_size() == 1);
   CHECK(mesh.machines(0).self());
+
+  // No relayd connected: the drain reaches none (otctl says so and exits 1).
+  av1::DrainRelayResponse drained;
+  REQUIRE(h.stub->DrainRelay(Harness::call().get(), {}, &drained).ok());
+  CHECK(drained.relays() == 0);
 
   ot::testing::ReflectionClient reflection(h.channel);
   auto services = reflection.listServices();

@@ -2,6 +2,7 @@
 show, bridges, reset (the bridges close and the client reconnects), delete, jobs, certs, mesh,
 --json parsed, the exit codes, reflection on the admin socket, and the TCP listener with TLS and
 the bearer token (a wrong token exits 4; TCP without TLS keeps controld from starting)."""
+import http.client
 import json
 import subprocess
 from pathlib import Path
@@ -97,11 +98,6 @@ def test_otctl_on_the_admin_socket(stack):
     harness.wait_until(lambda: len(bridge_ids(sock, tid)) == 2 and not
                        (bridge_ids(sock, tid) & before), 30, "two new bridges after the reset")
 
-    # drain of the whole relay is not built yet: a clear failure, exit 1.
-    drained = otctl("drain", socket=sock)
-    assert drained.returncode == 1
-    assert "no drain command" in drained.stderr
-
     # delete: as the API's DELETE; the record stays, deleted; the list leaves it out.
     deleted = otctl("tunnels", "delete", tid, socket=sock)
     assert deleted.returncode == 0, deleted.stderr
@@ -116,6 +112,42 @@ def test_otctl_on_the_admin_socket(stack):
     assert otctl("tunnels", socket=sock).returncode == 2
     assert otctl("no-such-command", socket=sock).returncode == 2
     assert otctl("stats", socket=str(Path(sock).parent / "missing.sock")).returncode == 4
+
+
+def relayd_health(relay):
+    connection = http.client.HTTPConnection("127.0.0.1", relay.http_port, timeout=10)
+    try:
+        connection.request("GET", "/health")
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())["status"]
+    finally:
+        connection.close()
+
+
+def test_otctl_drain_and_undo(stack):
+    s = stack()
+    web = s.origin()
+    tunnel = s.tunnel(web.port, links=2)
+    sock = admin_socket(s)
+    tid = tunnel.tunnel_id
+    harness.wait_until(lambda: len(bridge_ids(sock, tid)) == 2, 30, "both bridges")
+    connected = tunnel.connected_count()
+
+    # drain: relayd drains as on SIGTERM (bridges told, /health not serving) but keeps running.
+    drained = otctl("drain", socket=sock)
+    assert drained.returncode == 0, drained.stderr
+    assert "draining" in drained.stdout
+    harness.wait_until(lambda: relayd_health(s.relayd)[1] == "draining", 15, "/health: draining")
+    assert relayd_health(s.relayd)[0] == 503
+    harness.wait_until(lambda: bridge_ids(sock, tid) == set(), 30, "the bridges drained away")
+    assert s.relayd.process.poll() is None
+
+    # undo: serving again; otunnel, refused while draining, attaches again on its own.
+    undone = otctl("drain", "--undo", socket=sock)
+    assert undone.returncode == 0, undone.stderr
+    harness.wait_until(lambda: relayd_health(s.relayd) == (200, "ok"), 15, "/health: ok")
+    tunnel.wait_connected(count=connected + 1, timeout=90)
+    harness.wait_until(lambda: len(bridge_ids(sock, tid)) == 2, 30, "both bridges back")
 
 
 def test_reflection_lists_the_admin_service(stack):
