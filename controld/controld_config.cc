@@ -49,9 +49,20 @@ void addAcmeFlags(CLI::App& app, ControldConfig& c) {
   app.add_option("--cloudflare-api-token", c.cloudflareApiToken,
                  "secret: Cloudflare token with DNS edit on the zone")
       ->envname("CLOUDFLARE_API_TOKEN");
-  app.add_option("--admin-token", c.adminToken,
-                 "secret: bearer token of POST /api/admin/stats; empty disables the admin routes")
+  app.add_option(
+         "--admin-token", c.adminToken,
+         "secret: bearer token of POST /api/admin/stats and ADMIN_LISTEN; empty disables both")
       ->envname("ADMIN_TOKEN");
+  app.add_option("--admin-socket", c.adminSocket,
+                 "unix socket of the Admin gRPC service (otctl); default: admin.sock beside "
+                 "--control-socket")
+      ->envname("ADMIN_SOCKET");
+  config::addListenOption(app, "--admin-listen", "ADMIN_LISTEN", c.adminListen,
+                          "Admin gRPC service on TCP host:port (needs TLS and ADMIN_TOKEN); off");
+  app.add_option("--admin-tls-cert", c.adminTlsCert, "certificate chain (PEM) of ADMIN_LISTEN")
+      ->envname("ADMIN_TLS_CERT");
+  app.add_option("--admin-tls-key", c.adminTlsKey, "private key (PEM) of ADMIN_LISTEN")
+      ->envname("ADMIN_TLS_KEY");
   app.add_option("--cloudflare-api-url", c.cloudflareApiUrl, "Cloudflare API base URL")
       ->envname("CLOUDFLARE_API_URL")
       ->capture_default_str();

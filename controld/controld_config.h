@@ -64,6 +64,12 @@ struct ControldConfig {
   int64_t localCertValidityMs = 90LL * 24 * 60 * 60 * 1000;
   // Secret: enables POST /api/admin/stats (docs/api.md "Admin"); empty: those routes do not exist.
   std::string adminToken;
+  // The Admin gRPC service (docs/admin.md): its unix socket (mode 0660; empty: beside
+  // CONTROL_SOCKET, admin_server.h), and optionally TCP, which needs TLS and ADMIN_TOKEN.
+  std::string adminSocket;
+  config::ListenAddress adminListen{};  // off
+  std::string adminTlsCert;
+  std::string adminTlsKey;
   int databasePoolSize = 50;  // MySQL; SQLite keeps at most 16 (store/sql_store.h)
   // The website on the API domain's root (docs/website.md); empty: none (every such path 404s).
   std::string websiteDir;

@@ -66,8 +66,27 @@ int ControldServer::run() {
   return 0;
 }
 
+namespace {
+
+AdminServerOptions adminServerOptions(const ControldConfig& config) {
+  AdminServerOptions options;
+  options.socketPath =
+      config.adminSocket.empty() ? defaultAdminSocket(config.controlSocket) : config.adminSocket;
+  options.tcp = config.adminListen;
+  options.tlsCertFile = config.adminTlsCert;
+  options.tlsKeyFile = config.adminTlsKey;
+  options.token = config.adminToken;
+  return options;
+}
+
+}  // namespace
+
 // Checked before the database, so a bad configuration fails at once.
 std::optional<int> ControldServer::checkConfiguration() {
+  if (const Status admin = checkAdminServerOptions(adminServerOptions(config_)); !admin.ok()) {
+    log::error("the Admin service settings are not usable", {{"error", admin.error().message}});
+    return 2;
+  }
   auto trustedProxies = parseTrustedProxyRanges(config_.trustedProxyRanges);
   if (!trustedProxies) {
     log::error("TRUSTED_PROXY_RANGES is not usable", {{"error", trustedProxies.error().message}});
@@ -342,6 +361,27 @@ std::optional<int> ControldServer::listen() {
     return 1;
   }
 
+  const AdminServerOptions adminOptions = adminServerOptions(config_);
+  if (!makeSocketDirectory(adminOptions.socketPath)) return 1;
+  AdminServiceContext admin;
+  admin.store = store_.get();
+  admin.pages = dynamic_cast<AdminStore*>(store_.get());  // SqlStore, the one Store there is
+  admin.registry = &*registry_;
+  admin.hub = &*hub_;
+  admin.publisher = &*meshEvents_;
+  admin.jobs = &*meshEvents_;
+  admin.backup = backup_.get();  // null without a BackupStore: Export/Import answer UNIMPLEMENTED
+  admin.gatherStats = [this] { return adminStats_->gather(); };
+  admin.mesh = [this] { return mesh_.get(); };
+  admin.machineId = config_.identity.machineId;
+  adminService_.emplace(std::move(admin));
+  adminServer_.emplace(adminOptions, *adminService_);
+  if (auto started = adminServer_->start(); !started.ok()) {
+    log::error("cannot serve the Admin service",
+               {{"socket", adminOptions.socketPath}, {"error", started.error().message}});
+    return 1;
+  }
+
   pool_.emplace();
   HttpServerOptions apiOptions;
   apiOptions.metrics = &metrics_;  // opentunnel_http_*{server="api"}, accept errors
@@ -393,6 +433,7 @@ void ControldServer::startBackground() {
 }
 
 void ControldServer::stop() {
+  adminServer_->stop();  // no operator call runs while the rest stops
   grpc_->setServing(false);
   api_->setDraining(true);
   api_->stop();

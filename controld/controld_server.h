@@ -34,6 +34,8 @@
 #include "controld/acme/acme_metrics.h"
 #include "controld/acme/dns_record_metrics.h"
 #include "controld/acme/dns_sweeper.h"
+#include "controld/admin/admin_server.h"
+#include "controld/admin/admin_service.h"
 #include "controld/admin/admin_stats_source.h"
 #include "controld/admin/backup.h"
 #include "controld/api/api_router.h"
@@ -142,6 +144,9 @@ class ControldServer {
   // The region mesh's node (INTERNAL_LISTEN only): its own loop thread, observing registry_.
   std::unique_ptr<mesh::MeshNode> mesh_;
   std::unique_ptr<mesh::PeerEventApplier> peerEvents_;  // with the mesh node
+  // The Admin gRPC service on ADMIN_SOCKET (and ADMIN_LISTEN), for otctl (docs/admin.md).
+  std::optional<AdminService> adminService_;
+  std::optional<AdminServer> adminServer_;
 };
 
 }  // namespace ot::controld

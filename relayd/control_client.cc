@@ -336,6 +336,10 @@ void ControlClient::draining(int64_t deadlineUnixMs) {
   impl_->queueLocked(std::move(message));
 }
 
+void ControlClient::serving() {
+  impl_->drainingDeadline_.reset();
+}
+
 void ControlClient::ack(const v1::Ack& ack) {
   if (impl_->stopped_) return;
   v1::RelayMessage message;

@@ -92,6 +92,8 @@ class ControlClient {
                 uint64_t connections, uint64_t rejected);
   // relayd is shutting down: sends Draining now (and Hello.draining on any reconnect).
   void draining(int64_t deadlineUnixMs);
+  // An operator's drain ended (otctl drain --undo): later hellos say serving again.
+  void serving();
   void ack(const v1::Ack& ack);
   // The mesh table copy missed a version: asks the current session's controld for a snapshot
   // (dropped when no session is up: the next one starts with a snapshot anyway).

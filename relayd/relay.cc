@@ -466,6 +466,14 @@ void Relay::startDrain() {
   drainStep();
 }
 
+void Relay::stopDrain() {
+  if (!context_.draining) return;
+  context_.draining = false;
+  drainQueue_.clear();
+  control_->serving();
+  kLog.info("serving again after a drain");
+}
+
 void Relay::drainStep() {
   size_t done = 0;
   while (!drainQueue_.empty() && done < drainPerStep_) {

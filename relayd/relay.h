@@ -87,6 +87,9 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // --- shutdown
   // SIGTERM: tell controld, drain every bridge (spread over up to 5 s).
   void startDrain();
+  // An operator's drain (DrainRelay undo) ends: attaches are taken and /health serves again. The
+  // bridges already drained stay closed; their clients come back on their own.
+  void stopDrain();
   // At the end of the drain period: close every bridge that is left with 1012.
   void closeAllBridges();
   void stop();  // stops the control client

@@ -147,6 +147,15 @@ void Relay::onCommand(const v1::Command& command) {
       }
       break;
     }
+    case v1::Command::kDrainRelay:
+      // As on SIGTERM, but relayd keeps running (relay_server.cc's shutdown timer is not armed).
+      affected = static_cast<uint32_t>(bridges_.size());
+      if (command.drain_relay().undo()) {
+        stopDrain();
+      } else {
+        startDrain();
+      }
+      break;
     default:
       ack.set_status(v1::ACK_STATUS_FAILED);
       ack.set_message("unknown command");

@@ -122,6 +122,10 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   // The admin stats' cluster view, built on the loop (mesh_node_view.cc); nullopt when the loop
   // is not running.
   [[nodiscard]] std::optional<ClusterView> clusterView();
+  // The bridges the table holds on linked machines for any of `tunnelIds` (the Admin service's
+  // bridges and online filter; mesh_node_admin.cc), built on the loop; empty when it is not
+  // running.
+  [[nodiscard]] std::vector<BridgeEntry> peerBridgesOf(const std::vector<std::string>& tunnelIds);
   // relayd's copy of the table (route_feed_pump.h): set its sink before start().
   [[nodiscard]] RouteFeedPump& routeFeed() { return routeFeed_; }
 

@@ -24,19 +24,14 @@ const log::Logger& logger() {
 }
 
 // Every name a health probe may ask about: the server as a whole ("") and each service.
-std::array<std::string, 3> healthNames() {
-  return {std::string(), std::string(opentunnel::control::v1::RelayControl::service_full_name()),
-          std::string(opentunnel::admin::v1::Admin::service_full_name())};
+std::array<std::string, 2> healthNames() {
+  return {std::string(), std::string(opentunnel::control::v1::RelayControl::service_full_name())};
 }
 
 }  // namespace
 
-GrpcServer::GrpcServer(GrpcServerOptions options, grpc::Service& control, RelayHub& hub,
-                       grpc::Service* admin)
-    : options_(std::move(options)),
-      control_(control),
-      hub_(hub),
-      admin_(admin != nullptr ? *admin : unimplementedAdmin_) {}
+GrpcServer::GrpcServer(GrpcServerOptions options, grpc::Service& control, RelayHub& hub)
+    : options_(std::move(options)), control_(control), hub_(hub) {}
 
 GrpcServer::~GrpcServer() {
   stop();
@@ -61,7 +56,6 @@ Status GrpcServer::start() {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.RegisterService(&control_);
-  builder.RegisterService(&admin_);
   // gRPC binds the socket inside BuildAndStart with the umask's mode (0777 under umask 000), and
   // it accepts from then on. The umask is narrowed for that call (start-up: no other thread of
   // ours creates files then), and the mode set explicitly after.

@@ -1,8 +1,9 @@
-// controld's gRPC server on a unix socket (only relayd and the admin tool reach it): the
-// RelayControl service, the Admin service, grpc.health.v1 and server reflection (so grpcurl
-// works). The socket is guarded by a SocketLock. Health starts NOT_SERVING for every service; the
-// owner calls setServing(true) once the database answers. Owned by controld's main; start(),
-// setServing() and stop() may be called from any thread, the services must outlive the server.
+// controld's gRPC server on a unix socket (only relayd reaches it): the RelayControl service,
+// grpc.health.v1 and server reflection (so grpcurl works). The Admin service has its own socket
+// (controld/admin/admin_server.h), so relayd's identity is not also an operator's. The socket is
+// guarded by a SocketLock. Health starts NOT_SERVING for every service; the owner calls
+// setServing(true) once the database answers. Owned by controld's main; start(), setServing() and
+// stop() may be called from any thread, the services must outlive the server.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -16,7 +17,6 @@
 #include "common/result.h"
 #include "controld/relays/relay_hub.h"
 #include "controld/relays/socket_lock.h"
-#include "opentunnel/admin/v1/admin.grpc.pb.h"
 
 namespace ot::controld {
 
@@ -28,10 +28,7 @@ struct GrpcServerOptions {
 
 class GrpcServer {
  public:
-  // admin: the Admin implementation, or nullptr to register the generated base, which answers
-  // every call UNIMPLEMENTED (the admin service is not built yet).
-  GrpcServer(GrpcServerOptions options, grpc::Service& control, RelayHub& hub,
-             grpc::Service* admin = nullptr);
+  GrpcServer(GrpcServerOptions options, grpc::Service& control, RelayHub& hub);
   ~GrpcServer();  // stop()
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;
@@ -54,8 +51,6 @@ class GrpcServer {
   const GrpcServerOptions options_;
   grpc::Service& control_;
   RelayHub& hub_;
-  opentunnel::admin::v1::Admin::Service unimplementedAdmin_;
-  grpc::Service& admin_;
 
   mutable std::mutex mutex_;
   bool serving_ = false;

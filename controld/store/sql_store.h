@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "common/periodic_task.h"
+#include "controld/store/admin_store.h"
 #include "controld/store/database_url.h"
 #include "controld/store/session_pool.h"
 #include "controld/store/sql_errors.h"
@@ -49,7 +50,7 @@ struct PoolUpkeepReport {
   std::string error;   // why opening stopped short, if it did
 };
 
-class SqlStore final : public Store, public BackupStore {
+class SqlStore final : public Store, public BackupStore, public AdminStore {
  public:
   // Validates the options and URL; connects to nothing yet. `metrics` (may be null: no metrics)
   // must outlive the store.
@@ -125,6 +126,8 @@ class SqlStore final : public Store, public BackupStore {
                                                   bool excludeDeleted) override;
   Result<std::vector<ImportOutcome>> importTunnels(const std::vector<ImportRow>& rows,
                                                    bool dryRun) override;
+  Result<std::vector<StoredTunnel>> tunnelPage(const TunnelPageQuery& query) override;
+  Result<std::vector<Job>> jobPage(const JobPageQuery& query) override;
 
  private:
   // The one path every Store method takes to the database: runs leased(operation, fn), timing

@@ -39,6 +39,8 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "usageHours",
     "exportTunnels",
     "importTunnels",
+    "tunnelPage",
+    "jobPage",
 };
 
 // Most statements answer in milliseconds; the top buckets catch lock waits and the statement

@@ -1,5 +1,5 @@
 // controld's gRPC server: the socket lock (one controld per socket, stale sockets replaced),
-// health as the owner sets it, reflection, and the Admin service left unimplemented.
+// health as the owner sets it, reflection, and no Admin service (it has its own socket).
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -136,8 +136,7 @@ TEST_CASE("control: socket lock: stale sockets are replaced, other files are not
 TEST_CASE("control: health is NOT_SERVING until the owner says SERVING") {
   Harness h(HarnessOptions{10000, nullptr, false});
   auto channel = h.connect();
-  const std::vector<std::string> names = {"", "opentunnel.control.v1.RelayControl",
-                                          "opentunnel.admin.v1.Admin"};
+  const std::vector<std::string> names = {"", "opentunnel.control.v1.RelayControl"};
   for (const auto& name : names) {
     CAPTURE(name);
     CHECK(health(channel, name) == hv1::HealthCheckResponse::NOT_SERVING);
@@ -151,14 +150,14 @@ TEST_CASE("control: health is NOT_SERVING until the owner says SERVING") {
   CHECK(health(channel, "") == hv1::HealthCheckResponse::NOT_SERVING);
 }
 
-TEST_CASE("control: reflection lists the services; Admin answers UNIMPLEMENTED") {
+TEST_CASE("control: reflection lists the services; Admin is not served on the control socket") {
   Harness h;
   ot::testing::ReflectionClient reflection(h.connect());
   auto services = reflection.listServices();
   std::sort(services.begin(), services.end());
-  CHECK(services == std::vector<std::string>{
-                        "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
-                        "opentunnel.admin.v1.Admin", "opentunnel.control.v1.RelayControl"});
+  CHECK(services == std::vector<std::string>{"grpc.health.v1.Health",
+                                             "grpc.reflection.v1alpha.ServerReflection",
+                                             "opentunnel.control.v1.RelayControl"});
   const auto files = reflection.filesContaining("opentunnel.control.v1.RelayControl");
   CHECK(std::find(files.begin(), files.end(), "opentunnel/control/v1/control.proto") !=
         files.end());
