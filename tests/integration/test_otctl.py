@@ -89,6 +89,25 @@ def test_otctl_on_the_admin_socket(stack):
     mesh = ok_json("mesh", socket=sock)
     assert mesh["complete"] is True and mesh["machines"][0]["self"] is True
 
+    # export / import over the Admin service, through the same Backup as the HTTP routes.
+    backup = Path(s.workdir) / "backup.json"
+    exported = otctl("export", backup, socket=sock)
+    assert exported.returncode == 0, exported.stderr
+    assert not Path(str(backup) + ".partial").exists()
+    records = json.loads(backup.read_text())["records"]
+    assert [r["id"] for r in records] == [tid]
+    dry = ok_json("import", backup, "--dry-run", socket=sock)
+    # 64-bit counts are strings in protobuf's JSON mapping (docs/admin.md).
+    assert (int(dry["inserted"]), int(dry["unchanged"]), dry["rejected"]) == (0, 1, []), dry
+    hostile = dict(records[0], id="other")  # a record for another ID than its hostname's
+    bad = Path(s.workdir) / "hostile.json"
+    bad.write_text('{"records":[\n' + json.dumps(hostile) + "\n]}\n")
+    refused = otctl("import", bad, "--json", socket=sock)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    body = json.loads(refused.stdout)
+    assert int(body["inserted"]) == 0 and [r["tunnel_id"] for r in body["rejected"]] == ["other"], body
+    assert otctl("tunnels", "show", "other", socket=sock).returncode == 3
+
     # reset: relayd closes both bridges; otunnel reconnects with new ones and serves again.
     connected = tunnel.connected_count()
     reset = otctl("reset", tid, socket=sock)
