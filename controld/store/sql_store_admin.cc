@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "controld/store/sql_job_row.h"
 #include "controld/store/sql_store.h"
 
 namespace ot::controld {
@@ -73,33 +74,13 @@ Result<std::vector<Job>> SqlStore::jobPage(const JobPageQuery& query) {
     return Error{ErrorKind::kInvalid, "jobPage limit must be 1.." + std::to_string(kMaxPage)};
   }
   return run<std::vector<Job>>("jobPage", [&](soci::session& sql) -> Result<std::vector<Job>> {
-    std::string text =
-        "SELECT id, kind, tunnel_id, status, attempts, queued_at, next_run_at, lease_owner,"
-        " lease_until, last_error FROM jobs WHERE id > :after";
+    std::string text = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id > :after";
     const std::string status = query.status ? jobStatusName(*query.status) : "";
     if (query.status) text += " AND status = :status";
     text += " ORDER BY id LIMIT " + std::to_string(query.limit);
-    std::string id;
-    std::string kind;
-    std::string tunnelId;
-    std::string rowStatus;
-    int attempts = 0;
-    long long queuedAt = 0;
-    long long nextRunAt = 0;
-    std::string leaseOwner;
-    long long leaseUntil = 0;
-    std::string lastError;
+    JobRow row;
     soci::statement st(sql);
-    st.exchange(soci::into(id));
-    st.exchange(soci::into(kind));
-    st.exchange(soci::into(tunnelId));
-    st.exchange(soci::into(rowStatus));
-    st.exchange(soci::into(attempts));
-    st.exchange(soci::into(queuedAt));
-    st.exchange(soci::into(nextRunAt));
-    st.exchange(soci::into(leaseOwner));
-    st.exchange(soci::into(leaseUntil));
-    st.exchange(soci::into(lastError));
+    intoJobRow(st, row);
     st.exchange(soci::use(query.afterId));
     if (query.status) st.exchange(soci::use(status));
     st.alloc();
@@ -108,23 +89,9 @@ Result<std::vector<Job>> SqlStore::jobPage(const JobPageQuery& query) {
     std::vector<Job> jobs;
     st.execute();
     while (st.fetch()) {
-      const auto parsedKind = parseJobKind(kind);
-      const auto parsedStatus = parseJobStatus(rowStatus);
-      if (!parsedKind || !parsedStatus) {
-        return Error{ErrorKind::kInternal, "job " + id + " has unknown kind or status"};
-      }
-      Job job;
-      job.id = id;
-      job.kind = *parsedKind;
-      job.tunnelId = tunnelId;
-      job.status = *parsedStatus;
-      job.attempts = attempts;
-      job.queuedAtMs = queuedAt;
-      job.nextRunAtMs = nextRunAt;
-      job.leaseOwner = leaseOwner;
-      job.leaseUntilMs = leaseUntil;
-      job.lastError = lastError;
-      jobs.push_back(std::move(job));
+      auto job = toJob(row);
+      if (!job) return job.error();
+      jobs.push_back(std::move(job).value());
     }
     return jobs;
   });

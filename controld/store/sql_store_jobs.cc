@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "controld/store/sql_job_row.h"
 #include "controld/store/sql_store.h"
 
 namespace ot::controld {
@@ -15,43 +16,6 @@ constexpr int kClaimCandidates = 16;
 // Each lost race means another runner made progress, so rounds end; this only bounds the
 // pathological case.
 constexpr int kClaimRounds = 64;
-
-struct JobRow {
-  std::string id;
-  std::string kind;
-  std::string tunnelId;
-  std::string status;
-  int attempts = 0;
-  long long queuedAt = 0;
-  long long nextRunAt = 0;
-  std::string leaseOwner;
-  long long leaseUntil = 0;
-  std::string lastError;
-};
-
-constexpr const char* kJobColumns =
-    "id, kind, tunnel_id, status, attempts, queued_at, next_run_at, lease_owner, lease_until,"
-    " last_error";
-
-Result<Job> toJob(const JobRow& row) {
-  const auto kind = parseJobKind(row.kind);
-  const auto status = parseJobStatus(row.status);
-  if (!kind || !status) {
-    return Error{ErrorKind::kInternal, "job " + row.id + " has unknown kind or status"};
-  }
-  Job job;
-  job.id = row.id;
-  job.kind = *kind;
-  job.tunnelId = row.tunnelId;
-  job.status = *status;
-  job.attempts = row.attempts;
-  job.queuedAtMs = row.queuedAt;
-  job.nextRunAtMs = row.nextRunAt;
-  job.leaseOwner = row.leaseOwner;
-  job.leaseUntilMs = row.leaseUntil;
-  job.lastError = row.lastError;
-  return job;
-}
 
 Result<std::optional<Job>> selectJob(soci::session& sql, const std::string& id) {
   JobRow row;
