@@ -5,7 +5,7 @@
 #   2. builds with clang, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer, runs the
 #      same tests again (except those labelled slow), replays every fuzz corpus, and fuzzes each
 #      target for a bounded time.
-# Environment: OT_JOBS (build parallelism, default nproc), OT_FUZZ_SECONDS (per target, default 20;
+# Environment: OT_JOBS (build parallelism, default nproc), OT_FUZZ_SECONDS (per target, default 10;
 # 0 skips the timed fuzzing), OT_SKIP_SANITIZE=1 (only step 1, for a quick local run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +15,7 @@ bash deploy/install-deps.sh
 bash tests/check-format.sh
 
 jobs=${OT_JOBS:-$(nproc)}
-fuzz_seconds=${OT_FUZZ_SECONDS:-20}
+fuzz_seconds=${OT_FUZZ_SECONDS:-10}
 summary=()
 
 run_suite() {  # name build-dir ctest-args cmake-args...
