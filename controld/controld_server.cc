@@ -281,8 +281,12 @@ void ControldServer::buildApi() {
   authFailureLimits.windowMs = config_.authFailureWindowMs;
   // The guard inside the proxy mapping: it counts a request under the address the create limit
   // uses (the visitor's, when a trusted proxy named it).
-  apiHandler_ = withTrustedProxies(
-      withSourceGuard(makeApiHandler(router_), authFailureLimits, metrics_), trustedProxies_);
+  // One guard state for the routes and the streamed admin routes, so their failures count together.
+  apiGuard_ = [state = makeSourceGuardState(authFailureLimits, metrics_),
+               proxies = trustedProxies_](ApiHandler inner) {
+    return withTrustedProxies(withSourceGuard(std::move(inner), state), proxies);
+  };
+  apiHandler_ = apiGuard_(makeApiHandler(router_));
 }
 
 void ControldServer::buildRelaySide() {
@@ -388,7 +392,7 @@ std::optional<int> ControldServer::listen() {
   // On SIGTERM a request already read (a tunnel being created, a CSR being bound) is answered
   // rather than cut: cut, its client would see 503 from relayd for work that was done.
   apiOptions.stopGrace = std::chrono::milliseconds(10'000);
-  apiOptions.streamRoutes = adminStreamRoutes({config_.adminToken, {}, backup_.get()});
+  apiOptions.streamRoutes = adminStreamRoutes({config_.adminToken, {}, backup_.get()}, apiGuard_);
   api_.emplace(*pool_, std::move(apiHandler_), apiOptions);
   std::vector<HttpListenerConfig> listeners;
   if (!makeSocketDirectory(config_.apiSocket)) return 1;

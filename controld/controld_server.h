@@ -23,6 +23,7 @@
 // the reverse of their declaration order.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -128,6 +129,8 @@ class ControldServer {
   std::unique_ptr<Backup> backup_;  // POST /api/admin/{export,import}; null without a BackupStore
   std::shared_ptr<const ApiRouter> router_;
   ApiHandler apiHandler_;  // moved into api_ when it is built
+  // Wraps a handler in the API's guards (trusted proxies, failed authentications; one state).
+  std::function<ApiHandler(ApiHandler)> apiGuard_;
   std::optional<ServerCertificates> certificates_;
   std::optional<JobGauges> jobGauges_;
   std::optional<RateLimitSweeper> rateSweeper_;  // expired rate_limits rows, one machine at a time

@@ -236,17 +236,26 @@ void addAdminRoutes(ApiRouter& router, const AdminApi& admin) {
   }
 }
 
-StreamRoutes adminStreamRoutes(const AdminApi& admin) {
+StreamRoutes adminStreamRoutes(const AdminApi& admin,
+                               const std::function<ApiHandler(ApiHandler)>& guard) {
   if (admin.token.empty()) return {};
   auto tokenHash = std::make_shared<const crypto::Sha256Digest>(crypto::sha256(admin.token));
+  // 200 when the request carries ADMIN_TOKEN, else the 401 every admin route answers.
+  ApiHandler tokenCheck = [tokenHash](const ApiRequest& request) -> ApiResponse {
+    if (auto refused = refuseWithoutToken(request, *tokenHash)) return *refused;
+    return ApiResponse::json(200, "{}");
+  };
+  auto admit = std::make_shared<const ApiHandler>(guard ? guard(std::move(tokenCheck))
+                                                        : std::move(tokenCheck));
   Backup* backup = admin.backup;
-  return [tokenHash, backup](const ApiRequest& head) -> StreamHandler {
+  return [admit, backup](const ApiRequest& head) -> StreamHandler {
     if (head.method != "POST") return {};
     const bool isExport = head.path == "/api/admin/export";
     if (!isExport && head.path != "/api/admin/import") return {};
-    return [tokenHash, backup, isExport](const ApiRequest& request, StreamExchange& exchange) {
-      if (auto refused = refuseWithoutToken(request, *tokenHash)) {
-        exchange.respond(std::move(*refused));
+    return [admit, backup, isExport](const ApiRequest& request, StreamExchange& exchange) {
+      ApiResponse admitted = (*admit)(request);
+      if (admitted.status != 200) {
+        exchange.respond(std::move(admitted));
         return;
       }
       if (backup == nullptr) {

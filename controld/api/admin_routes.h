@@ -33,6 +33,13 @@ void addAdminRoutes(ApiRouter& router, const AdminApi& admin);
 // backup file, chunked, written as pages are read; cut short, never ended cleanly, when storage
 // fails midway) and POST /api/admin/import[?dry_run=1] (the file as the body, read in pieces
 // into an ImportSession; the ImportReport as JSON). Nothing without admin.token.
-[[nodiscard]] StreamRoutes adminStreamRoutes(const AdminApi& admin);
+//
+// `guard` wraps the routes' token check in the API's own guards (withTrustedProxies and the
+// failed-authentication guard with the state the API's routes use): a wrong token on these routes
+// counts against its source like any 401, and a refused source gets 429 here too, right token or
+// not. These routes are chosen by the request head before the API's handler chain, so without it
+// they would escape those guards. Empty: the token check alone (tests).
+[[nodiscard]] StreamRoutes adminStreamRoutes(
+    const AdminApi& admin, const std::function<ApiHandler(ApiHandler)>& guard = {});
 
 }  // namespace ot::controld

@@ -24,8 +24,11 @@ uint64_t steadyNowMs() {
                                    .count());
 }
 
-struct GuardState {
-  GuardState(SourceFailureLimits limits, metrics::Metrics& metrics, std::function<uint64_t()> now)
+}  // namespace
+
+struct SourceGuardState {
+  SourceGuardState(SourceFailureLimits limits, metrics::Metrics& metrics,
+                   std::function<uint64_t()> now)
       : failures(limits),
         nowMs(now ? std::move(now) : std::function<uint64_t()>(steadyNowMs)),
         authFailures(metrics.counter("opentunnel_auth_failures_total",
@@ -67,16 +70,28 @@ struct GuardState {
   }
 };
 
+namespace {
+
 std::string seconds(uint64_t ms) {
   return std::to_string(std::max<uint64_t>(1, (ms + 999) / 1000));
 }
 
 }  // namespace
 
+std::shared_ptr<SourceGuardState> makeSourceGuardState(SourceFailureLimits limits,
+                                                       metrics::Metrics& metrics,
+                                                       std::function<uint64_t()> nowMs) {
+  return std::make_shared<SourceGuardState>(limits, metrics, std::move(nowMs));
+}
+
 ApiHandler withSourceGuard(ApiHandler inner, SourceFailureLimits limits, metrics::Metrics& metrics,
                            std::function<uint64_t()> nowMs) {
-  auto state = std::make_shared<GuardState>(limits, metrics, std::move(nowMs));
-  return [inner = std::move(inner), state](const ApiRequest& request) -> ApiResponse {
+  return withSourceGuard(std::move(inner), makeSourceGuardState(limits, metrics, std::move(nowMs)));
+}
+
+ApiHandler withSourceGuard(ApiHandler inner, std::shared_ptr<SourceGuardState> state) {
+  return [inner = std::move(inner),
+          state = std::move(state)](const ApiRequest& request) -> ApiResponse {
     const ApiRequest* effective = &request;
     ApiRequest copy;
     std::optional<std::string> source = sourceKey(request.clientAddress);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "common/metrics.h"
 #include "common/source_failures.h"
@@ -21,9 +22,19 @@
 
 namespace ot::controld {
 
+// The guard's counts per source and its metrics. One state may guard several handlers (the API's
+// routes and the streamed admin routes), so their failures count together.
+struct SourceGuardState;
+
 // opentunnel_auth_failures_total{kind="api"}, opentunnel_requests_limited_total{limit=
 // "auth_failures"} and opentunnel_api_client_address_invalid_total are registered in `metrics`.
 // `now_ms` is a steady clock in milliseconds (injected for tests).
+[[nodiscard]] std::shared_ptr<SourceGuardState> makeSourceGuardState(
+    SourceFailureLimits limits, metrics::Metrics& metrics, std::function<uint64_t()> nowMs = {});
+
+[[nodiscard]] ApiHandler withSourceGuard(ApiHandler inner, std::shared_ptr<SourceGuardState> state);
+
+// A guard with a state of its own.
 [[nodiscard]] ApiHandler withSourceGuard(ApiHandler inner, SourceFailureLimits limits,
                                          metrics::Metrics& metrics,
                                          std::function<uint64_t()> nowMs = {});

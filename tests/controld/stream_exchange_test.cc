@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "controld/api/admin_routes.h"
+#include "controld/api/api_source_guard.h"
 
 namespace ot::controld {
 namespace {
@@ -163,6 +164,46 @@ TEST_CASE("admin stream routes: the admin token is required, and nothing without
       CHECK_FALSE(out.head);
     }
   }
+}
+
+TEST_CASE("admin stream routes: wrong tokens count with the API's failed authentications") {
+  // One guard state around the API's routes and the streamed admin routes (as controld builds
+  // them): failures on either count for the source, and a refused source gets 429 on both, the
+  // right token included.
+  FailingBackup backup;
+  metrics::Metrics metrics;
+  SourceFailureLimits limits;
+  limits.maxFailures = 3;
+  const auto state = makeSourceGuardState(limits, metrics, [] { return uint64_t{1000}; });
+  const auto guard = [state](ApiHandler inner) { return withSourceGuard(std::move(inner), state); };
+  const ApiHandler api = guard([](const ApiRequest&) {
+    return ApiResponse::error(401, "UnauthorizedError", "not the tunnel's token");
+  });
+  const StreamRoutes routes = adminStreamRoutes(AdminApi{"secret", {}, &backup}, guard);
+  auto stream = [&](const char* token) {
+    ApiRequest request = adminRequest("/api/admin/export", token);
+    request.clientAddress = "192.0.2.7";
+    StreamExchange exchange([] {});
+    routes(request)(request, exchange);
+    StreamExchange::Output out = exchange.takeOutput();
+    return out.whole ? out.whole->status : (out.head ? out.head->first : 0);
+  };
+  ApiRequest apiRequest = adminRequest("/api/tunnel/abc", "guess");
+  apiRequest.clientAddress = "192.0.2.7";
+
+  CHECK(stream("wrong") == 401);
+  CHECK(api(apiRequest).status == 401);
+  CHECK(stream(nullptr) == 401);  // the third failure: the source is refused from now on
+  CHECK(stream("secret") == 429);
+  CHECK(api(apiRequest).status == 429);
+  // Another address is not affected.
+  ApiRequest other = adminRequest("/api/admin/export", "secret");
+  other.clientAddress = "198.51.100.1";
+  StreamExchange exchange([] {});
+  routes(other)(other, exchange);
+  const StreamExchange::Output out = exchange.takeOutput();
+  REQUIRE(out.head);
+  CHECK(out.head->first == 200);
 }
 
 }  // namespace
