@@ -1,7 +1,5 @@
 #include "controld/admin/admin_server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/auth_metadata_processor.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,8 +14,8 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "controld/base/private_files.h"
+#include "controld/relays/grpc_server.h"
 #include "opentunnel/admin/v1/admin.grpc.pb.h"
-#include "proto/descriptors.h"
 
 namespace ot::controld {
 namespace {
@@ -130,10 +128,7 @@ Status AdminServer::start() {
   auto socketLock = SocketLock::acquire(options_.socketPath);
   if (!socketLock.ok()) return socketLock.error();
 
-  // Process-wide switches (also set by the control socket's server); harmless twice.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  [[maybe_unused]] const auto files = protoFilesForReflection();
+  enableGrpcHealthAndReflection();
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options_.socketPath, grpc::InsecureServerCredentials());

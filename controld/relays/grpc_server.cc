@@ -37,17 +37,21 @@ GrpcServer::~GrpcServer() {
   stop();
 }
 
+void enableGrpcHealthAndReflection() {
+  // Process-wide switches; they take effect for servers built after them (harmless twice).
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Keeps every contract's descriptors (grpc.health.v1 too) in the pool reflection serves from.
+  [[maybe_unused]] const auto files = protoFilesForReflection();
+}
+
 Status GrpcServer::start() {
   const std::lock_guard lock(mutex_);
   if (server_ != nullptr) return Error{ErrorKind::kInvalid, "the gRPC server is already running"};
   auto socketLock = SocketLock::acquire(options_.socketPath);
   if (!socketLock.ok()) return socketLock.error();
 
-  // Process-wide switches; they take effect for servers built after them.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // Keeps every contract's descriptors (grpc.health.v1 too) in the pool reflection serves from.
-  [[maybe_unused]] const auto files = protoFilesForReflection();
+  enableGrpcHealthAndReflection();
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(target(), grpc::InsecureServerCredentials());

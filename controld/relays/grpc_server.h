@@ -20,6 +20,10 @@
 
 namespace ot::controld {
 
+// Turns on grpc.health.v1 and server reflection for every gRPC server this process builds after
+// the call (the control socket's and the Admin service's).
+void enableGrpcHealthAndReflection();
+
 struct GrpcServerOptions {
   std::string socketPath;  // a filesystem path; the server listens on unix:<socket_path>
   // How long stop() lets unary calls finish before cancelling them.
