@@ -1,5 +1,6 @@
 #include "controld/store/store_metrics.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -42,6 +43,11 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "tunnelPage",
     "jobPage",
 };
+// kOperations (the header's count, which sizes the series) must be exactly the number of names: a
+// count above it would leave empty names here, and one below it does not compile.
+static_assert(std::ranges::none_of(kOperationNames,
+                                   [](std::string_view name) { return name.empty(); }),
+              "StoreMetrics::kOperations is larger than the list of operation names");
 
 // Most statements answer in milliseconds; the top buckets catch lock waits and the statement
 // timeout (10 s).
