@@ -176,6 +176,7 @@ void Analytics::deliver(std::vector<Event>& batch) {
   const std::string body = encodeBatch(batch, origin_, idPrefix_, nextSequence_);
   nextSequence_ += n;
   batch.clear();
+  bool waitCutShort = false;  // a stop has already cut one retry wait short
   for (int attempt = 0;; ++attempt) {
     int64_t timeoutMs = settings_.timeoutMs;
     if (stopRequested_.load()) {
@@ -201,15 +202,20 @@ void Analytics::deliver(std::vector<Event>& batch) {
     }
     const int64_t waitMs = retryDelayMs(retry_, attempt + 1);
     if (stopRequested_.load()) {
-      // Stopping: a retry is made only when its wait ends inside the shutdown bound.
-      if (waitMs >= shutdownLeftMs()) {
+      // Stopping: a wait that fits inside the shutdown bound is kept. A longer one is cut short
+      // once, and that retry runs at once, exactly as when the stop lands during the wait: which
+      // of the two happens must not depend on whether the stop came just before or just after
+      // this point. A second wait that does not fit gives the batch up (no busy retries).
+      if (waitMs < shutdownLeftMs()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(waitMs));
+      } else if (waitCutShort) {
         count(&AnalyticsCounts::failed, n);
         return;
+      } else {
+        waitCutShort = true;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(waitMs));
-    } else {
-      // A stop during the wait ends it: the retry then runs within the shutdown bound.
-      (void)sleepUnlessStopping(waitMs);
+    } else if (!sleepUnlessStopping(waitMs)) {
+      waitCutShort = true;  // a stop during the wait ended it: the retry runs within the bound
     }
   }
 }

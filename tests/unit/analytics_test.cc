@@ -283,6 +283,51 @@ TEST_CASE("analytics: stop posts what is queued, within its bound") {
   CHECK(analytics.counts().dropped == 1);
 }
 
+TEST_CASE("analytics: a stop that lands before the retry wait begins also cuts it short") {
+  // The first post itself asks for the stop and answers only once the stop is recorded, so the
+  // sender meets the stop before its minute-long wait (the ordering CI once hit by chance).
+  FakePoster fake;
+  fake.answers = {503, 200};
+  AnalyticsSettings settings = fastSettings();
+  settings.retryDelayMs = 60'000;
+  std::thread stopper;
+  std::mutex stopMutex;
+  std::condition_variable stopAsked;
+  bool asked = false;
+  Analytics* self = nullptr;
+  Poster inner = fake.poster();
+  Poster poster = [&](const std::string& body, int64_t timeoutMs, std::string& error) {
+    const int status = inner(body, timeoutMs, error);
+    if (status == 503) {
+      stopper = std::thread([&] { self->stop(); });
+      std::unique_lock lock(stopMutex);
+      stopAsked.wait_for(lock, std::chrono::seconds(10), [&] { return asked; });
+    }
+    return status;
+  };
+  Analytics analytics(settings, kOrigin, nullptr, poster);
+  self = &analytics;
+  analytics.start();
+  analytics.emit(visitorEvent("a", 1));
+  REQUIRE(fake.waitForPosts(1));
+  // stop() sets its flag before it joins the sender; poll for the flag through a later emit,
+  // which the closed queue refuses.
+  REQUIRE(waitUntil([&] { return !analytics.emit(visitorEvent("late", 0)); }));
+  {
+    const std::lock_guard lock(stopMutex);
+    asked = true;
+  }
+  stopAsked.notify_all();
+  const auto started = std::chrono::steady_clock::now();
+  stopper.join();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  // The refused batch was posted again (the late events accepted before the close follow it).
+  REQUIRE(fake.posts() >= 2);
+  CHECK(fake.bodies[1] == fake.bodies[0]);
+  CHECK(analytics.counts().failed == 0);
+  CHECK(analytics.counts().sent >= 1);
+}
+
 TEST_CASE("analytics: a receiver that keeps failing does not hold the stop past its bound") {
   FakePoster fake;
   fake.answers = {503};
