@@ -149,6 +149,11 @@ Decoded<RelayMessage, RelayMessageError> parseAttached(const json& doc) {
   if (!conns || !payload || !windowBytes || !heartbeatMs) return RelayMessageError::kBadField;
   attached.limits = {*conns, *payload, *windowBytes};
   attached.heartbeatMs = *heartbeatMs;
+  if (const json* protocol = member(doc, "protocol")) {
+    const auto version = unsignedInRange(*protocol, 1, 1'000'000);
+    if (!version) return RelayMessageError::kBadField;
+    attached.protocol = *version;
+  }
   return RelayMessage(std::move(attached));
 }
 
@@ -228,6 +233,11 @@ Decoded<AttachRequest, AttachError> parseClientMessage(std::string_view text) {
   auto profile = optionalName(doc, "profile");
   if (!profile) return malformed("profile must be 1-64 of A-Z a-z 0-9 . _ -");
   attach.profile = std::move(*profile);
+  if (const json* value = member(doc, "profile_index")) {
+    const auto n = unsignedInRange(*value, 0, kMaxProfiles - 1);
+    if (!n) return malformed("profile_index must be an integer from 0 to 7");
+    attach.profileIndex = *n;
+  }
 
   if (routes != nullptr) {
     if (!routes->is_array()) return malformed("routes must be an array of strings");
@@ -256,6 +266,7 @@ std::string serializeAttach(const AttachRequest& attach) {
   doc["max_conns"] = attach.maxConns;
   if (!attach.origin.empty()) doc["origin"] = attach.origin;
   if (!attach.profile.empty()) doc["profile"] = attach.profile;
+  if (attach.profileIndex != 0) doc["profile_index"] = attach.profileIndex;
   doc["window"] = attach.window;
   return dump(doc);
 }
@@ -268,6 +279,7 @@ std::string serializeAttached(const Attached& attached) {
   doc["limits"]["max_payload"] = attached.limits.maxPayload;
   doc["limits"]["window"] = attached.limits.window;
   doc["heartbeat_ms"] = attached.heartbeatMs;
+  if (attached.protocol > 1) doc["protocol"] = attached.protocol;
   return dump(doc);
 }
 

@@ -20,6 +20,12 @@ inline constexpr size_t kMaxRoutesPerAttach = 128;
 inline constexpr uint32_t kMaxConnsPerBridge = 256;
 inline constexpr size_t kMaxTokenLength = 512;
 inline constexpr size_t kMaxNameLength = 64;  // origin and profile
+// An origin reaches the relay in at most this many ways (profiles); profile_index is below it.
+inline constexpr uint32_t kMaxProfiles = 8;
+// The bridge protocol this code speaks (docs/protocol.md, "Versions"). Version 2 added pools:
+// derived origin credentials, profile_index and the relay's "protocol" in attached. A relay
+// that sends no "protocol" speaks version 1.
+inline constexpr uint32_t kBridgeProtocolVersion = 2;
 inline constexpr size_t kMaxBridgeIdLength = 128;
 inline constexpr uint32_t kDefaultHeartbeatMs = 15000;
 inline constexpr uint32_t kMinHeartbeatMs = 1000;
@@ -56,6 +62,8 @@ struct AttachRequest {
   uint32_t maxConns = kMaxConnsPerBridge;
   std::string origin;   // "" when unnamed
   std::string profile;  // "" when unnamed
+  // The profile's place in the origin's list (0 first): the order `priority` balancing follows.
+  uint32_t profileIndex = 0;
   uint32_t window = kDefaultWindow;
 
   friend bool operator==(const AttachRequest&, const AttachRequest&) = default;
@@ -81,6 +89,8 @@ struct Attached {
   std::string bridgeId;
   Limits limits;
   uint32_t heartbeatMs = kDefaultHeartbeatMs;
+  // The relay's bridge protocol version: 1 when the relay sent none (it predates pools).
+  uint32_t protocol = 1;
 
   friend bool operator==(const Attached&, const Attached&) = default;
 };

@@ -160,6 +160,13 @@ TEST_CASE("bridge control: max_conns, window, origin and profile limits") {
   checkMalformed(attachWith(R"("origin":5)"));
   checkMalformed(attachWith(R"("profile":"p/1")"));
   checkMalformed(attachWith(R"("profile":["p"])"));
+
+  CHECK(parsed(attachWith(R"("profile_index":0)")).profileIndex == 0);
+  CHECK(parsed(attachWith(R"("profile_index":7)")).profileIndex == 7);
+  CHECK(parsed(attachWith(R"("profile_index":null)")).profileIndex == 0);
+  checkMalformed(attachWith(R"("profile_index":8)"));
+  checkMalformed(attachWith(R"("profile_index":-1)"));
+  checkMalformed(attachWith(R"("profile_index":"1")"));
 }
 
 TEST_CASE("bridge control: not JSON, not an object, wrong types") {
@@ -229,6 +236,14 @@ TEST_CASE("bridge control: serializers write exact JSON") {
   CHECK(serializeAttach(attach) ==
         R"({"type":"attach","token":"t","routes":["","api"],)"
         R"("max_conns":256,"origin":"o","profile":"p","window":524288})");
+  attach.profileIndex = 3;
+  CHECK(serializeAttach(attach) ==
+        R"({"type":"attach","token":"t","routes":["","api"],)"
+        R"("max_conns":256,"origin":"o","profile":"p","profile_index":3,"window":524288})");
+  attached.protocol = kBridgeProtocolVersion;
+  CHECK(serializeAttached(attached) ==
+        R"({"type":"attached","bridge_id":"br_1","limits":{"max_conns":64,"max_payload":32768,)"
+        R"("window":524288},"heartbeat_ms":15000,"protocol":2})");
 }
 
 TEST_CASE("bridge control: serializing text that is not UTF-8 replaces it instead of throwing") {
@@ -247,6 +262,7 @@ TEST_CASE("bridge control: attach round trips through serializeAttach") {
   attach.maxConns = 17;
   attach.origin = "laptop";
   attach.profile = "tls443";
+  attach.profileIndex = 5;
   attach.window = kMinWindow;
   CHECK(parsed(serializeAttach(attach)) == attach);
 }
@@ -276,6 +292,15 @@ TEST_CASE("bridge control: the client parses what the relay sends") {
   const auto back = parseRelayMessage(serializeAttached(attached));
   REQUIRE(back.ok());
   CHECK(std::get<Attached>(back.value()) == attached);
+  CHECK(std::get<Attached>(back.value()).protocol == 1);  // a relay from before pools sends none
+  attached.protocol = 2;
+  const auto pooled = parseRelayMessage(serializeAttached(attached));
+  REQUIRE(pooled.ok());
+  CHECK(std::get<Attached>(pooled.value()).protocol == 2);
+  CHECK_FALSE(parseRelayMessage(R"({"type":"attached","bridge_id":"b","limits":{"max_conns":1,)"
+                                R"("max_payload":1,"window":65536},"heartbeat_ms":1000,)"
+                                R"("protocol":"2"})")
+                  .ok());
 
   for (const auto code : {AttachErrorCode::kBadToken, AttachErrorCode::kCertNotReady,
                           AttachErrorCode::kInvalidRoute, AttachErrorCode::kTooManyRoutes,
