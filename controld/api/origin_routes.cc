@@ -39,10 +39,6 @@ std::optional<OriginSecret> secretOf(const OriginApi& api) {
   return api.secret ? api.secret : installedOriginSecret();
 }
 
-int64_t now(const OriginApi& api) {
-  return api.nowMs ? api.nowMs() : unixNowMs();
-}
-
 Json originJson(const OriginSecret& secret, const TunnelRecord& record, const OriginEntry& origin) {
   return Json{{"name", origin.name},
               {"addedAt", timeText(origin.addedAtMs)},
@@ -99,7 +95,7 @@ ApiResponse addOrigin(TunnelService& service, const OriginApi& api, const ApiReq
   const auto secret = secretOf(api);
   if (!secret) return noSecret();
 
-  const int64_t addedAt = now(api);
+  const int64_t addedAt = service.nowMs();
   auto changed = service.changeTunnel(
       params.get("id"), token, [&](TunnelRecord& record) -> std::optional<ServiceError> {
         const bool listed =

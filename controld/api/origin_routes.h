@@ -10,7 +10,6 @@
 
 #include <optional>
 
-#include "common/clock.h"
 #include "controld/api/api_router.h"
 #include "controld/api/tunnel_service.h"
 #include "controld/base/origin_credentials.h"
@@ -21,7 +20,6 @@ struct OriginApi {
   // The secret credentials are derived with; nullopt: the process's (installedOriginSecret), read
   // per request. Without either, reads and writes answer 503.
   std::optional<OriginSecret> secret;
-  Clock nowMs;  // empty: the system clock
 };
 
 // "rotate" is the one valid origin name the API refuses: its DELETE path would be the rotation's.

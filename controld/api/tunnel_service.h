@@ -144,6 +144,8 @@ class TunnelService {
                                            const RecordChange& change);
 
   [[nodiscard]] const TunnelServiceConfig& config() const { return config_; }
+  // The service's clock (routes kept in other files stamp records with it).
+  [[nodiscard]] int64_t nowMs() const { return nowMs_(); }
 
  private:
   // Loads a live tunnel and checks the token against its stored hash.
