@@ -71,3 +71,22 @@ def test_origin_credentials_attach_under_their_own_name_until_rotated_or_removed
                    body={"mode": "priority", "stickyHoldMs": 2500}, token=token)
     assert balanced.status == 200, balanced
     assert (balanced.json()["balancing"], balanced.json()["stickyHoldMs"]) == ("priority", 2500)
+
+
+def test_every_controld_on_one_database_derives_the_same_credentials(stack, tmp_path,
+                                                                     mysql_database):
+    # Two machines without a mesh, sharing one MariaDB database: the secret in its meta table is
+    # made once, so a credential shown by one controld attaches through the other's relay.
+    env = {"DATABASE_URL": mysql_database}
+    a = stack(controld_env={**env, "MACHINE_ID": "pool-a"})
+    b = stack(controld_env={**env, "MACHINE_ID": "pool-b"})
+    tunnel = bc.create_ready_tunnel(a.relayd, tmp_path)
+    tid, token = tunnel["id"], tunnel["token"]
+    added = a.relayd.api("POST", f"/api/tunnel/{tid}/origins", body={"name": "eu-1"}, token=token)
+    assert added.status == 201, added
+    credential = added.json()["credential"]
+    shown_by_b = b.relayd.api("GET", f"/api/tunnel/{tid}/origins", token=token)
+    assert shown_by_b.status == 200, shown_by_b
+    assert shown_by_b.json()["origins"][0]["credential"] == credential
+    assert attach_answer(b, tid, credential, origin="eu-1") == ATTACHED
+    assert attach_answer(b, tid, credential, origin="eu-2") == BAD_TOKEN
