@@ -15,6 +15,7 @@
 #include "controld/server_metrics.h"
 #include "controld/store/database_url.h"
 #include "controld/store/database_wait.h"
+#include "controld/store/origin_secret.h"
 #include "controld/website/site_http.h"
 #include "controld/website/site_loader.h"
 
@@ -45,6 +46,14 @@ int ControldServer::run() {
   if (auto code = openStore()) return *code;
   if (auto code = waitForDatabase()) return *code;
   if (auto code = loadIssuer()) return *code;
+  // Origins' derived credentials (docs/pools-origins.md) need the secret shared through the
+  // database before the first attach or API call.
+  if (auto secret = loadOriginSecret(*store_); secret.ok()) {
+    installOriginSecret(*secret);
+  } else {
+    log::error("cannot load the origin secret", {{"error", secret.error().message}});
+    return 1;
+  }
   buildIssuance();
   buildApi();
   buildRelaySide();

@@ -45,6 +45,8 @@ Result<TunnelRecord> checkImportedRecord(const BackupRow& row, std::string_view 
     return refuse("token hash is not a SHA-256 (64 lowercase hex digits)");
   }
 
+  if (auto broken = checkPool(record)) return refuse("pool: " + *broken);
+
   const CertificateInfo& certificate = record.certificate;
   const std::string wildcard = "*." + host;
   std::set<std::string> seen;

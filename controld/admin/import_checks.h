@@ -19,7 +19,8 @@ namespace ot::controld {
 // server's key order); the hostname is <id>.<domain>; the token hash is 64 lowercase hex
 // (SHA-256); a CSR passes checkTunnelCsr for <id>.<domain>, its csrSha256 is the CSR's and the
 // identifiers are its names; identifiers without a CSR are refused, and every identifier is
-// <id>.<domain> or *.<id>.<domain>, once. Otherwise kInvalid with the reason.
+// <id>.<domain> or *.<id>.<domain>, once; the pool keeps checkPool's rules (origin names valid
+// and unique, at most 32, stickyHoldMs in range). Otherwise kInvalid with the reason.
 [[nodiscard]] Result<TunnelRecord> checkImportedRecord(const BackupRow& row,
                                                        std::string_view domain);
 

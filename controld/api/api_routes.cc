@@ -67,6 +67,7 @@ ApiResponse errorResponse(const ServiceError& error) {
       return ApiResponse::error(404, "NotFoundError", error.message);
     case ServiceErrorKind::kIdTaken:
     case ServiceErrorKind::kCertificateInProgress:
+    case ServiceErrorKind::kConflict:
       return ApiResponse::error(409, "ConflictError", error.message);
     case ServiceErrorKind::kRateLimited:
       response = ApiResponse::error(429, "RateLimitedError", error.message);
@@ -184,6 +185,10 @@ ApiResponse health(TunnelService& service) {
 
 }  // namespace
 
+std::variant<Json, ApiResponse> readJsonBody(const ApiRequest& request, bool required) {
+  return readJsonObject(request, required);
+}
+
 ApiResponse serviceErrorResponse(const ServiceError& error) {
   return errorResponse(error);
 }
@@ -204,6 +209,7 @@ ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminAp
   router.add({"GET", "/api/tunnel/{id}/certificate", getCertificateDoc(),
               [s](const ApiRequest& r, const PathParams& p) { return getCertificate(*s, r, p); }});
   addUsageRoutes(router, service, usage);
+  addOriginRoutes(router, service, OriginApi{});
   router.add({"GET", "/health", healthDoc(),
               [s](const ApiRequest&, const PathParams&) { return health(*s); }});
   addAdminRoutes(router, admin);

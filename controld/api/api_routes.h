@@ -15,11 +15,14 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <variant>
 
 #include "controld/api/admin_routes.h"
 #include "controld/api/api_router.h"
 #include "controld/api/api_types.h"
 #include "controld/api/openapi.h"
+#include "controld/api/origin_routes.h"
 #include "controld/api/tunnel_service.h"
 #include "controld/api/usage_routes.h"
 
@@ -29,13 +32,19 @@ namespace ot::controld {
 // /openapi.json included; the document is generated from the finished table, once.
 // info.servers defaults to https://<the service's domain>. The admin routes (admin_routes.h) are
 // added when `admin.token` is set.
-// GET /api/tunnel/{id}/usage is added when `usage.store` is set (usage_routes.h).
+// GET /api/tunnel/{id}/usage is added when `usage.store` is set (usage_routes.h); the pool's routes
+// (origin_routes.h) always.
 [[nodiscard]] ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info = {},
                                        const AdminApi& admin = {}, const UsageApi& usage = {});
 
 // The status and JSON error a ServiceError answers (the table above); for routes kept in files of
 // their own (usage_routes.h).
 [[nodiscard]] ApiResponse serviceErrorResponse(const ServiceError& error);
+
+// The request's JSON object body, or the response refusing it (415 when not application/json,
+// 400 when not a JSON object; an absent body is 400 when `required`, else JSON null).
+[[nodiscard]] std::variant<nlohmann::ordered_json, ApiResponse> readJsonBody(
+    const ApiRequest& request, bool required);
 
 // The router as the HTTP server's handler (shared: the server may outlive the caller's copy).
 [[nodiscard]] ApiHandler makeApiHandler(std::shared_ptr<const ApiRouter> router);

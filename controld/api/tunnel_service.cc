@@ -24,6 +24,9 @@ constexpr int kRandomIdAttempts = 3;
 // first loss it is answered from what it reads (same CSR or another in progress), so two rounds
 // settle it and a few bound it.
 constexpr int kBindRounds = 3;
+// Other writers of a record (issuance, renewals, other controlds) are rare and quick; a pool change
+// that keeps losing to them is answered 503 "retry" rather than spinning.
+constexpr int kChangeRounds = 5;
 // Rate keys live in a VARCHAR(191) column; an unparseable address is cut to fit with its prefix.
 
 ServiceError failure(ServiceErrorKind kind, std::string message, int64_t retryAfterS = 0) {
@@ -355,6 +358,27 @@ ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,
   kLog.info("tunnel deleted", {{"tunnel", stored.record.id}});
   if (config_.events) config_.events(tunnelDeletedEvent(stored.record.id, nowMs_()));
   return std::monostate{};
+}
+
+ServiceResult<StoredTunnel> TunnelService::changeTunnel(std::string_view id,
+                                                        const std::optional<std::string>& token,
+                                                        const RecordChange& change) {
+  const std::lock_guard lock(tunnelLock(id));
+  for (int round = 0; round < kChangeRounds; ++round) {
+    auto authorized = authorize(id, token);
+    if (!authorized) return authorized.error();
+    StoredTunnel stored = std::move(authorized).value();
+    if (auto refused = change(stored.record)) return *refused;
+    const Result<int64_t> revision = stores_.tunnels.updateTunnel(stored.record, stored.revision);
+    if (!revision) {
+      if (revision.error().kind == ErrorKind::kConflict) continue;  // another writer: read again
+      return storageFailure(revision.error(), "updateTunnel", stored.record.id);
+    }
+    stored.revision = *revision;
+    publisher_.publishRecord(stored);
+    return stored;
+  }
+  return failure(ServiceErrorKind::kStale, "the tunnel changed; retry");
 }
 
 ServiceResult<std::monostate> TunnelService::health() {

@@ -57,6 +57,7 @@ enum class ServiceErrorKind {
   kNotFound,               // 404: no such tunnel, or deleted
   kIdTaken,                // 409: the wanted ID exists
   kCertificateInProgress,  // 409: another CSR's issuance is running for this tunnel
+  kConflict,               // 409: the change clashes with the state (origin exists, pool full)
   kRateLimited,            // 429: over a rate; retry_after_s says when the next one passes
   kBusy,                   // 503: issuance backlog; retry_after_s is 30
   kStale,     // 503: the tunnel changed underneath (another writer); retrying reloads it
@@ -131,7 +132,20 @@ class TunnelService {
   // The database answers.
   ServiceResult<std::monostate> health();
 
+  // A change to a live tunnel's record: edits it in place, or refuses with the error to answer
+  // (then nothing is written).
+  using RecordChange = std::function<std::optional<ServiceError>(TunnelRecord&)>;
+  // Checks the token, applies `change` to the record read, writes it at that revision and
+  // publishes it to the relays (and through them the mesh) like every record change. A write that
+  // loses the race with another writer reads the record again and applies `change` afresh, a few
+  // times, then answers kStale. Returns the record as written.
+  ServiceResult<StoredTunnel> changeTunnel(std::string_view id,
+                                           const std::optional<std::string>& token,
+                                           const RecordChange& change);
+
   [[nodiscard]] const TunnelServiceConfig& config() const { return config_; }
+  // The service's clock (routes kept in other files stamp records with it).
+  [[nodiscard]] int64_t nowMs() const { return nowMs_(); }
 
  private:
   // Loads a live tunnel and checks the token against its stored hash.

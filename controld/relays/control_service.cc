@@ -9,6 +9,8 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "controld/base/origin_credentials.h"
+#include "controld/relays/attach_credential.h"
 #include "controld/relays/record_convert.h"
 #include "controld/relays/relay_session.h"
 #include "controld/store/tunnel_record.h"
@@ -172,8 +174,8 @@ cv1::AuthorizeAttachResponse ControlService::authorize(
     logger().error("stored token hash is malformed", {{"tunnel", request.tunnel_id()}});
     return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
   }
-  const crypto::Sha256Digest presented = crypto::sha256(request.token());
-  if (!crypto::constantTimeEqual(crypto::asBytes(*expected), presented)) {
+  if (!attachCredentialAccepted(tunnel.record, *expected, request.origin(), request.token(),
+                                installedOriginSecret())) {
     return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
   }
 

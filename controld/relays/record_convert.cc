@@ -2,6 +2,8 @@
 
 #include <openssl/pem.h>
 
+#include <algorithm>
+
 #include "common/crypto.h"
 #include "controld/base/openssl_util.h"
 
@@ -33,6 +35,11 @@ cv1::CertificateState toProtoState(CertificateState state) {
 }
 
 cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, int64_t nowMs) {
+  return toProtoRecord(record, revision, nowMs, installedOriginSecret());
+}
+
+cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, int64_t nowMs,
+                                const std::optional<OriginSecret>& secret) {
   cv1::TunnelRecord out;
   out.set_tunnel_id(record.id);
   out.set_revision(revision > 0 ? static_cast<uint64_t>(revision) : 0);
@@ -43,6 +50,21 @@ cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, in
   out.set_cert_ready(ready);
   out.set_cert_not_after_unix_ms(ready ? record.certificate.notAfterMs : 0);
   out.set_deleted(record.deleted());
+  if (secret) {
+    for (const OriginEntry& origin : record.origins) {
+      cv1::OriginCredential* credential = out.add_origins();
+      credential->set_name(origin.name);
+      const auto digest = crypto::sha256(
+          deriveOriginCredential(*secret, record.id, origin.name, record.credentialGeneration));
+      credential->set_credential_sha256(std::string(digest.begin(), digest.end()));
+    }
+  }
+  out.set_balancing(record.balancing == Balancing::kPriority ? cv1::BALANCING_PRIORITY
+                                                             : cv1::BALANCING_SPREAD);
+  // 0 on the wire means "the default" (10000), so a hold of 0 the owner asked for is sent as 1 ms,
+  // which relayd treats as no hold at all.
+  out.set_sticky_hold_ms(static_cast<uint32_t>(std::max<int64_t>(1, record.stickyHoldMs)));
+  out.set_credential_generation(record.credentialGeneration);
   return out;
 }
 

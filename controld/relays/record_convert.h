@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "controld/base/origin_credentials.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
 #include "controld/store/store.h"
@@ -34,6 +35,12 @@ inline constexpr uint32_t kDefaultMaxRoutesPerTunnel = 256;
 
 // The record relayd caches. A malformed token hash becomes an empty token_sha256, which matches no
 // presented token. Limits are left 0 (the machine's defaults) until records carry their own.
+// The pool goes along: each origin with SHA-256 of its credential derived with `secret` (no
+// secret: no origins, so relayd accepts only the tunnel token), balancing, hold and generation.
+[[nodiscard]] cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision,
+                                              int64_t nowMs,
+                                              const std::optional<OriginSecret>& secret);
+// As above with the process's installed secret (installedOriginSecret).
 [[nodiscard]] cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision,
                                               int64_t nowMs);
 [[nodiscard]] inline cv1::TunnelRecord toProtoRecord(const StoredTunnel& tunnel, int64_t nowMs) {

@@ -5,8 +5,10 @@
 #include <array>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/bridge_frame.h"
+#include "controld/base/origin_credentials.h"
 
 namespace ot::controld {
 namespace {
@@ -39,6 +41,42 @@ Json nullable(const std::optional<int64_t>& value) {
   return value ? Json(*value) : Json(nullptr);
 }
 
+Status readPool(const Json& json, TunnelRecord& r) {
+  const auto origins = json.find("origins");
+  if (origins != json.end()) {
+    if (!origins->is_array()) return invalid("tunnel record origins is not an array");
+    for (const auto& item : *origins) {
+      if (!item.is_object()) return invalid("tunnel record origin is not an object");
+      auto name = getString(item, "name");
+      const auto added = item.find("addedAt");
+      if (!name || added == item.end() || !added->is_number_integer()) {
+        return invalid("tunnel record origin lacks name or addedAt");
+      }
+      r.origins.push_back(OriginEntry{std::move(*name), added->get<int64_t>()});
+    }
+  }
+  const auto generation = json.find("credentialGeneration");
+  if (generation != json.end()) {
+    if (!generation->is_number_unsigned()) {
+      return invalid("tunnel record credentialGeneration is not an unsigned integer");
+    }
+    r.credentialGeneration = generation->get<uint64_t>();
+  }
+  const auto balancing = json.find("balancing");
+  if (balancing != json.end()) {
+    auto parsed =
+        balancing->is_string() ? parseBalancing(balancing->get<std::string>()) : std::nullopt;
+    if (!parsed) return invalid("tunnel record balancing is neither spread nor priority");
+    r.balancing = *parsed;
+  }
+  const auto hold = json.find("stickyHoldMs");
+  if (hold != json.end()) {
+    if (!hold->is_number_integer()) return invalid("tunnel record stickyHoldMs is not an integer");
+    r.stickyHoldMs = hold->get<int64_t>();
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 const char* certificateStateName(CertificateState state) {
@@ -59,6 +97,31 @@ std::optional<CertificateState> parseCertificateState(std::string_view name) {
   for (auto state : {CertificateState::kNone, CertificateState::kIssuing, CertificateState::kReady,
                      CertificateState::kFailed}) {
     if (name == certificateStateName(state)) return state;
+  }
+  return std::nullopt;
+}
+
+const char* balancingName(Balancing balancing) {
+  return balancing == Balancing::kPriority ? "priority" : "spread";
+}
+
+std::optional<Balancing> parseBalancing(std::string_view name) {
+  if (name == "spread") return Balancing::kSpread;
+  if (name == "priority") return Balancing::kPriority;
+  return std::nullopt;
+}
+
+std::optional<std::string> checkPool(const TunnelRecord& record) {
+  if (record.origins.size() > kMaxOriginsPerTunnel) {
+    return "more than " + std::to_string(kMaxOriginsPerTunnel) + " origins";
+  }
+  std::set<std::string> seen;
+  for (const OriginEntry& origin : record.origins) {
+    if (!isValidOriginName(origin.name)) return "origin name \"" + origin.name + "\" is not valid";
+    if (!seen.insert(origin.name).second) return "origin " + origin.name + " is listed twice";
+  }
+  if (record.stickyHoldMs < 0 || record.stickyHoldMs > kMaxStickyHoldMs) {
+    return "stickyHoldMs is outside 0.." + std::to_string(kMaxStickyHoldMs);
   }
   return std::nullopt;
 }
@@ -85,6 +148,17 @@ std::string toJson(const TunnelRecord& r) {
       {"renewAt", nullable(r.renewAtMs)},
       {"deletedAt", nullable(r.deletedAtMs)},
   };
+  // Appended only when set: a record without a pool keeps the exact text it always had.
+  if (!r.origins.empty()) {
+    Json origins = Json::array();
+    for (const OriginEntry& origin : r.origins) {
+      origins.push_back(Json{{"name", origin.name}, {"addedAt", origin.addedAtMs}});
+    }
+    json["origins"] = std::move(origins);
+  }
+  if (r.credentialGeneration != 0) json["credentialGeneration"] = r.credentialGeneration;
+  if (r.balancing != Balancing::kSpread) json["balancing"] = balancingName(r.balancing);
+  if (r.stickyHoldMs != kDefaultStickyHoldMs) json["stickyHoldMs"] = r.stickyHoldMs;
   return json.dump();
 }
 
@@ -138,6 +212,7 @@ Result<TunnelRecord> tunnelRecordFromJson(std::string_view text) {
       }
     }
   }
+  if (auto pool = readPool(json, r); !pool.ok()) return pool.error();
   return r;
 }
 

@@ -33,6 +33,22 @@ struct CertificateInfo {
   bool operator==(const CertificateInfo&) const = default;
 };
 
+// One named origin of a tunnel's pool (docs/pools-origins.md). Its credential is derived, never
+// stored.
+struct OriginEntry {
+  std::string name;
+  int64_t addedAtMs = 0;
+  bool operator==(const OriginEntry&) const = default;
+};
+
+// How visitors are spread over an origin's profiles and links (relayd decides; stored here).
+enum class Balancing { kSpread, kPriority };
+[[nodiscard]] const char* balancingName(Balancing balancing);
+[[nodiscard]] std::optional<Balancing> parseBalancing(std::string_view name);
+
+inline constexpr int64_t kDefaultStickyHoldMs = 10000;
+inline constexpr int64_t kMaxStickyHoldMs = 600000;
+
 struct TunnelRecord {
   std::string id;
   std::string hostname;        // <id>.<domain>
@@ -43,6 +59,12 @@ struct TunnelRecord {
   CertificateInfo certificate;
   std::optional<int64_t> renewAtMs;  // the renewal alarm (mirrored in the alarm_at column)
   std::optional<int64_t> deletedAtMs;
+  // The pool. Each member is written to the JSON only when it is not the default, so records
+  // written before pools existed stay byte for byte the same.
+  std::vector<OriginEntry> origins;  // at most kMaxOriginsPerTunnel, names unique, oldest first
+  uint64_t credentialGeneration = 0;
+  Balancing balancing = Balancing::kSpread;
+  int64_t stickyHoldMs = kDefaultStickyHoldMs;
   bool operator==(const TunnelRecord&) const = default;
 
   [[nodiscard]] bool deleted() const { return deletedAtMs.has_value(); }
@@ -50,7 +72,13 @@ struct TunnelRecord {
 };
 
 [[nodiscard]] std::string toJson(const TunnelRecord& record);
+// Reads what toJson writes. Pool members are checked only for type here; their rules (valid and
+// unique names, limits) are checkPool's.
 [[nodiscard]] Result<TunnelRecord> tunnelRecordFromJson(std::string_view json);
+
+// Why the record's pool breaks its rules (names valid and unique, at most kMaxOriginsPerTunnel,
+// stickyHoldMs within 0..kMaxStickyHoldMs); nullopt when it keeps them.
+[[nodiscard]] std::optional<std::string> checkPool(const TunnelRecord& record);
 
 // A tunnel ID is one DNS label: 1-63 of [a-z0-9-], not starting or ending with '-'.
 [[nodiscard]] bool isValidTunnelId(std::string_view id);
