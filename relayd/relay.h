@@ -99,6 +99,8 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
 
  private:
   void onTunnel(const v1::TunnelRecord& record);
+  // Caches a pushed or fetched record; a newer one closes the bridges it revokes.
+  void storeRecord(const v1::TunnelRecord& record);
   void onTunnelDeleted(const std::string& tunnelId);
   void onApiCertificate(const v1::ApiCertificate& certificate);
   void onCommand(const v1::Command& command);
