@@ -94,13 +94,15 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void closeAllBridges();
   void stop();  // stops the control client
 
+  // Caches a pushed or fetched record; a newer one closes at once the bridges whose derived
+  // credential it no longer lists (1008 "credential revoked"). Public for tests.
+  void storeRecord(const v1::TunnelRecord& record);
+
   [[nodiscard]] TunnelTable& table() { return table_; }
   [[nodiscard]] size_t bridgeCount() const { return bridges_.size(); }
 
  private:
   void onTunnel(const v1::TunnelRecord& record);
-  // Caches a pushed or fetched record; a newer one closes the bridges it revokes.
-  void storeRecord(const v1::TunnelRecord& record);
   void onTunnelDeleted(const std::string& tunnelId);
   void onApiCertificate(const v1::ApiCertificate& certificate);
   void onCommand(const v1::Command& command);
