@@ -58,7 +58,7 @@ size_t chooseOrigin(std::string_view visitorKey, std::span<const OriginCandidate
   return best;
 }
 
-void OriginHold::linksUp(std::string_view origin, uint64_t nowMs) {
+void OriginHold::linksUp(std::string_view origin, uint64_t nowMs, bool othersUp) {
   auto it = states_.find(origin);
   if (it == states_.end()) {
     states_.emplace(std::string(origin), State{true, 0, 0, false});  // never seen: not held
@@ -67,7 +67,7 @@ void OriginHold::linksUp(std::string_view origin, uint64_t nowMs) {
   State& state = it->second;
   if (state.up) return;
   state.up = true;
-  state.returned = true;
+  state.returned = othersUp;
   state.cameBackAtMs = nowMs;
 }
 

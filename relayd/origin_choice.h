@@ -43,8 +43,11 @@ class OriginHold {
  public:
   static constexpr uint64_t kForgetLostMs = 10 * 60'000;
 
-  // The origin has links now (`up`) or none left.
-  void linksUp(std::string_view origin, uint64_t nowMs);
+  // The origin has links now (`up`) or none left. `othersUp`: another origin of the tunnel has
+  // links. An origin coming back while no other has links takes nobody's visitors: not held
+  // (otherwise, after every origin dropped at once, the ones back first would hand visitors to
+  // the later ones as their holds end one after another).
+  void linksUp(std::string_view origin, uint64_t nowMs, bool othersUp = true);
   void linksLost(std::string_view origin, uint64_t nowMs);
   [[nodiscard]] bool held(std::string_view origin, uint64_t nowMs, uint64_t holdMs) const;
   // Forgets origins lost for kForgetLostMs and holds that ended; cheap, run now and then.

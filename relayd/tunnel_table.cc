@@ -199,7 +199,7 @@ void TunnelTable::addBridge(const std::string& tunnelId, uint64_t bridgeKey,
   const bool firstOfOrigin =
       std::none_of(tunnel.bridges.begin(), tunnel.bridges.end(),
                    [&](const BridgeEntry& entry) { return entry.origin.origin == origin.origin; });
-  if (firstOfOrigin) tunnel.hold.linksUp(origin.origin, nowMs);
+  if (firstOfOrigin) tunnel.hold.linksUp(origin.origin, nowMs, !tunnel.bridges.empty());
   tunnel.bridges.push_back(
       BridgeEntry{bridgeKey, std::move(routes), maxConns, 0, false, std::move(origin)});
   ++bridgeCount_;

@@ -159,6 +159,24 @@ TEST_CASE("origin choice: removing origin B moves only B's visitors; B's return 
   for (size_t origin : originsOf(table, 50, now + 21'001)) CHECK(origin == 1);
 }
 
+TEST_CASE("origin choice: after every origin dropped, the first back is not held") {
+  uint64_t now = 1'000'000;
+  TunnelTable table = poolTable(now);
+  const auto before = originsOf(table, 1000, now);
+  for (size_t origin = 0; origin < kOrigins.size(); ++origin) removeOrigin(table, origin, now);
+  now += 1'000;
+  addOrigin(table, 0, now);  // alpha first: serves everyone, takes nobody's visitors
+  now += 2'000;
+  addOrigin(table, 1, now);  // bravo, then charlie: held, taking theirs back after the hold
+  addOrigin(table, 2, now);
+  // Had alpha been held too, all three would be held now and share the visitors, then alpha's
+  // hold would end first and pull bravo's and charlie's to it: a second move.
+  for (const uint64_t at : {now, now + kDefaultStickyHoldMs - 1}) {
+    for (size_t origin : originsOf(table, 1000, at)) CHECK(origin == 0);
+  }
+  CHECK(originsOf(table, 1000, now + kDefaultStickyHoldMs) == before);
+}
+
 TEST_CASE("origin choice: a new origin, or one lost longer than 10 minutes, is not held") {
   uint64_t now = 5'000;
   TunnelTable table(MachineLimits{1'000'000, 1'000'000, 256});
