@@ -341,3 +341,25 @@ TEST_CASE("origin choice: the CPU cost of a pick (3 origins x 2 profiles x 4 lin
   MESSAGE("pickBridge + connectionClosed: " << ns << " ns per pick (checksum " << sum << ")");
   CHECK(sum > 0);
 }
+
+TEST_CASE("origin choice: the hold is the record's stickyHoldMs, changed live") {
+  uint64_t now = 1'000'000;
+  TunnelTable table = poolTable(now);
+  CachedRecord record = readyRecord(2);
+  record.stickyHoldMs = 2'000;
+  table.upsertRecord("t1", record);
+  const auto before = originsOf(table, 1000, now);
+  removeOrigin(table, 1, now);
+  const auto without = originsOf(table, 1000, now);
+  addOrigin(table, 1, now + 1);
+  CHECK(originsOf(table, 1000, now + 2'000) == without);
+  CHECK(originsOf(table, 1000, now + 2'001) == before);
+
+  removeOrigin(table, 1, now + 3'000);
+  addOrigin(table, 1, now + 4'000);
+  record.revision = 3;
+  record.stickyHoldMs = 60'000;  // lengthened while held
+  table.upsertRecord("t1", record);
+  CHECK(originsOf(table, 1000, now + 30'000) == without);
+  CHECK(originsOf(table, 1000, now + 64'000) == before);
+}

@@ -154,3 +154,21 @@ TEST_CASE_FIXTURE(RevokeRig, "relay revocation: attached answers protocol 2") {
   const std::string out(transports[owner].out.begin(), transports[owner].out.end());
   CHECK(out.find("\"protocol\":2") != std::string::npos);
 }
+
+TEST_CASE("relay revocation: the record's balancing, hold and generation reach the cache") {
+  v1::TunnelRecord record = recordOf(1, {{"alpha", "oc_alpha_1"}});
+  CachedRecord cached = toCachedRecord(record);
+  CHECK(cached.balancing == Balancing::kSpread);       // unset: spread, as before pools
+  CHECK(cached.stickyHoldMs == kDefaultStickyHoldMs);  // 0: the default
+  CHECK(cached.credentialGeneration == 0);
+  REQUIRE(cached.origins.size() == 1);
+  record.set_balancing(v1::BALANCING_PRIORITY);
+  record.set_sticky_hold_ms(2'500);
+  record.set_credential_generation(7);
+  cached = toCachedRecord(record);
+  CHECK(cached.balancing == Balancing::kPriority);
+  CHECK(cached.stickyHoldMs == 2'500);
+  CHECK(cached.credentialGeneration == 7);
+  record.set_balancing(v1::BALANCING_SPREAD);
+  CHECK(toCachedRecord(record).balancing == Balancing::kSpread);
+}
