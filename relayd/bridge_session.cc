@@ -189,6 +189,7 @@ void BridgeSession::attachAllowed(uint32_t maxConns) {
   attached.bridgeId = bridgeId_;
   attached.limits.maxConns = maxConns;
   attached.heartbeatMs = static_cast<uint32_t>(context_.config.bridgeHeartbeatMs);
+  attached.protocol = bridge::kBridgeProtocolVersion;
   sendText(bridge::serializeAttached(attached));
   reader_.setMaxMessageSize(bridge::kMaxMessageAfterAttach);
   context_.metrics.attach(AttachOutcome::kOk);

@@ -297,8 +297,7 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
       bridge->attachRefused(verdict.refusal.code, verdict.refusal.message);
       return;
     }
-    if (response->has_record())
-      table_.upsertRecord(bridge->tunnelId(), toCachedRecord(response->record()));
+    if (response->has_record()) storeRecord(response->record());
   }
   if (table_.bridgeCountOf(bridge->tunnelId()) >= context_.config.maxBridgesPerTunnel) {
     // One token holder must not take the relay's whole connection budget with bridges.
@@ -321,7 +320,11 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
 
 void Relay::bridgeAttached(BridgeSession* bridge) {
   const bridge::AttachRequest& attach = bridge->attachRequest();
-  table_.addBridge(bridge->tunnelId(), bridge->key(), attach.routes, bridge->maxConns());
+  // The token is still there (BridgeSession drops it after this call): which credential it was.
+  table_.addBridge(bridge->tunnelId(), bridge->key(), attach.routes, bridge->maxConns(),
+                   TunnelTable::classifyAttach(table_.record(bridge->tunnelId()), attach.token,
+                                               attach.origin, attach.profile, attach.profileIndex),
+                   context_.nowMs());
   context_.metrics.bridgesAttached.Increment();
   v1::Bridge proto;
   proto.set_bridge_id(bridge->bridgeId());
@@ -329,6 +332,7 @@ void Relay::bridgeAttached(BridgeSession* bridge) {
   for (const auto& route : attach.routes) proto.add_routes(route);
   proto.set_origin(attach.origin);
   proto.set_profile(attach.profile);
+  proto.set_profile_index(attach.profileIndex);
   proto.set_max_conns(bridge->maxConns());
   proto.set_attached_at_unix_ms(static_cast<int64_t>(bridge->attachedAtUnixMs()));
   control_->bridgeAttached(std::move(proto));
@@ -336,7 +340,7 @@ void Relay::bridgeAttached(BridgeSession* bridge) {
 }
 
 void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
-  table_.removeBridge(bridge->tunnelId(), bridge->key());
+  table_.removeBridge(bridge->tunnelId(), bridge->key(), context_.nowMs());
   context_.metrics.bridgesAttached.Decrement();
   context_.metrics.detach(reason);
   control_->bridgeDetached(bridge->bridgeId(), bridge->tunnelId(), detachReasonToProto(reason),
@@ -369,7 +373,10 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
   // One address may hold MAX_CONNS_PER_TUNNEL_PER_SOURCE of a tunnel's slots, so a flood of
   // unfinished handshakes from one place leaves the rest to everyone else.
   SourceSlot sourceSlot;
-  if (const std::string source = peerSourceKey(stream->peerAddress()); !source.empty()) {
+  // The visitor's identity for the origin choice too (IPv4 address, IPv6 /64; a forwarded
+  // visitor keeps its own address, so every machine chooses alike).
+  const std::string source = peerSourceKey(stream->peerAddress());
+  if (!source.empty()) {
     sourceSlot = SourceSlot::acquire(context_.tunnelSlotsBySource, target.tunnelId + ' ' + source,
                                      context_.config.maxConnsPerTunnelPerSource);
     if (!sourceSlot.held()) {
@@ -385,7 +392,8 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
       return ForwardedRoute::kRejected;
     }
   }
-  const TunnelTable::Pick pick = table_.pickBridge(target.tunnelId, target.route);
+  const TunnelTable::Pick pick =
+      table_.pickBridge(target.tunnelId, target.route, source, context_.nowMs());
   if (pick.result != PickResult::kOk) {
     const VisitorOutcome outcome = outcomeFor(pick.result);
     // A certificate "not ready" in this machine's cached record decides nothing when no bridge

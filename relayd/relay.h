@@ -94,6 +94,10 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void closeAllBridges();
   void stop();  // stops the control client
 
+  // Caches a pushed or fetched record; a newer one closes at once the bridges whose derived
+  // credential it no longer lists (1008 "credential revoked"). Public for tests.
+  void storeRecord(const v1::TunnelRecord& record);
+
   [[nodiscard]] TunnelTable& table() { return table_; }
   [[nodiscard]] size_t bridgeCount() const { return bridges_.size(); }
 

@@ -37,6 +37,11 @@ CachedRecord toCachedRecord(const v1::TunnelRecord& record) {
   for (const auto& origin : record.origins()) {
     cached.origins.emplace_back(origin.name(), toSha256(origin.credential_sha256()));
   }
+  cached.balancing =
+      record.balancing() == v1::BALANCING_PRIORITY ? Balancing::kPriority : Balancing::kSpread;
+  cached.stickyHoldMs =
+      record.sticky_hold_ms() == 0 ? kDefaultStickyHoldMs : record.sticky_hold_ms();
+  cached.credentialGeneration = record.credential_generation();
   return cached;
 }
 
@@ -56,6 +61,8 @@ v1::DetachReason detachReasonToProto(DetachOutcome reason) {
       return v1::DETACH_REASON_SERVER_CLOSE;
     case DetachOutcome::kReset:
       return v1::DETACH_REASON_RESET;
+    case DetachOutcome::kRevoked:
+      return v1::DETACH_REASON_REVOKED;
     case DetachOutcome::kCount:
       break;
   }
@@ -72,6 +79,8 @@ DetachOutcome detachOutcomeFromProto(v1::DetachReason reason) {
       return DetachOutcome::kReset;
     case v1::DETACH_REASON_IDLE_RETIRE:
       return DetachOutcome::kIdleRetire;
+    case v1::DETACH_REASON_REVOKED:
+      return DetachOutcome::kRevoked;
     default:
       return DetachOutcome::kServerClose;
   }
@@ -82,7 +91,20 @@ void Relay::onTunnel(const v1::TunnelRecord& record) {
     onTunnelDeleted(record.tunnel_id());
     return;
   }
-  table_.upsertRecord(record.tunnel_id(), toCachedRecord(record));
+  storeRecord(record);
+}
+
+void Relay::storeRecord(const v1::TunnelRecord& record) {
+  if (!table_.upsertRecord(record.tunnel_id(), toCachedRecord(record))) return;
+  // A newer record: bridges whose derived credential it no longer lists (origin removed,
+  // generation rotated) stop at once. Token bridges and every other bridge stay.
+  for (uint64_t key : table_.revokedBridges(record.tunnel_id())) {
+    auto it = bridges_.find(key);
+    if (it == bridges_.end()) continue;
+    kLog.info("bridge closed: its origin credential was revoked",
+              {{"bridge", it->second->bridgeId()}, {"tunnel", record.tunnel_id()}});
+    it->second->close(ws::kClosePolicyViolation, DetachOutcome::kRevoked, "credential revoked");
+  }
 }
 
 void Relay::onTunnelDeleted(const std::string& tunnelId) {

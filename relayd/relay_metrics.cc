@@ -108,6 +108,8 @@ std::string_view detachOutcomeName(DetachOutcome outcome) {
       return "delete";
     case DetachOutcome::kServerClose:
       return "server_close";
+    case DetachOutcome::kRevoked:
+      return "revoked";
     case DetachOutcome::kReset:
     case DetachOutcome::kCount:
       break;

@@ -63,6 +63,7 @@ enum class DetachOutcome : uint8_t {
   kDelete,
   kServerClose,
   kReset,
+  kRevoked,  // its origin's derived credential is no longer listed (docs/pools-choice.md)
   kCount,
 };
 

@@ -28,7 +28,7 @@ struct RelaydConfig {
   uint64_t halfCloseTimeoutMs = 60'000;
   uint64_t maxConnsPerBridge = 256;
   uint64_t maxConnsPerTunnel = 1024;
-  uint64_t maxBridgesPerTunnel = 16;      // attached at once on this machine
+  uint64_t maxBridgesPerTunnel = 128;     // attached at once on this machine
   uint32_t authFailureLimit = 20;         // bad_token attaches per source per window; 0: off
   uint64_t authFailureWindowMs = 60'000;  // from a source's first failure
   // Of one tunnel's connections, what one source address (IPv6: its /64) may hold.

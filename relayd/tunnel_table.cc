@@ -122,6 +122,7 @@ TunnelTable::Sweep TunnelTable::sweep(uint64_t nowMs, bool dropIdle) {
       tunnel.recordAtMs = nowMs;  // asked once per TTL, whatever the answer
       result.reread.push_back(it->first);
     }
+    tunnel.hold.sweep(nowMs, tunnel.record.stickyHoldMs);
     ++it;
   }
   return result;
@@ -172,15 +173,66 @@ uint32_t TunnelTable::tunnelConnLimit(const Tunnel& tunnel) const {
   return limit;
 }
 
+BridgeOrigin TunnelTable::classifyAttach(const CachedRecord* record, std::string_view token,
+                                         std::string origin, std::string profile,
+                                         uint32_t profileIndex) {
+  BridgeOrigin result;
+  result.profileIndex = profileIndex;
+  if (record != nullptr && !hashEquals(record->tokenSha256, token)) {
+    for (const auto& [name, hash] : record->origins) {
+      if (name != origin || !hashEquals(hash, token)) continue;
+      result.derivedCredential = true;
+      result.credentialSha256 = hash;
+      break;
+    }
+  }
+  result.origin = std::move(origin);
+  result.profile = std::move(profile);
+  return result;
+}
+
 void TunnelTable::addBridge(const std::string& tunnelId, uint64_t bridgeKey,
-                            std::vector<std::string> routes, uint32_t maxConns) {
+                            std::vector<std::string> routes, uint32_t maxConns, BridgeOrigin origin,
+                            uint64_t nowMs) {
   Tunnel& tunnel = tunnels_[tunnelId];
   for (const auto& route : routes) ++tunnel.routeClaims[route];
-  tunnel.bridges.push_back(BridgeEntry{bridgeKey, std::move(routes), maxConns, 0, false});
+  const bool firstOfOrigin =
+      std::none_of(tunnel.bridges.begin(), tunnel.bridges.end(),
+                   [&](const BridgeEntry& entry) { return entry.origin.origin == origin.origin; });
+  if (firstOfOrigin) tunnel.hold.linksUp(origin.origin, nowMs, !tunnel.bridges.empty());
+  tunnel.bridges.push_back(
+      BridgeEntry{bridgeKey, std::move(routes), maxConns, 0, false, std::move(origin)});
   ++bridgeCount_;
 }
 
-void TunnelTable::removeBridge(const std::string& tunnelId, uint64_t bridgeKey) {
+std::vector<uint64_t> TunnelTable::revokedBridges(std::string_view tunnelId) const {
+  std::vector<uint64_t> revoked;
+  auto it = tunnels_.find(std::string(tunnelId));
+  if (it == tunnels_.end() || !it->second.haveRecord) return revoked;
+  const CachedRecord& record = it->second.record;
+  for (const auto& bridge : it->second.bridges) {
+    if (!bridge.origin.derivedCredential) continue;
+    const bool listed =
+        std::any_of(record.origins.begin(), record.origins.end(), [&](const auto& entry) {
+          return entry.first == bridge.origin.origin &&
+                 CRYPTO_memcmp(entry.second.data(), bridge.origin.credentialSha256.data(),
+                               entry.second.size()) == 0;
+        });
+    if (!listed) revoked.push_back(bridge.key);
+  }
+  return revoked;
+}
+
+const BridgeOrigin* TunnelTable::bridgeOrigin(std::string_view tunnelId, uint64_t bridgeKey) const {
+  auto it = tunnels_.find(std::string(tunnelId));
+  if (it == tunnels_.end()) return nullptr;
+  for (const auto& bridge : it->second.bridges) {
+    if (bridge.key == bridgeKey) return &bridge.origin;
+  }
+  return nullptr;
+}
+
+void TunnelTable::removeBridge(const std::string& tunnelId, uint64_t bridgeKey, uint64_t nowMs) {
   auto it = tunnels_.find(tunnelId);
   if (it == tunnels_.end()) return;
   Tunnel& tunnel = it->second;
@@ -193,7 +245,12 @@ void TunnelTable::removeBridge(const std::string& tunnelId, uint64_t bridgeKey) 
     if (claim != tunnel.routeClaims.end() && --claim->second == 0) tunnel.routeClaims.erase(claim);
   }
   tunnel.open -= std::min(tunnel.open, bridge->open);
+  const std::string origin = std::move(bridge->origin.origin);
   tunnel.bridges.erase(bridge);
+  const bool lastOfOrigin =
+      std::none_of(tunnel.bridges.begin(), tunnel.bridges.end(),
+                   [&](const BridgeEntry& entry) { return entry.origin.origin == origin; });
+  if (lastOfOrigin) tunnel.hold.linksLost(origin, nowMs);
   tunnel.used = true;  // its idle time starts with its last bridge gone
   --bridgeCount_;
   eraseIfEmpty(it);
@@ -220,7 +277,8 @@ size_t TunnelTable::bridgeCountOf(std::string_view tunnelId) const {
   return it == tunnels_.end() ? 0 : it->second.bridges.size();
 }
 
-TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string_view route) {
+TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string_view route,
+                                          std::string_view visitorKey, uint64_t nowMs) {
   auto it = tunnels_.find(std::string(tunnelId));
   if (it != tunnels_.end()) it->second.used = true;
   if (it == tunnels_.end() || !it->second.haveRecord || it->second.record.deleted) {
@@ -231,18 +289,45 @@ TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string
   if (tunnel.bridges.empty()) return {PickResult::kNoBridge, 0};
   if (!tunnel.routeClaims.contains(route)) return {PickResult::kUnknownRoute, 0};
   if (tunnel.open >= tunnelConnLimit(tunnel)) return {PickResult::kTooManyConnections, 0};
-  BridgeEntry* best = nullptr;
+  const auto usable = [route](const BridgeEntry& bridge) {
+    return !bridge.draining && bridge.open < bridge.maxConns &&
+           std::find(bridge.routes.begin(), bridge.routes.end(), route) != bridge.routes.end();
+  };
+  // The origins with a usable bridge: a tunnel has a few (at most 32 named), so a linear scan.
+  candidates_.clear();
   bool anyServing = false;
-  for (auto& bridge : tunnel.bridges) {
+  for (const auto& bridge : tunnel.bridges) {
     if (bridge.draining) continue;
     if (std::find(bridge.routes.begin(), bridge.routes.end(), route) == bridge.routes.end())
       continue;
     anyServing = true;
     if (bridge.open >= bridge.maxConns) continue;
-    if (best == nullptr || bridge.open <= best->open) best = &bridge;
+    const std::string_view name = bridge.origin.origin;
+    if (std::none_of(candidates_.begin(), candidates_.end(),
+                     [name](const OriginCandidate& known) { return known.name == name; })) {
+      candidates_.push_back({name, 1.0, tunnel.hold.held(name, nowMs, tunnel.record.stickyHoldMs)});
+    }
   }
-  if (best == nullptr) {
+  const size_t chosen = chooseOrigin(visitorKey, candidates_);
+  if (chosen == candidates_.size()) {
     return {anyServing ? PickResult::kTooManyConnections : PickResult::kNoBridge, 0};
+  }
+  const std::string_view origin = candidates_[chosen].name;
+  // priority: only the lowest profile_index with a usable link of this origin takes part.
+  uint32_t profileIndex = 0;
+  const bool priority = tunnel.record.balancing == Balancing::kPriority;
+  if (priority) {
+    profileIndex = UINT32_MAX;
+    for (const auto& bridge : tunnel.bridges) {
+      if (bridge.origin.origin == origin && usable(bridge))
+        profileIndex = std::min(profileIndex, bridge.origin.profileIndex);
+    }
+  }
+  BridgeEntry* best = nullptr;
+  for (auto& bridge : tunnel.bridges) {
+    if (bridge.origin.origin != origin || !usable(bridge)) continue;
+    if (priority && bridge.origin.profileIndex != profileIndex) continue;
+    if (best == nullptr || bridge.open <= best->open) best = &bridge;
   }
   ++best->open;
   ++tunnel.open;

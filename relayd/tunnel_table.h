@@ -15,9 +15,19 @@
 #include <utility>
 #include <vector>
 
+#include "relayd/origin_choice.h"
+
 namespace ot::relayd {
 
 using Sha256 = std::array<uint8_t, 32>;
+
+// How visitors are spread over the chosen origin's links (TunnelRecord.balancing).
+enum class Balancing : uint8_t {
+  kSpread,    // every usable link of the origin; the one with the fewest open streams
+  kPriority,  // the lowest profile_index with a usable link, then its fewest-open link
+};
+
+inline constexpr uint32_t kDefaultStickyHoldMs = 10'000;
 
 struct CachedRecord {
   uint64_t revision = 0;
@@ -29,6 +39,20 @@ struct CachedRecord {
   uint32_t maxConnsPerTunnel = 0;
   uint32_t maxRoutes = 0;
   std::vector<std::pair<std::string, Sha256>> origins;  // name -> credential hash
+  Balancing balancing = Balancing::kSpread;
+  uint32_t stickyHoldMs = kDefaultStickyHoldMs;
+  uint64_t credentialGeneration = 0;
+};
+
+// What a bridge attached as: its origin ("" unnamed), profile, and which credential it used.
+struct BridgeOrigin {
+  std::string origin;
+  std::string profile;
+  uint32_t profileIndex = 0;
+  // Attached with its origin's derived credential (not the tunnel token): closed when a newer
+  // record no longer lists that credential's hash under the origin.
+  bool derivedCredential = false;
+  Sha256 credentialSha256{};
 };
 
 struct MachineLimits {
@@ -92,9 +116,20 @@ class TunnelTable {
   // The cap on a new bridge's connections: min(client's max_conns, record, machine).
   [[nodiscard]] uint32_t bridgeConnLimit(std::string_view tunnelId, uint32_t clientMaxConns) const;
 
+  // Which credential an attach used, from the record cached when it attached: derived only when
+  // the token is not the tunnel token and matches the hash listed for its origin (anything else
+  // is never revoked by revokedBridges).
+  [[nodiscard]] static BridgeOrigin classifyAttach(const CachedRecord* record,
+                                                   std::string_view token, std::string origin,
+                                                   std::string profile, uint32_t profileIndex);
+
+  // `nowMs` feeds the hold (an origin gaining its first link, or losing its last).
   void addBridge(const std::string& tunnelId, uint64_t bridgeKey, std::vector<std::string> routes,
-                 uint32_t maxConns);
-  void removeBridge(const std::string& tunnelId, uint64_t bridgeKey);
+                 uint32_t maxConns, BridgeOrigin origin = {}, uint64_t nowMs = 0);
+  void removeBridge(const std::string& tunnelId, uint64_t bridgeKey, uint64_t nowMs = 0);
+  // The bridges whose derived credential the cached record no longer lists under their origin
+  // (the origin was removed or the generation rotated): to be closed with "credential revoked".
+  [[nodiscard]] std::vector<uint64_t> revokedBridges(std::string_view tunnelId) const;
   // A draining bridge gets no new visitors.
   void setDraining(const std::string& tunnelId, uint64_t bridgeKey);
   [[nodiscard]] std::vector<uint64_t> bridgesOf(std::string_view tunnelId) const;
@@ -105,14 +140,20 @@ class TunnelTable {
   // before `deadlineUnixMs`: opentunnel_certificates_expiring. O(tunnels), at scrape time.
   [[nodiscard]] size_t certificatesExpiringBy(int64_t deadlineUnixMs) const;
 
-  // Chooses the bridge for a visitor of <route>.<id>: among non-draining bridges claiming the
-  // route with room, the one carrying the fewest connections (the newest on a tie). Counts the
-  // connection when it returns kOk.
+  // Chooses the bridge for a visitor of <route>.<id> (docs/pools-choice.md). Usable bridges:
+  // not draining, claiming the route, with room. First the origin, by rendezvous hashing of
+  // `visitorKey` (peerSourceKey: an IPv4 address, an IPv6 /64) over the origins with a usable
+  // bridge, leaving out origins in their hold; then the origin's link by the record's balancing
+  // (the fewest open streams, the newest on a tie). Counts the connection when it returns kOk.
   struct Pick {
     PickResult result = PickResult::kUnknownTunnel;
     uint64_t bridgeKey = 0;
   };
-  [[nodiscard]] Pick pickBridge(std::string_view tunnelId, std::string_view route);
+  [[nodiscard]] Pick pickBridge(std::string_view tunnelId, std::string_view route,
+                                std::string_view visitorKey = {}, uint64_t nowMs = 0);
+  // The origin a bridge attached as (nullptr: unknown bridge). For tests and status.
+  [[nodiscard]] const BridgeOrigin* bridgeOrigin(std::string_view tunnelId,
+                                                 uint64_t bridgeKey) const;
   void connectionClosed(std::string_view tunnelId, uint64_t bridgeKey);
 
  private:
@@ -122,6 +163,7 @@ class TunnelTable {
     uint32_t maxConns = 0;
     uint32_t open = 0;
     bool draining = false;
+    BridgeOrigin origin;
   };
   struct Tunnel {
     bool haveRecord = false;
@@ -129,6 +171,7 @@ class TunnelTable {
     std::vector<BridgeEntry> bridges;                          // in attach order
     std::map<std::string, uint32_t, std::less<>> routeClaims;  // route -> bridges claiming it
     uint32_t open = 0;
+    OriginHold hold;
     // The cached-record rules, kept by sweep()'s clock: used since the previous sweep (a const
     // read counts too), when the sweeps found it unused, when its record was last stored.
     mutable bool used = true;
@@ -143,6 +186,7 @@ class TunnelTable {
   std::unordered_map<std::string, Tunnel> tunnels_;
   std::unordered_map<std::string, uint64_t> missing_;  // id -> expiry (ms)
   size_t bridgeCount_ = 0;
+  std::vector<OriginCandidate> candidates_;  // pickBridge's scratch: no allocation per pick
 };
 
 }  // namespace ot::relayd
