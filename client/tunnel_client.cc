@@ -9,7 +9,9 @@
 
 #include "client/bridge_pool.h"
 #include "client/certificate_watcher.h"
+#include "client/dialer.h"
 #include "client/status_line.h"
+#include "client/status_writer.h"
 #include "client/tunnel_state.h"
 
 namespace ot::client {
@@ -36,6 +38,8 @@ BridgeConfig bridgeConfig(const CommandLine& line, const Provisioned& provisione
   config.certificateChainPem = provisioned.state.chainPem;
   config.privateKeyPem = provisioned.state.keyPem;
   config.links = line.links;
+  config.origin = line.origin;
+  config.credential = line.credential;
   return config;
 }
 
@@ -72,8 +76,11 @@ TunnelClient::TunnelClient(const CommandLine& line, ApiClientOptions apiOptions,
   uv_timer_init(loop, &stopTimer_);
   stopTimer_.data = this;
   const std::string key = provisioned.state.keyPem;
-  pool_ = std::make_unique<BridgePool>(loop, bridgeConfig(line, provisioned),
-                                       [this](const PoolStatus& status) { onStatus(status); });
+  pool_ = std::make_unique<Dialer>(loop, bridgeConfig(line, provisioned), line.profiles, line.links,
+                                   [this](const PoolStatus& status) { onStatus(status); });
+  statusWriter_ =
+      std::make_unique<StatusWriter>(loop, statusFilePath(line.stateDir, provisioned.state.id),
+                                     [this] { return pool_->detailedStatus(); });
   watcher_ = std::make_unique<CertificateWatcher>(
       loop, std::move(apiOptions), std::move(provisioned),
       std::chrono::duration_cast<std::chrono::milliseconds>(kRenewalCheckInterval),
@@ -98,8 +105,10 @@ int TunnelClient::run(const std::function<void()>& onStarted) {
   uv_signal_start(&sigterm_, onSignal, SIGTERM);
   watcher_->start();
   pool_->start();
+  statusWriter_->start();
   onStarted();
   uv_run(loop_.get(), UV_RUN_DEFAULT);
+  statusWriter_->remove();  // a stopped otunnel leaves no status behind
   return exitCode_;
 }
 
@@ -134,6 +143,7 @@ void TunnelClient::requestStop(int code) {
 void TunnelClient::onStopTimer(uv_timer_t* handle) {
   auto* self = static_cast<TunnelClient*>(handle->data);
   self->watcher_->close();
+  self->statusWriter_->close();
   self->pool_->stop([self] {
     for (uv_signal_t* signal : {&self->sigint_, &self->sigterm_}) {
       uv_close(reinterpret_cast<uv_handle_t*>(signal), nullptr);

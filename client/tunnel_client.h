@@ -18,8 +18,9 @@
 
 namespace ot::client {
 
-class BridgePool;
+class Dialer;
 class CertificateWatcher;
+class StatusWriter;
 struct PoolStatus;
 
 class TunnelClient {
@@ -60,7 +61,8 @@ class TunnelClient {
   uv_signal_t sigint_{};
   uv_signal_t sigterm_{};
   uv_timer_t stopTimer_{};
-  std::unique_ptr<BridgePool> pool_;
+  std::unique_ptr<Dialer> pool_;
+  std::unique_ptr<StatusWriter> statusWriter_;
   std::unique_ptr<CertificateWatcher> watcher_;
   bool stopping_ = false;
   int exitCode_ = 0;
