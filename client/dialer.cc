@@ -23,6 +23,7 @@ struct Dialer::Profile {
   std::string resolveError;
   uint64_t resolvedAtMs = 0;
   uint64_t resolveAtMs = 0;
+  bool timerClosed = false;  // its close callback ran
 };
 
 namespace {
@@ -51,10 +52,29 @@ Dialer::Dialer(uv_loop_t* loop, BridgeConfig base, std::vector<ProfileSpec> prof
 }
 
 Dialer::~Dialer() {
-  // Pools close on their own (BridgePool's destructor); a pending lookup must not call back.
+  // Pools close on their own (BridgePool's destructor); a pending lookup must not call back; a
+  // timer not yet closed takes its profile with it when it is (destroyed without a finished
+  // stop: the loop may still hold the handle).
   for (auto& profile : profiles_) {
     if (profile->query != nullptr) profile->query->cancel();
+    profile->query = nullptr;
+    profile->pools.clear();
+    if (profile->timerClosed) continue;
+    Profile* orphan = profile.release();
+    const bool closing = uv_is_closing(reinterpret_cast<uv_handle_t*>(&orphan->timer)) != 0;
+    orphan->owner = nullptr;
+    if (!closing) uv_close(reinterpret_cast<uv_handle_t*>(&orphan->timer), &onTimerClosed);
   }
+}
+
+void Dialer::onTimerClosed(uv_handle_t* handle) {
+  auto* profile = static_cast<Profile*>(handle->data);
+  profile->timerClosed = true;
+  if (profile->owner == nullptr) {
+    delete profile;
+    return;
+  }
+  profile->owner->oneClosed();
 }
 
 void Dialer::start() {
@@ -163,8 +183,7 @@ void Dialer::stop(std::function<void()> done) {
       profile->query = nullptr;
     }
     ++closing_;
-    uv_close(reinterpret_cast<uv_handle_t*>(&profile->timer),
-             [](uv_handle_t* handle) { static_cast<Profile*>(handle->data)->owner->oneClosed(); });
+    uv_close(reinterpret_cast<uv_handle_t*>(&profile->timer), &onTimerClosed);
     for (auto& [address, pool] : profile->pools) {
       ++closing_;
       pool->stop([this] { oneClosed(); });

@@ -53,6 +53,7 @@ class Dialer {
   void addPool(Profile& profile, const std::string& address);
   void armResolveTimer(Profile& profile, uint64_t delayMs);
   static void onResolveTimer(uv_timer_t* timer);
+  static void onTimerClosed(uv_handle_t* handle);
   void onPoolStatus();
   void oneClosed();
 

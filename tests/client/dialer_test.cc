@@ -153,3 +153,17 @@ TEST_CASE("client dialer: bad_token with a credential says the origin was remove
   relay.close();
   REQUIRE(loop.runUntil([&] { return loop.handleCount() == 0; }));
 }
+
+TEST_CASE("client dialer: destroyed without stop(), it closes its handles in the background") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  auto dialer = std::make_unique<Dialer>(
+      loop.get(), testConfig(relay.port(), 1, false),
+      std::vector<ProfileSpec>{profile("a", kRelayName, relay.port(), 2)}, 4, nullptr);
+  dialer->start();
+  REQUIRE(loop.runUntil([&] { return dialer->status().attached == 2; }));
+  dialer.reset();
+  REQUIRE(loop.runUntil([&] { return relay.bridge(0).tcpClosed && relay.bridge(1).tcpClosed; }));
+  relay.close();
+  REQUIRE(loop.runUntil([&] { return loop.handleCount() == 0; }));
+}
