@@ -17,6 +17,7 @@
 #include "client/api_client.h"
 #include "client/command_line.h"
 #include "client/dialer_status.h"
+#include "client/origin_material.h"
 #include "client/provision.h"
 #include "client/server_url.h"
 #include "client/tunnel_client.h"
@@ -97,6 +98,26 @@ int run(const CommandLine& line) {
   apiOptions.caFile = line.caFile;
   const ApiClient api(apiOptions);
 
+  if (!line.credential.empty()) {
+    // A second origin: the owner's state file without its token, no provisioning.
+    auto material = loadOriginMaterial(stateFilePath(stateDir, line.server), line.terminateTls);
+    if (!material) {
+      say("otunnel: " + material.error().message);
+      return 1;
+    }
+    if (line.provisionOnly) {
+      std::printf("%s\n", publicUrl(material->state.hostname, line.server).c_str());
+      return 0;
+    }
+    CommandLine running = line;
+    running.stateDir = stateDir;
+    const std::string url = publicUrl(material->state.hostname, line.server);
+    TunnelClient client(running, apiOptions, std::move(material).value());
+    return client.run([&url] {
+      std::printf("%s\n", url.c_str());
+      std::fflush(stdout);
+    });
+  }
   ProvisionOptions provisionOptions;
   provisionOptions.stateDir = stateDir;
   provisionOptions.wantedId = line.wantedId;

@@ -10,6 +10,7 @@
 #include "client/bridge_pool.h"
 #include "client/certificate_watcher.h"
 #include "client/dialer.h"
+#include "client/origin_material.h"
 #include "client/status_line.h"
 #include "client/status_writer.h"
 #include "client/tunnel_state.h"
@@ -81,6 +82,19 @@ TunnelClient::TunnelClient(const CommandLine& line, ApiClientOptions apiOptions,
   statusWriter_ =
       std::make_unique<StatusWriter>(loop, statusFilePath(line.stateDir, provisioned.state.id),
                                      [this] { return pool_->detailedStatus(); });
+  if (!line.credential.empty()) {
+    // A second origin has no token to ask the API with: its certificate comes from the state
+    // file copied from the owner, re-read now and then (origin_material.h).
+    reloader_ = std::make_unique<OriginReloader>(
+        loop, provisioned.statePath, key, provisioned.state.chainPem,
+        std::chrono::duration_cast<std::chrono::milliseconds>(kOriginReloadInterval),
+        [this, key](const std::string& chain) {
+          if (stopping_) return;
+          pool_->updateCertificate(chain, key);
+          say("otunnel: certificate renewed (from the copied state file)");
+        });
+    return;
+  }
   watcher_ = std::make_unique<CertificateWatcher>(
       loop, std::move(apiOptions), std::move(provisioned),
       std::chrono::duration_cast<std::chrono::milliseconds>(kRenewalCheckInterval),
@@ -103,7 +117,8 @@ int TunnelClient::run(const std::function<void()>& onStarted) {
   }
   uv_signal_start(&sigint_, onSignal, SIGINT);
   uv_signal_start(&sigterm_, onSignal, SIGTERM);
-  watcher_->start();
+  if (watcher_) watcher_->start();
+  if (reloader_) reloader_->start();
   pool_->start();
   statusWriter_->start();
   onStarted();
@@ -142,7 +157,8 @@ void TunnelClient::requestStop(int code) {
 
 void TunnelClient::onStopTimer(uv_timer_t* handle) {
   auto* self = static_cast<TunnelClient*>(handle->data);
-  self->watcher_->close();
+  if (self->watcher_) self->watcher_->close();
+  if (self->reloader_) self->reloader_->close();
   self->statusWriter_->close();
   self->pool_->stop([self] {
     for (uv_signal_t* signal : {&self->sigint_, &self->sigterm_}) {

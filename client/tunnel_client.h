@@ -20,6 +20,7 @@ namespace ot::client {
 
 class Dialer;
 class CertificateWatcher;
+class OriginReloader;
 class StatusWriter;
 struct PoolStatus;
 
@@ -63,7 +64,8 @@ class TunnelClient {
   uv_timer_t stopTimer_{};
   std::unique_ptr<Dialer> pool_;
   std::unique_ptr<StatusWriter> statusWriter_;
-  std::unique_ptr<CertificateWatcher> watcher_;
+  std::unique_ptr<CertificateWatcher> watcher_;  // null for a credential origin
+  std::unique_ptr<OriginReloader> reloader_;     // only for a credential origin
   bool stopping_ = false;
   int exitCode_ = 0;
   std::string lastKey_;

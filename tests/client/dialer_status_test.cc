@@ -2,6 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "client/origin_material.h"
+#include "tests/client/test_support.h"
+
 namespace {
 
 using namespace ot::client;
@@ -56,4 +61,29 @@ TEST_CASE("client status file: stale after 15 s; the table shows links, next try
   CHECK(table.find("alt.example (unresolved)") != std::string::npos);
   CHECK(renderStatusTable(file, 200'000).find("not running (last report 100.0 s ago)") !=
         std::string::npos);
+}
+
+TEST_CASE("client origin material: a state file copy without its token is enough") {
+  const std::string key = ot::client_test::pki().tunnel.keyPem;
+  const nlohmann::json copy = {
+      {"server", "https://t.example"}, {"id", "t1"}, {"hostname", "t1.t.example"},
+      {"url", "https://t1.t.example"}, {"key", key}, {"chain", "CHAIN"}};
+  auto state = parseOriginState(copy.dump(), true);
+  REQUIRE(state.ok());
+  CHECK(state->id == "t1");
+  CHECK(state->token.empty());
+  CHECK(state->chainPem == "CHAIN");
+  auto withToken = copy;
+  withToken["token"] = "tk_secret";
+  auto kept = parseOriginState(withToken.dump(), true);
+  REQUIRE(kept.ok());
+  CHECK(kept->token.empty());  // never used, never kept
+  auto noChain = copy;
+  noChain.erase("chain");
+  CHECK_FALSE(parseOriginState(noChain.dump(), true).ok());
+  CHECK(parseOriginState(noChain.dump(), false).ok());  // passthrough needs no chain here
+  auto noKey = copy;
+  noKey["key"] = "garbage";
+  CHECK_FALSE(parseOriginState(noKey.dump(), true).ok());
+  CHECK_FALSE(parseOriginState("[]", true).ok());
 }

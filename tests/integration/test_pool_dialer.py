@@ -127,18 +127,30 @@ def _relay_protocol(s, state):
         bridge.close()
 
 
-def test_a_credential_follows_the_relays_bridge_protocol(stack):
+def test_a_second_origin_with_a_credential_and_a_copied_state_file(stack):
     s = stack()
     web = s.origin("web")
-    first = _provisioned(s, web, "owner")
-    state = first.state()
+    owner = _provisioned(s, web, "owner")
+    state = owner.state()
     protocol = _relay_protocol(s, state)
+    # The second machine gets the owner's state file without its token (docs/pools-dialer.md).
+    origin_dir = s.workdir / "origin2-state"
+    origin_dir.mkdir(mode=0o700)
+    state_file = next(p for p in owner.state_dir.glob("*.json")
+                      if not p.name.endswith(".status.json"))
+    copy = dict(state)
+    del copy["token"]
+    (origin_dir / state_file.name).write_text(json.dumps(copy))
     # The derived credential is not computable here yet (controld's part): the tunnel token
-    # stands in for it, which is what the relay accepts under any origin name.
-    client = s.tunnel(web.port, wait=False, name="owner", extra_args=[
-        "--origin", "web-2", "--credential", state["token"], "--links", "2"])
+    # stands in for it, which the relay accepts under any origin name.
+    client = rh.Otunnel(s.workdir / "origin2", s.relayd.server_url, s.ca_file, port=web.port,
+                        links=2, name="origin2", state_dir=origin_dir,
+                        extra_args=["--origin", "web-2", "--credential", state["token"]])
+    s.tunnels.append(client)
+    client.start()
+    url = client.wait_url()
+    assert url == owner.url
     if protocol >= 2:
-        url = client.wait_url()
         tunnel = _wait_status(client, lambda t: t["profiles"][0]["addresses"][0]["attached"] == 2,
                               "the credential's links attached")
         assert tunnel["credential"] is True and tunnel["origin"] == "web-2"
@@ -149,3 +161,14 @@ def test_a_credential_follows_the_relays_bridge_protocol(stack):
         assert code == 1
         assert ("this relay speaks bridge protocol 1 and does not know origins; upgrade it or "
                 "use the tunnel token") in client.stderr_text()
+
+    # Without the copied file, a credential origin says what it needs.
+    empty = s.workdir / "origin3-state"
+    empty.mkdir(mode=0o700)
+    lonely = rh.Otunnel(s.workdir / "origin3", s.relayd.server_url, s.ca_file, port=web.port,
+                        name="origin3", state_dir=empty,
+                        extra_args=["--credential", state["token"]])
+    s.tunnels.append(lonely)
+    lonely.start()
+    assert lonely.process.wait(timeout=30) == 1
+    assert "copied from the owner's machine (without its token)" in lonely.stderr_text()
