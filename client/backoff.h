@@ -2,7 +2,8 @@
 // attempt wait differently:
 // - "broken" (a bad certificate, an attach_error, a protocol error, a timeout, anything not known
 //   to pass by itself): after an attached bridge ends, wait 125-250 ms; after each failed attempt
-//   double the base, up to 30 s, with equal jitter (b/2 + random(0, b/2)).
+//   double the base, up to a cap (30 s by default; otunnel's links use 60 s), with equal jitter
+//   (b/2 + random(0, b/2)).
 // - "busy" (the relay is restarting or shedding: drain or close 1012 before attached, 503 with
 //   Retry-After, the connection refused, or closed before the TLS handshake completed): retry
 //   soon in a short spread that does not double past 3 s (250-750 ms, 250-1500 ms, then

@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "client/pool_rules.h"
 #include "common/bridge_frame.h"
 #include "common/websocket_frame.h"
 
@@ -77,7 +78,9 @@ void BridgeClient::onUpgraded() {
   phase_ = Phase::kAwaitingAttached;
   const BridgeConfig& config = settings_.config;
   bridge::AttachRequest attach;
-  attach.token = config.token;
+  // A derived credential stands in for the token: it attaches only under its own origin name.
+  attach.token = config.credential.empty() ? config.token : config.credential;
+  attach.profileIndex = config.profileIndex;
   attach.routes = attachRoutes(config);
   attach.maxConns = config.maxConns;
   attach.origin = config.origin;
@@ -113,6 +116,11 @@ void BridgeClient::onTextMessage(std::string_view text) {
 
 void BridgeClient::onRelayMessage(const bridge::RelayMessage& message) {
   if (const auto* attached = std::get_if<bridge::Attached>(&message)) {
+    if (auto refusal = refuseAttached(*attached, !settings_.config.credential.empty())) {
+      transport_->close(ws::kCloseNormal, "bridge protocol too old");
+      endSession({false, true, std::move(*refusal), {}});
+      return;
+    }
     attached_ = *attached;
     phase_ = Phase::kAttached;
     lastPingMs_ = 0;
@@ -129,6 +137,9 @@ void BridgeClient::onRelayMessage(const bridge::RelayMessage& message) {
   if (const auto* error = std::get_if<bridge::AttachError>(&message)) {
     std::string text = "attach_error " + std::string(bridge::attachErrorCodeName(error->code));
     if (!error->message.empty()) text += ": " + error->message;
+    if (error->code == bridge::AttachErrorCode::kBadToken) {
+      text = badTokenText(!settings_.config.credential.empty(), error->message);
+    }
     // The relay closes right after; answer its close promptly instead of waiting for it.
     transport_->close(ws::kCloseNormal);
     endSession({false, fatalAttachError(*error), std::move(text), {}});
@@ -262,6 +273,10 @@ void BridgeClient::sendReset(uint32_t connId, bridge::ResetReason reason, std::s
 }
 
 void BridgeClient::onDisconnected(uint16_t code, std::string_view reason) {
+  if (credentialRevoked(code, reason)) {
+    endSession({phase_ == Phase::kAttached, true, revokedText(), {}});
+    return;
+  }
   std::string text = code == ws::kCloseAbnormal
                          ? "connection lost"
                          : "relay closed the bridge with " + std::to_string(code);

@@ -15,9 +15,15 @@ BridgeLink::BridgeLink(uv_loop_t* loop, const BridgeSettings& settings, LinkHost
 
 BridgeLink::~BridgeLink() = default;
 
-void BridgeLink::start() {
+void BridgeLink::start(uint64_t delayMs) {
   if (state_ != State::kIdle) return;
-  attempt();
+  if (delayMs == 0) {
+    attempt();
+    return;
+  }
+  state_ = State::kWaiting;
+  retryAtMs_ = uv_now(loop_) + delayMs;
+  rescheduleTimer();
 }
 
 void BridgeLink::attempt() {

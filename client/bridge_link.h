@@ -1,7 +1,7 @@
 // One of the pool's `links`: the reconnect loop of docs/protocol.md section 10 around
 // BridgeClient. The first attempt starts at once; after an attached bridge ends the next waits
 // 125-250 ms; after a "busy" attempt (the relay restarting or shedding) 0.25-3 s; after each
-// "broken" one the wait doubles with equal jitter up to 30 s (Backoff, client/backoff.h);
+// "broken" one the wait doubles with equal jitter up to 60 s (Backoff, client/backoff.h);
 // a `drain` starts a replacement after the short delay while the draining bridge finishes. A
 // fatal answer (400/404/405/426, bad_token, invalid_route, too many routes) stops the loop.
 //
@@ -28,6 +28,8 @@
 
 namespace ot::client {
 
+inline constexpr uint64_t kLinkBackoffCapMs = 60'000;
+
 class LinkHost {
  public:
   virtual ~LinkHost() = default;
@@ -52,7 +54,8 @@ class BridgeLink final : private SessionHost {
   BridgeLink(const BridgeLink&) = delete;
   BridgeLink& operator=(const BridgeLink&) = delete;
 
-  void start();
+  // The first attempt, at once or after `delayMs` (the pool staggers its first dials).
+  void start(uint64_t delayMs = 0);
   // Closes every session (1001) and the timer; onLinkStopped follows once all are closed.
   void stop();
 
@@ -85,7 +88,9 @@ class BridgeLink final : private SessionHost {
   log::Logger log_{"client.link"};
   State state_ = State::kIdle;
   uv_timer_t timer_{};
-  Backoff backoff_{uniformRandom};
+  // Up to 60 s: one address of several may be unreachable for long while the others carry the
+  // tunnel (warm failover, docs/pools-dialer.md); the busy handling is Backoff's own.
+  Backoff backoff_{uniformRandom, 250, kLinkBackoffCapMs};
   std::vector<std::unique_ptr<BridgeClient>> sessions_;  // current, draining, closing
   std::vector<std::unique_ptr<BridgeClient>> finished_;  // deleted on the next timer visit
   BridgeClient* current_ = nullptr;                      // the attempt or attached bridge

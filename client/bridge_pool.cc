@@ -57,7 +57,8 @@ struct BridgePool::Impl final : LinkHost {
     for (int i = 0; i < settings.config.links; ++i) {
       links.push_back(std::make_unique<BridgeLink>(loop, settings, *this, i));
     }
-    for (auto& link : links) link->start();
+    const std::vector<uint64_t>& delays = settings.config.startDelaysMs;
+    for (size_t i = 0; i < links.size(); ++i) links[i]->start(i < delays.size() ? delays[i] : 0);
     scheduleNotify();
   }
 

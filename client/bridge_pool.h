@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ot::client {
 
@@ -51,6 +52,12 @@ struct BridgeConfig {
   uint64_t handshakeTimeoutMs = kVisitorHandshakeTimeoutMs;
   std::string origin;
   std::string profile;
+  uint32_t profileIndex = 0;  // the profile's place in the origin's list (priority order)
+  // An origin's derived credential (pools): attached instead of `token`, and it makes the pool
+  // rules apply (a relay older than bridge protocol 2 is refused; docs/pools-dialer.md).
+  std::string credential;
+  // How long link i waits before its first dial (missing: 0), so a pool's dials are spread out.
+  std::vector<uint64_t> startDelaysMs;
   std::string userAgent = "otunnel/0.1.0";
 };
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/bridge_control.h"
 #include "common/bridge_frame.h"
 #include "common/config.h"
 
@@ -56,6 +57,7 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   std::vector<std::string> routeSpecs;
   int issueTimeoutS = 120;
   std::string logLevel = "warn";
+  std::vector<std::string> profileSpecs;
 
   CLI::App app{"otunnel: expose a local port at https://<id>.<domain>"};
   app.fallthrough();  // global flags may also follow the subcommand
@@ -65,8 +67,17 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   app.add_option("--ca-file", line.caFile, "extra CA certificate to trust (a local development CA)")
       ->envname("OTUNNEL_CA_FILE");
   app.add_option("--links", line.links, "bridges to keep open")
-      ->check(CLI::Range(1, 16))
+      ->check(CLI::Range(1, kMaxLinksPerProfile))
       ->capture_default_str();
+  app.add_option("--origin", line.origin,
+                 "this origin's name in the tunnel's pool (default: the host name)")
+      ->envname("OTUNNEL_ORIGIN");
+  app.add_option("--credential", line.credential,
+                 "the origin's derived credential, attached instead of the tunnel token")
+      ->envname("OTUNNEL_CREDENTIAL");
+  app.add_option("--profile", profileSpecs,
+                 "NAME=HOST:PORT[,sni=NAME][,links=N]: one way to reach the relay (at most 8; "
+                 "default: --server's host and port)");
   app.add_option("--state-dir", line.stateDir,
                  "where the tunnel, its token and key are kept (default $OTUNNEL_STATE_DIR, "
                  "$XDG_CONFIG_HOME/otunnel or ~/.config/otunnel)");
@@ -91,8 +102,11 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   auto* tls = app.add_subcommand("tls", "pass visitors' TLS through to a local TLS server");
   tls->add_option("port", line.port, "local port")->required()->check(CLI::Range(1, 65535));
   tls->add_option("--route", routeSpecs, "name=port: serve <name>.<id>.<domain> from another port");
+  auto* status = app.add_subcommand("status", "print what the running otunnel reports");
+  status->add_flag("--json", line.statusJson, "the status file as it is, JSON");
   if (auto code = config::parseCommandLine(app, argc, argv)) return *code;
 
+  line.statusCommand = status->parsed();
   line.terminateTls = http->parsed();
   line.issueTimeout = std::chrono::seconds(issueTimeoutS);
   std::string error;
@@ -113,6 +127,18 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
   auto routes = parseRoutes(routeSpecs);
   if (!routes) return refuse(routes.error().message);
   line.routes = std::move(routes).value();
+  if (line.origin.empty()) {
+    line.origin = localOriginName();
+  } else if (!isOriginName(line.origin)) {
+    return refuse("--origin \"" + line.origin + "\" must be 1-64 of A-Za-z0-9._-");
+  }
+  if (line.credential.size() > bridge::kMaxTokenLength) {
+    return refuse("--credential is longer than " + std::to_string(bridge::kMaxTokenLength) +
+                  " characters");
+  }
+  auto profiles = parseProfiles(profileSpecs, line.server);
+  if (!profiles) return refuse(profiles.error().message);
+  line.profiles = std::move(profiles).value();
   return line;
 }
 

@@ -2,7 +2,9 @@
 // itself (route syntax, DNS labels, the server URL). Runs once at startup on the main thread.
 //
 //   otunnel [--server URL] [--ca-file F] [--links N] [--state-dir D] [--id ID]
+//           [--origin NAME] [--credential CRED] [--profile NAME=HOST:PORT[,sni=S][,links=N] ...]
 //           [--issue-timeout S] [--log-level L] http|tls <port> [--route name=port ...]
+//   otunnel [--state-dir D] status [--json]
 #pragma once
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "client/origin_profile.h"
 #include "client/server_url.h"
 #include "common/log_format.h"
 #include "common/result.h"
@@ -25,9 +28,12 @@ inline constexpr size_t kMaxNamedRoutes = 127;
 
 struct CommandLine {
   ServerUrl server;
-  std::string caFile;  // "" -> the system roots
-  int links = 2;
-  std::string stateDir;  // "" -> defaultStateDir()
+  std::string caFile;                   // "" -> the system roots
+  int links = kDefaultLinksPerProfile;  // per profile, unless the profile says links=N
+  std::string origin;                   // the origin name every bridge attaches under
+  std::string credential;               // "" -> the tunnel token from the state file
+  std::vector<ProfileSpec> profiles;    // never empty after parsing; order = profile_index
+  std::string stateDir;                 // "" -> defaultStateDir()
   std::optional<std::string> wantedId;
   std::chrono::seconds issueTimeout{120};
   bool terminateTls = true;                // `http`; false for `tls` (passthrough)
@@ -37,6 +43,8 @@ struct CommandLine {
   bool provisionOnly = false;              // hidden: provision, print the URL, exit
   // The bridges' own log lines (stderr); the status lines people need are printed regardless.
   log::Level logLevel = log::Level::kWarn;
+  bool statusCommand = false;  // `otunnel status`: print the running otunnel's status file
+  bool statusJson = false;     // `otunnel status --json`
 };
 
 // "name=port" entries -> label -> port; kInvalid with a one-line message on the first problem

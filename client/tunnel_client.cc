@@ -9,7 +9,10 @@
 
 #include "client/bridge_pool.h"
 #include "client/certificate_watcher.h"
+#include "client/dialer.h"
+#include "client/origin_material.h"
 #include "client/status_line.h"
+#include "client/status_writer.h"
 #include "client/tunnel_state.h"
 
 namespace ot::client {
@@ -36,6 +39,8 @@ BridgeConfig bridgeConfig(const CommandLine& line, const Provisioned& provisione
   config.certificateChainPem = provisioned.state.chainPem;
   config.privateKeyPem = provisioned.state.keyPem;
   config.links = line.links;
+  config.origin = line.origin;
+  config.credential = line.credential;
   return config;
 }
 
@@ -72,8 +77,24 @@ TunnelClient::TunnelClient(const CommandLine& line, ApiClientOptions apiOptions,
   uv_timer_init(loop, &stopTimer_);
   stopTimer_.data = this;
   const std::string key = provisioned.state.keyPem;
-  pool_ = std::make_unique<BridgePool>(loop, bridgeConfig(line, provisioned),
-                                       [this](const PoolStatus& status) { onStatus(status); });
+  pool_ = std::make_unique<Dialer>(loop, bridgeConfig(line, provisioned), line.profiles, line.links,
+                                   [this](const PoolStatus& status) { onStatus(status); });
+  statusWriter_ =
+      std::make_unique<StatusWriter>(loop, statusFilePath(line.stateDir, provisioned.state.id),
+                                     [this] { return pool_->detailedStatus(); });
+  if (!line.credential.empty()) {
+    // A second origin has no token to ask the API with: its certificate comes from the state
+    // file copied from the owner, re-read now and then (origin_material.h).
+    reloader_ = std::make_unique<OriginReloader>(
+        loop, provisioned.statePath, key, provisioned.state.chainPem,
+        std::chrono::duration_cast<std::chrono::milliseconds>(kOriginReloadInterval),
+        [this, key](const std::string& chain) {
+          if (stopping_) return;
+          pool_->updateCertificate(chain, key);
+          say("otunnel: certificate renewed (from the copied state file)");
+        });
+    return;
+  }
   watcher_ = std::make_unique<CertificateWatcher>(
       loop, std::move(apiOptions), std::move(provisioned),
       std::chrono::duration_cast<std::chrono::milliseconds>(kRenewalCheckInterval),
@@ -96,10 +117,13 @@ int TunnelClient::run(const std::function<void()>& onStarted) {
   }
   uv_signal_start(&sigint_, onSignal, SIGINT);
   uv_signal_start(&sigterm_, onSignal, SIGTERM);
-  watcher_->start();
+  if (watcher_) watcher_->start();
+  if (reloader_) reloader_->start();
   pool_->start();
+  statusWriter_->start();
   onStarted();
   uv_run(loop_.get(), UV_RUN_DEFAULT);
+  statusWriter_->remove();  // a stopped otunnel leaves no status behind
   return exitCode_;
 }
 
@@ -133,7 +157,9 @@ void TunnelClient::requestStop(int code) {
 
 void TunnelClient::onStopTimer(uv_timer_t* handle) {
   auto* self = static_cast<TunnelClient*>(handle->data);
-  self->watcher_->close();
+  if (self->watcher_) self->watcher_->close();
+  if (self->reloader_) self->reloader_->close();
+  self->statusWriter_->close();
   self->pool_->stop([self] {
     for (uv_signal_t* signal : {&self->sigint_, &self->sigterm_}) {
       uv_close(reinterpret_cast<uv_handle_t*>(signal), nullptr);

@@ -18,8 +18,10 @@
 
 namespace ot::client {
 
-class BridgePool;
+class Dialer;
 class CertificateWatcher;
+class OriginReloader;
+class StatusWriter;
 struct PoolStatus;
 
 class TunnelClient {
@@ -60,8 +62,10 @@ class TunnelClient {
   uv_signal_t sigint_{};
   uv_signal_t sigterm_{};
   uv_timer_t stopTimer_{};
-  std::unique_ptr<BridgePool> pool_;
-  std::unique_ptr<CertificateWatcher> watcher_;
+  std::unique_ptr<Dialer> pool_;
+  std::unique_ptr<StatusWriter> statusWriter_;
+  std::unique_ptr<CertificateWatcher> watcher_;  // null for a credential origin
+  std::unique_ptr<OriginReloader> reloader_;     // only for a credential origin
   bool stopping_ = false;
   int exitCode_ = 0;
   std::string lastKey_;

@@ -149,3 +149,40 @@ TEST_CASE("client command line: the whole line, and exit 2 on bad input") {
   CHECK(exitCodeOf({"--log-level", "loud", "http", "80"}) == 2);
   CHECK(exitCodeOf({"--help"}) == 0);
 }
+
+TEST_CASE("client command line: origin, credential, profiles and 4 links by default") {
+  auto parsed = parseArgs({"--server", "https://tunnels.example", "http", "3000"});
+  REQUIRE(std::holds_alternative<CommandLine>(parsed));
+  const CommandLine& plain = std::get<CommandLine>(parsed);
+  CHECK(plain.links == 4);
+  CHECK(plain.origin == localOriginName());
+  CHECK(plain.credential.empty());
+  REQUIRE(plain.profiles.size() == 1);
+  CHECK(plain.profiles[0].name == "default");
+  CHECK(plain.profiles[0].host == "tunnels.example");
+  CHECK(plain.profiles[0].port == 443);
+
+  parsed = parseArgs({"--origin", "web-2", "--credential", "oc_abc", "--profile",
+                      "v4=192.0.2.1:443,links=2", "--profile", "v6=[2001:db8::1]:443,sni=r.example",
+                      "--links", "3", "http", "3000"});
+  REQUIRE(std::holds_alternative<CommandLine>(parsed));
+  const CommandLine& pooled = std::get<CommandLine>(parsed);
+  CHECK(pooled.origin == "web-2");
+  CHECK(pooled.credential == "oc_abc");
+  CHECK(pooled.links == 3);
+  REQUIRE(pooled.profiles.size() == 2);
+  CHECK(pooled.profiles[0].links == 2);
+  CHECK(pooled.profiles[1].host == "2001:db8::1");
+  CHECK(pooled.profiles[1].sni == "r.example");
+
+  CHECK(exitCodeOf({"--origin", "bad name", "http", "80"}) == 2);
+  CHECK(exitCodeOf({"--profile", "nohost", "http", "80"}) == 2);
+  CHECK(exitCodeOf({"--links", "17", "http", "80"}) == 2);
+}
+
+TEST_CASE("client command line: status subcommand") {
+  auto parsed = parseArgs({"--state-dir", "/tmp/x", "status", "--json"});
+  REQUIRE(std::holds_alternative<CommandLine>(parsed));
+  CHECK(std::get<CommandLine>(parsed).statusCommand);
+  CHECK(std::get<CommandLine>(parsed).statusJson);
+}

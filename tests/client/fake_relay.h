@@ -41,6 +41,7 @@ struct FakeRelayOptions {
   uint32_t maxConns = 256;
   uint32_t heartbeatMs = 15000;
   bool answerPings = true;
+  uint32_t protocol = 1;  // the bridge protocol the relay says it speaks (1: says nothing)
 };
 
 // FakeRelayOptions with some fields changed (designated initializers trip
@@ -407,6 +408,7 @@ inline void FakeBridge::onAttach(std::string_view text) {
   attached.bridgeId = "br_fake_" + std::to_string(relay_.bridges.size());
   attached.limits = {options.maxConns, options.maxPayload, options.window};
   attached.heartbeatMs = options.heartbeatMs;
+  attached.protocol = options.protocol;
   sendText(bridge::serializeAttached(attached));
   attachedSent = true;
   if (options.closeAfterAttached) sendClose(ws::kCloseNormal);

@@ -423,7 +423,7 @@ class Otunnel:
         self.args += [mode, *mode_args, str(port)]
         for route, route_port in (routes or {}).items():
             self.args += ["--route", f"{route}={route_port}"]
-        self.links = links if links is not None else 2
+        self.links = links if links is not None else 4  # otunnel's default per profile
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **_sanitizer_env()}
         self.env.update(env or {})
         self.process = None
@@ -478,7 +478,8 @@ class Otunnel:
         harness.wait_until(connected, timeout, f"{self.name} to print connected x{count}")
 
     def state(self):
-        files = [p for p in self.state_dir.glob("*.json")]
+        # <id>.status.json is the running otunnel's status (docs/pools-dialer.md), not the state.
+        files = [p for p in self.state_dir.glob("*.json") if not p.name.endswith(".status.json")]
         assert len(files) == 1, files
         return json.loads(files[0].read_text())
 
