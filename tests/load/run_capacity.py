@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 DOMAIN = "opentunnel.localhost"
-MAX_BRIDGES_PER_TUNNEL = 16  # relayd's default per tunnel and machine
+MAX_BRIDGES_PER_TUNNEL = 16  # the load shape of earlier runs (relayd allows 128 per tunnel since pools)
 
 
 def free_port():
