@@ -214,17 +214,17 @@ class Forwarder:
             outside.settimeout(None)
             for sock in (inside, outside):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pair = (inside, outside)
             with self._lock:
                 if self.dead:
                     inside.close()
                     outside.close()
                     return
-                self.pairs.append((inside, outside))
-            threading.Thread(target=self._copy, args=(inside, outside), daemon=True).start()
-            threading.Thread(target=self._copy, args=(outside, inside), daemon=True).start()
+                self.pairs.append(pair)
+            threading.Thread(target=self._copy, args=(inside, outside, pair), daemon=True).start()
+            threading.Thread(target=self._copy, args=(outside, inside, pair), daemon=True).start()
 
-    @staticmethod
-    def _copy(source, sink):
+    def _copy(self, source, sink, pair):
         try:
             while True:
                 data = source.recv(65536)
@@ -239,16 +239,38 @@ class Forwarder:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        with self._lock:
+            if pair in self.pairs:
+                self.pairs.remove(pair)
 
     def connections(self):
         with self._lock:
             return len(self.pairs)
 
-    def kill(self):
+    def stop_listening(self):
+        """New connections are refused from now on; the ones carried stay up."""
         with self._lock:
             self.dead = True
-            pairs = list(self.pairs)
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
+
+    def cut(self, count):
+        """Closes `count` of the carried connections (the oldest first)."""
+        with self._lock:
+            pairs, self.pairs = self.pairs[:count], self.pairs[count:]
+        self._close(pairs)
+
+    def kill(self):
+        self.stop_listening()
+        with self._lock:
+            pairs, self.pairs = self.pairs, []
+        self._close(pairs)
+
+    @staticmethod
+    def _close(pairs):
         for pair in pairs:
             for sock in pair:
                 try:

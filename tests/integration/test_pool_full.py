@@ -1,7 +1,7 @@
 """A whole pool with real processes (issue 16, docs/pools.md): controld + relayd, one tunnel served
 by three otunnel origins (a with the tunnel token, b and c with derived credentials from a copied
 state file), each with its own local HTTP server that answers with its name, each reaching the
-relay two ways: profile 0 `fwd` through a TCP forwarder this test owns (127.0.24.1) and profile 1
+relay two ways: profile 0 `fwd` through TCP forwarders this test owns (127.0.24.1) and profile 1
 `direct` to relayd's own address, 4 links each. Origin a also has a profile `dead` to a closed port
 (127.0.24.3) that must stay in backoff. Visitors come from 1000 source addresses 127.24.N.M.
 
@@ -75,16 +75,20 @@ def _wait_streams(origin, wanted):
 def test_three_origins_two_profiles_a_thousand_visitors(stack):
     s = stack(relayd_env={"AUTH_FAILURE_LIMIT": "1000"})
     relay = s.relayd
-    forwarder = ph.Forwarder(FORWARDER_HOST, ("127.0.0.1", relay.tls_port))
+    # Profile 0 of a goes through its own forwarder (so the test can cut a's links one by one),
+    # b's and c's through a shared one.
+    forwarders = {name: ph.Forwarder(FORWARDER_HOST, ("127.0.0.1", relay.tls_port))
+                  for name in ("a", "bc")}
     dead_port = harness.free_port(DEAD_HOST)  # bound and released: refused from now on
-    fwd = f"fwd={FORWARDER_HOST}:{forwarder.port}"
+    fwd_a = f"fwd={FORWARDER_HOST}:{forwarders['a'].port}"
+    fwd = f"fwd={FORWARDER_HOST}:{forwarders['bc'].port}"
     direct = f"direct={rh.DOMAIN}:{relay.tls_port}"
     dead = f"dead={DEAD_HOST}:{dead_port},links=2"
     webs = {name: s.origin(name) for name in "abcd"}
     procs = {}
     try:
         # Origin a provisions the tunnel with its token; b and c get credentials and a copy.
-        procs["a"] = _start_origin(s, "a", webs["a"].port, [fwd, direct, dead])
+        procs["a"] = _start_origin(s, "a", webs["a"].port, [fwd_a, direct, dead])
         procs["a"].wait_url()
         state = procs["a"].state()
         tid, token = state["id"], state["token"]
@@ -184,16 +188,30 @@ def test_three_origins_two_profiles_a_thousand_visitors(stack):
             return None
         held = harness.wait_until(priority_in_force, 20, "priority to be in force")
         print("priority, 8 open streams on a: fwd 8, direct 0")
+        for connection in held:
+            connection.close()
+        _wait_streams(procs["a"], {"fwd": 0, "direct": 0})
+
+        # a's profile 0 loses links one by one (no way back: its forwarder stops listening):
+        # while it has one, it takes every new visitor.
+        forwarders["a"].stop_listening()
+        forwarders["a"].cut(LINKS - 1)
+        ph.wait_profiles(procs["a"], {"fwd": 1, "direct": LINKS})
+        held = [visitors.hold_open(ph.source_address(i)) for i in on_a[:4]]
+        _wait_streams(procs["a"], {"fwd": 4, "direct": 0})
+        print("priority, profile 0 down to 1 link: 4 new visitors on fwd, 0 on direct")
 
         # Cut profile 0 everywhere: its links close, no visitor changes origin, and priority
         # falls to profile 1.
-        forwarder.kill()
+        for forwarder in forwarders.values():
+            forwarder.kill()
         _wait_bridges(relay, 3 * LINKS, "every fwd link closed")
         for connection in held:
             connection.close()
         assert visitors.visit_all(everyone) == first
         held = [visitors.hold_open(ph.source_address(i)) for i in on_a[:4]]
         _wait_streams(procs["a"], {"fwd": 0, "direct": 4})
+        print("priority, profile 0 gone: 4 new visitors on direct; nobody changed origin")
         for connection in held:
             connection.close()
 
@@ -209,7 +227,8 @@ def test_three_origins_two_profiles_a_thousand_visitors(stack):
 
         _live_changes(s, relay, tid, token, procs, webs, visitors, first, direct)
     finally:
-        forwarder.kill()
+        for forwarder in forwarders.values():
+            forwarder.kill()
 
 
 def _live_changes(s, relay, tid, token, procs, webs, visitors, first, direct):
@@ -277,5 +296,5 @@ def _live_changes(s, relay, tid, token, procs, webs, visitors, first, direct):
             else:
                 assert answer in (was, will), (name, source, answer, was, will)
         print(f"live change {name!r}: {len(records)} visits, {len(failed)} failed "
-              f"(all on {affected or 'no origin'})")
+              f"(allowed only for visitors of: {affected or 'none'})")
     assert total >= 100
