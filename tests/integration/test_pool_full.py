@@ -240,10 +240,12 @@ def _live_changes(s, relay, tid, token, procs, webs, visitors, first, direct):
     try:
         def phase(name, before, after, affected, action, settled):
             start = time.monotonic()
-            action()
-            harness.wait_until(settled, 30, f"{name} to take effect")
-            time.sleep(0.3)  # some visits after the change, for the record
-            phases.append((name, start, time.monotonic(), before, after, affected))
+            try:
+                action()
+                harness.wait_until(settled, 30, f"{name} to take effect")
+                time.sleep(0.3)  # some visits after the change, for the record
+            finally:  # checked even when it never settled: which visits failed says why
+                phases.append((name, start, time.monotonic(), before, after, affected))
 
         def lands(index, origin):
             return lambda: visitors.try_visit(ph.source_address(index)) == origin
@@ -278,11 +280,17 @@ def _live_changes(s, relay, tid, token, procs, webs, visitors, first, direct):
               lambda: True)
     finally:
         load.stop()
+        _check_phases(load, phases)
 
     for name in ("c", "b", "d"):
         assert procs[name].process.returncode == 1, name
         assert "credential revoked" in procs[name].stderr_text() or \
             "rotated" in procs[name].stderr_text(), procs[name].stderr_text()[-2000:]
+
+
+def _check_phases(load, phases):
+    """No visitor of an origin a phase does not touch failed, and every answer came from the
+    visitor's origin before or after the change."""
     total = 0
     for name, start, end, before, after, affected in phases:
         records = load.between(start, end)
