@@ -197,6 +197,7 @@ def test_three_origins_two_profiles_a_thousand_visitors(stack):
         forwarders["a"].stop_listening()
         forwarders["a"].cut(LINKS - 1)
         ph.wait_profiles(procs["a"], {"fwd": 1, "direct": LINKS})
+        _wait_bridges(relay, 3 * 2 * LINKS - (LINKS - 1), "3 of a's fwd links closed")
         held = [visitors.hold_open(ph.source_address(i)) for i in on_a[:4]]
         _wait_streams(procs["a"], {"fwd": 4, "direct": 0})
         print("priority, profile 0 down to 1 link: 4 new visitors on fwd, 0 on direct")
