@@ -2,7 +2,8 @@
 by three otunnel origins (a with the tunnel token, b and c with derived credentials from a copied
 state file), each with its own local HTTP server that answers with its name, each reaching the
 relay two ways: profile 0 `fwd` through TCP forwarders this test owns (127.0.24.1) and profile 1
-`direct` to relayd's own address, 4 links each. Origin a also has a profile `dead` to a closed port
+`direct` to relayd's own address (127.0.0.1, where the harness's relayd listens, on a port of its
+own), 4 links each. Origin a also has a profile `dead` to a closed port
 (127.0.24.3) that must stay in backoff. Visitors come from 1000 source addresses 127.24.N.M.
 
 Checked, in one run (the numbers are printed; run with -s to see them): even shares and sticky
@@ -18,8 +19,8 @@ links close, then move); a rotation revokes every derived credential, so b and d
 --credential) lose their links and stop, and only a, run with the tunnel token, is unaffected;
 switching the balancing mode touches nobody.
 
-Per-link open streams are not exposed by relayd, `otctl bridges` or the API today (the status
-work of issue 16 adds them); otunnel's status has open streams per profile and address. So the
+Per-link open streams are not exposed by relayd, `otctl bridges` or the API in this branch;
+otunnel's status has open streams per profile and address. So the
 spread check is per profile: 16 streams over 2 x 4 links, no two links more than one apart, is
 exactly 8 on each profile (`tests/relayd/origin_choice_test.cc` checks it per link)."""
 import signal
