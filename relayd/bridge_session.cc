@@ -316,7 +316,7 @@ void BridgeSession::streamFinished(StreamForBridge* visitor, uint64_t bytesIn, u
   if (it == streams_.end() || it->second.visitor != visitor) return;
   streams_.erase(it);
   stallAcked_.erase(visitor->connId());
-  relay_.streamClosed(tunnelId_, key_, bytesIn, bytesOut);
+  relay_.streamClosed(tunnelId_, key_, attach_.origin, bytesIn, bytesOut);
   checkBudgets();
   if (phase_ == Phase::kDraining && streams_.empty())
     close(ws::kCloseServiceRestart, DetachOutcome::kDrain);

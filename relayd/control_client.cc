@@ -321,10 +321,10 @@ void ControlClient::bridgeDetached(const std::string& bridgeId, const std::strin
 }
 
 void ControlClient::addUsage(const std::string& tunnelId, uint64_t bytesIn, uint64_t bytesOut,
-                             uint64_t connections, uint64_t rejected) {
+                             uint64_t connections, uint64_t rejected, const std::string& origin) {
   if (impl_->stopped_) return;
   std::lock_guard lock(impl_->mutex_);
-  impl_->usage_.add(tunnelId, bytesIn, bytesOut, connections, rejected);
+  impl_->usage_.add(tunnelId, bytesIn, bytesOut, connections, rejected, origin);
 }
 
 void ControlClient::draining(int64_t deadlineUnixMs) {

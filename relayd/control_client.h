@@ -87,9 +87,10 @@ class ControlClient {
   void bridgeAttached(v1::Bridge bridge);
   void bridgeDetached(const std::string& bridgeId, const std::string& tunnelId,
                       v1::DetachReason reason, int64_t detachedAtUnixMs);
-  // Usage to report in the next Counters message (summed per tunnel until then).
+  // Usage to report in the next Counters message (summed per tunnel until then, and per origin
+  // when the bridge that carried it attached with an origin name).
   void addUsage(const std::string& tunnelId, uint64_t bytesIn, uint64_t bytesOut,
-                uint64_t connections, uint64_t rejected);
+                uint64_t connections, uint64_t rejected, const std::string& origin = {});
   // relayd is shutting down: sends Draining now (and Hello.draining on any reconnect).
   void draining(int64_t deadlineUnixMs);
   // An operator's drain ended (otctl drain --undo): later hellos say serving again.

@@ -39,20 +39,52 @@ std::vector<v1::RelayMessage> BridgeMirror::snapshot(size_t maxPerPart) const {
   return parts;
 }
 
+namespace {
+
+// The origin's share in `entry`: found by a scan (at most kMaxOriginsPerTunnel short names, on a
+// stream's close only), added when there is room; nullptr when the tunnel already has as many.
+v1::OriginCounters* originShare(v1::TunnelCounters& entry, const std::string& origin) {
+  for (auto& share : *entry.mutable_origins()) {
+    if (share.origin() == origin) return &share;
+  }
+  if (static_cast<size_t>(entry.origins_size()) >= UsageTally::kMaxOriginsPerTunnel) return nullptr;
+  v1::OriginCounters* share = entry.add_origins();
+  share->set_origin(origin);
+  return share;
+}
+
+}  // namespace
+
 void UsageTally::add(const std::string& tunnelId, uint64_t bytesIn, uint64_t bytesOut,
-                     uint64_t connections, uint64_t rejected) {
+                     uint64_t connections, uint64_t rejected, const std::string& origin) {
   if (bytesIn == 0 && bytesOut == 0 && connections == 0 && rejected == 0) return;
   v1::TunnelCounters& entry = tunnels_[tunnelId];
   entry.set_bytes_in(entry.bytes_in() + bytesIn);
   entry.set_bytes_out(entry.bytes_out() + bytesOut);
   entry.set_connections(entry.connections() + connections);
   entry.set_rejected_connections(entry.rejected_connections() + rejected);
+  if (origin.empty() || (bytesIn == 0 && bytesOut == 0 && connections == 0)) return;
+  if (v1::OriginCounters* share = originShare(entry, origin)) {
+    share->set_bytes_in(share->bytes_in() + bytesIn);
+    share->set_bytes_out(share->bytes_out() + bytesOut);
+    share->set_connections(share->connections() + connections);
+  }
 }
 
 void UsageTally::restore(const v1::Counters& counters) {
   for (const auto& tunnel : counters.tunnels()) {
     add(tunnel.tunnel_id(), tunnel.bytes_in(), tunnel.bytes_out(), tunnel.connections(),
         tunnel.rejected_connections());
+    // The shares were part of the totals just added back: only the split is restored.
+    if (tunnel.origins().empty()) continue;
+    v1::TunnelCounters& entry = tunnels_[tunnel.tunnel_id()];
+    for (const auto& origin : tunnel.origins()) {
+      if (v1::OriginCounters* share = originShare(entry, origin.origin())) {
+        share->set_bytes_in(share->bytes_in() + origin.bytes_in());
+        share->set_bytes_out(share->bytes_out() + origin.bytes_out());
+        share->set_connections(share->connections() + origin.connections());
+      }
+    }
   }
 }
 
@@ -68,6 +100,11 @@ std::optional<v1::RelayMessage> UsageTally::take(int64_t intervalStartUnixMs,
     v1::TunnelCounters* entry = counters->add_tunnels();
     *entry = std::move(usage);
     entry->set_tunnel_id(id);
+    // By name, so a report does not depend on which origin's stream closed first.
+    std::sort(entry->mutable_origins()->begin(), entry->mutable_origins()->end(),
+              [](const v1::OriginCounters& a, const v1::OriginCounters& b) {
+                return a.origin() < b.origin();
+              });
   }
   tunnels_.clear();
   return message;

@@ -53,18 +53,24 @@ class BridgeMirror {
   Entries bridges_;
 };
 
-// Usage summed per tunnel until it is taken into a Counters message. Bounded by the number of
-// tunnels that had traffic since the last report.
+// Usage summed per tunnel until it is taken into a Counters message, and split per named origin
+// (TunnelCounters.origins; docs/pools-usage.md). Bounded by the number of tunnels that had
+// traffic since the last report, times kMaxOriginsPerTunnel origins each.
 class UsageTally {
  public:
-  // All-zero usage adds nothing (no entry for the tunnel).
+  // Origins kept per tunnel and interval (controld allows as many per tunnel). Usage of further
+  // origins in the same interval counts in the tunnel's totals only.
+  static constexpr size_t kMaxOriginsPerTunnel = 32;
+
+  // All-zero usage adds nothing (no entry for the tunnel). `origin` empty (an unnamed bridge,
+  // or a rejected visitor): the tunnel's totals only; named: its totals and that origin's share.
   void add(const std::string& tunnelId, uint64_t bytesIn, uint64_t bytesOut, uint64_t connections,
-           uint64_t rejected);
+           uint64_t rejected, const std::string& origin = {});
   // Adds back a Counters that could not be sent, so its usage goes out with the next one.
   void restore(const v1::Counters& counters);
 
-  // A Counters message with one entry per tunnel that had usage (in tunnel_id order), and clears
-  // the tally; nullopt (and nothing cleared) when there is no usage.
+  // A Counters message with one entry per tunnel that had usage (in tunnel_id order, origins by
+  // name), and clears the tally; nullopt (and nothing cleared) when there is no usage.
   [[nodiscard]] std::optional<v1::RelayMessage> take(int64_t intervalStartUnixMs,
                                                      int64_t intervalEndUnixMs);
 

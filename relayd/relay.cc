@@ -349,10 +349,10 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
              {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
 }
 
-void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn,
-                         uint64_t bytesOut) {
+void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, const std::string& origin,
+                         uint64_t bytesIn, uint64_t bytesOut) {
   table_.connectionClosed(tunnelId, bridgeKey);
-  control_->addUsage(tunnelId, bytesIn, bytesOut, 1, 0);
+  control_->addUsage(tunnelId, bytesIn, bytesOut, 1, 0, origin);
 }
 
 // ---------------------------------------------------------------------------------------------

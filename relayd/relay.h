@@ -67,8 +67,8 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void bridgeDraining(const std::string& tunnelId, uint64_t bridgeKey) override {
     table_.setDraining(tunnelId, bridgeKey);
   }
-  void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn,
-                    uint64_t bytesOut) override;
+  void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, const std::string& origin,
+                    uint64_t bytesIn, uint64_t bytesOut) override;
 
   // --- visitors
   // A visitor whose ClientHello named a tunnel: pick a bridge and splice, or close and count.

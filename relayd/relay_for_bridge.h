@@ -28,9 +28,10 @@ class RelayForBridge {
   virtual void bridgeDetached(BridgeSession* bridge, DetachOutcome reason) = 0;
   // The bridge drains: no new visitors for it.
   virtual void bridgeDraining(const std::string& tunnelId, uint64_t bridgeKey) = 0;
-  // One of the bridge's streams ended, with its bytes in each direction.
-  virtual void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn,
-                            uint64_t bytesOut) = 0;
+  // One of the bridge's streams ended, with its bytes in each direction and the origin the
+  // bridge attached as ("" unnamed), for usage per origin.
+  virtual void streamClosed(const std::string& tunnelId, uint64_t bridgeKey,
+                            const std::string& origin, uint64_t bytesIn, uint64_t bytesOut) = 0;
 
  protected:
   ~RelayForBridge() = default;

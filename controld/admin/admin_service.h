@@ -73,6 +73,9 @@ class AdminService final : public ::opentunnel::admin::v1::Admin::Service {
                                     av1::ExpiringCertificatesResponse* response) override;
   grpc::Status MeshView(grpc::ServerContext* context, const av1::MeshViewRequest* request,
                         av1::MeshViewResponse* response) override;
+  // admin_service_usage.cc
+  grpc::Status TunnelUsage(grpc::ServerContext* context, const av1::TunnelUsageRequest* request,
+                           av1::TunnelUsageResponse* response) override;
   // admin_service_backup.cc
   grpc::Status Export(grpc::ServerContext* context, const av1::ExportRequest* request,
                       grpc::ServerWriter<av1::ExportChunk>* writer) override;

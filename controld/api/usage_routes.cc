@@ -10,6 +10,7 @@
 #include "common/log_format.h"
 #include "controld/api/api_routes.h"
 #include "controld/api/usage_series.h"
+#include "controld/store/usage_origin_store.h"
 
 namespace ot::controld {
 namespace {
@@ -30,24 +31,13 @@ Json countsJson(int64_t bytesIn, int64_t bytesOut, int64_t connections) {
   return Json{{"bytesIn", bytesIn}, {"bytesOut", bytesOut}, {"connections", connections}};
 }
 
-ApiResponse usage(TunnelService& service, const UsageApi& api, const ApiRequest& request,
-                  const PathParams& params) {
-  auto view = service.getTunnel(params.get("id"), bearerToken(request));
-  if (!view) return serviceErrorResponse(view.error());
-  const auto periodText = queryValue(request.query, "period");
-  const auto period = periodText ? parseUsagePeriod(*periodText) : UsagePeriod::kDay;
-  if (!period) return ApiResponse::error(400, "BadRequestError", "period must be 24h or 30d");
-
-  const int64_t now = api.nowMs ? api.nowMs() : unixNowMs();
-  const UsageWindow window = usageWindow(*period, now);
-  auto hours = api.store->usageHours(view->record.id, window.fromMs, window.toMs);
-  if (!hours) return ApiResponse::error(503, "ServiceUnavailableError", "storage unavailable");
-
+// {"buckets": [...], "total": {...}} of one series.
+Json seriesJson(const std::vector<UsageBucket>& series) {
   Json buckets = Json::array();
   int64_t in = 0;
   int64_t out = 0;
   int64_t connections = 0;
-  for (const UsageBucket& bucket : usageBuckets(window, *hours)) {
+  for (const UsageBucket& bucket : series) {
     Json entry = {{"start", timeText(bucket.startMs)}};
     entry.update(countsJson(bucket.bytesIn, bucket.bytesOut, bucket.connections));
     buckets.push_back(std::move(entry));
@@ -55,13 +45,44 @@ ApiResponse usage(TunnelService& service, const UsageApi& api, const ApiRequest&
     out = saturatingAdd(out, bucket.bytesOut);
     connections = saturatingAdd(connections, bucket.connections);
   }
+  return Json{{"buckets", std::move(buckets)}, {"total", countsJson(in, out, connections)}};
+}
+
+ApiResponse usage(TunnelService& service, const UsageApi& api, const ApiRequest& request,
+                  const PathParams& params) {
+  auto view = service.getTunnel(params.get("id"), bearerToken(request));
+  if (!view) return serviceErrorResponse(view.error());
+  // `range` is the same parameter under the name otctl uses (--range); `period` wins.
+  auto periodText = queryValue(request.query, "period");
+  if (!periodText) periodText = queryValue(request.query, "range");
+  const auto period = periodText ? parseUsagePeriod(*periodText) : UsagePeriod::kDay;
+  if (!period) return ApiResponse::error(400, "BadRequestError", "period must be 24h or 30d");
+
+  const int64_t now = api.nowMs ? api.nowMs() : unixNowMs();
+  const UsageWindow window = usageWindow(*period, now);
+  auto hours = api.store->usageHours(view->record.id, window.fromMs, window.toMs);
+  if (!hours) return ApiResponse::error(503, "ServiceUnavailableError", "storage unavailable");
+  std::vector<UsageOriginHour> originHours;
+  if (UsageOriginStore* byOrigin = usageOriginRole(api.store)) {
+    auto read = byOrigin->usageOriginHours(view->record.id, window.fromMs, window.toMs);
+    if (!read) return ApiResponse::error(503, "ServiceUnavailableError", "storage unavailable");
+    originHours = std::move(*read);
+  }
+
+  Json origins = Json::array();
+  for (const OriginUsage& origin : usageByOrigin(originHours)) {
+    Json series = seriesJson(usageBuckets(window, origin.hours));
+    origins.push_back(Json{{"origin", origin.origin},
+                           {"buckets", std::move(series["buckets"])},
+                           {"total", std::move(series["total"])}});
+  }
   Json body = {{"id", view->record.id},
                {"period", usagePeriodName(*period)},
                {"bucketSeconds", window.bucketMs / 1000},
                {"from", timeText(window.fromMs)},
-               {"to", timeText(window.toMs)},
-               {"buckets", std::move(buckets)},
-               {"total", countsJson(in, out, connections)}};
+               {"to", timeText(window.toMs)}};
+  body.update(seriesJson(usageBuckets(window, *hours)));
+  body["origins"] = std::move(origins);
   return ApiResponse::json(200, body.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
@@ -80,9 +101,18 @@ Json usageSchema() {
   bucket["properties"]["start"] = {{"type", "string"},
                                    {"format", "date-time"},
                                    {"description", "The bucket's start (an hour, or a UTC day)."}};
+  Json origin = {{"type", "object"},
+                 {"required", {"origin", "buckets", "total"}},
+                 {"properties",
+                  {{"origin", {{"type", "string"}, {"description", "The origin's name."}}},
+                   {"buckets",
+                    {{"type", "array"},
+                     {"description", "The origin's share of each bucket above, in the same order."},
+                     {"items", bucket}}},
+                   {"total", counts}}}};
   return Json{
       {"type", "object"},
-      {"required", {"id", "period", "bucketSeconds", "from", "to", "buckets", "total"}},
+      {"required", {"id", "period", "bucketSeconds", "from", "to", "buckets", "total", "origins"}},
       {"properties",
        {{"id", {{"type", "string"}, {"description", "The tunnel's ID."}}},
         {"period", {{"type", "string"}, {"enum", {"24h", "30d"}}}},
@@ -94,7 +124,14 @@ Json usageSchema() {
          {{"type", "array"},
           {"description", "Oldest first; every bucket of the window, empty ones as zeros."},
           {"items", bucket}}},
-        {"total", counts}}}};
+        {"total", counts},
+        {"origins",
+         {{"type", "array"},
+          {"description",
+           "The same usage split by the named origin whose link carried it, by name; only "
+           "origins with usage in the window. Usage of unnamed clients is in the tunnel's "
+           "figures only: the tunnel's total minus the origins' totals."},
+          {"items", origin}}}}}};
 }
 
 RouteDoc usageDoc() {
@@ -103,9 +140,10 @@ RouteDoc usageDoc() {
   doc.summary = "Read recent usage";
   doc.description =
       "The tunnel's traffic over the last 24 hours in hourly buckets (?period=24h, the default) "
-      "or the last 30 days in daily UTC buckets (?period=30d), the current bucket included. "
-      "Usage is counted when a visitor connection ends and reaches the database within about "
-      "20 seconds.";
+      "or the last 30 days in daily UTC buckets (?period=30d), the current bucket included; "
+      "?range= is accepted as another name for period. The same buckets follow per named "
+      "origin (origins). Usage is counted when a visitor connection ends and reaches the "
+      "database within about 20 seconds.";
   doc.tag = "tunnels";
   doc.bearerAuth = true;
   doc.parameters = {{"id", "The tunnel's ID: the first label of its hostname."}};

@@ -1,6 +1,9 @@
 #include "controld/api/usage_series.h"
 
 #include <limits>
+#include <map>
+#include <string>
+#include <utility>
 
 namespace ot::controld {
 namespace {
@@ -70,6 +73,18 @@ std::vector<UsageBucket> usageBuckets(const UsageWindow& window,
     bucket.connections = saturatingAdd(bucket.connections, hour.connections);
   }
   return buckets;
+}
+
+std::vector<OriginUsage> usageByOrigin(const std::vector<UsageOriginHour>& rows) {
+  std::map<std::string, std::vector<UsageHour>> byName;
+  for (const UsageOriginHour& row : rows) {
+    byName[row.origin].push_back(
+        UsageHour{row.hourStartMs, row.bytesIn, row.bytesOut, row.connections});
+  }
+  std::vector<OriginUsage> origins;
+  origins.reserve(byName.size());
+  for (auto& [name, hours] : byName) origins.push_back(OriginUsage{name, std::move(hours)});
+  return origins;
 }
 
 }  // namespace ot::controld

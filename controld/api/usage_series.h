@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "controld/store/store.h"
+#include "controld/store/usage_origin_store.h"
 
 namespace ot::controld {
 
@@ -45,5 +47,15 @@ struct UsageBucket {
 // window.buckets buckets, oldest first; hours outside the window are ignored, sums saturate.
 [[nodiscard]] std::vector<UsageBucket> usageBuckets(const UsageWindow& window,
                                                     const std::vector<UsageHour>& hours);
+
+// One named origin's hours (as usageBuckets takes them).
+struct OriginUsage {
+  std::string origin;
+  std::vector<UsageHour> hours;
+  bool operator==(const OriginUsage&) const = default;
+};
+
+// The origins' hours grouped per origin, by name (the rows may come in any order).
+[[nodiscard]] std::vector<OriginUsage> usageByOrigin(const std::vector<UsageOriginHour>& rows);
 
 }  // namespace ot::controld

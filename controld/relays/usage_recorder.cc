@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "controld/base/origin_credentials.h"
 
 namespace ot::controld {
 namespace {
@@ -48,12 +49,21 @@ std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counter
     if (tunnel.bytes_in() == 0 && tunnel.bytes_out() == 0 && tunnel.connections() == 0) continue;
     rows.push_back(UsageRow{tunnel.tunnel_id(), hour, clamp(tunnel.bytes_in()),
                             clamp(tunnel.bytes_out()), clamp(tunnel.connections())});
+    for (const auto& origin : tunnel.origins()) {
+      // relayd sends names its attach accepted; anything else (or "") would land in the totals.
+      if (!isValidOriginName(origin.origin())) continue;
+      if (origin.bytes_in() == 0 && origin.bytes_out() == 0 && origin.connections() == 0) continue;
+      rows.push_back(UsageRow{tunnel.tunnel_id(), hour, clamp(origin.bytes_in()),
+                              clamp(origin.bytes_out()), clamp(origin.connections()),
+                              origin.origin()});
+    }
   }
   return rows;
 }
 
 UsageRecorder::UsageRecorder(UsageStore& store, UsageRecorderOptions options)
     : store_(store),
+      origins_(usageOriginRole(&store)),
       options_(std::move(options)),
       task_(
           [this] {
@@ -76,13 +86,14 @@ int64_t UsageRecorder::nowMs() const {
 }
 
 void UsageRecorder::mergeLocked(const UsageRow& row) {
-  auto it = pending_.find(Key{row.tunnelId, row.hourStartMs});
+  Key key{row.tunnelId, row.hourStartMs, row.origin};
+  auto it = pending_.find(key);
   if (it == pending_.end()) {
     if (pending_.size() >= options_.maxPending) {
       ++droppedRows_;
       return;
     }
-    pending_.emplace(Key{row.tunnelId, row.hourStartMs}, row);
+    pending_.emplace(std::move(key), row);
     return;
   }
   UsageRow& sum = it->second;
@@ -94,7 +105,10 @@ void UsageRecorder::mergeLocked(const UsageRow& row) {
 void UsageRecorder::add(const opentunnel::control::v1::Counters& counters) {
   const auto rows = usageRows(counters, nowMs());
   const std::lock_guard lock(mutex_);
-  for (const auto& row : rows) mergeLocked(row);
+  for (const auto& row : rows) {
+    if (!row.origin.empty() && origins_ == nullptr) continue;
+    mergeLocked(row);
+  }
 }
 
 Status UsageRecorder::flush() {
@@ -109,8 +123,11 @@ Status UsageRecorder::flush() {
   for (auto& [key, row] : batch) {
     // After one failure the rest are kept without trying: the database is likely down.
     if (first.ok()) {
-      Status written = store_.addUsage(row.tunnelId, row.hourStartMs, row.bytesIn, row.bytesOut,
-                                       row.connections);
+      Status written = row.origin.empty()
+                           ? store_.addUsage(row.tunnelId, row.hourStartMs, row.bytesIn,
+                                             row.bytesOut, row.connections)
+                           : origins_->addOriginUsage(row.tunnelId, row.hourStartMs, row.origin,
+                                                      row.bytesIn, row.bytesOut, row.connections);
       if (written.ok()) continue;
       first = std::move(written);
     }

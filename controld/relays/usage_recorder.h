@@ -1,10 +1,11 @@
-// Hourly usage accounting from relayd's Counters reports. add() folds a report into per-(tunnel,
-// hour) sums in memory and returns at once: it runs on a relay session's reader thread, which must
-// never wait for the database. A background thread (or flush()) adds the sums to the store with
-// Store::addUsage, which adds rather than overwrites, so several relays and controlds can report
-// the same hour. Rows whose write fails stay pending and are retried; past max_pending rows, new
-// rows are dropped and counted (a database down for a long time must not grow memory unbounded).
-// Thread-safe. The store must outlive the recorder.
+// Hourly usage accounting from relayd's Counters reports, per tunnel and, when the store has the
+// UsageOriginStore role, per named origin (docs/pools-usage.md). add() folds a report into
+// per-(tunnel, hour) sums in memory and returns at once: it runs on a relay session's reader
+// thread, which must never wait for the database. A background thread (or flush()) adds the sums to
+// the store with addUsage (addOriginUsage for the shares), which adds rather than overwrites, so
+// several relays and controlds can report the same hour. Rows whose write fails stay pending and
+// are retried; past max_pending rows, new rows are dropped and counted (a database down for a long
+// time must not grow memory unbounded). Thread-safe. The store must outlive the recorder.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "common/periodic_task.h"
 #include "common/result.h"
 #include "controld/store/store.h"
+#include "controld/store/usage_origin_store.h"
 #include "opentunnel/control/v1/control.pb.h"
 
 namespace ot::controld {
@@ -32,6 +35,7 @@ struct UsageRow {
   int64_t bytesIn = 0;
   int64_t bytesOut = 0;
   int64_t connections = 0;
+  std::string origin{};  // "": the tunnel's total; a name: that origin's share of it
   bool operator==(const UsageRow&) const = default;
 };
 
@@ -40,13 +44,15 @@ struct UsageRow {
 
 // The rows one report adds. A report covers seconds to a minute, so it is not split: all of it
 // counts in the hour its interval ended in (now_ms when the report has no end). Counts above
-// INT64_MAX are clamped; tunnels with nothing to count are skipped.
+// INT64_MAX are clamped; tunnels with nothing to count are skipped. Each tunnel gives its total
+// row (origin "") and one row per named origin in TunnelCounters.origins (names that are not
+// valid origin names are skipped).
 [[nodiscard]] std::vector<UsageRow> usageRows(const opentunnel::control::v1::Counters& counters,
                                               int64_t nowMs);
 
 struct UsageRecorderOptions {
   std::chrono::milliseconds flushInterval{10000};
-  size_t maxPending = 100000;  // distinct (tunnel, hour) rows held in memory
+  size_t maxPending = 100000;  // distinct (tunnel, hour, origin) rows held in memory
   Clock nowMs;                 // empty: the system clock
 };
 
@@ -70,11 +76,12 @@ class UsageRecorder {
   [[nodiscard]] uint64_t droppedRows() const;
 
  private:
-  using Key = std::pair<std::string, int64_t>;  // tunnel, hour
+  using Key = std::tuple<std::string, int64_t, std::string>;  // tunnel, hour, origin
   void mergeLocked(const UsageRow& row);
   [[nodiscard]] int64_t nowMs() const;
 
   UsageStore& store_;
+  UsageOriginStore* const origins_;  // the store's per-origin role; null: totals only
   const UsageRecorderOptions options_;
 
   mutable std::mutex mutex_;

@@ -68,10 +68,11 @@ std::vector<SchemaObject> mysqlObjects() {
        "CREATE TABLE IF NOT EXISTS usage_hourly ("
        " tunnel_id VARCHAR(63) NOT NULL,"
        " hour_start BIGINT NOT NULL,"
+       " origin VARCHAR(64) NOT NULL DEFAULT '',"
        " bytes_in BIGINT NOT NULL,"
        " bytes_out BIGINT NOT NULL,"
        " connections BIGINT NOT NULL,"
-       " PRIMARY KEY (tunnel_id, hour_start))" +
+       " PRIMARY KEY (tunnel_id, hour_start, origin))" +
            options},
       {"schema_migrations",
        "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -129,10 +130,11 @@ std::vector<SchemaObject> sqliteObjects() {
        "CREATE TABLE IF NOT EXISTS usage_hourly ("
        " tunnel_id TEXT NOT NULL,"
        " hour_start INTEGER NOT NULL,"
+       " origin TEXT NOT NULL DEFAULT '',"
        " bytes_in INTEGER NOT NULL,"
        " bytes_out INTEGER NOT NULL,"
        " connections INTEGER NOT NULL,"
-       " PRIMARY KEY (tunnel_id, hour_start))"},
+       " PRIMARY KEY (tunnel_id, hour_start, origin))"},
       {"schema_migrations",
        "CREATE TABLE IF NOT EXISTS schema_migrations ("
        " version INTEGER NOT NULL PRIMARY KEY,"
@@ -157,6 +159,58 @@ int readVersion(soci::session& sql) {
   soci::indicator indicator = soci::i_null;
   sql << "SELECT MAX(version) FROM schema_migrations", soci::into(version, indicator);
   return indicator == soci::i_ok ? version : 0;
+}
+
+bool usageHasOrigin(soci::session& sql, SqlDialect dialect) {
+  long long count = 0;
+  if (dialect == SqlDialect::kMysql) {
+    sql << "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()"
+           " AND table_name = 'usage_hourly' AND column_name = 'origin'",
+        soci::into(count);
+  } else {
+    sql << "SELECT COUNT(*) FROM pragma_table_info('usage_hourly') WHERE name = 'origin'",
+        soci::into(count);
+  }
+  return count > 0;
+}
+
+// Schema 1 -> 2: usage_hourly gains `origin` (usage per origin, docs/pools-usage.md), part of the
+// key. The rows already there are tunnel totals, which is what origin '' means: they keep their
+// meaning, so an older controld still running writes correct totals (its INSERT leaves origin
+// to the default). Returns whether this run changed the table.
+bool addUsageOrigin(soci::session& sql, SqlDialect dialect) {
+  if (usageHasOrigin(sql, dialect)) return false;
+  if (dialect == SqlDialect::kMysql) {
+    try {
+      // One statement: InnoDB rebuilds the table once, and no reader sees it half changed.
+      sql << "ALTER TABLE usage_hourly ADD COLUMN origin VARCHAR(64) NOT NULL DEFAULT ''"
+             " AFTER hour_start, DROP PRIMARY KEY, ADD PRIMARY KEY (tunnel_id, hour_start, origin)";
+    } catch (const soci::soci_error&) {
+      // Another controld's migration added it first (duplicate column): done all the same.
+      if (usageHasOrigin(sql, dialect)) return false;
+      throw;
+    }
+    return true;
+  }
+  // SQLite cannot change a primary key in place: a new table, the rows copied, swapped in, in one
+  // transaction (SQLite's DDL is transactional; the write lock keeps a second migration out).
+  soci::transaction transaction(sql);
+  if (usageHasOrigin(sql, dialect)) return false;
+  sql << "CREATE TABLE usage_hourly_v2 ("
+         " tunnel_id TEXT NOT NULL,"
+         " hour_start INTEGER NOT NULL,"
+         " origin TEXT NOT NULL DEFAULT '',"
+         " bytes_in INTEGER NOT NULL,"
+         " bytes_out INTEGER NOT NULL,"
+         " connections INTEGER NOT NULL,"
+         " PRIMARY KEY (tunnel_id, hour_start, origin))";
+  sql << "INSERT INTO usage_hourly_v2 (tunnel_id, hour_start, origin, bytes_in, bytes_out,"
+         " connections) SELECT tunnel_id, hour_start, '', bytes_in, bytes_out, connections"
+         " FROM usage_hourly";
+  sql << "DROP TABLE usage_hourly";
+  sql << "ALTER TABLE usage_hourly_v2 RENAME TO usage_hourly";
+  transaction.commit();
+  return true;
 }
 
 }  // namespace
@@ -184,6 +238,12 @@ Result<MigrationReport> migrateSchema(soci::session& sql, SqlDialect dialect, in
     if (existing.count(object.name) != 0) continue;
     sql << object.ddl;
     report.created.push_back(object.name);
+  }
+  // Changes to tables an older schema created; checked only below the current version, so a
+  // current database still costs two SELECTs.
+  if (report.foundVersion < kSchemaVersion && existing.count("usage_hourly") != 0 &&
+      addUsageOrigin(sql, dialect)) {
+    report.altered.push_back("usage_hourly");
   }
   if (report.foundVersion < kSchemaVersion) {
     int version = kSchemaVersion;

@@ -20,7 +20,8 @@ enum class SqlDialect { kSqlite, kMysql };
 
 // Bumped only when a change needs a new schema; a database at a newer version is refused, so a
 // rollback (an older controld) cannot write rows it does not understand.
-inline constexpr int kSchemaVersion = 1;
+// 1: the first schema. 2: usage_hourly.origin (usage per origin).
+inline constexpr int kSchemaVersion = 2;
 
 // One object the schema needs: a table, or (SQLite) an index created beside it.
 struct SchemaObject {
@@ -35,13 +36,15 @@ struct SchemaObject {
 struct MigrationReport {
   int foundVersion = 0;              // recorded before this run; 0 when none was
   std::vector<std::string> created;  // objects whose CREATE ran, in order
+  std::vector<std::string> altered;  // existing tables an older schema's layout was changed in
   bool recordedVersion = false;      // whether this run inserted kSchemaVersion
 };
 
-// Creates missing tables and records kSchemaVersion. Reads first: when every object exists and
-// the version is current it runs nothing but two SELECTs, so a database whose DDL is locked down
-// (safe migrations, a user without CREATE) keeps working. A database at a newer schema is
-// refused with kInvalid before anything is changed. Concurrent migrations are safe.
+// Creates missing tables, brings tables of an older schema up to date (schema 2: usage_hourly's
+// origin column, existing rows becoming origin ''), and records kSchemaVersion. Reads first: when
+// every object exists and the version is current it runs nothing but two SELECTs, so a database
+// whose DDL is locked down (safe migrations, a user without CREATE) keeps working. A database at a
+// newer schema is refused with kInvalid before anything is changed. Concurrent migrations are safe.
 // Throws what SOCI throws on database errors (the caller classifies them).
 [[nodiscard]] Result<MigrationReport> migrateSchema(soci::session& sql, SqlDialect dialect,
                                                     int64_t nowMs);

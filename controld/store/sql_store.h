@@ -35,6 +35,7 @@
 #include "controld/store/sql_session_liveness.h"
 #include "controld/store/store.h"
 #include "controld/store/store_metrics.h"
+#include "controld/store/usage_origin_store.h"
 
 namespace ot::controld {
 
@@ -50,7 +51,10 @@ struct PoolUpkeepReport {
   std::string error;   // why opening stopped short, if it did
 };
 
-class SqlStore final : public Store, public BackupStore, public AdminStore {
+class SqlStore final : public Store,
+                       public BackupStore,
+                       public AdminStore,
+                       public UsageOriginStore {
  public:
   // Validates the options and URL; connects to nothing yet. `metrics` (may be null: no metrics)
   // must outlive the store.
@@ -118,6 +122,11 @@ class SqlStore final : public Store, public BackupStore, public AdminStore {
                   int64_t bytesOut, int64_t connections) override;
   Result<std::vector<UsageHour>> usageHours(const std::string& tunnelId, int64_t fromMs,
                                             int64_t toMs) override;  // sql_store_usage.cc
+  // UsageOriginStore (sql_store_usage.cc)
+  Status addOriginUsage(const std::string& tunnelId, int64_t hourStartMs, const std::string& origin,
+                        int64_t bytesIn, int64_t bytesOut, int64_t connections) override;
+  Result<std::vector<UsageOriginHour>> usageOriginHours(const std::string& tunnelId, int64_t fromMs,
+                                                        int64_t toMs) override;
 
   Result<RecordCounts> recordCounts(int64_t nowMs) override;
 

@@ -1,4 +1,5 @@
-// SqlStore: cluster-wide rate limits (GCRA in the rate_limits table) and hourly usage.
+// SqlStore: cluster-wide rate limits (GCRA in the rate_limits table). Hourly usage is in
+// sql_store_usage.cc.
 //
 // GCRA keeps, per key, the time its budget is full again (full_at). A request at `now` passes
 // while full_at - now <= (burst - 1) * interval, and moves full_at to max(full_at, now) +
@@ -74,32 +75,6 @@ Result<int64_t> SqlStore::pruneRates(int64_t nowMs, int limit) {
     soci::statement st = (sql.prepare << remove, soci::use(now));
     st.execute(true);
     return int64_t{st.get_affected_rows()};
-  });
-}
-
-Status SqlStore::addUsage(const std::string& tunnelId, int64_t hourStartMs, int64_t bytesIn,
-                          int64_t bytesOut, int64_t connections) {
-  return run<Ok>("addUsage", [&](soci::session& sql) -> Result<Ok> {
-    const char* upsert =
-        dialect_ == SqlDialect::kMysql
-            ? "INSERT INTO usage_hourly (tunnel_id, hour_start, bytes_in, bytes_out, connections)"
-              " VALUES (:tunnel_id, :hour_start, :bytes_in, :bytes_out, :connections)"
-              " ON DUPLICATE KEY UPDATE bytes_in = bytes_in + VALUES(bytes_in),"
-              " bytes_out = bytes_out + VALUES(bytes_out),"
-              " connections = connections + VALUES(connections)"
-            : "INSERT INTO usage_hourly (tunnel_id, hour_start, bytes_in, bytes_out, connections)"
-              " VALUES (:tunnel_id, :hour_start, :bytes_in, :bytes_out, :connections)"
-              " ON CONFLICT (tunnel_id, hour_start) DO UPDATE SET"
-              " bytes_in = bytes_in + excluded.bytes_in,"
-              " bytes_out = bytes_out + excluded.bytes_out,"
-              " connections = connections + excluded.connections";
-    long long hourStart = hourStartMs;
-    long long in = bytesIn;
-    long long out = bytesOut;
-    long long count = connections;
-    sql << upsert, soci::use(tunnelId), soci::use(hourStart), soci::use(in), soci::use(out),
-        soci::use(count);
-    return Ok{};
   });
 }
 

@@ -38,6 +38,8 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "pruneRates",
     "addUsage",
     "usageHours",
+    "addOriginUsage",
+    "usageOriginHours",
     "exportTunnels",
     "importTunnels",
     "tunnelPage",

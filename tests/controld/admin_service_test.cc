@@ -516,5 +516,54 @@ TEST_CASE("admin: TCP needs TLS and a token; calls without the token are refused
   CHECK_FALSE(plain->Stats(context.get(), {}, &stats).ok());
 }
 
+TEST_CASE("admin: tunnel usage answers the API's windows in total and per origin") {
+  for (const auto& database : testDatabases()) {
+    CAPTURE(database->name());
+    Harness h(*database);
+    REQUIRE(h.store->insertTunnel(record("used")).ok());
+    constexpr int64_t kHour = 3'600'000;
+    const int64_t hour = kNow - kNow % kHour;
+    REQUIRE(h.store->addUsage("used", hour, 300, 3000, 3).ok());
+    REQUIRE(h.store->addOriginUsage("used", hour, "east", 200, 2000, 2).ok());
+    REQUIRE(h.store->addUsage("used", hour - 2 * kDay, 50, 50, 1).ok());
+    REQUIRE(h.store->addOriginUsage("used", hour - 2 * kDay, "west", 50, 50, 1).ok());
+
+    av1::TunnelUsageRequest request;
+    request.set_tunnel_id("used");
+    av1::TunnelUsageResponse day;
+    REQUIRE(h.stub->TunnelUsage(h.call().get(), request, &day).ok());
+    CHECK(day.range() == "24h");
+    CHECK(day.bucket_seconds() == 3600);
+    CHECK(day.to_unix_ms() == hour + kHour);
+    REQUIRE(day.total().buckets_size() == 24);
+    CHECK(day.total().buckets(23).start_unix_ms() == hour);
+    CHECK(day.total().bytes_in() == 300);
+    CHECK(day.total().origin().empty());
+    REQUIRE(day.origins_size() == 1);
+    CHECK(day.origins(0).origin() == "east");
+    CHECK(day.origins(0).bytes_out() == 2000);
+    CHECK(day.origins(0).buckets(23).connections() == 2);
+
+    request.set_range("30d");
+    av1::TunnelUsageResponse month;
+    REQUIRE(h.stub->TunnelUsage(h.call().get(), request, &month).ok());
+    CHECK(month.bucket_seconds() == 86400);
+    CHECK(month.total().buckets_size() == 30);
+    CHECK(month.total().bytes_in() == 350);
+    REQUIRE(month.origins_size() == 2);
+    CHECK(month.origins(1).origin() == "west");
+    CHECK(month.origins(1).connections() == 1);
+
+    av1::TunnelUsageResponse ignored;
+    request.set_range("1y");
+    CHECK(h.stub->TunnelUsage(h.call().get(), request, &ignored).error_code() ==
+          grpc::StatusCode::INVALID_ARGUMENT);
+    request.set_range("");
+    request.set_tunnel_id("nosuch");
+    CHECK(h.stub->TunnelUsage(h.call().get(), request, &ignored).error_code() ==
+          grpc::StatusCode::NOT_FOUND);
+  }
+}
+
 }  // namespace
 }  // namespace ot::controld

@@ -34,7 +34,7 @@ bool tableExists(soci::session& sql, SqlDialect dialect, const std::string& tabl
   return count == 1;
 }
 
-TEST_CASE("store: migrate creates every table and records schema version 1") {
+TEST_CASE("store: migrate creates every table and records the schema version") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     auto store = db->open();
@@ -51,7 +51,8 @@ TEST_CASE("store: migrate creates every table and records schema version 1") {
       CAPTURE(object.name);
       CHECK(tableExists(*sql, db->dialect(), object.name));
     }
-    CHECK(recordedSchemaVersion(*sql, db->dialect()) == 1);
+    CHECK(recordedSchemaVersion(*sql, db->dialect()) == kSchemaVersion);
+    CHECK(report->altered.empty());
     CHECK(countRows(*sql, "schema_migrations") == 1);
   }
 }
@@ -61,10 +62,10 @@ TEST_CASE("store: a second migrate changes nothing and runs no DDL") {
     CAPTURE(db->name());
     auto store = db->openMigrated();
     auto sql = db->raw();
-    const long long firstApplied = appliedAt(*sql, 1);
+    const long long firstApplied = appliedAt(*sql, kSchemaVersion);
     auto again = store->migrateWithReport();
     REQUIRE(again.ok());
-    CHECK(again->foundVersion == 1);
+    CHECK(again->foundVersion == kSchemaVersion);
     CHECK(again->created.empty());
     CHECK_FALSE(again->recordedVersion);
     // A second store (another controld) sees a current database too.
@@ -73,7 +74,7 @@ TEST_CASE("store: a second migrate changes nothing and runs no DDL") {
     CHECK(other->created.empty());
     CHECK_FALSE(other->recordedVersion);
     CHECK(countRows(*sql, "schema_migrations") == 1);
-    CHECK(appliedAt(*sql, 1) == firstApplied);
+    CHECK(appliedAt(*sql, kSchemaVersion) == firstApplied);
 
     if (db->dialect() == SqlDialect::kSqlite) {
       // Another connection holds the write lock: any INSERT (or DDL that changes the schema)
@@ -123,14 +124,14 @@ TEST_CASE("store: a database at a newer schema is refused before anything change
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     auto sql = db->raw();
-    // Only the version table exists, at version 2: the refusal must come before any CREATE.
+    // Only the version table exists, at a newer version: the refusal must come before any CREATE.
     *sql << "CREATE TABLE schema_migrations (version INT NOT NULL PRIMARY KEY,"
             " applied_at BIGINT NOT NULL)";
-    *sql << "INSERT INTO schema_migrations (version, applied_at) VALUES (2, 0)";
+    *sql << "INSERT INTO schema_migrations (version, applied_at) VALUES (3, 0)";
     const Status migrated = db->open()->migrate();
     REQUIRE_FALSE(migrated.ok());
     CHECK(migrated.error().kind == ErrorKind::kInvalid);
-    CHECK(migrated.error().message == "database schema 2 is newer than this controld (1)");
+    CHECK(migrated.error().message == "database schema 3 is newer than this controld (2)");
     CHECK_FALSE(tableExists(*sql, db->dialect(), "tunnels"));
     CHECK(countRows(*sql, "schema_migrations") == 1);
   }

@@ -81,7 +81,8 @@ struct FakeRelay final : ot::relayd::RelayForBridge {
     CHECK(key == kKey);
     ++draining;
   }
-  void streamClosed(const std::string&, uint64_t key, uint64_t, uint64_t) override {
+  void streamClosed(const std::string&, uint64_t key, const std::string&, uint64_t,
+                    uint64_t) override {
     CHECK(key == kKey);
     ++streamsClosed;
   }
