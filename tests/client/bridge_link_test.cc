@@ -176,7 +176,8 @@ TEST_CASE("client bridge: a reset close (4000) redials within a few ms, skipping
     if (relay.bridges.size() == before) {
       CHECK(pool->status().nextRetryMs <= ot::client::Backoff::kResetSpreadMs);
     }
-    REQUIRE(loop.runUntil([&] { return relay.attachedCount() == round + 1 && pool.last.attached == 1; }));
+    REQUIRE(loop.runUntil(
+        [&] { return relay.attachedCount() == round + 1 && pool.last.attached == 1; }));
     CHECK(relay.bridges.size() == before + 1);
     CHECK(relay.bridge(round - 1).closeCodes == std::vector<uint16_t>{4000});  // our echo
   }
