@@ -1,10 +1,13 @@
 """Reset (docs/pools-reset.md) on two machines of one mesh (reset-a on 127.0.21.11, reset-b on
-.12, one MariaDB): a pooled tunnel has one otunnel origin attached to each machine, a second
+.12, one MariaDB). The pooled tunnel has an otunnel origin (2 links, the bare route) on reset-a
+and raw bridges of a second origin on reset-b: the mesh's route rule keeps one route of a tunnel
+on one machine (docs/mesh.md "Route checks"), so the reset-b origin claims only "api". A second
 tunnel has bridges on reset-a only. POST /api/tunnel/{id}/reset on reset-a closes every bridge of
-the pooled tunnel on both machines with close 4000 "reset"; both origins redial at once (their
-links log a "reset" wait of a few ms, never a backoff) and are attached again; the time from the
-call until every link is back is printed. The other tunnel's bridges keep their IDs. A second
-reset within the second answers 429; `otctl reset` on reset-b does the same as the API.
+the pooled tunnel on both machines with close 4000 "reset"; otunnel's links redial at once (they
+log a "reset" wait of at most 20 ms, never a backoff) and attach again; the time from the call
+until both links are back is printed. The other tunnel's bridges keep their IDs. A second reset
+within the second answers 429. `otctl reset` on reset-b resets reset-a's links through the mesh
+event; `otctl reset --here` does not.
 """
 import datetime
 import json
