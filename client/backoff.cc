@@ -6,6 +6,8 @@
 #include <random>
 #include <utility>
 
+#include "common/bridge_control.h"
+
 namespace ot::client {
 
 RetryHint classifyAttemptEnd(const AttemptEnd& end) {
@@ -26,6 +28,8 @@ RetryHint classifyAttemptEnd(const AttemptEnd& end) {
         return {RetryKind::kBusy, end.retryAfterMs};
       return {};
     case AttemptEnd::Cause::kClosed:
+      // The owner reset the tunnel: come back at once.
+      if (end.closeCode == bridge::kCloseReset) return {RetryKind::kReset, 0};
       // 1012: service restart; 1013: try again later (RFC 6455's registry).
       return end.closeCode == 1012 || end.closeCode == 1013 ? busy : RetryHint{};
     case AttemptEnd::Cause::kDrain:
@@ -51,12 +55,15 @@ uint64_t Backoff::nextDelayMs() {
 }
 
 ScheduledWait Backoff::nextWait(const RetryHint& hint, bool afterAttached) {
+  // Not a failure: the counts stay as they are, so a reset never lengthens a later wait.
+  if (hint.kind == RetryKind::kReset) return {random_(kResetSpreadMs), WaitKind::kReset};
   if (afterAttached) return {nextDelayMs(), WaitKind::kAfterAttached};
   const bool busy = hint.kind == RetryKind::kBusy && busy_ < kBusyLimit;
   return {nextDelayMs(hint), busy ? WaitKind::kBusy : WaitKind::kBroken};
 }
 
 uint64_t Backoff::nextDelayMs(const RetryHint& hint) {
+  if (hint.kind == RetryKind::kReset) return random_(kResetSpreadMs);
   if (hint.kind == RetryKind::kBroken || busy_ >= kBusyLimit) return nextDelayMs();
   const uint32_t streak = busy_++;
   if (hint.retryAfterMs > 0) {

@@ -10,6 +10,9 @@
 //   250-3000 ms), or Retry-After to 1.5x it, the Retry-After taken up to 2 s so the wait stays
 //   within the same 3 s (the bridge is cheap to refuse again). After 20 busy answers in a row the
 //   relay is not just restarting: further busy answers count as broken.
+// - "reset" (the tunnel's owner reset it: close 4000 "reset", docs/pools-reset.md): redial at
+//   once, only spread over a few ms (kResetSpreadMs) so a pool's links do not land together; it
+//   counts as no failure and leaves the counts as they are.
 // Only attached() resets the counts.
 #pragma once
 
@@ -19,7 +22,7 @@
 
 namespace ot::client {
 
-enum class RetryKind : uint8_t { kBroken, kBusy };
+enum class RetryKind : uint8_t { kBroken, kBusy, kReset };
 
 struct RetryHint {
   RetryKind kind = RetryKind::kBroken;
@@ -51,8 +54,9 @@ struct AttemptEnd {
 // What a scheduled wait is for: after an attached bridge ended (the short first wait), after a
 // busy answer (the relay restarting or shedding: short, not doubling) or after a broken attempt
 // (doubling). A busy answer past Backoff::kBusyLimit in a row waits, and counts, as broken.
-enum class WaitKind : uint8_t { kAfterAttached, kBusy, kBroken };
-inline constexpr size_t kWaitKinds = 3;
+// A reset close (RetryKind::kReset) waits only a spread of a few ms, attached before or not.
+enum class WaitKind : uint8_t { kAfterAttached, kBusy, kBroken, kReset };
+inline constexpr size_t kWaitKinds = 4;
 
 struct ScheduledWait {
   uint64_t delayMs = 0;
@@ -66,6 +70,8 @@ class Backoff {
   static constexpr uint64_t kBusyCapMs = 3'000;
   static constexpr uint64_t kRetryAfterCapMs = kBusyCapMs * 2 / 3;
   static constexpr uint32_t kBusyLimit = 20;
+  // A reset's redial waits a random 0 to this many ms.
+  static constexpr uint64_t kResetSpreadMs = 20;
 
   // `random(n)` returns a uniform value in [0, n]; injected so tests control it.
   explicit Backoff(std::function<uint64_t(uint64_t)> random, uint64_t baseMs = 250,
@@ -77,7 +83,8 @@ class Backoff {
   // The wait after an attempt of the given kind.
   [[nodiscard]] uint64_t nextDelayMs(const RetryHint& hint);
   // The wait before the next attempt of a bridge whose attempt ended with `hint`, or, with
-  // `afterAttached`, whose attached session ended (then the hint does not count).
+  // `afterAttached`, whose attached session ended (then the hint does not count, unless it is a
+  // reset: a reset's short spread, whether the bridge was attached or not).
   [[nodiscard]] ScheduledWait nextWait(const RetryHint& hint, bool afterAttached);
   // The bridge reached `attached`: the next wait is 125-250 ms again.
   void attached() {

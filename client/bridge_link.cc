@@ -69,8 +69,10 @@ void BridgeLink::onSessionEnded(BridgeClient& session, const SessionEnd& end) {
     host_.onLinkChanged();
     return;
   }
-  // After an attached bridge, the short first wait (the backoff was reset on attach).
-  scheduleRetry(end.wasAttached ? RetryHint{} : end.retry, end.wasAttached);
+  // After an attached bridge, the short first wait (the backoff was reset on attach); after a
+  // reset close (4000), the reset's few ms whatever came before (Backoff::nextWait).
+  scheduleRetry(end.wasAttached && end.retry.kind != RetryKind::kReset ? RetryHint{} : end.retry,
+                end.wasAttached);
   host_.onLinkChanged();
 }
 
@@ -94,6 +96,7 @@ void BridgeLink::scheduleRetry(const RetryHint& hint, bool afterAttached) {
   retryAtMs_ = uv_now(loop_) + delay;
   const char* kind = wait.kind == WaitKind::kAfterAttached ? "after_attached"
                      : wait.kind == WaitKind::kBusy        ? "busy"
+                     : wait.kind == WaitKind::kReset       ? "reset"
                                                            : "broken";
   log_.info("bridge reconnecting", {{"link", index_},
                                     {"delay_ms", delay},

@@ -33,6 +33,11 @@ inline constexpr uint32_t kMaxHeartbeatMs = 300000;
 // The ALPN value otunnel offers next to http/1.1 when it opens a bridge (docs/protocol.md
 // section 1): a draining relay can refuse the bridge from the ClientHello, before the handshake.
 inline constexpr std::string_view kBridgeAlpn = "otunnel-bridge";
+// The close a relay sends when the tunnel's owner resets it (docs/protocol.md section 9): an
+// application code (RFC 6455 allows 4000-4999), so a client may redial at once, skipping its
+// backoff, and an older client still reads it as an ordinary close.
+inline constexpr uint16_t kCloseReset = 4000;
+inline constexpr std::string_view kCloseResetReason = "reset";
 
 enum class AttachErrorCode : uint8_t {
   kBadToken,

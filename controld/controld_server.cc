@@ -279,7 +279,10 @@ void ControldServer::buildApi() {
     backup_ = makeBackup(*backupStore, config_.domain);
   }
   AdminApi admin{config_.adminToken, [this] { return adminStats_->gather(); }, backup_.get()};
-  ApiRouter router = buildApiRouter(*service_, {}, admin, UsageApi{store_.get(), {}});
+  resetter_.emplace(
+      *registry_, *hub_, [this] { return mesh_.get(); }, config_.identity.machineId);
+  ResetApi reset{[this](const std::string& id) { return resetter_->reset(id); }, {}, 1000};
+  ApiRouter router = buildApiRouter(*service_, {}, admin, UsageApi{store_.get(), {}}, reset);
   if (site_) {
     router.setFallback(
         [site = site_](const ApiRequest& request) { return siteResponse(*site, request); });
@@ -346,7 +349,14 @@ std::optional<int> ControldServer::listen() {
     // Peers' events: the record read again and pushed to this machine's relays, off the loop.
     peerEvents_ = std::make_unique<mesh::PeerEventApplier>(*store_, *hub_, *runner_);
     peerEvents_->start();
-    mesh_->setPeerEvents([this](const mesh::FrameBody& event) { peerEvents_->apply(event); });
+    mesh_->setPeerEvents([this](const mesh::FrameBody& event) {
+      // A peer's reset: this machine's relayd closes the tunnel's bridges (never blocks).
+      if (const auto* reset = std::get_if<mesh::TunnelReset>(&event)) {
+        resetter_->resetHere(reset->tunnelId);
+        return;
+      }
+      peerEvents_->apply(event);
+    });
     // A link that comes up stands for the events lost while it was down (docs/mesh.md "Events").
     mesh_->setLinkUp([this](const std::string& machine, std::vector<std::string> tunnels) {
       peerEvents_->linkUp(machine, std::move(tunnels));

@@ -39,6 +39,7 @@
 #include "controld/admin/admin_service.h"
 #include "controld/admin/admin_stats_source.h"
 #include "controld/admin/backup.h"
+#include "controld/admin/tunnel_reset.h"
 #include "controld/api/api_router.h"
 #include "controld/api/api_types.h"
 #include "controld/api/ip_ranges.h"
@@ -147,6 +148,8 @@ class ControldServer {
   // The region mesh's node (INTERNAL_LISTEN only): its own loop thread, observing registry_.
   std::unique_ptr<mesh::MeshNode> mesh_;
   std::unique_ptr<mesh::PeerEventApplier> peerEvents_;  // with the mesh node
+  // Tunnel resets (API, peers' tunnel_reset events); asks for mesh_ per call.
+  std::optional<TunnelResetter> resetter_;
   // The Admin gRPC service on ADMIN_SOCKET (and ADMIN_LISTEN), for otctl (docs/admin.md).
   std::optional<AdminService> adminService_;
   std::optional<AdminServer> adminServer_;

@@ -1,7 +1,8 @@
-// otctl bridges ID, reset ID and drain: a tunnel's live bridges across the mesh, and acting on
-// this machine's relayd.
+// otctl bridges ID, reset ID and drain: a tunnel's live bridges across the mesh, resetting a
+// tunnel on every machine (or --here), and draining this machine's relayd.
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "otctl/commands.h"
 #include "otctl/exit_codes.h"
@@ -49,17 +50,29 @@ int bridges(Client& client, const std::string& id) {
   return kExitOk;
 }
 
-int reset(Client& client, const std::string& id) {
+int reset(Client& client, const std::string& id, bool hereOnly) {
   av1::ResetTunnelRequest request;
   request.set_tunnel_id(id);
+  request.set_here_only(hereOnly);
   av1::ResetTunnelResponse response;
   const grpc::Status status = client.stub().ResetTunnel(client.context().get(), request, &response);
   if (!status.ok()) return client.fail("reset", status);
   if (client.options().json) {
     std::printf("%s\n", toJson(response).c_str());
-  } else {
-    std::printf("%s reset: %u bridge(s) closed on this machine; clients reconnect\n", id.c_str(),
-                response.bridges_closed());
+    return kExitOk;
+  }
+  // Per machine: what this machine's relayd closed, and for each peer whether the event reached
+  // it and how many bridges its relayd had by the mesh table (it closes its own).
+  std::printf(
+      "%s reset: %u bridge(s) closed on this machine, %u peer(s) told%s; clients "
+      "reconnect at once\n",
+      id.c_str(), response.bridges_closed(), response.peers_notified(),
+      hereOnly ? " (--here)" : "");
+  Table table({{"MACHINE", 14}, {"TOLD", 6}, {"BRIDGES", 0}});
+  for (const av1::MachineReset& machine : response.machines()) {
+    const std::string told = machine.here() ? "here" : machine.told() ? "yes" : "NO";
+    table.row({machine.machine_id(), told,
+               std::to_string(machine.bridges()) + (machine.here() ? " closed" : " seen")});
   }
   return kExitOk;
 }
@@ -88,11 +101,14 @@ void addBridgeCommands(CLI::App& app, Action& action) {
   CLI::App* list = app.add_subcommand("bridges", "a tunnel's live bridges on every machine");
   list->add_option("id", *id, "the tunnel's ID")->required();
   list->callback([&action, id] { action = [id](Client& client) { return bridges(client, *id); }; });
-  CLI::App* resetCommand =
-      app.add_subcommand("reset", "close a tunnel's bridges here so its clients reconnect");
+  auto here = std::make_shared<bool>(false);
+  CLI::App* resetCommand = app.add_subcommand(
+      "reset", "close a tunnel's bridges on every machine so its clients reconnect at once");
   resetCommand->add_option("id", *id, "the tunnel's ID")->required();
-  resetCommand->callback(
-      [&action, id] { action = [id](Client& client) { return reset(client, *id); }; });
+  resetCommand->add_flag("--here", *here, "on this machine only; the peers are not told");
+  resetCommand->callback([&action, id, here] {
+    action = [id, here](Client& client) { return reset(client, *id, *here); };
+  });
   auto undo = std::make_shared<bool>(false);
   CLI::App* drainCommand =
       app.add_subcommand("drain", "drain this machine's relayd as SIGTERM does, without stopping");

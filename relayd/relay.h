@@ -97,6 +97,9 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // Caches a pushed or fetched record; a newer one closes at once the bridges whose derived
   // credential it no longer lists (1008 "credential revoked"). Public for tests.
   void storeRecord(const v1::TunnelRecord& record);
+  // Command reset_tunnel (the owner's or an operator's reset): closes the tunnel's bridges with
+  // 4000 "reset" and drops its cached record. Returns the bridges closed. Public for tests.
+  size_t resetTunnel(const std::string& tunnelId);
 
   [[nodiscard]] TunnelTable& table() { return table_; }
   [[nodiscard]] size_t bridgeCount() const { return bridges_.size(); }
@@ -116,7 +119,8 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void sweepCache();
   void rereadRecord(const std::string& tunnelId);
   static constexpr uint64_t kCacheSweepMs = 5'000;
-  void closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason);
+  void closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason,
+                          const std::string& text = {});
   void authorizeFromCache(uint64_t key);
   void finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* response);
   void rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId);

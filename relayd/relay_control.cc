@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/bridge_control.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/websocket_frame.h"
@@ -113,11 +114,22 @@ void Relay::onTunnelDeleted(const std::string& tunnelId) {
   closeTunnelBridges(tunnelId, ws::kCloseNormal, DetachOutcome::kDelete);
 }
 
-void Relay::closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason) {
+void Relay::closeTunnelBridges(const std::string& tunnelId, uint16_t code, DetachOutcome reason,
+                               const std::string& text) {
   for (uint64_t key : table_.bridgesOf(tunnelId)) {
     auto it = bridges_.find(key);
-    if (it != bridges_.end()) it->second->close(code, reason);
+    if (it != bridges_.end()) it->second->close(code, reason, text);
   }
+}
+
+size_t Relay::resetTunnel(const std::string& tunnelId) {
+  const size_t bridges = table_.bridgesOf(tunnelId).size();
+  // 4000 "reset": the client redials at once, without its backoff (docs/protocol.md section 9).
+  closeTunnelBridges(tunnelId, bridge::kCloseReset, DetachOutcome::kReset,
+                     std::string(bridge::kCloseResetReason));
+  table_.dropRecord(tunnelId);
+  if (bridges > 0) kLog.info("tunnel reset", {{"tunnel", tunnelId}, {"bridges", bridges}});
+  return bridges;
 }
 
 void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
@@ -150,13 +162,9 @@ void Relay::onCommand(const v1::Command& command) {
         ++affected;
       }
       break;
-    case v1::Command::kResetTunnel: {
-      const std::string& id = command.reset_tunnel().tunnel_id();
-      affected = static_cast<uint32_t>(table_.bridgesOf(id).size());
-      closeTunnelBridges(id, ws::kCloseNormal, DetachOutcome::kReset);
-      table_.dropRecord(id);
+    case v1::Command::kResetTunnel:
+      affected = static_cast<uint32_t>(resetTunnel(command.reset_tunnel().tunnel_id()));
       break;
-    }
     case v1::Command::kCloseBridge: {
       ack.set_status(v1::ACK_STATUS_NOT_FOUND);
       for (auto& [key, bridge] : bridges_) {

@@ -191,15 +191,22 @@ grpc::Status AdminService::ResetTunnel(grpc::ServerContext*, const av1::ResetTun
   auto loaded = context_.store->getTunnel(id);
   if (!loaded) return grpcStatus(loaded.error());
   if (!loaded->has_value()) return noSuchTunnel(id);
-  // This machine's relayd closes the tunnel's bridges and drops its cached record; the clients
-  // reconnect. Peers are not told (the mesh has no reset event): docs/admin.md.
-  const size_t bridges = context_.registry->bridgeCount(id);
-  opentunnel::control::v1::Command command;
-  command.mutable_reset_tunnel()->set_tunnel_id(id);
-  context_.hub->sendCommand("", std::move(command));
-  response->set_bridges_closed(static_cast<uint32_t>(bridges));
-  response->set_peers_notified(0);
-  logger().info("tunnel reset by an operator", {{"tunnel", id}, {"bridges", bridges}});
+  // This machine's relayd closes the tunnel's bridges (close 4000: the clients redial at once)
+  // and drops its cached record; every linked peer gets tunnel_reset and does the same, unless
+  // here_only (docs/pools-reset.md).
+  TunnelResetter resetter(*context_.registry, *context_.hub, context_.mesh, context_.machineId);
+  const TunnelResetOutcome outcome = resetter.reset(id, request->here_only());
+  response->set_bridges_closed(outcome.bridgesHere);
+  response->set_peers_notified(outcome.peersTold);
+  for (const MachineResetOutcome& machine : outcome.machines) {
+    av1::MachineReset* out = response->add_machines();
+    out->set_machine_id(machine.machine);
+    out->set_here(machine.here);
+    out->set_told(machine.told);
+    out->set_bridges(machine.bridges);
+  }
+  logger().info("tunnel reset by an operator",
+                {{"tunnel", id}, {"bridges", outcome.bridgesHere}, {"peers", outcome.peersTold}});
   return grpc::Status::OK;
 }
 

@@ -17,6 +17,7 @@
 #include "controld/admin/admin_convert.h"
 #include "controld/admin/admin_stats.h"
 #include "controld/admin/backup.h"
+#include "controld/admin/tunnel_reset.h"
 #include "controld/mesh/mesh_node.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"

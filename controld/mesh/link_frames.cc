@@ -80,6 +80,7 @@ struct BodyEncoder {
   void operator()(const Leaving&) const {}
   void operator()(const JobEnqueued&) const {}
   void operator()(const Ping&) const {}
+  void operator()(const TunnelReset& event) const { out["tunnel"] = event.tunnelId; }
 };
 
 // --- decoding ---------------------------------------------------------------------------------
@@ -273,7 +274,7 @@ std::string_view frameErrorCodeName(FrameErrorCode code) {
 
 std::string_view frameTypeName(const FrameBody& body) {
   // One case per alternative, in FrameBody's order: a new frame type must be named here too.
-  static_assert(std::variant_size_v<FrameBody> == 10);
+  static_assert(std::variant_size_v<FrameBody> == 11);
   switch (body.index()) {
     case 0:
       return "hello";
@@ -293,8 +294,10 @@ std::string_view frameTypeName(const FrameBody& body) {
       return "leaving";
     case 8:
       return "job_enqueued";
-    default:
+    case 9:
       return "ping";
+    default:
+      return "tunnel_reset";
   }
 }
 
@@ -391,6 +394,8 @@ Result<std::optional<Frame>, FrameError> decodeFrameBody(std::string_view body) 
     frame.body = JobEnqueued{};
   } else if (type == "ping") {
     frame.body = Ping{};
+  } else if (type == "tunnel_reset") {
+    frame.body = TunnelReset{reader.tunnelId()};
   } else {
     return std::optional<Frame>();  // a type a later version added
   }

@@ -98,8 +98,16 @@ struct Ping {
   friend bool operator==(const Ping&, const Ping&) = default;
 };
 
-using FrameBody = std::variant<Hello, SnapshotPart, Attached, Detached, TunnelCreated,
-                               CertificateChanged, TunnelDeleted, Leaving, JobEnqueued, Ping>;
+// The tunnel's owner (or an operator) reset it on the sender: reset it here too, closing its
+// bridges on this machine's relayd (docs/pools-reset.md). An older build ignores the type.
+struct TunnelReset {
+  std::string tunnelId;
+  friend bool operator==(const TunnelReset&, const TunnelReset&) = default;
+};
+
+using FrameBody =
+    std::variant<Hello, SnapshotPart, Attached, Detached, TunnelCreated, CertificateChanged,
+                 TunnelDeleted, Leaving, JobEnqueued, Ping, TunnelReset>;
 
 struct Frame {
   int64_t sentAtMs = 0;  // the sender's clock (Unix ms) when it encoded the frame

@@ -5,7 +5,7 @@
 namespace ot::mesh {
 namespace {
 
-constexpr std::array<std::string_view, 11> kFrameTypes = {"hello",
+constexpr std::array<std::string_view, 12> kFrameTypes = {"hello",
                                                           "snapshot",
                                                           "snapshot_part",
                                                           "attached",
@@ -15,7 +15,8 @@ constexpr std::array<std::string_view, 11> kFrameTypes = {"hello",
                                                           "tunnel_deleted",
                                                           "leaving",
                                                           "job_enqueued",
-                                                          "ping"};
+                                                          "ping",
+                                                          "tunnel_reset"};
 
 const char* const kFramesHelp = "mesh link frames by direction and type";
 const char* const kBytesHelp =

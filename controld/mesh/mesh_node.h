@@ -58,6 +58,13 @@ struct RouteConflict {
 };
 
 // A copy of the node's state, for the admin view and the tests.
+// One machine in announceReset's answer.
+struct PeerReset {
+  std::string machine;
+  bool told = false;   // a proven link carried tunnel_reset to it
+  size_t bridges = 0;  // the tunnel's bridges there, by the table, when the event left
+};
+
 struct MeshNodeStatus {
   std::vector<PeerView> peers;
   std::vector<std::string> linkedMachines;  // one link each, sorted
@@ -104,6 +111,11 @@ class MeshNode final : public controld::BridgeRegistryObserver, public LinkOwner
   // serving again under the same controld): every link is closed, so peers redial and take the
   // new hello and snapshot. Any thread; repeats change nothing.
   void setLeaving(bool leaving);
+  // A tunnel reset (docs/pools-reset.md): tunnel_reset goes to every proven link, and the answer
+  // says, per machine, whether it was told and how many of the tunnel's bridges the table shows
+  // there (machines with such bridges but no link are listed untold: they miss the event). Waits
+  // for the loop: from any thread but the loop's; empty when the loop is not running.
+  [[nodiscard]] std::vector<PeerReset> announceReset(const std::string& tunnelId);
   void setPeerEvents(std::function<void(const FrameBody&)> handler) {
     peerEvents_ = std::move(handler);
   }

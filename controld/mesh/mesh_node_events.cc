@@ -1,5 +1,9 @@
 // MeshNode's events (docs/mesh.md "Events"): this machine's changes broadcast to every proven
-// link, encoded once. Peers' events reach setPeerEvents' handler from applyTable.
+// link, encoded once; a tunnel reset's event with who it reached. Peers' events reach
+// setPeerEvents' handler from applyTable.
+#include <future>
+#include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -17,6 +21,44 @@ void MeshNode::broadcast(FrameBody event) {
       if (link->proven()) link->sendEncoded(encoded, type);
     }
   });
+}
+
+std::vector<PeerReset> MeshNode::announceReset(const std::string& tunnelId) {
+  auto promise = std::make_shared<std::promise<std::vector<PeerReset>>>();
+  auto future = promise->get_future();
+  {
+    std::lock_guard lock(tasksMutex_);
+    if (!accepting_) return {};
+    tasks_.emplace_back([this, promise, tunnelId] {
+      const Frame frame{unixNowMs(), TunnelReset{tunnelId}};
+      const std::string encoded = encodeFrame(frame);
+      std::map<std::string, PeerReset> machines;
+      for (auto& [pointer, link] : links_) {
+        if (!link->proven()) continue;
+        link->sendEncoded(encoded, frameTypeName(frame.body));
+        const std::string& machine = link->peerMachine();
+        if (!machine.empty()) machines[machine] = PeerReset{machine, true, 0};
+      }
+      // The table's count per machine: what the peer's relayd should close (it counts its own).
+      for (const MachineSummary& summary : table_.machines()) {
+        const std::string& machine = summary.life.machineId;
+        if (machine == settings_.machineId) continue;
+        size_t bridges = 0;
+        for (const BridgeEntry& bridge : table_.bridgesOf(machine)) {
+          if (bridge.tunnelId == tunnelId) ++bridges;
+        }
+        if (bridges == 0) continue;
+        auto [it, added] = machines.try_emplace(machine, PeerReset{machine, false, 0});
+        it->second.bridges = bridges;
+      }
+      std::vector<PeerReset> answer;
+      answer.reserve(machines.size());
+      for (auto& [machine, reset] : machines) answer.push_back(std::move(reset));
+      promise->set_value(std::move(answer));
+    });
+    uv_async_send(&wake_);
+  }
+  return future.get();
 }
 
 void MeshNode::setLeaving(bool leaving) {

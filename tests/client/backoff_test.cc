@@ -166,3 +166,31 @@ TEST_CASE("client backoff: nextWait: Retry-After is honoured up to 2 s, broken a
   CHECK(second.kind == WaitKind::kBroken);
   CHECK(second.delayMs == 500);
 }
+
+TEST_CASE("client backoff: a reset close (4000) redials within a few ms and counts no failure") {
+  using Cause = AttemptEnd::Cause;
+  CHECK(kindOf(ended(Cause::kClosed, 0, 0, 0, 4000)) == RetryKind::kReset);
+  CHECK(kindOf(ended(Cause::kClosed, 0, 0, 0, 4001)) == RetryKind::kBroken);
+  CHECK(kindOf(ended(Cause::kClosed, 0, 0, 0, 1000)) == RetryKind::kBroken);
+
+  Backoff backoff(topOfRange);
+  // Some broken attempts first: a reset neither waits them out nor adds to them.
+  CHECK(backoff.nextWait({}, false).delayMs == 250);
+  CHECK(backoff.nextWait({}, false).delayMs == 500);
+  const RetryHint reset{RetryKind::kReset, 0};
+  for (const bool attached : {true, false}) {
+    const auto wait = backoff.nextWait(reset, attached);
+    CHECK(wait.kind == WaitKind::kReset);
+    CHECK(wait.delayMs == Backoff::kResetSpreadMs);  // the top of its spread
+    CHECK(Backoff::kResetSpreadMs <= 50);
+  }
+  CHECK(backoff.failuresInARow() == 2);
+  CHECK(backoff.busyInARow() == 0);
+  // The spread is random: links of one pool do not all redial in the same millisecond.
+  Backoff real(ot::client::uniformRandom);
+  std::vector<uint64_t> delays;
+  for (int i = 0; i < 24; ++i) delays.push_back(real.nextWait(reset, true).delayMs);
+  CHECK(*std::max_element(delays.begin(), delays.end()) <= Backoff::kResetSpreadMs);
+  std::sort(delays.begin(), delays.end());
+  CHECK(std::unique(delays.begin(), delays.end()) - delays.begin() > 1);
+}

@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "client/backoff.h"
 #include "client/bridge_pool.h"
+#include "common/bridge_control.h"
 #include "tests/client/fake_relay.h"
 #include "tests/client/test_support.h"
 
@@ -153,6 +155,33 @@ TEST_CASE("client bridge: the relay closing after attached makes the link reconn
   for (size_t i = 0; i + 1 < relay.bridges.size(); ++i) {
     CHECK(relay.bridge(i).closeCodes == std::vector<uint16_t>{1000});  // our echo of its close
   }
+}
+
+TEST_CASE("client bridge: a reset close (4000) redials within a few ms, skipping the backoff") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  // Several resets in a row: none counts as a failure, so none waits longer than the spread
+  // (an ordinary close waits 125-250 ms, and longer when the attempts after it fail).
+  for (size_t round = 1; round <= 3; ++round) {
+    const size_t before = relay.bridges.size();
+    relay.latest().sendClose(ot::bridge::kCloseReset);
+    // Either the wait is seen (it is the reset's, a few ms) or the redial already happened.
+    REQUIRE(loop.runUntil([&] {
+      const auto status = pool->status();
+      return (status.attached == 0 && status.nextRetryMs != 0) || relay.bridges.size() > before;
+    }));
+    if (relay.bridges.size() == before) {
+      CHECK(pool->status().nextRetryMs <= ot::client::Backoff::kResetSpreadMs);
+    }
+    REQUIRE(loop.runUntil(
+        [&] { return relay.attachedCount() == round + 1 && pool.last.attached == 1; }));
+    CHECK(relay.bridges.size() == before + 1);
+    CHECK(relay.bridge(round - 1).closeCodes == std::vector<uint16_t>{4000});  // our echo
+  }
+  CHECK_FALSE(pool.last.fatal);
 }
 
 TEST_CASE("client bridge: pings are answered at once with the same payload") {

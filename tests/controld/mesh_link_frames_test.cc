@@ -59,6 +59,7 @@ std::vector<Frame> everyFrame() {
       frame(JobEnqueued{}),
       frame(Ping{}, -5),
       frame(Leaving{}),
+      frame(TunnelReset{"zeta"}),
   };
 }
 
@@ -150,6 +151,10 @@ TEST_CASE("mesh frames: the wire format is the one docs/mesh.md writes") {
   CHECK(decode(R"({"type":"leaving","sent_at":7})") == frame(Leaving{}, 7));
   CHECK(decode(R"({"type":"job_enqueued","sent_at":7})") == frame(JobEnqueued{}, 7));
   CHECK(decode(R"({"type":"ping","sent_at":7})") == frame(Ping{}, 7));
+  CHECK(decode(R"({"type":"tunnel_reset","sent_at":7,"tunnel":"abc"})") ==
+        frame(TunnelReset{"abc"}, 7));
+  CHECK(encodeFrameBody(frame(TunnelReset{"abc"}, 7)) ==
+        R"({"sent_at":7,"tunnel":"abc","type":"tunnel_reset"})");
   // A certificate change this build does not know still marks the record stale.
   CHECK(decode(R"({"type":"certificate_changed","sent_at":7,"tunnel":"abc","change":"revoked"})") ==
         frame(CertificateChanged{"abc", CertificateChange::kOther}, 7));
@@ -209,6 +214,7 @@ TEST_CASE("mesh frames: refused bodies say why") {
   const auto bad = [](std::string_view body) { return decodeError(body).code; };
   const auto kBadField = FrameErrorCode::kBadField;
   CHECK(bad(R"({"type":"ping","sent_at":1.0})") == kBadField);
+  CHECK(bad(R"({"type":"tunnel_reset","sent_at":1,"tunnel":"Not-Label"})") == kBadField);
   CHECK(bad(R"({"type":"detached","sent_at":1,"sequence":-1,"tunnel":"a","bridge":"b"})") ==
         kBadField);
   CHECK(bad(R"({"type":"detached","sent_at":1,"sequence":1,"tunnel":"Not-Label","bridge":"b"})") ==
