@@ -3,10 +3,11 @@
 // signed with INTERNAL_TOKEN, followed by the visitor's buffered ClientHello.
 //
 //   OPENTUNNEL-FORWARD/2 <sender> <receiver> <time> <nonce> <tunnel> <route> <visitor> <proof>\n
+//   OPENTUNNEL-FORWARD/2 <sender> ... <visitor> <origin> <proof>\n      (an origin was chosen)
 //
 // <route> and <visitor> are "-" for the bare hostname and an unknown address. <proof> is
 // meshMac(secret, {"OPENTUNNEL-FORWARD/2", sender, receiver, time, nonce, tunnel, route, visitor})
-// over the fields exactly as they appear on the line ("-" included).
+// over the fields exactly as they appear on the line ("-" included), <origin> last when present.
 //
 // Pure. The sender's relayd calls buildForwardHeader on its loop; the receiver's relayd scans the
 // first bytes of an internal connection with scanLine (common/mesh_proof.h: 1 KiB within 10 s is
@@ -33,6 +34,9 @@ struct ForwardHeader {
   std::string tunnelId;        // one DNS label (as our tunnel IDs)
   std::string route;           // "" (bare hostname) or one DNS label (bridge::isValidRoute)
   std::string visitorAddress;  // "" (unknown), "a.b.c.d:port" or "[v6]:port"
+  // The origin the sender chose for the visitor (docs/pools-mesh.md); "" sends the line without
+  // it, as relays before origins wrote it. 1-64 of [A-Za-z0-9._-].
+  std::string origin;
   bool operator==(const ForwardHeader&) const = default;
 };
 

@@ -89,7 +89,8 @@ void ForwardedVisitor::route() {
   };
   stream->setHandler(nullptr);
   stream_ = nullptr;
-  const ForwardedRoute routed = router_.routeForwarded(stream, target, std::move(buffered), accept);
+  const ForwardedRoute routed =
+      router_.routeForwarded(stream, target, std::move(buffered), accept, header_.origin);
   if (routed == ForwardedRoute::kNoBridge) {
     // Ours again, to say no.
     stream_ = stream;

@@ -37,9 +37,11 @@ enum class ForwardedRoute : uint8_t {
 // gives up (an error) when it answers false.
 class ForwardedVisitorRouter {
  public:
+  // `origin`: the one the sending machine chose ("" when it named none).
   virtual ForwardedRoute routeForwarded(TcpStream* stream, const SniTarget& target,
                                         std::vector<uint8_t> hello,
-                                        const std::function<bool()>& accept) = 0;
+                                        const std::function<bool()>& accept,
+                                        std::string_view origin) = 0;
 
  protected:
   ~ForwardedVisitorRouter() = default;

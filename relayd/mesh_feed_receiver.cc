@@ -9,7 +9,7 @@ namespace v1 = ::opentunnel::control::v1;
 
 MeshRouteHolder holderFrom(const v1::MeshHolder& holder) {
   return MeshRouteHolder{holder.tunnel_id(), holder.route(), holder.machine_id(),
-                         holder.attached_at_unix_ms()};
+                         holder.attached_at_unix_ms(), holder.origin()};
 }
 
 std::vector<MeshPeer> peersFrom(const google::protobuf::RepeatedPtrField<v1::MeshPeer>& peers) {

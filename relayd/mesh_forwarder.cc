@@ -49,11 +49,13 @@ std::optional<sockaddr_storage> parseSocketAddress(std::string_view address,
 class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrable {
  public:
   Attempt(MeshForwarder& owner, TcpStream* visitor, std::string tunnelId, std::string route,
-          std::vector<uint8_t> hello, SourceSlot slot, VisitorOutcome outcome)
+          std::vector<uint8_t> hello, SourceSlot slot, VisitorOutcome outcome,
+          std::string_view visitorKey)
       : owner_(&owner),
         visitor_(visitor),
         tunnelId_(std::move(tunnelId)),
         route_(std::move(route)),
+        visitorKey_(visitorKey),
         hello_(std::move(hello)),
         sourceSlot_(std::move(slot)),
         outcome_(outcome),
@@ -72,6 +74,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   [[nodiscard]] bool waiting() const { return waiting_; }
   [[nodiscard]] const std::string& tunnelId() const { return tunnelId_; }
   [[nodiscard]] const std::string& route() const { return route_; }
+  [[nodiscard]] const std::string& visitorKey() const { return visitorKey_; }
 
   // The table names a holder now.
   void holderAppeared(const MeshForwardTarget& target) {
@@ -85,6 +88,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   void tryHolder(const MeshForwardTarget& target) {
     ++tries_;
     machine_ = target.machineId;
+    origin_ = target.origin;
     RelayContext& context = owner_->context_;
     const auto address = parseSocketAddress(target.internalAddress);
     holder_ = address ? TcpStream::open(context, this) : nullptr;
@@ -124,6 +128,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
     header.tunnelId = tunnelId_;
     header.route = route_;
     header.visitorAddress = visitor_->peer().toString();
+    header.origin = origin_;
     std::optional<std::string> line;
     if (nonce) {
       header.envelope.nonce = *nonce;
@@ -232,7 +237,11 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
     dropHolder();
     answer_.clear();
     if (tries_ < kForwardTries && visitor_ != nullptr) {
-      if (auto next = owner_->table_.pick(tunnelId_, route_, machine_)) {
+      // Another holder of the same origin first; else whatever the choice gives without the
+      // machine that failed.
+      auto next = owner_->table_.pickOrigin(tunnelId_, route_, origin_, machine_);
+      if (!next) next = owner_->target(tunnelId_, route_, visitorKey_, std::nullopt, machine_);
+      if (next) {
         tryHolder(*next);
         return;
       }
@@ -267,12 +276,14 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   TcpStream* holder_ = nullptr;
   std::string tunnelId_;
   std::string route_;
+  std::string visitorKey_;  // the origin choice's key
   std::vector<uint8_t> hello_;
   SourceSlot sourceSlot_;
   VisitorOutcome outcome_;
   VisitorSide visitorSide_;
   TimerEntry timer_;
   std::string machine_;  // the holder being tried
+  std::string origin_;   // its origin, named in the header
   std::vector<uint8_t> answer_;
   int tries_ = 0;
   bool waiting_ = false;  // for a holder to appear in the table
@@ -293,10 +304,11 @@ MeshForwarder::~MeshForwarder() {
 
 bool MeshForwarder::forward(TcpStream* visitor, const std::string& tunnelId,
                             const std::string& route, std::vector<uint8_t>&& hello,
-                            SourceSlot&& sourceSlot, VisitorOutcome outcome) {
+                            SourceSlot&& sourceSlot, VisitorOutcome outcome,
+                            std::string_view visitorKey, std::optional<std::string_view> origin) {
   if (!source_) return false;
-  std::optional<MeshForwardTarget> target = table_.pick(tunnelId, route);
-  if (!target) {
+  std::optional<MeshForwardTarget> holder = target(tunnelId, route, visitorKey, origin);
+  if (!holder) {
     // A holder may be on its way (attached elsewhere a moment ago): wait for the table, while
     // any peer is linked and the waiting room has space.
     if (options_.missWaitMs == 0 || waiting_ >= kMaxMissWaiting || !anyPeerLinked()) {
@@ -304,17 +316,40 @@ bool MeshForwarder::forward(TcpStream* visitor, const std::string& tunnelId,
       return false;
     }
     auto* attempt = new Attempt(*this, visitor, tunnelId, route, std::move(hello),
-                                std::move(sourceSlot), outcome);
+                                std::move(sourceSlot), outcome, visitorKey);
     attempts_.insert(attempt);
     attempt->waitForHolder();
     return true;
   }
   context_.metrics.meshLookupHit.Increment();
   auto* attempt = new Attempt(*this, visitor, tunnelId, route, std::move(hello),
-                              std::move(sourceSlot), outcome);
+                              std::move(sourceSlot), outcome, visitorKey);
   attempts_.insert(attempt);
-  attempt->tryHolder(*target);
+  attempt->tryHolder(*holder);
   return true;
+}
+
+std::optional<MeshForwardTarget> MeshForwarder::target(std::string_view tunnelId,
+                                                       std::string_view route,
+                                                       std::string_view visitorKey,
+                                                       std::optional<std::string_view> origin,
+                                                       std::string_view skipMachine) const {
+  if (origin) {
+    if (auto holder = table_.pickOrigin(tunnelId, route, *origin, skipMachine)) return holder;
+  }
+  // The same choice a local pick makes (relayd/origin_choice.h), over the origins the mesh holds
+  // the route with; unheld, since the hold is per machine (docs/pools-mesh.md).
+  origins_.clear();
+  table_.originsOf(tunnelId, route, origins_);
+  candidates_.clear();
+  for (const std::string_view name : origins_) {
+    // Origins whose only holder is the skipped machine are not candidates.
+    if (!skipMachine.empty() && !table_.pickOrigin(tunnelId, route, name, skipMachine)) continue;
+    candidates_.push_back({name, 1.0, false});
+  }
+  const size_t chosen = chooseOrigin(visitorKey, candidates_);
+  if (chosen == candidates_.size()) return std::nullopt;
+  return table_.pickOrigin(tunnelId, route, candidates_[chosen].name, skipMachine);
 }
 
 void MeshForwarder::tableChanged() {
@@ -328,8 +363,9 @@ void MeshForwarder::tableChanged() {
   // Trying a holder can end attempts (a bad address fails at once), so not while iterating.
   for (Attempt* attempt : ready) {
     if (!attempts_.contains(attempt) || !attempt->waiting()) continue;
-    if (auto target = table_.pick(attempt->tunnelId(), attempt->route())) {
-      attempt->holderAppeared(*target);
+    if (auto holder =
+            target(attempt->tunnelId(), attempt->route(), attempt->visitorKey(), std::nullopt)) {
+      attempt->holderAppeared(*holder);
     }
   }
 }

@@ -33,6 +33,7 @@
 
 #include "common/tcp_stream.h"
 #include "relayd/mesh_route_table.h"
+#include "relayd/origin_choice.h"
 #include "relayd/relay_context.h"
 #include "relayd/relay_metrics.h"
 #include "relayd/source_counts.h"
@@ -77,8 +78,23 @@ class MeshForwarder {
   // it with `outcome` itself. True: the forwarder owns the visitor from here on (forwarded, or
   // waiting for a holder and then forwarded or rejected).
   // `hello` and `sourceSlot` are taken only when it answers true.
+  // `visitorKey` (its address, IPv6 /64) chooses the origin among the mesh's holders, with the
+  // function a local pick uses (docs/pools-mesh.md); `origin`, when set, was chosen already (the
+  // caller's pick over local and remote origins). The target is a holder of that origin, and the
+  // forward header names it so the target does not choose again.
   bool forward(TcpStream* visitor, const std::string& tunnelId, const std::string& route,
-               std::vector<uint8_t>&& hello, SourceSlot&& sourceSlot, VisitorOutcome outcome);
+               std::vector<uint8_t>&& hello, SourceSlot&& sourceSlot, VisitorOutcome outcome,
+               std::string_view visitorKey = {},
+               std::optional<std::string_view> origin = std::nullopt);
+
+  // Where a visitor goes: a holder of `origin` when set and held, else of the origin chosen for
+  // `visitorKey` over the origins the mesh holds (tunnel, route) with; `skipMachine` is left out
+  // (it answered 0). nullopt: no other machine holds the route.
+  [[nodiscard]] std::optional<MeshForwardTarget> target(std::string_view tunnelId,
+                                                        std::string_view route,
+                                                        std::string_view visitorKey,
+                                                        std::optional<std::string_view> origin,
+                                                        std::string_view skipMachine = {}) const;
 
   // The table changed (a snapshot or delta applied): waiting visitors whose route now has a
   // holder are forwarded.
@@ -99,6 +115,9 @@ class MeshForwarder {
   std::optional<sockaddr_storage> source_;  // INTERNAL_ADDRESS's IP, port 0
   [[nodiscard]] bool anyPeerLinked() const;
 
+  // target()'s scratch, so a forward's choice allocates nothing once they have room.
+  mutable std::vector<std::string_view> origins_;
+  mutable std::vector<OriginCandidate> candidates_;
   std::unordered_set<Attempt*> attempts_;
   size_t waiting_ = 0;  // attempts waiting for a holder
 };

@@ -47,13 +47,16 @@ MeshRouteTable::Apply MeshRouteTable::apply(const MeshRouteDelta& delta) {
 
 void MeshRouteTable::add(const MeshRouteHolder& holder) {
   std::vector<Holder>& holders = routes_[routeKey(holder.tunnelId, holder.route)];
-  // One entry per machine and route: a machine with several bridges on a route is one holder,
-  // at its newest attach (controld sends that one).
-  std::erase_if(holders, [&](const Holder& h) { return h.machineId == holder.machineId; });
-  const Holder entry{holder.machineId, holder.attachedAtMs};
+  // One entry per machine, origin and route: a machine with several bridges of one origin on a
+  // route is one holder, at its newest attach (controld sends that one).
+  std::erase_if(holders, [&](const Holder& h) {
+    return h.machineId == holder.machineId && h.origin == holder.origin;
+  });
+  const Holder entry{holder.machineId, holder.attachedAtMs, holder.origin};
   const auto before = [](const Holder& a, const Holder& b) {
     if (a.attachedAtMs != b.attachedAtMs) return a.attachedAtMs > b.attachedAtMs;
-    return a.machineId < b.machineId;
+    if (a.machineId != b.machineId) return a.machineId < b.machineId;
+    return a.origin < b.origin;
   };
   holders.insert(std::upper_bound(holders.begin(), holders.end(), entry, before), entry);
 }
@@ -61,7 +64,9 @@ void MeshRouteTable::add(const MeshRouteHolder& holder) {
 void MeshRouteTable::remove(const MeshRouteHolder& holder) {
   const auto it = routes_.find(routeKey(holder.tunnelId, holder.route));
   if (it == routes_.end()) return;
-  std::erase_if(it->second, [&](const Holder& h) { return h.machineId == holder.machineId; });
+  std::erase_if(it->second, [&](const Holder& h) {
+    return h.machineId == holder.machineId && h.origin == holder.origin;
+  });
   if (it->second.empty()) routes_.erase(it);
 }
 
@@ -72,20 +77,56 @@ const MeshPeer* MeshRouteTable::peer(std::string_view machineId) const {
   return nullptr;
 }
 
+const std::vector<MeshRouteTable::Holder>* MeshRouteTable::holdersOf(std::string_view tunnelId,
+                                                                     std::string_view route) const {
+  lookupKey_.assign(tunnelId);
+  lookupKey_.push_back('\0');
+  lookupKey_.append(route);
+  const auto it = routes_.find(lookupKey_);
+  return it == routes_.end() ? nullptr : &it->second;
+}
+
 std::optional<MeshForwardTarget> MeshRouteTable::pick(std::string_view tunnelId,
                                                       std::string_view route,
                                                       std::string_view skipMachine) const {
-  const auto it = routes_.find(routeKey(tunnelId, route));
-  if (it == routes_.end()) return std::nullopt;
-  for (const Holder& holder : it->second) {
+  const std::vector<Holder>* holders = holdersOf(tunnelId, route);
+  if (holders == nullptr) return std::nullopt;
+  for (const Holder& holder : *holders) {
     if (!skipMachine.empty() && holder.machineId == skipMachine) continue;
     // A holder controld no longer lists as a peer (it was dropped in the same delta that should
     // have removed its routes) is never a target.
     if (const MeshPeer* known = peer(holder.machineId)) {
-      return MeshForwardTarget{known->machineId, known->internalAddress};
+      return MeshForwardTarget{known->machineId, known->internalAddress, holder.origin};
     }
   }
   return std::nullopt;
+}
+
+std::optional<MeshForwardTarget> MeshRouteTable::pickOrigin(std::string_view tunnelId,
+                                                            std::string_view route,
+                                                            std::string_view origin,
+                                                            std::string_view skipMachine) const {
+  const std::vector<Holder>* holders = holdersOf(tunnelId, route);
+  if (holders == nullptr) return std::nullopt;
+  for (const Holder& holder : *holders) {
+    if (holder.origin != origin) continue;
+    if (!skipMachine.empty() && holder.machineId == skipMachine) continue;
+    if (const MeshPeer* known = peer(holder.machineId)) {
+      return MeshForwardTarget{known->machineId, known->internalAddress, holder.origin};
+    }
+  }
+  return std::nullopt;
+}
+
+void MeshRouteTable::originsOf(std::string_view tunnelId, std::string_view route,
+                               std::vector<std::string_view>& out) const {
+  const std::vector<Holder>* holders = holdersOf(tunnelId, route);
+  if (holders == nullptr) return;
+  for (const Holder& holder : *holders) {
+    const std::string_view name = holder.origin;
+    if (std::find(out.begin(), out.end(), name) != out.end()) continue;
+    if (peer(holder.machineId) != nullptr) out.push_back(name);
+  }
 }
 
 bool MeshRouteTable::linkedFrom(std::string_view machineId, std::string_view peerHost) const {

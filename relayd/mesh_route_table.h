@@ -7,6 +7,8 @@
 // last; a delta that does not follow on is a gap, and relayd asks for a new snapshot (until then
 // it keeps forwarding by what it has). Within a route the newest attach is tried first (ties: the
 // lower machine ID, as controld's own table decides), and a sender told `0` tries the next holder.
+// A holder is one machine's bridges of one origin: a visitor's origin is chosen over the origins
+// of every machine (docs/pools-mesh.md), then a holder of that origin is picked.
 //
 // Pure; loop thread only.
 #pragma once
@@ -35,13 +37,14 @@ struct MeshRouteHolder {
   std::string route;  // "" for the tunnel's own hostname
   std::string machineId;
   int64_t attachedAtMs = 0;
+  std::string origin;  // the holder's bridges' origin ("" unnamed, or from an older controld)
   bool operator==(const MeshRouteHolder&) const = default;
 };
 
 struct MeshRouteDelta {
   uint64_t version = 0;  // the table's version after this delta: exactly one above the last
   std::vector<MeshRouteHolder> added;    // holders added, or their attach time changed
-  std::vector<MeshRouteHolder> removed;  // only tunnelId, route and machineId are read
+  std::vector<MeshRouteHolder> removed;  // only tunnelId, route, machineId and origin are read
   // When set, the whole list of peers from now on (peers are few; changes are rare).
   std::optional<std::vector<MeshPeer>> peers;
 };
@@ -50,6 +53,7 @@ struct MeshRouteDelta {
 struct MeshForwardTarget {
   std::string machineId;
   std::string internalAddress;
+  std::string origin;  // the origin of the holder's bridges (the forward header names it)
 };
 
 class MeshRouteTable {
@@ -70,6 +74,18 @@ class MeshRouteTable {
                                                       std::string_view route,
                                                       std::string_view skipMachine = {}) const;
 
+  // The newest holder of (tunnel, route) with bridges of `origin` that is a known peer, other
+  // than `skipMachine`.
+  [[nodiscard]] std::optional<MeshForwardTarget> pickOrigin(
+      std::string_view tunnelId, std::string_view route, std::string_view origin,
+      std::string_view skipMachine = {}) const;
+
+  // Appends to `out` each origin (once) that a known peer holds (tunnel, route) with. The views
+  // point into the table: valid until it next changes. No allocation once `out` has room (the
+  // visitor's path: docs/pools-mesh.md).
+  void originsOf(std::string_view tunnelId, std::string_view route,
+                 std::vector<std::string_view>& out) const;
+
   // A forward from `machineId` counts only when that machine is linked now and the connection
   // comes from the host of its internal address (`peerHost`: the connection's source IP).
   [[nodiscard]] bool linkedFrom(std::string_view machineId, std::string_view peerHost) const;
@@ -87,11 +103,16 @@ class MeshRouteTable {
   struct Holder {
     std::string machineId;
     int64_t attachedAtMs = 0;
+    std::string origin;
   };
+  [[nodiscard]] const std::vector<Holder>* holdersOf(std::string_view tunnelId,
+                                                     std::string_view route) const;
   uint64_t version_ = 0;
   std::vector<MeshPeer> peers_;
-  // tunnel ID + '\0' + route -> its holders, newest attach first (ties: lower machine ID)
+  // tunnel ID + '\0' + route -> its holders (one per machine and origin), newest attach first
+  // (ties: lower machine ID, then origin)
   std::unordered_map<std::string, std::vector<Holder>> routes_;
+  mutable std::string lookupKey_;  // reused by lookups, so a visitor's lookup allocates nothing
 };
 
 // "host" of "host:port" or "[v6]:port" ("" when it has no port).

@@ -53,6 +53,8 @@ VisitorOutcome outcomeFor(PickResult result) {
       return VisitorOutcome::kRejectedUnknownRoute;
     case PickResult::kTooManyConnections:
       return VisitorOutcome::kRejectedTooManyConnections;
+    case PickResult::kRemote:  // forwarded; rejected as "no bridge" only when that fails
+      return VisitorOutcome::kRejectedNoBridge;
   }
   return VisitorOutcome::kError;
 }
@@ -364,12 +366,13 @@ void Relay::routeVisitor(TcpStream* stream, const SniTarget& target, std::vector
 
 ForwardedRoute Relay::routeForwarded(TcpStream* stream, const SniTarget& target,
                                      std::vector<uint8_t> hello,
-                                     const std::function<bool()>& accept) {
-  return route(stream, target, std::move(hello), &accept);
+                                     const std::function<bool()>& accept, std::string_view origin) {
+  return route(stream, target, std::move(hello), &accept, origin);
 }
 
 ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello,
-                            const std::function<bool()>* forwardedAccept) {
+                            const std::function<bool()>* forwardedAccept,
+                            std::string_view forwardedOrigin) {
   // One address may hold MAX_CONNS_PER_TUNNEL_PER_SOURCE of a tunnel's slots, so a flood of
   // unfinished handshakes from one place leaves the rest to everyone else.
   SourceSlot sourceSlot;
@@ -392,8 +395,28 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
       return ForwardedRoute::kRejected;
     }
   }
+  // The origin is chosen over this machine's origins and the mesh's (docs/pools-mesh.md); a
+  // forwarded visitor is never forwarded again, so it looks at this machine's only.
+  PickOptions options;
+  remoteOrigins_.clear();
+  if (forwardedAccept != nullptr) {
+    options.origin = forwardedOrigin;
+  } else if (forwarder_ != nullptr && forwarder_->enabled()) {
+    meshRoutes_.originsOf(target.tunnelId, target.route, remoteOrigins_);
+    options.remoteOrigins = remoteOrigins_;
+  }
   const TunnelTable::Pick pick =
-      table_.pickBridge(target.tunnelId, target.route, source, context_.nowMs());
+      table_.pickBridge(target.tunnelId, target.route, source, context_.nowMs(), options);
+  if (pick.result == PickResult::kRemote) {
+    // Another machine holds the chosen origin's links: forwarded there, naming the origin.
+    if (forwarder_->forward(stream, target.tunnelId, target.route, std::move(hello),
+                            std::move(sourceSlot), VisitorOutcome::kRejectedNoBridge, source,
+                            std::optional<std::string_view>(pick.remoteOrigin))) {
+      return ForwardedRoute::kServed;
+    }
+    rejectVisitor(stream, VisitorOutcome::kRejectedNoBridge, target.tunnelId);
+    return ForwardedRoute::kRejected;
+  }
   if (pick.result != PickResult::kOk) {
     const VisitorOutcome outcome = outcomeFor(pick.result);
     // A certificate "not ready" in this machine's cached record decides nothing when no bridge
@@ -407,7 +430,7 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
       }
       if (forwarder_ != nullptr &&
           forwarder_->forward(stream, target.tunnelId, target.route, std::move(hello),
-                              std::move(sourceSlot), outcome)) {
+                              std::move(sourceSlot), outcome, source)) {
         return ForwardedRoute::kServed;
       }
     }

@@ -78,8 +78,8 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // A visitor another machine forwarded here (forwarded_visitor.h): routed like a local one,
   // never forwarded again.
   ForwardedRoute routeForwarded(TcpStream* stream, const SniTarget& target,
-                                std::vector<uint8_t> hello,
-                                const std::function<bool()>& accept) override;
+                                std::vector<uint8_t> hello, const std::function<bool()>& accept,
+                                std::string_view origin) override;
   // Where the mesh's routes are held, as the Relay's owner last set it (empty: no forwarding).
   [[nodiscard]] MeshRouteTable& meshRoutes() { return meshRoutes_; }
   [[nodiscard]] MeshForwarder* meshForwarder() { return forwarder_.get(); }
@@ -126,7 +126,8 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId);
   // `forwardedAccept`: set for a forwarded visitor (its `1` answer), which is never forwarded.
   ForwardedRoute route(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello,
-                       const std::function<bool()>* forwardedAccept);
+                       const std::function<bool()>* forwardedAccept,
+                       std::string_view forwardedOrigin = {});
   void drainStep();
   static void onDrainTimer(uv_timer_t* handle);
 
@@ -151,6 +152,8 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // predate a creation whose event was lost, so it is not cached.
   uint64_t recheckGeneration_ = 0;
   MeshRouteTable meshRoutes_;
+  // route()'s scratch: the mesh's origins for the visitor's route (no allocation per visitor).
+  std::vector<std::string_view> remoteOrigins_;
   MeshFeedReceiver meshFeed_{meshRoutes_};
   std::unique_ptr<MeshForwarder> forwarder_;  // null without INTERNAL_ADDRESS
 };

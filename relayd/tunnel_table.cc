@@ -278,17 +278,18 @@ size_t TunnelTable::bridgeCountOf(std::string_view tunnelId) const {
 }
 
 TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string_view route,
-                                          std::string_view visitorKey, uint64_t nowMs) {
+                                          std::string_view visitorKey, uint64_t nowMs,
+                                          const PickOptions& options) {
   auto it = tunnels_.find(std::string(tunnelId));
   if (it != tunnels_.end()) it->second.used = true;
   if (it == tunnels_.end() || !it->second.haveRecord || it->second.record.deleted) {
-    return {PickResult::kUnknownTunnel, 0};
+    return {PickResult::kUnknownTunnel, 0, {}};
   }
   Tunnel& tunnel = it->second;
-  if (!tunnel.record.certReady) return {PickResult::kCertNotReady, 0};
-  if (tunnel.bridges.empty()) return {PickResult::kNoBridge, 0};
-  if (!tunnel.routeClaims.contains(route)) return {PickResult::kUnknownRoute, 0};
-  if (tunnel.open >= tunnelConnLimit(tunnel)) return {PickResult::kTooManyConnections, 0};
+  if (!tunnel.record.certReady) return {PickResult::kCertNotReady, 0, {}};
+  if (tunnel.bridges.empty()) return {PickResult::kNoBridge, 0, {}};
+  if (!tunnel.routeClaims.contains(route)) return {PickResult::kUnknownRoute, 0, {}};
+  if (tunnel.open >= tunnelConnLimit(tunnel)) return {PickResult::kTooManyConnections, 0, {}};
   const auto usable = [route](const BridgeEntry& bridge) {
     return !bridge.draining && bridge.open < bridge.maxConns &&
            std::find(bridge.routes.begin(), bridge.routes.end(), route) != bridge.routes.end();
@@ -308,9 +309,29 @@ TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string
       candidates_.push_back({name, 1.0, tunnel.hold.held(name, nowMs, tunnel.record.stickyHoldMs)});
     }
   }
-  const size_t chosen = chooseOrigin(visitorKey, candidates_);
+  const size_t localCount = candidates_.size();
+  size_t chosen = localCount;
+  if (!options.origin.empty()) {
+    // Forwarded with its origin chosen: honoured when that origin has a usable link here.
+    for (size_t i = 0; i < localCount; ++i) {
+      if (candidates_[i].name == options.origin) chosen = i;
+    }
+  }
+  if (chosen == localCount) {
+    // The mesh's origins join unheld (the hold is this machine's: docs/pools-mesh.md).
+    for (const std::string_view name : options.remoteOrigins) {
+      if (std::none_of(candidates_.begin(), candidates_.end(),
+                       [name](const OriginCandidate& known) { return known.name == name; })) {
+        candidates_.push_back({name, 1.0, false});
+      }
+    }
+    chosen = chooseOrigin(visitorKey, candidates_);
+  }
+  if (chosen >= localCount && chosen < candidates_.size()) {
+    return {PickResult::kRemote, 0, candidates_[chosen].name};
+  }
   if (chosen == candidates_.size()) {
-    return {anyServing ? PickResult::kTooManyConnections : PickResult::kNoBridge, 0};
+    return {anyServing ? PickResult::kTooManyConnections : PickResult::kNoBridge, 0, {}};
   }
   const std::string_view origin = candidates_[chosen].name;
   // priority: only the lowest profile_index with a usable link of this origin takes part.
@@ -331,7 +352,7 @@ TunnelTable::Pick TunnelTable::pickBridge(std::string_view tunnelId, std::string
   }
   ++best->open;
   ++tunnel.open;
-  return {PickResult::kOk, best->key};
+  return {PickResult::kOk, best->key, {}};
 }
 
 void TunnelTable::connectionClosed(std::string_view tunnelId, uint64_t bridgeKey) {

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -68,6 +69,17 @@ enum class PickResult : uint8_t {
   kNoBridge,      // the tunnel has no bridge here
   kUnknownRoute,  // it has bridges, none claims the route
   kTooManyConnections,
+  kRemote,  // the chosen origin's links are on another machine (Pick::remoteOrigin)
+};
+
+// What the mesh adds to a pick (docs/pools-mesh.md). Empty: a local-only pick, as before.
+struct PickOptions {
+  // Origins other machines hold the visitor's route with (the mesh table): chosen over together
+  // with the local ones, so every machine gives a visitor the same origin.
+  std::span<const std::string_view> remoteOrigins;
+  // A forwarded visitor's origin, chosen by the machine it landed on: taken when it has a usable
+  // link here; otherwise this machine chooses among its own.
+  std::string_view origin;
 };
 
 class TunnelTable {
@@ -148,9 +160,11 @@ class TunnelTable {
   struct Pick {
     PickResult result = PickResult::kUnknownTunnel;
     uint64_t bridgeKey = 0;
+    std::string_view remoteOrigin;  // kRemote: one of PickOptions::remoteOrigins
   };
   [[nodiscard]] Pick pickBridge(std::string_view tunnelId, std::string_view route,
-                                std::string_view visitorKey = {}, uint64_t nowMs = 0);
+                                std::string_view visitorKey = {}, uint64_t nowMs = 0,
+                                const PickOptions& options = {});
   // The origin a bridge attached as (nullptr: unknown bridge). For tests and status.
   [[nodiscard]] const BridgeOrigin* bridgeOrigin(std::string_view tunnelId,
                                                  uint64_t bridgeKey) const;

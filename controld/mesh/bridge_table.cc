@@ -170,6 +170,8 @@ void BridgeTable::addEntry(uint32_t machineSlot, Machine& machine, const BridgeE
   entry.machine = machineSlot;
   entry.attachedAtMs = clampAttachedAt(bridge.attachedAtMs);
   entry.routes = RouteIds(routeSlots);
+  entry.origin = bridge.origin.empty() ? kNone : internRoute(bridge.origin);
+  entry.profileIndex = bridge.profileIndex;
   tunnels_[entry.tunnel].entries.push_back(slot);
   position->second = slot;
   ++entryCount_;
@@ -189,6 +191,7 @@ void BridgeTable::removeEntry(uint32_t slot) {
     freeTunnels_.push_back(entry.tunnel);
   }
   for (const uint32_t route : entry.routes.ids()) releaseRoute(route);
+  if (entry.origin != kNone) releaseRoute(entry.origin);
   entry = Entry{};
   freeEntries_.push_back(slot);
   --entryCount_;
@@ -362,9 +365,16 @@ std::vector<BridgeEntry> BridgeTable::bridgesOf(std::string_view machineId) cons
   const Machine& machine = machines_[found->second];
   for (const auto& [bridgeId, slot] : machine.bridges) {
     const Entry& entry = entries_[slot];
-    BridgeEntry bridge{
-        machine.life.machineId, *tunnels_[entry.tunnel].id, bridgeId, {}, entry.attachedAtMs};
+    BridgeEntry bridge{machine.life.machineId,
+                       *tunnels_[entry.tunnel].id,
+                       bridgeId,
+                       {},
+                       entry.attachedAtMs,
+                       {},
+                       0};
     for (const uint32_t route : entry.routes.ids()) bridge.routes.push_back(*routes_[route].name);
+    if (entry.origin != kNone) bridge.origin = *routes_[entry.origin].name;
+    bridge.profileIndex = entry.profileIndex;
     bridges.push_back(std::move(bridge));
   }
   std::sort(bridges.begin(), bridges.end(),

@@ -154,12 +154,16 @@ class BridgeTable {
 
   static constexpr uint32_t kNone = UINT32_MAX;
 
-  // 32 bytes; the bridge ID lives only as its machine's index key.
+  // 40 bytes; the bridge ID lives only as its machine's index key.
   struct Entry {
     uint32_t tunnel = kNone;  // slot in tunnels_; kNone while the slot is free
     uint32_t machine = kNone;
     int64_t attachedAtMs = 0;
     RouteIds routes;
+    // The origin's name, interned with the route names (kNone: origin ""), and its profile's
+    // place: kept so bridgesOf gives back what the peer announced.
+    uint32_t origin = kNone;
+    uint32_t profileIndex = 0;
   };
   struct Tunnel {
     const std::string* id = nullptr;  // the key in tunnelIndex_ (node keys do not move)

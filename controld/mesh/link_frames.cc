@@ -45,6 +45,12 @@ json entryFields(const std::string& tunnelId, const BridgeEntry& entry) {
   fields["bridge"] = entry.bridgeId;
   fields["routes"] = entry.routes;
   fields["attached_at"] = entry.attachedAtMs;
+  // Additive (docs/mesh.md): left out for a bridge without an origin, so an entry reads the same
+  // to a peer that predates them.
+  if (!entry.origin.empty()) {
+    fields["origin"] = entry.origin;
+    fields["profile_index"] = entry.profileIndex;
+  }
   return fields;
 }
 
@@ -179,6 +185,13 @@ class FieldReader {
     entry.bridgeId = bridgeId();
     entry.routes = routes();
     entry.attachedAtMs = integer("attached_at", 0);
+    // Optional: a peer that predates origins sends neither (origin "", profile 0).
+    if (has("origin")) {
+      entry.origin = text("origin", validMachineName, "an origin name of 1-64 [A-Za-z0-9._-]");
+    }
+    if (has("profile_index")) {
+      entry.profileIndex = static_cast<uint32_t>(integer("profile_index", 0, UINT32_MAX));
+    }
     return entry;
   }
 
@@ -191,6 +204,12 @@ class FieldReader {
 
  private:
   // A required member; null counts as absent.
+  // Present and not null: for the optional fields.
+  [[nodiscard]] bool has(const char* key) const {
+    const auto it = object_.find(key);
+    return it != object_.end() && !it->is_null();
+  }
+
   const json* member(const char* key) {
     if (error_) return nullptr;
     const auto it = object_.find(key);

@@ -13,6 +13,8 @@ BridgeEntry LocalBridges::convert(const controld::BridgeEntry& bridge) const {
   entry.routes = bridge.routes;
   if (entry.routes.empty()) entry.routes.emplace_back();  // the bare hostname
   entry.attachedAtMs = bridge.attachedAtMs;
+  entry.origin = bridge.origin;
+  entry.profileIndex = bridge.profileIndex;
   return entry;
 }
 
@@ -23,8 +25,9 @@ void LocalBridges::attach(const std::string& relayKey, BridgeEntry entry,
     Held& held = found->second;
     // Unchanged, or relayd confirming what was announced at authorization (its attach time is
     // relayd's, a little later): nothing to announce.
-    const bool confirms =
-        held.pending && held.entry.tunnelId == entry.tunnelId && held.entry.routes == entry.routes;
+    const bool confirms = held.pending && held.entry.tunnelId == entry.tunnelId &&
+                          held.entry.routes == entry.routes && held.entry.origin == entry.origin &&
+                          held.entry.profileIndex == entry.profileIndex;
     if (held.entry == entry || confirms) {
       held.relayKey = relayKey;
       if (!pending && held.pending) {

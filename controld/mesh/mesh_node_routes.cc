@@ -107,8 +107,11 @@ std::string MeshNode::routeCheckAnswer(const std::string& bytes, const std::stri
   countRouteCheck(kAnswered, "ok");
   const std::vector<BridgeEntry> bridges = local_.bridgesOf(request.tunnelId);
   std::set<std::string> routes;
-  for (const BridgeEntry& bridge : bridges)
-    routes.insert(bridge.routes.begin(), bridge.routes.end());
+  // Only bridges without an origin hold a route against another machine's attach: a pool's
+  // named origins share routes across machines (docs/pools-mesh.md).
+  for (const BridgeEntry& bridge : bridges) {
+    if (bridge.origin.empty()) routes.insert(bridge.routes.begin(), bridge.routes.end());
+  }
   return formatRouteCheckAnswer(request.tunnelId, {routes.begin(), routes.end()}, bridges.size());
 }
 

@@ -39,6 +39,11 @@ struct BridgeEntry {
   std::string bridgeId;             // unique per machine
   std::vector<std::string> routes;  // "" is the tunnel's bare hostname; never empty
   int64_t attachedAtMs = 0;         // Unix ms by the holder's clock
+  // The origin that attached the bridge (1-64 of [A-Za-z0-9._-], validMachineName's rule) ("" when
+  // it named none, or from a peer too old to send it) and its profile's place in that origin's
+  // list: every machine chooses a visitor's origin over the same set (docs/pools-mesh.md).
+  std::string origin;
+  uint32_t profileIndex = 0;
 
   friend bool operator==(const BridgeEntry&, const BridgeEntry&) = default;
 };

@@ -6,28 +6,36 @@
 namespace ot::mesh {
 namespace {
 
-std::string holderKey(std::string_view tunnelId, std::string_view route,
-                      std::string_view machineId) {
+// One holder: a machine's bridges of one origin on one (tunnel, route). The origin is part of the
+// key so every machine sees which origins a peer holds (docs/pools-mesh.md).
+std::string holderKey(std::string_view tunnelId, std::string_view route, std::string_view machineId,
+                      std::string_view origin) {
   std::string key;
-  key.reserve(tunnelId.size() + route.size() + machineId.size() + 2);
+  key.reserve(tunnelId.size() + route.size() + machineId.size() + origin.size() + 3);
   key.append(tunnelId);
   key.push_back('\0');
   key.append(route);
   key.push_back('\0');
   key.append(machineId);
+  key.push_back('\0');
+  key.append(origin);
   return key;
 }
 
-// Tunnel IDs, routes (DNS labels) and machine IDs never hold a NUL.
+// Tunnel IDs, routes (DNS labels), machine IDs and origin names never hold a NUL.
 FeedHolder splitKey(const std::string& key, int64_t attachedAtMs) {
   const size_t first = key.find('\0');
   const size_t second = key.find('\0', first + 1);
+  const size_t third = key.find('\0', second + 1);
   return FeedHolder{key.substr(0, first), key.substr(first + 1, second - first - 1),
-                    key.substr(second + 1), attachedAtMs};
+                    key.substr(second + 1, third - second - 1), attachedAtMs,
+                    key.substr(third + 1)};
 }
 
 std::string_view machineOfKey(const std::string& key) {
-  return std::string_view(key).substr(key.rfind('\0') + 1);
+  const size_t second = key.find('\0', key.find('\0') + 1);
+  const size_t third = key.find('\0', second + 1);
+  return std::string_view(key).substr(second + 1, third - second - 1);
 }
 
 }  // namespace
@@ -45,7 +53,7 @@ void RouteFeed::machineCleared(const MachineLife& life) {
 void RouteFeed::bridgeAdded(const std::string& machineId, const BridgeEntry& entry,
                             int64_t attachedAtMs) {
   Machine& machine = machines_[machineId];
-  Bridge bridge{entry.tunnelId, {}, attachedAtMs};
+  Bridge bridge{entry.tunnelId, {}, attachedAtMs, entry.origin};
   bridge.routes.reserve(entry.routes.size());
   for (const std::string& route : entry.routes) {
     if (std::find(bridge.routes.begin(), bridge.routes.end(), route) == bridge.routes.end()) {
@@ -93,7 +101,7 @@ void RouteFeed::setLinked(const std::string& machineId, bool linked) {
 
 void RouteFeed::addTimes(const std::string& machineId, const Bridge& bridge) {
   for (const std::string& route : bridge.routes) {
-    std::string key = holderKey(bridge.tunnelId, route, machineId);
+    std::string key = holderKey(bridge.tunnelId, route, machineId, bridge.origin);
     times_[key].push_back(bridge.attachedAtMs);
     dirty_.insert(std::move(key));
   }
@@ -101,7 +109,7 @@ void RouteFeed::addTimes(const std::string& machineId, const Bridge& bridge) {
 
 void RouteFeed::removeTimes(const std::string& machineId, const Bridge& bridge) {
   for (const std::string& route : bridge.routes) {
-    std::string key = holderKey(bridge.tunnelId, route, machineId);
+    std::string key = holderKey(bridge.tunnelId, route, machineId, bridge.origin);
     auto times = times_.find(key);
     if (times == times_.end()) continue;
     auto& list = times->second;
@@ -117,7 +125,7 @@ void RouteFeed::removeTimes(const std::string& machineId, const Bridge& bridge) 
 void RouteFeed::markMachineDirty(const std::string& machineId, const Machine& machine) {
   for (const auto& [id, bridge] : machine.bridges) {
     for (const std::string& route : bridge.routes) {
-      dirty_.insert(holderKey(bridge.tunnelId, route, machineId));
+      dirty_.insert(holderKey(bridge.tunnelId, route, machineId, bridge.origin));
     }
   }
 }

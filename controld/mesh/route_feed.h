@@ -1,6 +1,7 @@
 // What relayd needs of the bridge table to forward visitors (docs/mesh.md "The control-session
 // feed"), kept up to date from the table's changes and handed out as versioned deltas and
-// snapshots: per (tunnel, route), every peer machine holding it with its newest attach there, and
+// snapshots: per (tunnel, route), every peer machine and origin holding it with its newest attach
+// there (one holder per machine and origin, so relayd sees every origin of the mesh), and
 // the peers with their internal address and whether a link to them is up now.
 //
 // The table tells the feed each change it applies (TableObserver); the mesh node tells it when a
@@ -35,6 +36,7 @@ struct FeedHolder {
   std::string route;
   std::string machineId;
   int64_t attachedAtMs = 0;  // 0 in a removal
+  std::string origin;        // the bridges' origin ("" for bridges attached without one)
   friend bool operator==(const FeedHolder&, const FeedHolder&) = default;
 };
 
@@ -87,6 +89,7 @@ class RouteFeed final : public TableObserver {
     std::string tunnelId;
     std::vector<std::string> routes;  // deduplicated
     int64_t attachedAtMs = 0;
+    std::string origin;
   };
   struct Machine {
     std::string internalAddress;
@@ -101,7 +104,8 @@ class RouteFeed final : public TableObserver {
 
   std::unordered_map<std::string, Machine> machines_;  // as the table holds them
   std::set<std::string> linked_;
-  // key (tunnel '\0' route '\0' machine) -> the attach times of that machine's bridges on it
+  // key (tunnel '\0' route '\0' machine '\0' origin) -> the attach times of that machine's bridges
+  // on it
   std::unordered_map<std::string, std::vector<int64_t>> times_;
   // key -> the newest attach as last published
   std::unordered_map<std::string, int64_t> published_;

@@ -28,6 +28,7 @@ struct BridgeEntry {
   uint32_t maxConns = 0;
   int64_t attachedAtMs = 0;
   std::string peerAddress;
+  uint32_t profileIndex = 0;  // the profile's place in its origin's list (0 first)
 };
 
 struct BridgeTotals {

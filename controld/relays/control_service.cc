@@ -203,7 +203,9 @@ cv1::AuthorizeAttachResponse ControlService::authorize(
                       std::to_string(kDefaultMaxRoutesPerTunnel));
   }
 
-  if (options_.routeConflict) {
+  // A named origin never conflicts: a pool's origins may attach on different machines, and every
+  // machine chooses a visitor's origin over all of them (docs/pools-mesh.md).
+  if (options_.routeConflict && request.origin().empty()) {
     if (auto held = options_.routeConflict(request.tunnel_id(), requestedRoutes)) {
       return answer(
           cv1::ATTACH_RESULT_ROUTE_CONFLICT,

@@ -11,6 +11,7 @@ void fill(cv1::MeshHolder* out, const mesh::FeedHolder& holder) {
   out->set_route(holder.route);
   out->set_machine_id(holder.machineId);
   out->set_attached_at_unix_ms(holder.attachedAtMs);
+  out->set_origin(holder.origin);
 }
 
 void fill(cv1::MeshPeer* out, const mesh::FeedPeer& peer) {

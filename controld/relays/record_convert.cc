@@ -98,6 +98,7 @@ BridgeEntry bridgeEntryFromProto(const cv1::Bridge& bridge) {
   entry.routes.assign(bridge.routes().begin(), bridge.routes().end());
   entry.origin = bridge.origin();
   entry.profile = bridge.profile();
+  entry.profileIndex = bridge.profile_index();
   entry.maxConns = bridge.max_conns();
   entry.attachedAtMs = bridge.attached_at_unix_ms();
   entry.peerAddress = bridge.peer_address();

@@ -343,7 +343,7 @@ TEST_CASE("control: the hub ignores a superseded session and keeps the bridges o
   auto first = hub.open(hello, [&] { ++cancelledFirst; });
   REQUIRE(first != nullptr);
   CHECK(first->relayKey() == "m/3");
-  hub.snapshotComplete(first, {BridgeEntry{"b1", "alpha", {""}, "", "", 1, 1, ""}});
+  hub.snapshotComplete(first, {BridgeEntry{"b1", "alpha", {""}, "", "", 1, 1, "", 0}});
   CHECK(registry.bridgeCount("alpha") == 1);
 
   int cancelledSecond = 0;
@@ -351,13 +351,13 @@ TEST_CASE("control: the hub ignores a superseded session and keeps the bridges o
   REQUIRE(second != nullptr);
   CHECK(cancelledFirst == 1);
   // The old session's late messages and its end change nothing.
-  hub.bridgeAttached(first, BridgeEntry{"b9", "alpha", {""}, "", "", 1, 1, ""});
+  hub.bridgeAttached(first, BridgeEntry{"b9", "alpha", {""}, "", "", 1, 1, "", 0});
   hub.snapshotComplete(first, {});
   CHECK_FALSE(hub.close(first));
   CHECK(bridgeIds(registry, "alpha") == std::set<std::string>{"b1"});
   CHECK_FALSE(first->outbox().push(cv1::ControlMessage()));  // closed
 
-  hub.bridgeAttached(second, BridgeEntry{"b2", "alpha", {"x"}, "", "", 1, 1, ""});
+  hub.bridgeAttached(second, BridgeEntry{"b2", "alpha", {"x"}, "", "", 1, 1, "", 0});
   CHECK(bridgeIds(registry, "alpha") == std::set<std::string>{"b1", "b2"});
   hub.shutdown();
   CHECK(cancelledSecond == 1);

@@ -138,7 +138,7 @@ Frame snapshotFrame(uint64_t sequence, const std::vector<std::string>& ids) {
   SnapshotPart part;
   part.sequence = sequence;
   for (const auto& id : ids) {
-    part.bridges.push_back(BridgeEntry{"", "tunnel" + id, id, {""}, ot::unixNowMs()});
+    part.bridges.push_back(BridgeEntry{"", "tunnel" + id, id, {""}, ot::unixNowMs(), {}, 0});
   }
   return Frame{ot::unixNowMs(), std::move(part)};
 }

@@ -18,7 +18,7 @@ namespace {
 
 RegistryEntry bridge(const std::string& id, const std::string& tunnel, int64_t attachedAtMs,
                      std::vector<std::string> routes = {""}) {
-  return RegistryEntry{id, tunnel, std::move(routes), "", "", 0, attachedAtMs, ""};
+  return RegistryEntry{id, tunnel, std::move(routes), "", "", 0, attachedAtMs, "", 0};
 }
 
 LocalChange authorized(const std::string& relay, const RegistryEntry& entry) {

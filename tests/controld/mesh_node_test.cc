@@ -111,7 +111,7 @@ Frame snapshotFrame(uint64_t sequence, std::vector<std::string> bridgeIdsToSend)
   SnapshotPart part;
   part.sequence = sequence;
   for (const auto& id : bridgeIdsToSend) {
-    part.bridges.push_back(BridgeEntry{"", "tunnel" + id, id, {""}, ot::unixNowMs()});
+    part.bridges.push_back(BridgeEntry{"", "tunnel" + id, id, {""}, ot::unixNowMs(), {}, 0});
   }
   return Frame{ot::unixNowMs(), std::move(part)};
 }
@@ -338,10 +338,12 @@ TEST_CASE("mesh node: a sequence gap closes the link, which comes back with a fr
   REQUIRE(first.next());  // snapshot
   REQUIRE(first.send(helloFrame("m-raw", rawAddress)));
   REQUIRE(first.send(snapshotFrame(5, {"r1"})));
-  REQUIRE(first.send(Frame{ot::unixNowMs(), Attached{6, BridgeEntry{"", "t", "r2", {""}, 1}}}));
+  REQUIRE(
+      first.send(Frame{ot::unixNowMs(), Attached{6, BridgeEntry{"", "t", "r2", {""}, 1, {}, 0}}}));
   REQUIRE(waitFor([&] { return a.bridgesOf("m-raw").size() == 2; }));
   // 8 after 6: a gap.
-  REQUIRE(first.send(Frame{ot::unixNowMs(), Attached{8, BridgeEntry{"", "t", "r3", {""}, 1}}}));
+  REQUIRE(
+      first.send(Frame{ot::unixNowMs(), Attached{8, BridgeEntry{"", "t", "r3", {""}, 1, {}, 0}}}));
   CHECK(first.closedByNode(5'000));
   CHECK(a.bridgesOf("m-raw").empty());
   CHECK(a.counter("opentunnel_mesh_link_errors_total{reason=\"sequence_gap\"}") == 1);

@@ -135,19 +135,19 @@ TEST_CASE("mesh route feed: holders per route across snapshot, attach, detach an
   rig.feed.setLinked("B", true);
   delta = rig.flush();
   REQUIRE(delta.has_value());
-  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "B", kNow - 100}});
+  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "B", kNow - 100, ""}});
   CHECK(delta->peers->size() == 2);
 
   // A newer bridge of A on t1/web moves A's holder to that attach; detaching it moves it back.
   REQUIRE(rig.table.applyAttached("A", 1, 11, bridge("a3", "t1", {"web"}, kNow - 50)) ==
           TableUpdate::kApplied);
   delta = rig.flush();
-  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "A", kNow - 50}});
+  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "A", kNow - 50, ""}});
   CHECK(delta->removed.empty());
   CHECK_FALSE(delta->peers.has_value());
   REQUIRE(rig.table.applyDetached("A", 1, 12, "a3") == TableUpdate::kApplied);
   delta = rig.flush();
-  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "A", kNow - 5'000}});
+  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "A", kNow - 5'000, ""}});
 
   // An older second bridge on the route changes nothing relayd sees: no delta, no version.
   REQUIRE(rig.table.applyAttached("A", 1, 13, bridge("a4", "t1", {"web"}, kNow - 9'000)) ==
@@ -158,15 +158,15 @@ TEST_CASE("mesh route feed: holders per route across snapshot, attach, detach an
   // Detaching the newest leaves the older one holding the route.
   REQUIRE(rig.table.applyDetached("A", 1, 14, "a1") == TableUpdate::kApplied);
   delta = rig.flush();
-  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "A", kNow - 9'000}});
-  CHECK(delta->removed == std::vector<FeedHolder>{{"t1", "", "A", 0}});
+  CHECK(delta->added == std::vector<FeedHolder>{{"t1", "web", "A", kNow - 9'000, ""}});
+  CHECK(delta->removed == std::vector<FeedHolder>{{"t1", "", "A", 0, ""}});
 
   // A bridge announced again under its ID replaces its routes.
   REQUIRE(rig.table.applyAttached("A", 1, 15, bridge("a2", "t2", {"www"}, kNow)) ==
           TableUpdate::kApplied);
   delta = rig.flush();
-  CHECK(delta->added == std::vector<FeedHolder>{{"t2", "www", "A", kNow}});
-  CHECK(delta->removed == std::vector<FeedHolder>{{"t2", "api", "A", 0}});
+  CHECK(delta->added == std::vector<FeedHolder>{{"t2", "www", "A", kNow, ""}});
+  CHECK(delta->removed == std::vector<FeedHolder>{{"t2", "api", "A", 0, ""}});
 
   // Dropped: every holder of A goes, and A leaves the peers.
   rig.feed.setLinked("A", false);
@@ -187,7 +187,7 @@ TEST_CASE("mesh route feed: a draining machine holds nothing but stays a peer") 
   REQUIRE(rig.table.setDraining("A", 1, true) == TableUpdate::kApplied);
   auto delta = rig.flush();
   REQUIRE(delta.has_value());
-  CHECK(delta->removed == std::vector<FeedHolder>{{"t1", "", "A", 0}});
+  CHECK(delta->removed == std::vector<FeedHolder>{{"t1", "", "A", 0, ""}});
   CHECK_FALSE(delta->peers.has_value());
   // Its bridges are kept: a later attach of the draining machine is no holder either.
   REQUIRE(rig.table.applyAttached("A", 1, 2, bridge("a2", "t2", {""}, kNow)) ==
@@ -197,13 +197,13 @@ TEST_CASE("mesh route feed: a draining machine holds nothing but stays a peer") 
   REQUIRE(rig.table.applySnapshot(life("A", 2), 0, {bridge("a9", "t9", {"x"}, kNow)}) ==
           TableUpdate::kApplied);
   delta = rig.flush();
-  CHECK(delta->added == std::vector<FeedHolder>{{"t9", "x", "A", kNow}});
+  CHECK(delta->added == std::vector<FeedHolder>{{"t9", "x", "A", kNow, ""}});
   CHECK(rig.follower.holders.size() == 1);
   // A hello that says draining: its snapshot's bridges are no holders.
   REQUIRE(rig.table.applySnapshot(life("A", 3, true), 0, {bridge("a9", "t9", {"x"}, kNow)}) ==
           TableUpdate::kApplied);
   delta = rig.flush();
-  CHECK(delta->removed == std::vector<FeedHolder>{{"t9", "x", "A", 0}});
+  CHECK(delta->removed == std::vector<FeedHolder>{{"t9", "x", "A", 0, ""}});
   CHECK(rig.follower.holders.empty());
 }
 
@@ -250,7 +250,7 @@ TEST_CASE("mesh route feed: changes within a batch are one delta; the clamp is t
   REQUIRE(rig.table.applyAttached("A", 1, 301, bridge("f", "tf", {""}, kNow + 3'600'000)) ==
           TableUpdate::kApplied);
   delta = rig.flush();
-  CHECK(delta->added == std::vector<FeedHolder>{{"tf", "", "A", kNow}});
+  CHECK(delta->added == std::vector<FeedHolder>{{"tf", "", "A", kNow, ""}});
 }
 
 TEST_CASE("mesh route feed: the snapshot after many random changes equals the deltas' sum") {
@@ -312,7 +312,7 @@ TEST_CASE("mesh table proto: snapshot parts and deltas carry the feed's values")
   FeedSnapshot snapshot;
   snapshot.version = 7;
   snapshot.peers = {{"A", "10.0.0.1:9000", true}, {"B", "10.0.0.2:9000", false}};
-  for (int i = 0; i < 5; ++i) snapshot.holders.push_back({"t" + std::to_string(i), "", "A", i});
+  for (int i = 0; i < 5; ++i) snapshot.holders.push_back({"t" + std::to_string(i), "", "A", i, ""});
   auto parts = ot::controld::meshSnapshotMessages(snapshot, 2);
   REQUIRE(parts.size() == 3);
   CHECK(parts[0].mesh_snapshot().peers_size() == 2);
@@ -328,7 +328,7 @@ TEST_CASE("mesh table proto: snapshot parts and deltas carry the feed's values")
   REQUIRE(empty.size() == 1);
   CHECK(empty[0].mesh_snapshot().last());
 
-  FeedDelta delta{8, {{"t1", "web", "B", 5}}, {{"t2", "", "A", 0}}, std::nullopt};
+  FeedDelta delta{8, {{"t1", "web", "B", 5, ""}}, {{"t2", "", "A", 0, ""}}, std::nullopt};
   auto message = ot::controld::meshDeltaMessage(delta);
   CHECK(message.mesh_delta().version() == 8);
   CHECK(message.mesh_delta().added(0).route() == "web");
@@ -352,12 +352,12 @@ TEST_CASE("relay hub: a session gets its mesh snapshot before any delta, and onl
   auto queued = session->outbox().popAll();  // SessionAccepted
   REQUIRE(queued.size() == 1);
 
-  const auto delta = ot::controld::meshDeltaMessage(FeedDelta{4, {{"t", "", "B", 1}}, {}, {}});
+  const auto delta = ot::controld::meshDeltaMessage(FeedDelta{4, {{"t", "", "B", 1, ""}}, {}, {}});
   hub.meshDelta(delta);  // before its snapshot: not for this session
   CHECK(session->outbox().size() == 0);
   hub.meshSnapshot(session->relayKey(),
                    ot::controld::meshSnapshotMessages(FeedSnapshot{4, {}, {}}));
-  hub.meshDelta(ot::controld::meshDeltaMessage(FeedDelta{5, {{"t", "", "B", 2}}, {}, {}}));
+  hub.meshDelta(ot::controld::meshDeltaMessage(FeedDelta{5, {{"t", "", "B", 2, ""}}, {}, {}}));
   queued = session->outbox().popAll();
   REQUIRE(queued.size() == 2);
   CHECK(queued[0].mesh_snapshot().version() == 4);

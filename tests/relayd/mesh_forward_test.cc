@@ -184,7 +184,7 @@ struct SenderRig : MeshRig {
     table.replace(1,
                   {{"B", "127.0.0.12:" + std::to_string(portB), true},
                    {"C", "127.0.0.13:" + std::to_string(portC), true}},
-                  {{"t1", "web", "B", 2000}, {"t1", "web", "C", 1000}});
+                  {{"t1", "web", "B", 2000, ""}, {"t1", "web", "C", 1000, ""}});
     forwarder.emplace(*context, table, MeshForwarderOptions{"A", kSecret, "127.0.0.11:9000", 3'000},
                       [this](TcpStream* stream, VisitorOutcome outcome, const std::string&) {
                         givenUp.push_back(outcome);
@@ -339,7 +339,7 @@ TEST_CASE_FIXTURE(SenderRig,
   REQUIRE(forward());
   advance(100);
   // The attach elsewhere reaches this machine's copy: the waiting visitor goes to B.
-  table.replace(3, peers, {{"t1", "web", "B", 2000}});
+  table.replace(3, peers, {{"t1", "web", "B", 2000, ""}});
   forwarder->tableChanged();
   CHECK(forwarder->waiting() == 0);
   CHECK(counter("opentunnel_mesh_lookups_total", "result", "hit") == 1);
@@ -376,12 +376,15 @@ namespace {
 struct RecordingRouter final : ForwardedVisitorRouter {
   std::optional<SniTarget> target;
   std::string peer;
+  std::string origin;  // the origin the header named
   ForwardedRoute answer = ForwardedRoute::kServed;
   TcpStream* taken = nullptr;
 
   ForwardedRoute routeForwarded(TcpStream* stream, const SniTarget& routed, Bytes,
-                                const std::function<bool()>& accept) override {
+                                const std::function<bool()>& accept,
+                                std::string_view named) override {
     target = routed;
+    origin = std::string(named);
     peer = stream->peer().toString();
     if (answer != ForwardedRoute::kServed) return answer;
     REQUIRE(accept());
@@ -516,7 +519,7 @@ TEST_CASE_FIXTURE(ReceiverRig,
   control.machineId = "B";
   Relay relay(*context, control);
   relay.meshRoutes().replace(1, {{"C", "127.0.0.13:" + std::to_string(portC), true}},
-                             {{"t1", "web", "C", 1000}});
+                             {{"t1", "web", "C", 1000, ""}});
   REQUIRE(relay.meshForwarder() != nullptr);
   router = &relay;
   open();
@@ -545,7 +548,7 @@ TEST_CASE_FIXTURE(MeshRig,
   control.machineId = "A";
   Relay relay(*context, control);
   relay.meshRoutes().replace(1, {{"B", "127.0.0.12:" + std::to_string(portB), true}},
-                             {{"t1", "web", "B", 1000}});
+                             {{"t1", "web", "B", 1000, ""}});
   const auto [local, peer] = ot::test::loopbackPair();
   keep(peer);
   TcpStream* visitor = TcpStream::adopt(*context, local, nullptr);
@@ -594,4 +597,64 @@ TEST_CASE_FIXTURE(SenderRig,
   REQUIRE(runUntil([&] {
     return counter("opentunnel_visitor_connections_total", "outcome", "forwarded_out") == 1;
   }));
+}
+
+TEST_CASE_FIXTURE(SenderRig,
+                  "mesh forward sender: the header names the origin chosen for the "
+                  "visitor, sent to a machine holding it") {
+  // B holds origin a, C origin b: the visitor's key picks one, and the forward goes there.
+  table.replace(2,
+                {{"B", "127.0.0.12:" + std::to_string(portB), true},
+                 {"C", "127.0.0.13:" + std::to_string(portC), true}},
+                {{"t1", "web", "B", 2000, "a"}, {"t1", "web", "C", 1000, "b"}});
+  const std::string key = "198.51.100.7";
+  const std::vector<OriginCandidate> candidates = {{"a", 1.0, false}, {"b", 1.0, false}};
+  const bool wantB = chooseOrigin(key, candidates) == 0;
+  Bytes copy = hello;
+  SourceSlot slot;
+  REQUIRE(forwarder->forward(visitor, "t1", "web", std::move(copy), std::move(slot),
+                             VisitorOutcome::kRejectedNoBridge, key));
+  const int listener = wantB ? listenB : listenC;
+  int fd = -1;
+  REQUIRE(runUntil([&] {
+    if (fd < 0) fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    return fd >= 0;
+  }));
+  keep(fd);
+  std::string got;
+  REQUIRE(runUntil([&] {
+    readInto(fd, got);
+    return got.find('\n') != std::string::npos;
+  }));
+  mesh::NonceWindow window;
+  auto header = mesh::verifyForwardHeader(
+      std::string_view(got).substr(0, got.find('\n')), kSecret, wantB ? "B" : "C", ot::unixNowMs(),
+      [](std::string_view sender) { return sender == "A"; }, window);
+  REQUIRE(header.ok());
+  CHECK(header->origin == (wantB ? "a" : "b"));
+  sendAll(fd, "1\n");
+  REQUIRE(runUntil([&] {
+    return counter("opentunnel_visitor_connections_total", "outcome", "forwarded_out") == 1;
+  }));
+}
+
+TEST_CASE_FIXTURE(ReceiverRig, "mesh forward receiver: the header's origin reaches the router") {
+  open();
+  mesh::ForwardHeader h;
+  h.envelope.sender = "A";
+  h.envelope.receiver = "B";
+  h.envelope.timeMs = ot::unixNowMs();
+  h.envelope.nonce = *mesh::randomNonce();
+  h.tunnelId = "t1";
+  h.route = "web";
+  h.visitorAddress = "203.0.113.9:51000";
+  h.origin = "alpha";
+  const std::string got =
+      exchange(*mesh::buildForwardHeader(kSecret, h), "web.t1.tunnels.test", "127.0.0.11", 4);
+  CHECK(got == "1\nok");
+  CHECK(recorder.origin == "alpha");
+  // Without one: "".
+  recorder.origin = "x";
+  CHECK(exchange(header(), "web.t1.tunnels.test", "127.0.0.11", 4) == "1\nok");
+  CHECK(recorder.origin.empty());
 }

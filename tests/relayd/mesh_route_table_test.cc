@@ -12,7 +12,7 @@ std::vector<MeshPeer> threePeers() {
 }
 
 MeshRouteHolder holder(std::string machine, int64_t at, std::string route = "") {
-  return {"t1", std::move(route), std::move(machine), at};
+  return {"t1", std::move(route), std::move(machine), at, ""};
 }
 
 TEST_CASE("mesh route table: the newest attach is tried first, then the next") {

@@ -19,7 +19,8 @@ Nonce nonceOf(uint8_t fill) {
 }
 
 ForwardHeader sample(uint8_t nonce = 7) {
-  return {{"machine-b", "machine-a", kNow, nonceOf(nonce)}, "abc123xyz", "api", "192.0.2.7:51000"};
+  return {
+      {"machine-b", "machine-a", kNow, nonceOf(nonce)}, "abc123xyz", "api", "192.0.2.7:51000", ""};
 }
 
 std::string lineOf(const ForwardHeader& header, std::string_view secret = kSecret) {
@@ -164,7 +165,9 @@ TEST_CASE("forward header: malformed lines are refused with their reason") {
       {"OPENTUNNEL-FORWARD secret abc123xyz", ProofError::kWrongVersion},
       {"GET / HTTP/1.1", ProofError::kBadLine},
       {good.substr(0, good.rfind(' ')), ProofError::kBadLine},
-      {good + " extra", ProofError::kBadLine},
+      // Ten fields: the proof's place is the optional origin's, so "extra" is read as the proof.
+      {good + " extra", ProofError::kBadProofSyntax},
+      {good + " extra more", ProofError::kBadLine},
       {replaced(" api ", "  api "), ProofError::kBadLine},
       {replaced(" api ", " api\t"), ProofError::kBadLine},
       {replaced("machine-b", "machine/b"), ProofError::kBadMachineId},

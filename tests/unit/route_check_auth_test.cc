@@ -65,7 +65,7 @@ TEST_CASE("route check auth: another path, method, secret or purpose does not ve
   CHECK(refusal(verify(value, window, "get")) == ProofError::kBadRequest);
   CHECK(refusal(verify(value, window, "GET", "relative")) == ProofError::kBadRequest);
   // A forward's proof over the same envelope is not a route check's (the labels differ).
-  ForwardHeader forward{envelope(), "abc123xyz", "", ""};
+  ForwardHeader forward{envelope(), "abc123xyz", "", "", ""};
   const auto line = buildForwardHeader(kSecret, forward);
   REQUIRE(line);
   const std::string forwardProof = line->substr(line->rfind(' ') + 1, 64);
