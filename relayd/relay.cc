@@ -340,6 +340,7 @@ void Relay::bridgeAttached(BridgeSession* bridge) {
 }
 
 void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
+  statusStore_.forget(bridge->tunnelId(), bridge->attachRequest().origin, bridge->key());
   table_.removeBridge(bridge->tunnelId(), bridge->key(), context_.nowMs());
   context_.metrics.bridgesAttached.Decrement();
   context_.metrics.detach(reason);
@@ -347,6 +348,11 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
                            unixNowMs());
   kLog.debug("bridge detached",
              {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
+}
+
+void Relay::bridgeStatus(BridgeSession* bridge, bridge::StatusReport report) {
+  (void)statusStore_.record(bridge->tunnelId(), bridge->attachRequest().origin, bridge->key(),
+                            std::move(report), context_.nowMs());
 }
 
 void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, uint64_t bytesIn,
