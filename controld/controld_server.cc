@@ -279,7 +279,10 @@ void ControldServer::buildApi() {
     backup_ = makeBackup(*backupStore, config_.domain);
   }
   AdminApi admin{config_.adminToken, [this] { return adminStats_->gather(); }, backup_.get()};
-  ApiRouter router = buildApiRouter(*service_, {}, admin, UsageApi{store_.get(), {}});
+  statusSource_.emplace(*hub_, *registry_, [this] { return mesh_.get(); });
+  ApiRouter router = buildApiRouter(
+      *service_, {}, admin, UsageApi{store_.get(), {}},
+      StatusApi{[this](const std::string& id) { return statusSource_->gather(id); }});
   if (site_) {
     router.setFallback(
         [site = site_](const ApiRequest& request) { return siteResponse(*site, request); });

@@ -194,7 +194,7 @@ ApiResponse serviceErrorResponse(const ServiceError& error) {
 }
 
 ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminApi& admin,
-                         const UsageApi& usage) {
+                         const UsageApi& usage, const StatusApi& status) {
   ApiRouter router;
   addApiSchemas(router);
   TunnelService* s = &service;
@@ -210,6 +210,7 @@ ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminAp
               [s](const ApiRequest& r, const PathParams& p) { return getCertificate(*s, r, p); }});
   addUsageRoutes(router, service, usage);
   addOriginRoutes(router, service, OriginApi{});
+  addStatusRoutes(router, service, status);
   router.add({"GET", "/health", healthDoc(),
               [s](const ApiRequest&, const PathParams&) { return health(*s); }});
   addAdminRoutes(router, admin);

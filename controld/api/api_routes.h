@@ -23,6 +23,7 @@
 #include "controld/api/api_types.h"
 #include "controld/api/openapi.h"
 #include "controld/api/origin_routes.h"
+#include "controld/api/status_routes.h"
 #include "controld/api/tunnel_service.h"
 #include "controld/api/usage_routes.h"
 
@@ -33,9 +34,10 @@ namespace ot::controld {
 // info.servers defaults to https://<the service's domain>. The admin routes (admin_routes.h) are
 // added when `admin.token` is set.
 // GET /api/tunnel/{id}/usage is added when `usage.store` is set (usage_routes.h); the pool's routes
-// (origin_routes.h) always.
+// (origin_routes.h) and GET /api/tunnel/{id}/status (status_routes.h) always.
 [[nodiscard]] ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info = {},
-                                       const AdminApi& admin = {}, const UsageApi& usage = {});
+                                       const AdminApi& admin = {}, const UsageApi& usage = {},
+                                       const StatusApi& status = {});
 
 // The status and JSON error a ServiceError answers (the table above); for routes kept in files of
 // their own (usage_routes.h).
