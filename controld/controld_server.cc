@@ -389,6 +389,7 @@ std::optional<int> ControldServer::listen() {
   admin.backup = backup_.get();  // null without a BackupStore: Export/Import answer UNIMPLEMENTED
   admin.gatherStats = [this] { return adminStats_->gather(); };
   admin.mesh = [this] { return mesh_.get(); };
+  admin.tunnelStatus = [this](const std::string& id) { return statusSource_->gather(id); };
   admin.machineId = config_.identity.machineId;
   adminService_.emplace(std::move(admin));
   adminServer_.emplace(adminOptions, *adminService_);

@@ -16,5 +16,6 @@ void addTunnelCommands(CLI::App& app, Action& action);  // tunnels list|show|del
 void addBridgeCommands(CLI::App& app, Action& action);  // bridges, reset, drain
 void addJobCommands(CLI::App& app, Action& action);     // jobs list|retry
 void addBackupCommands(CLI::App& app, Action& action);  // export, import
+void addStatusCommands(CLI::App& app, Action& action);  // status
 
 }  // namespace ot::otctl
