@@ -428,6 +428,11 @@ void BridgeClient::onTimer(uint64_t nowMs) {
 
 // --- Ending -----------------------------------------------------------------------------------
 
+bool BridgeClient::sendText(const std::string& text) {
+  if (!attached() || transport_ == nullptr) return false;
+  return transport_->sendText(text);
+}
+
 void BridgeClient::protocolError(std::string text) {
   log_.warn("protocol error from the relay; closing the bridge",
             {{"link", link_}, {"bridge", attached_.bridgeId}, {"error", text}});

@@ -74,6 +74,8 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   [[nodiscard]] bool ended() const { return ended_; }
   [[nodiscard]] size_t connections() const { return streams_.size(); }
   [[nodiscard]] const std::string& bridgeId() const { return attached_.bridgeId; }
+  // A control message (a `status` report) on the attached bridge; false when not attached.
+  bool sendText(const std::string& text);
 
  private:
   enum class Phase : uint8_t { kConnecting, kAwaitingAttached, kAttached };

@@ -173,6 +173,10 @@ void BridgeLink::onTimerClosed(uv_handle_t* handle) {
   self->host_.onLinkStopped();  // the pool may delete the link later, not here
 }
 
+bool BridgeLink::sendText(const std::string& text) {
+  return current_ != nullptr && current_->sendText(text);
+}
+
 LinkStatus BridgeLink::status() const {
   LinkStatus status;
   status.attached = current_ != nullptr && current_->attached();

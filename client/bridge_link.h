@@ -60,6 +60,8 @@ class BridgeLink final : private SessionHost {
   void stop();
 
   [[nodiscard]] LinkStatus status() const;
+  // A control message on the link's attached bridge; false when none is attached.
+  bool sendText(const std::string& text);
   [[nodiscard]] bool stopped() const { return state_ == State::kStopped; }
 
  private:

@@ -88,6 +88,8 @@ class BridgePool {
   void updateCertificate(std::string certificateChainPem, std::string privateKeyPem);
 
   [[nodiscard]] PoolStatus status() const;
+  // A control message on every attached link; how many took it.
+  size_t sendToAttached(const std::string& text);
 
  private:
   struct Impl;

@@ -233,6 +233,15 @@ PoolStatus Dialer::status() const {
   return out;
 }
 
+size_t Dialer::sendToAttached(const std::string& text) {
+  if (stopping_) return 0;
+  size_t sent = 0;
+  for (auto& profile : profiles_) {
+    for (auto& [address, pool] : profile->pools) sent += pool->sendToAttached(text);
+  }
+  return sent;
+}
+
 DialerStatus Dialer::detailedStatus() const {
   DialerStatus out;
   out.tunnelId = base_.tunnelId;

@@ -45,6 +45,8 @@ class Dialer {
   [[nodiscard]] PoolStatus status() const;
   // Per profile and address, for the status file.
   [[nodiscard]] DialerStatus detailedStatus() const;
+  // A control message on every attached link of every profile (status_report.h); how many.
+  size_t sendToAttached(const std::string& text);
 
  private:
   struct Profile;

@@ -12,6 +12,7 @@
 #include "client/dialer.h"
 #include "client/origin_material.h"
 #include "client/status_line.h"
+#include "client/status_report.h"
 #include "client/status_writer.h"
 #include "client/tunnel_state.h"
 
@@ -82,6 +83,9 @@ TunnelClient::TunnelClient(const CommandLine& line, ApiClientOptions apiOptions,
   statusWriter_ =
       std::make_unique<StatusWriter>(loop, statusFilePath(line.stateDir, provisioned.state.id),
                                      [this] { return pool_->detailedStatus(); });
+  statusReporter_ = std::make_unique<StatusReporter>(
+      loop, [this] { return pool_->detailedStatus(); },
+      [this](const std::string& text) { return pool_->sendToAttached(text); });
   if (!line.credential.empty()) {
     // A second origin has no token to ask the API with: its certificate comes from the state
     // file copied from the owner, re-read now and then (origin_material.h).
@@ -121,6 +125,7 @@ int TunnelClient::run(const std::function<void()>& onStarted) {
   if (reloader_) reloader_->start();
   pool_->start();
   statusWriter_->start();
+  statusReporter_->start();
   onStarted();
   uv_run(loop_.get(), UV_RUN_DEFAULT);
   statusWriter_->remove();  // a stopped otunnel leaves no status behind
@@ -160,6 +165,7 @@ void TunnelClient::onStopTimer(uv_timer_t* handle) {
   if (self->watcher_) self->watcher_->close();
   if (self->reloader_) self->reloader_->close();
   self->statusWriter_->close();
+  self->statusReporter_->close();
   self->pool_->stop([self] {
     for (uv_signal_t* signal : {&self->sigint_, &self->sigterm_}) {
       uv_close(reinterpret_cast<uv_handle_t*>(signal), nullptr);

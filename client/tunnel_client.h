@@ -21,6 +21,7 @@ namespace ot::client {
 class Dialer;
 class CertificateWatcher;
 class OriginReloader;
+class StatusReporter;
 class StatusWriter;
 struct PoolStatus;
 
@@ -64,8 +65,9 @@ class TunnelClient {
   uv_timer_t stopTimer_{};
   std::unique_ptr<Dialer> pool_;
   std::unique_ptr<StatusWriter> statusWriter_;
-  std::unique_ptr<CertificateWatcher> watcher_;  // null for a credential origin
-  std::unique_ptr<OriginReloader> reloader_;     // only for a credential origin
+  std::unique_ptr<StatusReporter> statusReporter_;  // `status` reports to the relay
+  std::unique_ptr<CertificateWatcher> watcher_;     // null for a credential origin
+  std::unique_ptr<OriginReloader> reloader_;        // only for a credential origin
   bool stopping_ = false;
   int exitCode_ = 0;
   std::string lastKey_;

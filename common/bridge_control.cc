@@ -169,6 +169,44 @@ Decoded<RelayMessage, RelayMessageError> parseAttachError(const json& doc) {
   return RelayMessage(std::move(error));
 }
 
+// Cut to at most `limit` bytes without splitting a UTF-8 sequence.
+std::string truncatedUtf8(const std::string& text, size_t limit) {
+  if (text.size() <= limit) return text;
+  size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+std::optional<ProfileReport> parseProfileReport(const json& item) {
+  if (!item.is_object()) return std::nullopt;
+  ProfileReport profile;
+  auto name = optionalName(item, "name");
+  if (!name) return std::nullopt;
+  profile.name = std::move(*name);
+  const auto count = [&](const char* key, uint64_t high) -> std::optional<uint64_t> {
+    const json* value = member(item, key);
+    if (value == nullptr) return uint64_t{0};
+    const auto n = asUnsigned(*value);
+    if (!n || *n > high) return std::nullopt;
+    return *n;
+  };
+  const auto index = count("index", kMaxProfiles - 1);
+  const auto wanted = count("links_wanted", 1024);
+  const auto up = count("links_up", 1024);
+  const auto nextTry = count("next_try_ms", 24ULL * 3600 * 1000);
+  if (!index || !wanted || !up || !nextTry) return std::nullopt;
+  profile.index = static_cast<uint32_t>(*index);
+  profile.linksWanted = static_cast<uint32_t>(*wanted);
+  profile.linksUp = static_cast<uint32_t>(*up);
+  profile.nextTryMs = *nextTry;
+  if (const json* error = member(item, "last_error")) {
+    if (!error->is_string() || error->get_ref<const std::string&>().size() > kMaxStatusErrorLength)
+      return std::nullopt;
+    profile.lastError = error->get<std::string>();
+  }
+  return profile;
+}
+
 }  // namespace
 
 std::string_view attachErrorCodeName(AttachErrorCode code) {
@@ -306,6 +344,48 @@ Decoded<RelayMessage, RelayMessageError> parseRelayMessage(std::string_view text
   if (name == "attach_error") return parseAttachError(doc);
   if (name == "drain") return RelayMessage(Drain{});
   return RelayMessageError::kUnknownType;
+}
+
+std::string serializeStatus(const StatusReport& report) {
+  ordered_json profiles = ordered_json::array();
+  const size_t count = std::min<size_t>(report.profiles.size(), kMaxProfiles);
+  for (size_t i = 0; i < count; ++i) {
+    const ProfileReport& profile = report.profiles[i];
+    ordered_json entry;
+    entry["name"] = isValidName(profile.name) ? profile.name : std::string();
+    entry["index"] = std::min<uint32_t>(profile.index, kMaxProfiles - 1);
+    entry["links_wanted"] = std::min<uint32_t>(profile.linksWanted, 1024);
+    entry["links_up"] = std::min<uint32_t>(profile.linksUp, 1024);
+    entry["next_try_ms"] = std::min<uint64_t>(profile.nextTryMs, 24ULL * 3600 * 1000);
+    entry["last_error"] = truncatedUtf8(profile.lastError, kMaxStatusErrorLength);
+    profiles.push_back(std::move(entry));
+  }
+  ordered_json doc;
+  doc["type"] = "status";
+  doc["profiles"] = std::move(profiles);
+  return dump(doc);
+}
+
+Decoded<StatusReport, ClientMessageError> parseAttachedClientMessage(std::string_view text) {
+  if (text.size() > kMaxStatusMessageBytes) return ClientMessageError::kTooLarge;
+  const json doc = json::parse(text.begin(), text.end(), nullptr, false);
+  if (doc.is_discarded()) return ClientMessageError::kNotJson;
+  if (!doc.is_object()) return ClientMessageError::kNotObject;
+  const json* type = member(doc, "type");
+  if (type == nullptr || !type->is_string() || type->get_ref<const std::string&>() != "status") {
+    return ClientMessageError::kUnknownType;
+  }
+  const json* profiles = member(doc, "profiles");
+  if (profiles == nullptr || !profiles->is_array() || profiles->size() > kMaxProfiles) {
+    return ClientMessageError::kBadField;
+  }
+  StatusReport report;
+  for (const auto& item : *profiles) {
+    auto profile = parseProfileReport(item);
+    if (!profile) return ClientMessageError::kBadField;
+    report.profiles.push_back(std::move(*profile));
+  }
+  return report;
 }
 
 }  // namespace ot::bridge

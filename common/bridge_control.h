@@ -130,4 +130,47 @@ enum class RelayMessageError : uint8_t {
 // The client's side. An attach_error code this build does not know reads as kError.
 [[nodiscard]] Decoded<RelayMessage, RelayMessageError> parseRelayMessage(std::string_view text);
 
+// ---- `status` (client to relay, after attached; docs/protocol.md 4.5, docs/pools-status.md) ----
+
+// The largest status message the relay reads; a longer text message is ignored unread. Eight
+// profiles with the longest names and errors fit well below it (serializeStatus bounds both).
+inline constexpr size_t kMaxStatusMessageBytes = 4096;
+// last_error is cut to this many bytes when sent, and refused above it when read.
+inline constexpr size_t kMaxStatusErrorLength = 200;
+
+// One profile of the sending origin as its dialer sees it.
+struct ProfileReport {
+  std::string name;  // "" when unnamed
+  uint32_t index = 0;
+  uint32_t linksWanted = 0;
+  uint32_t linksUp = 0;
+  uint64_t nextTryMs = 0;  // the wait until the profile's next dial; 0 when none is waiting
+  std::string lastError;   // "" when none
+
+  friend bool operator==(const ProfileReport&, const ProfileReport&) = default;
+};
+
+// What otunnel tells the relay about its whole origin (every profile, also those with no link
+// on this relay): sent on every attached link when it changes and every few seconds.
+struct StatusReport {
+  std::vector<ProfileReport> profiles;  // at most kMaxProfiles
+
+  friend bool operator==(const StatusReport&, const StatusReport&) = default;
+};
+
+[[nodiscard]] std::string serializeStatus(const StatusReport& report);
+
+enum class ClientMessageError : uint8_t {
+  kTooLarge,  // above kMaxStatusMessageBytes: not parsed
+  kNotJson,
+  kNotObject,
+  kUnknownType,  // not `status`: ignored, as protocol.md 4.5 says
+  kBadField,     // a `status` with a missing, mistyped or out-of-range field: ignored
+};
+
+// The relay's side, for a text message after attach. Unknown members are ignored; nothing here
+// closes the bridge (the relay ignores what it cannot use).
+[[nodiscard]] Decoded<StatusReport, ClientMessageError> parseAttachedClientMessage(
+    std::string_view text);
+
 }  // namespace ot::bridge

@@ -282,7 +282,10 @@ void ControldServer::buildApi() {
   resetter_.emplace(
       *registry_, *hub_, [this] { return mesh_.get(); }, config_.identity.machineId);
   ResetApi reset{[this](const std::string& id) { return resetter_->reset(id); }, {}, 1000};
-  ApiRouter router = buildApiRouter(*service_, {}, admin, UsageApi{store_.get(), {}}, reset);
+  statusSource_.emplace(*hub_, *registry_, [this] { return mesh_.get(); });
+  ApiRouter router = buildApiRouter(
+      *service_, {}, admin, UsageApi{store_.get(), {}}, reset,
+      StatusApi{[this](const std::string& id) { return statusSource_->gather(id); }});
   if (site_) {
     router.setFallback(
         [site = site_](const ApiRequest& request) { return siteResponse(*site, request); });
@@ -396,6 +399,7 @@ std::optional<int> ControldServer::listen() {
   admin.backup = backup_.get();  // null without a BackupStore: Export/Import answer UNIMPLEMENTED
   admin.gatherStats = [this] { return adminStats_->gather(); };
   admin.mesh = [this] { return mesh_.get(); };
+  admin.tunnelStatus = [this](const std::string& id) { return statusSource_->gather(id); };
   admin.machineId = config_.identity.machineId;
   adminService_.emplace(std::move(admin));
   adminServer_.emplace(adminOptions, *adminService_);

@@ -43,6 +43,7 @@
 #include "controld/api/api_router.h"
 #include "controld/api/api_types.h"
 #include "controld/api/ip_ranges.h"
+#include "controld/api/status_source.h"
 #include "controld/api/tunnel_service.h"
 #include "controld/controld_config.h"
 #include "controld/domain_cert/server_certificates.h"
@@ -126,7 +127,8 @@ class ControldServer {
   std::optional<JobRunner> runner_;
   std::unique_ptr<DnsSweeper> sweeper_;  // ACME only
   std::optional<TunnelService> service_;
-  std::optional<AdminStatsSource> adminStats_;  // POST /api/admin/stats (ADMIN_TOKEN set)
+  std::optional<AdminStatsSource> adminStats_;      // POST /api/admin/stats (ADMIN_TOKEN set)
+  std::optional<TunnelStatusSource> statusSource_;  // GET /api/tunnel/{id}/status
   std::unique_ptr<Backup> backup_;  // POST /api/admin/{export,import}; null without a BackupStore
   std::shared_ptr<const ApiRouter> router_;
   ApiHandler apiHandler_;  // moved into api_ when it is built

@@ -17,5 +17,6 @@ void addBridgeCommands(CLI::App& app, Action& action);  // bridges, reset, drain
 void addJobCommands(CLI::App& app, Action& action);     // jobs list|retry
 void addBackupCommands(CLI::App& app, Action& action);  // export, import
 void addUsageCommands(CLI::App& app, Action& action);   // usage
+void addStatusCommands(CLI::App& app, Action& action);  // status
 
 }  // namespace ot::otctl

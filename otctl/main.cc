@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   addJobCommands(app, action);
   addBackupCommands(app, action);
   addUsageCommands(app, action);
+  addStatusCommands(app, action);
   if (auto code = ot::config::parseCommandLine(app, argc, argv)) return *code;
   if (!action) {
     std::fprintf(stderr, "otctl: no command (otctl --help)\n");

@@ -131,7 +131,13 @@ void BridgeSession::handleMessage(ws::ReadStep& step) {
       const std::span<const uint8_t> text = step.message();
       handleAttach(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
     }
-    // Text after attach is ignored (protocol.md 4.5).
+    // Text after attach: a `status` report is kept, anything else ignored (protocol.md 4.5).
+    if (phase_ == Phase::kAttached) {
+      const std::span<const uint8_t> text = step.message();
+      auto report = bridge::parseAttachedClientMessage(
+          std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
+      if (report.ok()) relay_.bridgeStatus(this, std::move(report).value());
+    }
     return;
   }
   if (phase_ == Phase::kAwaitAttach) {

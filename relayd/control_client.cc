@@ -348,6 +348,14 @@ void ControlClient::ack(const v1::Ack& ack) {
   impl_->queueLocked(std::move(message));
 }
 
+void ControlClient::tunnelStatus(v1::TunnelStatusReply reply) {
+  if (impl_->stopped_) return;
+  v1::RelayMessage message;
+  *message.mutable_tunnel_status() = std::move(reply);
+  std::lock_guard lock(impl_->mutex_);
+  impl_->queueLocked(std::move(message));
+}
+
 void ControlClient::requestMeshSnapshot(uint64_t haveVersion, uint64_t gotVersion) {
   if (impl_->stopped_) return;
   v1::RelayMessage message;

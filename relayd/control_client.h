@@ -96,6 +96,8 @@ class ControlClient {
   // An operator's drain ended (otctl drain --undo): later hellos say serving again.
   void serving();
   void ack(const v1::Ack& ack);
+  // The answer to a TunnelStatusQuery (docs/pools-status.md); dropped when no session is up.
+  void tunnelStatus(v1::TunnelStatusReply reply);
   // The mesh table copy missed a version: asks the current session's controld for a snapshot
   // (dropped when no session is up: the next one starts with a snapshot anyway).
   void requestMeshSnapshot(uint64_t haveVersion, uint64_t gotVersion);

@@ -342,6 +342,7 @@ void Relay::bridgeAttached(BridgeSession* bridge) {
 }
 
 void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
+  statusStore_.forget(bridge->tunnelId(), bridge->attachRequest().origin, bridge->key());
   table_.removeBridge(bridge->tunnelId(), bridge->key(), context_.nowMs());
   context_.metrics.bridgesAttached.Decrement();
   context_.metrics.detach(reason);
@@ -349,6 +350,11 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
                            unixNowMs());
   kLog.debug("bridge detached",
              {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
+}
+
+void Relay::bridgeStatus(BridgeSession* bridge, bridge::StatusReport report) {
+  (void)statusStore_.record(bridge->tunnelId(), bridge->attachRequest().origin, bridge->key(),
+                            std::move(report), context_.nowMs());
 }
 
 void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, const std::string& origin,

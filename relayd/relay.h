@@ -26,6 +26,7 @@
 #include "relayd/relay_for_bridge.h"
 #include "relayd/relay_health.h"
 #include "relayd/sni_route.h"
+#include "relayd/status_store.h"
 #include "relayd/tunnel_table.h"
 
 namespace ot::relayd {
@@ -69,6 +70,7 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   }
   void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, const std::string& origin,
                     uint64_t bytesIn, uint64_t bytesOut) override;
+  void bridgeStatus(BridgeSession* bridge, bridge::StatusReport report) override;
 
   // --- visitors
   // A visitor whose ClientHello named a tunnel: pick a bridge and splice, or close and count.
@@ -133,6 +135,7 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
 
   RelayContext& context_;
   TunnelTable table_;
+  StatusStore statusStore_;  // the origins' `status` reports (docs/pools-status.md)
   std::unique_ptr<ControlClient> control_;
   ApiProxy apiProxy_;
   AttachGuard attachGuard_;

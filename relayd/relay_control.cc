@@ -186,6 +186,22 @@ void Relay::onCommand(const v1::Command& command) {
         startDrain();
       }
       break;
+    case v1::Command::kTunnelStatus: {
+      const std::string& id = command.tunnel_status().tunnel_id();
+      std::vector<StatusBridge> attached;
+      for (uint64_t key : table_.bridgesOf(id)) {
+        auto it = bridges_.find(key);
+        if (it == bridges_.end() || !it->second->attached()) continue;
+        const bridge::AttachRequest& attach = it->second->attachRequest();
+        attached.push_back({attach.origin, attach.profile, attach.profileIndex,
+                            static_cast<uint32_t>(it->second->streamCount())});
+      }
+      affected = static_cast<uint32_t>(attached.size());
+      v1::TunnelStatusReply reply = statusStore_.reply(id, attached, context_.nowMs());
+      reply.set_command_id(command.id());
+      control_->tunnelStatus(std::move(reply));  // before the Ack: controld waits for either
+      break;
+    }
     default:
       ack.set_status(v1::ACK_STATUS_FAILED);
       ack.set_message("unknown command");

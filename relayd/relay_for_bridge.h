@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/bridge_control.h"
 #include "relayd/relay_metrics.h"
 
 namespace ot::relayd {
@@ -28,6 +29,8 @@ class RelayForBridge {
   virtual void bridgeDetached(BridgeSession* bridge, DetachOutcome reason) = 0;
   // The bridge drains: no new visitors for it.
   virtual void bridgeDraining(const std::string& tunnelId, uint64_t bridgeKey) = 0;
+  // The attached bridge's otunnel sent a `status` report (docs/pools-status.md).
+  virtual void bridgeStatus(BridgeSession* /*bridge*/, bridge::StatusReport /*report*/) {}
   // One of the bridge's streams ended, with its bytes in each direction and the origin the
   // bridge attached as ("" unnamed), for usage per origin.
   virtual void streamClosed(const std::string& tunnelId, uint64_t bridgeKey,

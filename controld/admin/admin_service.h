@@ -18,6 +18,7 @@
 #include "controld/admin/admin_stats.h"
 #include "controld/admin/backup.h"
 #include "controld/admin/tunnel_reset.h"
+#include "controld/api/status_routes.h"
 #include "controld/mesh/mesh_node.h"
 #include "controld/relays/bridge_registry.h"
 #include "controld/relays/record_publisher.h"
@@ -43,6 +44,8 @@ struct AdminServiceContext {
   std::function<Result<AdminStatsInputs>()> gatherStats;
   // The mesh node when the mesh runs, else nullptr; asked per call.
   std::function<mesh::MeshNode*()> mesh;
+  // GET /api/tunnel/{id}/status's inputs (TunnelStatusSource::gather); empty: relay unreachable.
+  std::function<TunnelStatusInputs(const std::string& tunnelId)> tunnelStatus;
   std::string machineId;
   Clock nowMs;  // empty: the system clock
 };
@@ -57,6 +60,9 @@ class AdminService final : public ::opentunnel::admin::v1::Admin::Service {
                            av1::ListTunnelsResponse* response) override;
   grpc::Status GetTunnel(grpc::ServerContext* context, const av1::GetTunnelRequest* request,
                          av1::GetTunnelResponse* response) override;
+  // admin_status.cc
+  grpc::Status TunnelStatus(grpc::ServerContext* context, const av1::TunnelStatusRequest* request,
+                            av1::TunnelStatusResponse* response) override;
   grpc::Status DeleteTunnel(grpc::ServerContext* context, const av1::DeleteTunnelRequest* request,
                             av1::DeleteTunnelResponse* response) override;
   grpc::Status ResetTunnel(grpc::ServerContext* context, const av1::ResetTunnelRequest* request,

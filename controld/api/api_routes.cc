@@ -194,7 +194,8 @@ ApiResponse serviceErrorResponse(const ServiceError& error) {
 }
 
 ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminApi& admin,
-                         const UsageApi& usage, const ResetApi& reset) {
+                         const UsageApi& usage, const ResetApi& reset,
+                         const StatusApi& status) {
   ApiRouter router;
   addApiSchemas(router);
   TunnelService* s = &service;
@@ -211,6 +212,7 @@ ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminAp
   addUsageRoutes(router, service, usage);
   addOriginRoutes(router, service, OriginApi{});
   addResetRoutes(router, service, reset);
+  addStatusRoutes(router, service, status);
   router.add({"GET", "/health", healthDoc(),
               [s](const ApiRequest&, const PathParams&) { return health(*s); }});
   addAdminRoutes(router, admin);

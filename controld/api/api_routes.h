@@ -24,6 +24,7 @@
 #include "controld/api/openapi.h"
 #include "controld/api/origin_routes.h"
 #include "controld/api/reset_routes.h"
+#include "controld/api/status_routes.h"
 #include "controld/api/tunnel_service.h"
 #include "controld/api/usage_routes.h"
 
@@ -34,10 +35,12 @@ namespace ot::controld {
 // info.servers defaults to https://<the service's domain>. The admin routes (admin_routes.h) are
 // added when `admin.token` is set.
 // GET /api/tunnel/{id}/usage is added when `usage.store` is set (usage_routes.h); the pool's routes
-// (origin_routes.h) always; POST /api/tunnel/{id}/reset when `reset.reset` is set (reset_routes.h).
+// (origin_routes.h) and GET /api/tunnel/{id}/status (status_routes.h) always; POST
+// /api/tunnel/{id}/reset when `reset.reset` is set (reset_routes.h).
 [[nodiscard]] ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info = {},
                                        const AdminApi& admin = {}, const UsageApi& usage = {},
-                                       const ResetApi& reset = {});
+                                       const ResetApi& reset = {},
+                                       const StatusApi& status = {});
 
 // The status and JSON error a ServiceError answers (the table above); for routes kept in files of
 // their own (usage_routes.h).

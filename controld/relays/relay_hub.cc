@@ -125,6 +125,20 @@ void RelayHub::setAttachedHandler(AttachedHandler handler) {
   attachedHandler_ = std::move(handler);
 }
 
+void RelayHub::setTunnelStatusHandler(TunnelStatusHandler handler) {
+  const std::lock_guard lock(mutex_);
+  tunnelStatusHandler_ = std::move(handler);
+}
+
+void RelayHub::tunnelStatus(const SessionPtr& session, const cv1::TunnelStatusReply& reply) {
+  TunnelStatusHandler handler;
+  {
+    const std::lock_guard lock(mutex_);
+    handler = tunnelStatusHandler_;
+  }
+  if (handler) handler(session->relayKey_, reply);
+}
+
 void RelayHub::setMeshSnapshotHandler(std::function<void(const std::string& relayKey)> handler) {
   const std::lock_guard lock(mutex_);
   meshSnapshotHandler_ = std::move(handler);

@@ -88,6 +88,8 @@ class RelayHub final : public RecordPublisher {
   using CountersHandler =
       std::function<void(const std::string& relayKey, const cv1::Counters& counters)>;
   using AttachedHandler = std::function<void(const BridgeEntry& bridge)>;
+  using TunnelStatusHandler =
+      std::function<void(const std::string& relayKey, const cv1::TunnelStatusReply& reply)>;
 
   struct CommandSent {
     uint64_t id = 0;    // Command.id, echoed by each relay's Ack
@@ -117,6 +119,8 @@ class RelayHub final : public RecordPublisher {
   // Each bridge a live session reports as newly attached (not the snapshot's), after the registry
   // has it (the attach bookkeeping, attach_bookkeeper.h).
   void setAttachedHandler(AttachedHandler handler);
+  // Each TunnelStatusReply (tunnel_status_source.h); runs on the session's reader thread.
+  void setTunnelStatusHandler(TunnelStatusHandler handler);
 
   // The mesh table feed (docs/mesh.md "The control-session feed"). `handler` is asked for a
   // snapshot for a relay (its key) when its session opens and when relayd asks after a gap; it
@@ -158,6 +162,7 @@ class RelayHub final : public RecordPublisher {
   // The relay's figures (Counters.relay) are kept in its RelayInfo.
   void counters(const SessionPtr& session, const cv1::Counters& counters);
   void ack(const SessionPtr& session, const cv1::Ack& ack);
+  void tunnelStatus(const SessionPtr& session, const cv1::TunnelStatusReply& reply);
   [[nodiscard]] bool send(const SessionPtr& session, cv1::ControlMessage message);
   // The stream ended. Returns true when this dropped the relay's bridges from the registry: only
   // when the session was still the relay's live one (not superseded, controld not stopping).
@@ -181,6 +186,7 @@ class RelayHub final : public RecordPublisher {
   AckHandler ackHandler_;
   CountersHandler countersHandler_;
   AttachedHandler attachedHandler_;
+  TunnelStatusHandler tunnelStatusHandler_;
   std::function<void(bool)> drainingHandler_;
   std::function<void(const std::string& relayKey)> meshSnapshotHandler_;
 };

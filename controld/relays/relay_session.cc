@@ -98,6 +98,9 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
     case cv1::RelayMessage::kAck:
       hub_.ack(session_, message.ack());
       return grpc::Status::OK;
+    case cv1::RelayMessage::kTunnelStatus:
+      hub_.tunnelStatus(session_, message.tunnel_status());
+      return grpc::Status::OK;
     case cv1::RelayMessage::kAuthorize:
       // Never offered, never sent: a relayd that sends it anyway gets no answer and decides from
       // its cache at its deadline, as with a controld that does not answer.

@@ -128,6 +128,7 @@ TEST_CASE("openapi: the document lists exactly the routes the router serves") {
                       {"PUT", "/api/tunnel/{id}/certificate"},
                       {"GET", "/api/tunnel/{id}/certificate"},
                       {"GET", "/api/tunnel/{id}/usage"},
+                      {"GET", "/api/tunnel/{id}/status"},
                       {"GET", "/api/tunnel/{id}/origins"},
                       {"POST", "/api/tunnel/{id}/origins"},
                       {"DELETE", "/api/tunnel/{id}/origins/{name}"},

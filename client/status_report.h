@@ -1,0 +1,62 @@
+// otunnel's `status` reports to the relay (docs/pools-status.md, docs/protocol.md 4.5): per
+// profile the links wanted and up, the wait until the next dial and the last error, so the API
+// (GET /api/tunnel/{id}/status) can tell why a profile has no link, which the relay cannot see.
+//
+// The report covers the whole origin and goes out on every attached link: the links of one origin
+// may end on different relay machines, each of which answers for its own bridges, and a report
+// that rode on one link only would vanish with it. A one-second tick sends it when it changed
+// (the wait's countdown aside) and at least every kReportRefreshMs. A relay older than the
+// `status` message ignores it (protocol.md 4.5: text after attach is ignored), so nothing is
+// gated on the relay's version. Loop thread only.
+#pragma once
+
+#include <uv.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "client/dialer_status.h"
+#include "common/bridge_control.h"
+
+namespace ot::client {
+
+inline constexpr uint64_t kReportTickMs = 1'000;
+inline constexpr uint64_t kReportRefreshMs = 5'000;
+
+// One report line per profile: addresses summed, the soonest wait of an address not fully up,
+// the profile's lookup error or else the newest error of an address that is not fully up.
+[[nodiscard]] bridge::StatusReport statusReportOf(const DialerStatus& status);
+
+// Whether `next` must go out before the refresh: anything but the waits changed.
+[[nodiscard]] bool reportChanged(const bridge::StatusReport& last,
+                                 const bridge::StatusReport& next);
+
+class StatusReporter {
+ public:
+  using Source = std::function<DialerStatus()>;
+  // Sends the text on every attached link; returns how many took it.
+  using Broadcast = std::function<size_t(const std::string& text)>;
+
+  StatusReporter(uv_loop_t* loop, Source source, Broadcast broadcast);
+  StatusReporter(const StatusReporter&) = delete;
+  StatusReporter& operator=(const StatusReporter&) = delete;
+
+  void start();
+  void close();
+
+ private:
+  static void onTick(uv_timer_t* timer);
+  void tick();
+
+  uv_loop_t* loop_;
+  Source source_;
+  Broadcast broadcast_;
+  uv_timer_t timer_{};
+  bool closed_ = false;
+  bool sent_ = false;
+  bridge::StatusReport last_;
+  uint64_t lastSentMs_ = 0;
+};
+
+}  // namespace ot::client
