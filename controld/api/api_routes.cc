@@ -194,8 +194,7 @@ ApiResponse serviceErrorResponse(const ServiceError& error) {
 }
 
 ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info, const AdminApi& admin,
-                         const UsageApi& usage, const ResetApi& reset,
-                         const StatusApi& status) {
+                         const UsageApi& usage, const ResetApi& reset, const StatusApi& status) {
   ApiRouter router;
   addApiSchemas(router);
   TunnelService* s = &service;

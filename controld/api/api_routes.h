@@ -39,8 +39,7 @@ namespace ot::controld {
 // /api/tunnel/{id}/reset when `reset.reset` is set (reset_routes.h).
 [[nodiscard]] ApiRouter buildApiRouter(TunnelService& service, OpenApiInfo info = {},
                                        const AdminApi& admin = {}, const UsageApi& usage = {},
-                                       const ResetApi& reset = {},
-                                       const StatusApi& status = {});
+                                       const ResetApi& reset = {}, const StatusApi& status = {});
 
 // The status and JSON error a ServiceError answers (the table above); for routes kept in files of
 // their own (usage_routes.h).
