@@ -5,7 +5,6 @@ relay's choice is the documented hash (computed here independently), shares are 
 address keeps its origin, killing one origin's bridges moves only its visitors, and its return
 takes them back only after the hold."""
 import concurrent.futures
-import math
 import socket
 import ssl
 import threading
@@ -13,6 +12,7 @@ import time
 
 import bridge_client as bc
 import harness
+from pool_harness import expected_origin  # the documented hash, written out apart from relayd
 
 ORIGINS = ("alpha", "bravo", "charlie")
 PROFILES = 2
@@ -20,29 +20,6 @@ LINKS = 2
 VISITORS = 1000
 HOLD_S = 10.0  # the default stickyHoldMs
 
-M64 = (1 << 64) - 1
-
-
-def _fnv1a(h, data):
-    for byte in data:
-        h = ((h ^ byte) * 0x100000001B3) & M64
-    return h
-
-
-def _splitmix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
-    return x ^ (x >> 31)
-
-
-def expected_origin(source, origins):
-    """The documented choice with equal weights: the highest 1 / -ln(u) wins."""
-    def score(name):
-        h = _fnv1a(_fnv1a(_fnv1a(0xCBF29CE484222325, source.encode()), b"\0"), name.encode())
-        u = ((_splitmix64(h) >> 11) + 0.5) / float(1 << 53)
-        return 1.0 / -math.log(u)
-    return max(origins, key=score)
 
 
 def source_address(i):

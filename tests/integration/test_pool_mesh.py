@@ -11,7 +11,8 @@ import pytest
 
 import bridge_client as bc
 from test_mesh_link import linked_mesh
-from test_pool_choice import OriginBridges, client_hello, expected_origin, visit
+from pool_harness import expected_origin
+from test_pool_choice import OriginBridges, client_hello, visit
 
 ADDRESSES = {"machine-1": "127.0.23.11", "machine-2": "127.0.23.12"}
 HOLD = {"MESH_DEAD_MS": "1500", "MESH_HOLD_MS": "60000"}
