@@ -7,7 +7,9 @@ own), 4 links each. Origin a also has a profile `dead` to a closed port
 (127.0.24.3) that must stay in backoff. Visitors come from 1000 source addresses 127.24.N.M.
 
 Checked, in one run (the numbers are printed; run with -s to see them): even shares and sticky
-visitors, killing origin b moves only b's visitors (failover time printed) and b takes them back
+visitors, the status API showing the whole pool (otunnel's own report of the dead profile
+included), Reset closing all 24 links and the pool healthy again (time printed) without moving a
+visitor, killing origin b moves only b's visitors (failover time printed) and b takes them back
 only after the hold, `spread` balances open streams over the links, `priority` keeps new visitors
 on profile 0 until its last link is gone, cutting a whole profile moves no visitor, and live
 changes (add d, remove c, rotate, switch the mode) under load fail no visitor of an origin the
@@ -118,6 +120,8 @@ def test_three_origins_two_profiles_a_thousand_visitors(stack):
         for i, origin in first.items():
             assert origin == ph.expected_origin(ph.source_address(i), "abc"), (i, origin)
         assert visitors.visit_all(everyone) == first
+        _status_and_reset(relay, tid, token)
+        assert visitors.visit_all(everyone) == first  # a reset moves nobody
 
         # Kill origin b: exactly b's visitors move.
         b_visitors = [i for i, o in first.items() if o == "b"]
@@ -231,6 +235,49 @@ def test_three_origins_two_profiles_a_thousand_visitors(stack):
     finally:
         for forwarder in forwarders.values():
             forwarder.kill()
+
+
+def _pool_status(relay, tid, token):
+    return _api(relay, "GET", f"/api/tunnel/{tid}/status", token).json()
+
+
+def _status_and_reset(relay, tid, token):
+    """The API's status shows the whole pool (each origin's own report included), and Reset
+    drops every link and has the three otunnels back at once (the time is printed)."""
+    def whole(status):
+        if status["health"] != "healthy" or status["links"] != 3 * 2 * LINKS:
+            return False
+        origins = {o["name"]: {p["name"]: p for p in o["profiles"]} for o in status["origins"]}
+        if sorted(origins) != ["a", "b", "c"]:
+            return False
+        for name, profiles in origins.items():
+            for profile in ("fwd", "direct"):
+                if profiles.get(profile, {}).get("links") != LINKS:
+                    return False
+        dead = origins["a"].get("dead")
+        # a's dead profile: reported by otunnel with its links wanted, none up, and why.
+        return dead is not None and dead["links"] == 0 and dead["linksWanted"] == 2 and \
+            bool(dead["lastError"])
+    status = harness.wait_until(lambda: (lambda st: st if whole(st) else None)(
+        _pool_status(relay, tid, token)), 20, "the status API shows the whole pool")
+    assert status["summary"] == f"healthy ({3 * 2 * LINKS} links up)", status["summary"]
+    print(f"status: {status['summary']}")
+
+    def resets(metrics):
+        try:
+            return metrics.get("opentunnel_bridge_detaches_total", reason="reset")
+        except KeyError:
+            return 0
+    before = resets(relay.metrics())
+    started = time.monotonic()
+    answer = _api(relay, "POST", f"/api/tunnel/{tid}/reset", token).json()
+    assert answer["bridgesClosedHere"] == 3 * 2 * LINKS, answer
+    relay.wait_metric(lambda m: resets(m) >= before + 3 * 2 * LINKS, 10,
+                      "the reset closed 24 links")
+    harness.wait_until(lambda: whole(_pool_status(relay, tid, token)), 10,
+                       "every link back after the reset")
+    print(f"reset: 24 links closed and back, whole pool healthy again in "
+          f"{(time.monotonic() - started) * 1000:.0f} ms")
 
 
 def _live_changes(s, relay, tid, token, procs, webs, visitors, first, direct):
