@@ -37,11 +37,23 @@ int status(Client& client, const std::string& id) {
     return kExitFailed;
   }
   std::printf("%s: %s\n", id.c_str(), text(doc, "summary").c_str());
-  if (doc.value("peerLinks", 0) > 0) {
-    std::printf("links on other machines of the mesh: %s\n", number(doc["peerLinks"]).c_str());
-  }
   const auto origins = doc.find("origins");
   if (origins == doc.end() || !origins->is_array() || origins->empty()) return kExitOk;
+  if (doc.value("peerLinks", 0) > 0) {
+    // The mesh table's view: links per origin on other machines (no per-profile detail there).
+    std::printf("links on other machines of the mesh: %s\n", number(doc["peerLinks"]).c_str());
+    for (const auto& origin : *origins) {
+      if (origin.value("peerLinks", 0) == 0) continue;
+      std::string machines;
+      for (const auto& machine : origin.value("peerMachines", nlohmann::json::array())) {
+        if (!machine.is_string()) continue;
+        machines += (machines.empty() ? "" : ", ") + machine.get<std::string>();
+      }
+      const std::string name = text(origin, "name");
+      std::printf("  %s: %s on %s\n", name.empty() ? "(unnamed)" : name.c_str(),
+                  number(origin["peerLinks"]).c_str(), machines.c_str());
+    }
+  }
   Table table({{"ORIGIN", 8},
                {"PROFILE", 8},
                {"LINKS", 5},

@@ -42,14 +42,20 @@ Json statusSchema() {
         {"lastError", text("The profile's last dial error, \"\" when none (report).")}}}};
   Json origin = {
       {"type", "object"},
-      {"required", {"name", "links", "reported", "reportAgeMs", "profiles"}},
+      {"required",
+       {"name", "links", "reported", "reportAgeMs", "profiles", "peerLinks", "peerMachines"}},
       {"properties",
        {{"name", text("The origin's name (\"\" for unnamed bridges).")},
         {"links", integer("Its links attached to this machine's relay.")},
         {"reported",
          {{"type", "boolean"}, {"description", "Whether its otunnel sent a status report."}}},
         {"reportAgeMs", integer("How old that report is.")},
-        {"profiles", {{"type", "array"}, {"items", profile}}}}}};
+        {"profiles", {{"type", "array"}, {"items", profile}}},
+        {"peerLinks", integer("Its links attached to other machines of the mesh.")},
+        {"peerMachines",
+         {{"type", "array"},
+          {"items", {{"type", "string"}}},
+          {"description", "The machines holding those links, sorted."}}}}}};
   return Json{
       {"type", "object"},
       {"required", {"id", "health", "summary", "links", "peerLinks", "origins"}},
@@ -108,7 +114,9 @@ Json tunnelStatusJson(const std::string& tunnelId, const TunnelStatusInputs& inp
                            {"links", links},
                            {"reported", origin.reported},
                            {"reportAgeMs", origin.reportAgeMs},
-                           {"profiles", std::move(profiles)}});
+                           {"profiles", std::move(profiles)},
+                           {"peerLinks", origin.peerLinks},
+                           {"peerMachines", origin.peerMachines}});
   }
   const uint64_t total = local + inputs.peerLinks;
   std::string health;

@@ -33,6 +33,10 @@ struct TunnelStatusOrigin {
   bool reported = false;
   uint64_t reportAgeMs = 0;
   std::vector<TunnelStatusProfile> profiles;
+  // Its links on other machines of the mesh (the mesh table carries each bridge's origin), and
+  // those machines, sorted.
+  uint32_t peerLinks = 0;
+  std::vector<std::string> peerMachines;
 };
 
 struct TunnelStatusInputs {

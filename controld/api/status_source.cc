@@ -63,9 +63,10 @@ TunnelStatusInputs statusFromReplies(const std::vector<cv1::TunnelStatusReply>& 
 std::vector<TunnelStatusOrigin> statusFromRegistry(const std::vector<BridgeEntry>& bridges) {
   std::map<std::string, OriginAcc> origins;
   for (const BridgeEntry& bridge : bridges) {
-    // The registry has no profile index: profiles by name.
-    TunnelStatusProfile& line = origins[bridge.origin].profiles[{0, bridge.profile}];
+    TunnelStatusProfile& line =
+        origins[bridge.origin].profiles[{bridge.profileIndex, bridge.profile}];
     line.name = bridge.profile;
+    line.index = bridge.profileIndex;
     ++line.links;
   }
   return finish(origins);
@@ -77,6 +78,27 @@ TunnelStatusSource::TunnelStatusSource(RelayHub& hub, const BridgeRegistry& regi
     : hub_(hub), registry_(registry), mesh_(std::move(mesh)), deadline_(deadline) {
   hub_.setTunnelStatusHandler(
       [this](const std::string&, const cv1::TunnelStatusReply& reply) { onReply(reply); });
+}
+
+void addPeerBridges(TunnelStatusInputs& inputs, const std::vector<mesh::BridgeEntry>& peers) {
+  for (const mesh::BridgeEntry& bridge : peers) {
+    ++inputs.peerLinks;
+    auto origin =
+        std::find_if(inputs.origins.begin(), inputs.origins.end(),
+                     [&](const TunnelStatusOrigin& o) { return o.name == bridge.origin; });
+    if (origin == inputs.origins.end()) {
+      TunnelStatusOrigin added;
+      added.name = bridge.origin;
+      const auto place = std::upper_bound(
+          inputs.origins.begin(), inputs.origins.end(), bridge.origin,
+          [](const std::string& name, const TunnelStatusOrigin& o) { return name < o.name; });
+      origin = inputs.origins.insert(place, std::move(added));
+    }
+    ++origin->peerLinks;
+    auto& machines = origin->peerMachines;
+    const auto at = std::lower_bound(machines.begin(), machines.end(), bridge.machine);
+    if (at == machines.end() || *at != bridge.machine) machines.insert(at, bridge.machine);
+  }
 }
 
 TunnelStatusSource::~TunnelStatusSource() {
@@ -121,7 +143,7 @@ TunnelStatusInputs TunnelStatusSource::gather(const std::string& tunnelId) {
   inputs.relayConnected = expected > 0;
   inputs.relayAnswered = !replies.empty();
   if (mesh::MeshNode* node = mesh_ ? mesh_() : nullptr) {
-    inputs.peerLinks = static_cast<uint32_t>(node->peerBridgesOf({tunnelId}).size());
+    addPeerBridges(inputs, node->peerBridgesOf({tunnelId}));
   }
   return inputs;
 }

@@ -29,6 +29,9 @@ inline constexpr std::chrono::milliseconds kStatusQueryDeadline{1000};
 [[nodiscard]] TunnelStatusInputs statusFromReplies(
     const std::vector<cv1::TunnelStatusReply>& replies);
 // The fallback from the registry: links per origin and profile, nothing reported.
+// Adds the tunnel's bridges on other machines (the mesh table's entries for it) to the tunnel's
+// and each origin's peer counts; an origin known only there gets an entry without profiles.
+void addPeerBridges(TunnelStatusInputs& inputs, const std::vector<mesh::BridgeEntry>& peers);
 [[nodiscard]] std::vector<TunnelStatusOrigin> statusFromRegistry(
     const std::vector<BridgeEntry>& bridges);
 

@@ -113,6 +113,38 @@ TEST_CASE("status api: replies of several relays merge per origin and profile") 
   CHECK(inputs.origins[0].profiles[1].lastError == "newer");
 }
 
+TEST_CASE("status api: links on other machines count per origin, with their machines") {
+  TunnelStatusInputs inputs = statusFromReplies({sampleReply(4)});
+  REQUIRE(inputs.origins.size() == 1);
+  const std::string here = inputs.origins[0].name;
+  auto peer = [](const std::string& machine, const std::string& origin) {
+    ot::mesh::BridgeEntry entry;
+    entry.machine = machine;
+    entry.tunnelId = "t";
+    entry.bridgeId = machine + origin;
+    entry.routes = {""};
+    entry.origin = origin;
+    return entry;
+  };
+  addPeerBridges(inputs, {peer("m-c", here), peer("m-b", here), peer("m-b", "zz-elsewhere"),
+                          peer("m-b", here + "x")});
+  CHECK(inputs.peerLinks == 4);
+  REQUIRE(inputs.origins.size() == 3);
+  CHECK(inputs.origins[0].name == here);
+  CHECK(inputs.origins[0].peerLinks == 2);
+  CHECK(inputs.origins[0].peerMachines == std::vector<std::string>{"m-b", "m-c"});
+  // Known only from the mesh: an entry without profiles, in name order.
+  CHECK(inputs.origins[1].name == here + "x");
+  CHECK(inputs.origins[1].profiles.empty());
+  CHECK(inputs.origins[2].name == "zz-elsewhere");
+  const auto json = tunnelStatusJson("t", inputs);
+  CHECK(json["peerLinks"] == 4);
+  CHECK(json["links"] == 4 + 4);  // sampleReply(4): 4 links here, 4 elsewhere
+  CHECK(json["origins"][0]["peerMachines"] == nlohmann::ordered_json{"m-b", "m-c"});
+  CHECK(json["origins"][2]["links"] == 0);
+  CHECK(json["origins"][2]["peerLinks"] == 1);
+}
+
 TEST_CASE("status api: the source asks relayd and waits for its reply, or its deadline") {
   BridgeRegistry registry;
   RelayHub hub(registry);

@@ -68,6 +68,21 @@ def test_a_visitor_gets_the_same_origin_whichever_machine_it_lands_on(two_machin
         assert visitors(two, "forwarded_out") == on_a
         assert visitors(one, "forwarded_in") == on_a
         assert visitors(two, "forwarded_in") == VISITORS - on_a
+        # The status API on either machine shows both origins: its own links, and the other
+        # machine's from the mesh table, which carries each bridge's origin.
+        links = len(pools[0].clients)
+        for machine, here, there, peer in ((one, "a", "b", "machine-2"),
+                                           (two, "b", "a", "machine-1")):
+            answer = machine.stack.relayd.api("GET", f"/api/tunnel/{tunnel['id']}/status",
+                                              token=tunnel["token"])
+            assert answer.status == 200, answer
+            status = answer.json()
+            assert status["summary"] == f"healthy ({2 * links} links up)", status
+            assert status["peerLinks"] == links, status
+            origins = {o["name"]: o for o in status["origins"]}
+            assert (origins[here]["links"], origins[here]["peerLinks"]) == (links, 0), status
+            assert (origins[there]["links"], origins[there]["peerLinks"]) == (0, links), status
+            assert origins[there]["peerMachines"] == [peer], status
     finally:
         for pool in pools:
             pool.kill()
