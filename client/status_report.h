@@ -5,8 +5,8 @@
 // The report covers the whole origin and goes out on every attached link: the links of one origin
 // may end on different relay machines, each of which answers for its own bridges, and a report
 // that rode on one link only would vanish with it. A one-second tick sends it when it changed
-// (the wait's countdown aside) and at least every kReportRefreshMs. A relay older than the
-// `status` message ignores it (protocol.md 4.5: text after attach is ignored), so nothing is
+// (the wait's countdown aside) and otherwise once a minute (kReportRefreshMs). A relay older than
+// the `status` message ignores it (protocol.md 4.5: text after attach is ignored), so nothing is
 // gated on the relay's version. Loop thread only.
 #pragma once
 
@@ -22,7 +22,10 @@
 namespace ot::client {
 
 inline constexpr uint64_t kReportTickMs = 1'000;
-inline constexpr uint64_t kReportRefreshMs = 5'000;
+// A safety net only: every change goes out at once, and the relay ages a stored report itself.
+// Each report is a TLS record on every link; at 5 s, 50,000 bridges would cost relayd three times
+// its heartbeat traffic (15 s), which the idle budget of docs/capacity.md cannot take.
+inline constexpr uint64_t kReportRefreshMs = 60'000;
 
 // One report line per profile: addresses summed, the soonest wait of an address not fully up,
 // the profile's lookup error or else the newest error of an address that is not fully up.
@@ -44,6 +47,10 @@ class StatusReporter {
 
   void start();
   void close();
+  // A link attached: it may lead to a relay that holds no report of this origin (a new machine,
+  // or one that dropped the report with the origin's last link there, as a reset does), so the
+  // next tick sends the report again even when nothing in it changed.
+  void linkAttached() { sent_ = false; }
 
  private:
   static void onTick(uv_timer_t* timer);

@@ -141,6 +141,8 @@ void TunnelClient::onStatus(const PoolStatus& status) {
     lastKey_ = key;
   }
   if (status.fatal) requestStop(1);
+  if (status.attached > lastAttached_ && statusReporter_) statusReporter_->linkAttached();
+  lastAttached_ = status.attached;
 }
 
 void TunnelClient::onSignal(uv_signal_t* handle, int) {

@@ -71,6 +71,7 @@ class TunnelClient {
   bool stopping_ = false;
   int exitCode_ = 0;
   std::string lastKey_;
+  int lastAttached_ = 0;  // links attached at the last status: a rise resends the relay report
 };
 
 }  // namespace ot::client
