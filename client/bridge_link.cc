@@ -185,7 +185,8 @@ LinkStatus BridgeLink::status() const {
     status.connections += static_cast<int>(session->connections());
   status.lastError = lastError_;
   status.lastErrorAtMs = lastErrorAtMs_;
-  status.retryAtMs = state_ == State::kWaiting ? retryAtMs_ : 0;
+  // A link waiting for its staggered first dial is starting, not reconnecting: no retry to show.
+  status.retryAtMs = state_ == State::kWaiting && attempts_ > 0 ? retryAtMs_ : 0;
   status.attempts = attempts_;
   return status;
 }

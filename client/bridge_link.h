@@ -43,7 +43,7 @@ struct LinkStatus {
   int connections = 0;
   std::string lastError;
   uint64_t lastErrorAtMs = 0;
-  uint64_t retryAtMs = 0;  // uv_now() time of the next attempt; 0 when none is waiting
+  uint64_t retryAtMs = 0;  // uv_now() time of the next retry; 0 when none waits (or first dial)
   uint32_t attempts = 0;   // attempts started so far
 };
 

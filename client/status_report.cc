@@ -29,17 +29,22 @@ bridge::StatusReport statusReportOf(const DialerStatus& status) {
   return report;
 }
 
-bool reportChanged(const bridge::StatusReport& last, const bridge::StatusReport& next) {
+bool reportChanged(const bridge::StatusReport& last, const bridge::StatusReport& next,
+                   uint64_t elapsedMs) {
   if (last.profiles.size() != next.profiles.size()) return true;
   for (size_t i = 0; i < last.profiles.size(); ++i) {
     bridge::ProfileReport a = last.profiles[i];
     bridge::ProfileReport b = next.profiles[i];
-    // A wait that counts down is no change; a wait that starts or ends is.
+    // A wait that counts down is no change; a wait that starts or ends is, and so is a new wait
+    // begun since (a dial failed again between two ticks): the relay counts the old one down to
+    // 0 and would show "dialing" for as long as the new one lasts.
     const bool aWaits = a.nextTryMs != 0;
     const bool bWaits = b.nextTryMs != 0;
+    const uint64_t expected = a.nextTryMs > elapsedMs ? a.nextTryMs - elapsedMs : 0;
+    const uint64_t drift = b.nextTryMs > expected ? b.nextTryMs - expected : expected - b.nextTryMs;
     a.nextTryMs = 0;
     b.nextTryMs = 0;
-    if (a != b || aWaits != bWaits) return true;
+    if (a != b || aWaits != bWaits || drift > kWaitSlackMs) return true;
   }
   return false;
 }
@@ -68,7 +73,9 @@ void StatusReporter::tick() {
   if (closed_) return;
   bridge::StatusReport current = statusReportOf(source_());
   const uint64_t now = uv_now(loop_);
-  if (sent_ && !reportChanged(last_, current) && now - lastSentMs_ < kReportRefreshMs) return;
+  if (sent_ && !reportChanged(last_, current, now - lastSentMs_) &&
+      now - lastSentMs_ < kReportRefreshMs)
+    return;
   // Not sent anywhere (no link up yet): try again on the next tick.
   if (broadcast_(bridge::serializeStatus(current)) == 0) return;
   sent_ = true;

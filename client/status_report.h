@@ -31,9 +31,14 @@ inline constexpr uint64_t kReportRefreshMs = 60'000;
 // the profile's lookup error or else the newest error of an address that is not fully up.
 [[nodiscard]] bridge::StatusReport statusReportOf(const DialerStatus& status);
 
-// Whether `next` must go out before the refresh: anything but the waits changed.
-[[nodiscard]] bool reportChanged(const bridge::StatusReport& last,
-                                 const bridge::StatusReport& next);
+// How far a wait may stray from the sent one's countdown before it counts as a new wait: the
+// tick's own jitter, not a wait the relay would show wrongly for long.
+inline constexpr uint64_t kWaitSlackMs = 1'000;
+
+// Whether `next` must go out before the refresh, `last` having gone out elapsedMs ago: anything
+// but a wait counting down as `last` said it would.
+[[nodiscard]] bool reportChanged(const bridge::StatusReport& last, const bridge::StatusReport& next,
+                                 uint64_t elapsedMs);
 
 class StatusReporter {
  public:

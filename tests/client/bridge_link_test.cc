@@ -6,6 +6,7 @@
 
 #include "client/backoff.h"
 #include "client/bridge_pool.h"
+#include "client/status_line.h"
 #include "common/bridge_control.h"
 #include "tests/client/fake_relay.h"
 #include "tests/client/test_support.h"
@@ -61,6 +62,25 @@ TEST_CASE("client bridge: every link is its own bridge") {
   CHECK(relay.attachedCount() == 3);
   pool.stop();
   for (auto& bridge : relay.bridges) CHECK(bridge->closeCodes == std::vector<uint16_t>{1001});
+}
+
+TEST_CASE("client bridge: a link waiting for its staggered first dial is not reconnecting") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  BridgeConfig config = testConfig(relay.port(), 1, false);
+  config.links = 2;
+  config.startDelaysMs = {0, 200};  // the second link dials 200 ms after the first
+  PoolUnderTest pool(loop, config);
+  pool->start();
+  // Before the second link's first dial: one attached, nothing failed, no retry to announce
+  // (the status line would otherwise print "reconnecting in 0.2 s: the bridge ended").
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  CHECK(relay.bridges.size() == 1);
+  CHECK(pool->status().nextRetryMs == 0);
+  CHECK(pool->status().lastError.empty());
+  CHECK(ot::client::statusLine(pool->status()).value() == "otunnel: connected (1/2 links)");
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 2; }));
+  pool.stop();
 }
 
 TEST_CASE("client bridge: attach_error bad_token stops the link for good") {

@@ -54,16 +54,30 @@ TEST_CASE("status report: a fully up address hides its old error; a lookup error
 }
 
 TEST_CASE("status report: a countdown is no change, the rest is") {
-  const auto before = statusReportOf(twoProfiles());
+  const auto before = statusReportOf(twoProfiles());  // profile 1 waits 7000 ms
   DialerStatus later = twoProfiles();
   later.profiles[1].addresses[0].nextTryMs = 6000;
-  CHECK_FALSE(reportChanged(before, statusReportOf(later)));
+  CHECK_FALSE(reportChanged(before, statusReportOf(later), 1000));
   later.profiles[1].addresses[0].nextTryMs = 0;  // the wait ended: a dial is running
-  CHECK(reportChanged(before, statusReportOf(later)));
+  CHECK(reportChanged(before, statusReportOf(later), 1000));
   later = twoProfiles();
   later.profiles[0].addresses[1].attached = 4;
-  CHECK(reportChanged(before, statusReportOf(later)));
+  CHECK(reportChanged(before, statusReportOf(later), 0));
   later = twoProfiles();
   later.profiles.pop_back();
-  CHECK(reportChanged(before, statusReportOf(later)));
+  CHECK(reportChanged(before, statusReportOf(later), 0));
+}
+
+TEST_CASE("status report: a new wait begun between two ticks is a change") {
+  const auto before = statusReportOf(twoProfiles());  // profile 1 waits 7000 ms
+  DialerStatus later = twoProfiles();
+  // 9 s on, the 7 s wait is over and the redial failed again: a new 7 s wait, same error. The
+  // relay, counting the old wait down, would show 0 ("dialing") for the next 7 s.
+  later.profiles[1].addresses[0].nextTryMs = 7000;
+  CHECK(reportChanged(before, statusReportOf(later), 9000));
+  // The countdown with a tick's jitter is not.
+  later.profiles[1].addresses[0].nextTryMs = 1500;
+  CHECK_FALSE(reportChanged(before, statusReportOf(later), 5000));
+  later.profiles[1].addresses[0].nextTryMs = 2800;
+  CHECK_FALSE(reportChanged(before, statusReportOf(later), 5000));
 }
