@@ -41,7 +41,8 @@ class ControldMetrics:
 
 
 class Machine(ControldMetrics):
-    def __init__(self, workdir, name, address, port, peer, token=TOKEN, controld_env=None):
+    def __init__(self, workdir, name, address, port, peer, token=TOKEN, controld_env=None,
+                 relayd_env=None):
         self.name = name
         self.metrics_port = harness.free_port()
         internal = f"{address}:{port}"
@@ -52,7 +53,7 @@ class Machine(ControldMetrics):
             controld_env={**common, **FAST, "MESH_PEERS": peer,
                           "METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
                           **(controld_env or {})},
-            relayd_env={**common, "SHUTDOWN_DRAIN_MS": "200"})
+            relayd_env={**common, "SHUTDOWN_DRAIN_MS": "200", **(relayd_env or {})})
 
 
 
@@ -75,7 +76,7 @@ def pair(tmp_path, controld_env=None):
 
 
 @contextlib.contextmanager
-def linked_mesh(tmp_path, addresses, controld_env=None):
+def linked_mesh(tmp_path, addresses, controld_env=None, relayd_env=None):
     """Machines (name -> loopback address), each peering with all the others; yields them once
     every one has linked all its peers; all closed on exit."""
     ports = {name: harness.free_port(address) for name, address in addresses.items()}
@@ -85,7 +86,7 @@ def linked_mesh(tmp_path, addresses, controld_env=None):
             peers = ",".join(f"{addresses[other]}:{ports[other]}" for other in addresses
                              if other != name)
             machines.append(Machine(tmp_path, name, address, ports[name], peers,
-                                    controld_env=controld_env))
+                                    controld_env=controld_env, relayd_env=relayd_env))
         for machine in machines:
             machine.wait_controld(lambda m: peers_up(m) == len(addresses) - 1,
                                   "every peer linked")

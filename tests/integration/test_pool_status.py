@@ -66,7 +66,11 @@ def test_status_shows_links_per_origin_and_the_dead_profile(stack):
             other = _origin(body, "web-2")["profiles"]
         except StopIteration:
             return False
-        return (other[0]["links"] == 3 and len(good) == 2 and good[0]["links"] == 2 and good[1]["lastError"] != ""
+        # The relay's own counts, and each origin's report sent after its last link attached
+        # (up to a tick later: the counts alone come first).
+        return (other[0]["links"] == 3 and other[0]["linksWanted"] == 3
+                and other[0]["linksUp"] == 3 and len(good) == 2 and good[0]["links"] == 2
+                and good[0]["linksUp"] == 2 and good[1]["lastError"] != ""
                 and good[1]["nextTryMs"] > 0)
     body = _wait(s, tid, token, settled, "web-1's good profile up, its bad one reported")
     assert body["health"] == "healthy"
