@@ -206,7 +206,6 @@ void markSchemaTwo(soci::session& sql) {
 }
 
 TEST_CASE("direct target: stored on SQLite and MariaDB; a schema 2 database migrates") {
-  REQUIRE(kSchemaVersion == 3);
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     {
