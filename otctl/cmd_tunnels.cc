@@ -2,6 +2,8 @@
 // page arrives, so 100,000 tunnels never sit in otctl's memory either.
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "otctl/commands.h"
 #include "otctl/exit_codes.h"
@@ -24,6 +26,28 @@ const char* certName(cv1::CertificateState state) {
       return "failed";
     default:
       return "?";
+  }
+}
+
+// The stored record's pool, one line per origin: how it reaches the relays (docs/pools-direct.md).
+// Read from record_json, so an older controld's answer prints what its records hold.
+void printOrigins(const std::string& recordJson) {
+  const auto record = nlohmann::json::parse(recordJson, nullptr, false);
+  if (!record.is_object()) return;
+  const auto origins = record.find("origins");
+  if (origins == record.end() || !origins->is_array() || origins->empty()) return;
+  const char* label = "origins";
+  for (const auto& origin : *origins) {
+    if (!origin.is_object()) continue;
+    const std::string name = origin.value("name", std::string("?"));
+    std::string how = "dials the relays";
+    const auto direct = origin.find("direct");
+    if (direct != origin.end() && direct->is_object()) {
+      how = "direct: relays dial " + direct->value("address", std::string("?")) + ", " +
+            std::to_string(direct->value("links", 0u)) + " links each";
+    }
+    std::printf("%-16s %s (%s)\n", label, name.c_str(), how.c_str());
+    label = "";
   }
 }
 
@@ -130,6 +154,7 @@ int showTunnel(Client& client, const std::string& id) {
   std::printf("%-16s %s\n", "last connected", formatTime(t.last_connected_at_unix_ms()).c_str());
   std::printf("%-16s %s\n", "renewal alarm", formatTime(response.alarm_at_unix_ms()).c_str());
   std::printf("%-16s %u\n", "bridges", t.bridges());
+  printOrigins(response.record_json());
   return kExitOk;
 }
 

@@ -1,49 +1,32 @@
 #include "controld/api/origin_routes.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
 
 #include "common/log.h"
-#include "common/log_format.h"
 #include "controld/api/api_routes.h"
+#include "controld/api/origin_api_parts.h"
+#include "controld/api/origin_direct_routes.h"
 
 namespace ot::controld {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = origin_api::Json;
 
 const log::Logger kLog("controld.api");
 
-std::string timeText(int64_t ms) {
-  return log::formatTimestamp(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
-}
-
-ApiResponse badRequest(std::string_view message) {
-  return ApiResponse::error(400, "BadRequestError", message);
-}
-
-ApiResponse noSecret() {
-  // Only before controld has read its secret (or in a test without one); never expected live.
-  return ApiResponse::error(503, "ServiceUnavailableError", "origin credentials are unavailable");
-}
-
-ApiResponse reply(int status, const Json& body) {
-  return ApiResponse::json(status, body.dump(-1, ' ', false, Json::error_handler_t::replace));
-}
+using origin_api::badRequest;
+using origin_api::noSecret;
+using origin_api::originJson;
+using origin_api::reply;
+using origin_api::routeDoc;
+using origin_api::withCommonResponses;
 
 std::optional<OriginSecret> secretOf(const OriginApi& api) {
   return api.secret ? api.secret : installedOriginSecret();
-}
-
-Json originJson(const OriginSecret& secret, const TunnelRecord& record, const OriginEntry& origin) {
-  return Json{{"name", origin.name},
-              {"addedAt", timeText(origin.addedAtMs)},
-              {"credential", deriveOriginCredential(secret, record.id, origin.name,
-                                                    record.credentialGeneration)}};
 }
 
 Json poolJson(const OriginSecret& secret, const TunnelRecord& record) {
@@ -92,6 +75,12 @@ ApiResponse addOrigin(TunnelService& service, const OriginApi& api, const ApiReq
   if (name == kReservedOriginName) {
     return badRequest("the origin name \"rotate\" is reserved (it names the rotation route)");
   }
+  std::optional<DirectTarget> direct;
+  if (const auto it = object.find("direct"); it != object.end() && !it->is_null()) {
+    auto parsed = directTargetFromJson(*it);
+    if (!parsed) return badRequest(parsed.error().message);
+    direct = std::move(parsed).value();
+  }
   const auto secret = secretOf(api);
   if (!secret) return noSecret();
 
@@ -106,12 +95,14 @@ ApiResponse addOrigin(TunnelService& service, const OriginApi& api, const ApiReq
           return conflict("the tunnel already has " + std::to_string(kMaxOriginsPerTunnel) +
                           " origins, the most it may have; remove one first");
         }
-        record.origins.push_back(OriginEntry{name, addedAt});
+        record.origins.push_back(OriginEntry{name, addedAt, direct});
         return std::nullopt;
       });
   if (!changed) return serviceErrorResponse(changed.error());
   const TunnelRecord& record = changed->record;
-  kLog.info("origin added", {{"tunnel", record.id}, {"origin", name}});
+  kLog.info("origin added", {{"tunnel", record.id},
+                             {"origin", name},
+                             {"direct", direct ? direct->address : std::string("-")}});
   Json out = originJson(*secret, record, record.origins.back());
   out["generation"] = record.credentialGeneration;
   return reply(201, out);
@@ -198,17 +189,7 @@ ApiResponse setBalancing(TunnelService& service, const OriginApi& api, const Api
 // ---- Documentation ----
 
 Json poolSchema() {
-  Json origin = {
-      {"type", "object"},
-      {"required", {"name", "addedAt", "credential"}},
-      {"properties",
-       {{"name", {{"type", "string"}, {"description", "The origin's name."}}},
-        {"addedAt", {{"type", "string"}, {"format", "date-time"}}},
-        {"credential",
-         {{"type", "string"},
-          {"description",
-           "What the origin attaches with (under its own name only): derived from the "
-           "server's secret, the tunnel, the name and the generation; never stored."}}}}}};
+  const Json origin = {{"$ref", "#/components/schemas/Origin"}};
   return Json{
       {"type", "object"},
       {"required", {"id", "generation", "balancing", "stickyHoldMs", "origins"}},
@@ -226,13 +207,10 @@ Json poolSchema() {
 }
 
 Json addedSchema() {
-  return Json{{"type", "object"},
-              {"required", {"name", "addedAt", "credential", "generation"}},
-              {"properties",
-               {{"name", {{"type", "string"}}},
-                {"addedAt", {{"type", "string"}, {"format", "date-time"}}},
-                {"credential", {{"type", "string"}}},
-                {"generation", {{"type", "integer"}, {"format", "int64"}}}}}};
+  Json out = origin_api::originSchema();
+  out["required"].push_back("generation");
+  out["properties"]["generation"] = {{"type", "integer"}, {"format", "int64"}};
+  return out;
 }
 
 Json addRequestSchema() {
@@ -244,7 +222,13 @@ Json addRequestSchema() {
                   {"pattern", "^[A-Za-z0-9._-]{1,64}$"},
                   {"description",
                    "The origin's name, as its client sends it in attach; not "
-                   "\"rotate\"."}}}}}};
+                   "\"rotate\"."}}},
+                {"direct",
+                 {{"allOf", Json::array({{{"$ref", "#/components/schemas/DirectTarget"}}})},
+                  {"nullable", true},
+                  {"description",
+                   "Optional: the relays dial the origin there (direct mode); absent or null: "
+                   "the origin dials the relays."}}}}}};
 }
 
 Json balancingRequestSchema() {
@@ -255,38 +239,11 @@ Json balancingRequestSchema() {
                 {"stickyHoldMs", {{"type", "integer"}, {"minimum", 0}, {"maximum", 600000}}}}}};
 }
 
-RouteDoc doc(const char* operationId, const char* summary, const char* description) {
-  RouteDoc out;
-  out.operationId = operationId;
-  out.summary = summary;
-  out.description = description;
-  out.tag = "tunnels";
-  out.bearerAuth = true;
-  out.parameters = {{"id", "The tunnel's ID: the first label of its hostname."}};
-  return out;
-}
-
-std::vector<ApiResponseDoc> common(std::vector<ApiResponseDoc> specific, bool body = false) {
-  specific.push_back({401,
-                      "No bearer token, or not this tunnel's token (an origin's credential "
-                      "is not accepted here).",
-                      "Error",
-                      {"WWW-Authenticate"}});
-  specific.push_back({404, "No such tunnel (never created, or deleted).", "Error", {}});
-  if (body) {
-    specific.push_back({413, "The body is larger than the server accepts.", "Error", {}});
-    specific.push_back({415, "A body whose Content-Type is not application/json.", "Error", {}});
-    specific.push_back(
-        {429, "Too many failed authentications from this address.", "Error", {"Retry-After"}});
-  }
-  specific.push_back({503, "Storage is unavailable, or the tunnel kept changing; retry.", "Error",
-                      body ? std::vector<std::string>{"Retry-After"} : std::vector<std::string>{}});
-  return specific;
-}
-
 }  // namespace
 
 void addOriginRoutes(ApiRouter& router, TunnelService& service, const OriginApi& api) {
+  router.addSchema("DirectTarget", origin_api::directTargetSchema());
+  router.addSchema("Origin", origin_api::originSchema());
   router.addSchema("OriginPool", poolSchema());
   router.addSchema("AddedOrigin", addedSchema());
   router.addSchema("AddOriginRequest", addRequestSchema());
@@ -294,58 +251,64 @@ void addOriginRoutes(ApiRouter& router, TunnelService& service, const OriginApi&
   router.addSchema("RotateRequest", Json{{"type", "object"}, {"description", "No members."}});
   TunnelService* s = &service;
 
-  RouteDoc list = doc("getOrigins", "Read the pool",
-                      "The tunnel's origins with their credentials, its credential generation and "
-                      "how visitors are balanced.");
-  list.responses = common({{200, "The pool.", "OriginPool", {}}});
+  RouteDoc list =
+      routeDoc("getOrigins", "Read the pool",
+               "The tunnel's origins with their credentials, its credential generation and "
+               "how visitors are balanced.");
+  list.responses = withCommonResponses({{200, "The pool.", "OriginPool", {}}});
   router.add(
       {"GET", "/api/tunnel/{id}/origins", list,
        [s, api](const ApiRequest& r, const PathParams& p) { return getOrigins(*s, api, r, p); }});
 
-  RouteDoc add = doc("addOrigin", "Add an origin",
-                     "Adds a named origin and answers its credential. relays learn of it at once.");
+  RouteDoc add =
+      routeDoc("addOrigin", "Add an origin",
+               "Adds a named origin and answers its credential. relays learn of it at once.");
   add.requestBody = ApiBodyDoc{"AddOriginRequest", true, ""};
-  add.responses =
-      common({{201, "Added.", "AddedOrigin", {}},
-              {400, "The name is not valid, or is \"rotate\".", "Error", {}},
-              {409, "The origin exists, or the tunnel has 32 origins already.", "Error", {}}},
-             /*body=*/true);
+  add.responses = withCommonResponses(
+      {{201, "Added.", "AddedOrigin", {}},
+       {400, "The name is not valid, or is \"rotate\"; or direct is not valid.", "Error", {}},
+       {409, "The origin exists, or the tunnel has 32 origins already.", "Error", {}}},
+      /*body=*/true);
   router.add(
       {"POST", "/api/tunnel/{id}/origins", add,
        [s, api](const ApiRequest& r, const PathParams& p) { return addOrigin(*s, api, r, p); }});
 
-  RouteDoc remove = doc("removeOrigin", "Remove an origin",
-                        "Removes the origin: its credential stops working and relays close the "
-                        "bridges that attached with it.");
+  RouteDoc remove =
+      routeDoc("removeOrigin", "Remove an origin",
+               "Removes the origin: its credential stops working and relays close the "
+               "bridges that attached with it.");
   remove.parameters.push_back({"name", "The origin's name."});
-  remove.responses = common({{204, "Removed.", "", {}}});
+  remove.responses = withCommonResponses({{204, "Removed.", "", {}}});
   remove.responses[2].description += " Also: the tunnel has no origin of that name.";
   router.add({"DELETE", "/api/tunnel/{id}/origins/{name}", remove,
               [s](const ApiRequest& r, const PathParams& p) { return removeOrigin(*s, r, p); }});
 
-  RouteDoc rotation = doc("rotateOriginCredentials", "Rotate the origins' credentials",
-                          "Adds one to the credential generation: every origin gets a new "
-                          "credential and the old ones stop working at once.");
+  RouteDoc rotation = routeDoc("rotateOriginCredentials", "Rotate the origins' credentials",
+                               "Adds one to the credential generation: every origin gets a new "
+                               "credential and the old ones stop working at once.");
   rotation.requestBody = ApiBodyDoc{"RotateRequest", false, "Nothing; may be left out."};
-  rotation.responses =
-      common({{200, "The pool with the new credentials.", "OriginPool", {}}}, /*body=*/true);
+  rotation.responses = withCommonResponses(
+      {{200, "The pool with the new credentials.", "OriginPool", {}}}, /*body=*/true);
   router.add(
       {"POST", "/api/tunnel/{id}/origins/rotate", rotation,
        [s, api](const ApiRequest& r, const PathParams& p) { return rotate(*s, api, r, p); }});
 
-  RouteDoc balancing = doc("setBalancing", "Set balancing and hold time",
-                           "spread: every connected profile of the chosen origin takes new "
-                           "visitors; priority: the first profile with links takes them all. "
-                           "stickyHoldMs: how long an origin that comes back waits before taking "
-                           "its visitors back.");
+  RouteDoc balancing =
+      routeDoc("setBalancing", "Set balancing and hold time",
+               "spread: every connected profile of the chosen origin takes new "
+               "visitors; priority: the first profile with links takes them all. "
+               "stickyHoldMs: how long an origin that comes back waits before taking "
+               "its visitors back.");
   balancing.requestBody = ApiBodyDoc{"BalancingRequest", true, ""};
-  balancing.responses =
-      common({{200, "The pool.", "OriginPool", {}},
-              {400, "Neither member, an unknown mode, or a hold outside 0-600000.", "Error", {}}},
-             /*body=*/true);
+  balancing.responses = withCommonResponses(
+      {{200, "The pool.", "OriginPool", {}},
+       {400, "Neither member, an unknown mode, or a hold outside 0-600000.", "Error", {}}},
+      /*body=*/true);
   router.add(
       {"PUT", "/api/tunnel/{id}/balancing", balancing,
        [s, api](const ApiRequest& r, const PathParams& p) { return setBalancing(*s, api, r, p); }});
+
+  addOriginDirectRoutes(router, service, api);
 }
 
 }  // namespace ot::controld

@@ -1,10 +1,12 @@
 // The pool's routes (docs/pools-origins.md, docs/api.md "Origins"), with the tunnel's token as
 // bearer (an origin's credential is never accepted here):
 //   GET    /api/tunnel/{id}/origins          the pool, with each origin's credential
-//   POST   /api/tunnel/{id}/origins          add an origin {"name"}; 201 with its credential
-//   DELETE /api/tunnel/{id}/origins/{name}   remove one; its credential stops at once
+//   POST   /api/tunnel/{id}/origins          add an origin {"name"[,"direct"]}; 201 with its
+//   credential DELETE /api/tunnel/{id}/origins/{name}   remove one; its credential stops at once
 //   POST   /api/tunnel/{id}/origins/rotate   bump the generation: every credential changes
 //   PUT    /api/tunnel/{id}/balancing        {"mode","stickyHoldMs"}
+// and direct mode's PUT/DELETE /api/tunnel/{id}/origins/{name}/direct (origin_direct_routes.h);
+// an origin added with {"name","direct"} is dialed by the relays from the start.
 // Every write goes through TunnelService::changeTunnel: a new revision, pushed to the relays.
 #pragma once
 

@@ -57,6 +57,11 @@ cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision, in
       const auto digest = crypto::sha256(
           deriveOriginCredential(*secret, record.id, origin.name, record.credentialGeneration));
       credential->set_credential_sha256(std::string(digest.begin(), digest.end()));
+      if (origin.direct) {
+        // Every relay machine of the region dials it (docs/pools-direct.md).
+        credential->set_direct_address(origin.direct->address);
+        credential->set_direct_links(origin.direct->links);
+      }
     }
   }
   out.set_balancing(record.balancing == Balancing::kPriority ? cv1::BALANCING_PRIORITY

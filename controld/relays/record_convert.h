@@ -36,7 +36,8 @@ inline constexpr uint32_t kDefaultMaxRoutesPerTunnel = 256;
 // The record relayd caches. A malformed token hash becomes an empty token_sha256, which matches no
 // presented token. Limits are left 0 (the machine's defaults) until records carry their own.
 // The pool goes along: each origin with SHA-256 of its credential derived with `secret` (no
-// secret: no origins, so relayd accepts only the tunnel token), balancing, hold and generation.
+// secret: no origins, so relayd accepts only the tunnel token) and its direct target if it has one
+// (direct_address, direct_links), balancing, hold and generation.
 [[nodiscard]] cv1::TunnelRecord toProtoRecord(const TunnelRecord& record, int64_t revision,
                                               int64_t nowMs,
                                               const std::optional<OriginSecret>& secret);

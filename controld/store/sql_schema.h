@@ -20,8 +20,10 @@ enum class SqlDialect { kSqlite, kMysql };
 
 // Bumped only when a change needs a new schema; a database at a newer version is refused, so a
 // rollback (an older controld) cannot write rows it does not understand.
-// 1: the first schema. 2: usage_hourly.origin (usage per origin).
-inline constexpr int kSchemaVersion = 2;
+// 1: the first schema. 2: usage_hourly.origin (usage per origin). 3: an origin in a tunnel record
+// may carry a direct target (docs/pools-direct.md); no table changes, but a schema 2 controld
+// would drop the targets whenever it rewrote a record, so it must not start on such a database.
+inline constexpr int kSchemaVersion = 3;
 
 // One object the schema needs: a table, or (SQLite) an index created beside it.
 struct SchemaObject {
@@ -41,7 +43,8 @@ struct MigrationReport {
 };
 
 // Creates missing tables, brings tables of an older schema up to date (schema 2: usage_hourly's
-// origin column, existing rows becoming origin ''), and records kSchemaVersion. Reads first: when
+// origin column, existing rows becoming origin ''; schema 3 changes no table), and records
+// kSchemaVersion. Reads first: when
 // every object exists and the version is current it runs nothing but two SELECTs, so a database
 // whose DDL is locked down (safe migrations, a user without CREATE) keeps working. A database at a
 // newer schema is refused with kInvalid before anything is changed. Concurrent migrations are safe.

@@ -52,7 +52,18 @@ Status readPool(const Json& json, TunnelRecord& r) {
       if (!name || added == item.end() || !added->is_number_integer()) {
         return invalid("tunnel record origin lacks name or addedAt");
       }
-      r.origins.push_back(OriginEntry{std::move(*name), added->get<int64_t>()});
+      OriginEntry entry{std::move(*name), added->get<int64_t>()};
+      if (const auto direct = item.find("direct"); direct != item.end()) {
+        const auto address = direct->is_object() ? direct->find("address") : direct->end();
+        const auto links = direct->is_object() ? direct->find("links") : direct->end();
+        if (address == direct->end() || !address->is_string() || links == direct->end() ||
+            !links->is_number_unsigned() || links->get<uint64_t>() > kMaxDirectLinks) {
+          return invalid("tunnel record origin's direct needs an address and links up to " +
+                         std::to_string(kMaxDirectLinks));
+        }
+        entry.direct = DirectTarget{address->get<std::string>(), links->get<uint32_t>()};
+      }
+      r.origins.push_back(std::move(entry));
     }
   }
   const auto generation = json.find("credentialGeneration");
@@ -119,6 +130,11 @@ std::optional<std::string> checkPool(const TunnelRecord& record) {
   for (const OriginEntry& origin : record.origins) {
     if (!isValidOriginName(origin.name)) return "origin name \"" + origin.name + "\" is not valid";
     if (!seen.insert(origin.name).second) return "origin " + origin.name + " is listed twice";
+    if (origin.direct) {
+      if (auto broken = checkDirectTarget(*origin.direct)) {
+        return "origin " + origin.name + ": " + *broken;
+      }
+    }
   }
   if (record.stickyHoldMs < 0 || record.stickyHoldMs > kMaxStickyHoldMs) {
     return "stickyHoldMs is outside 0.." + std::to_string(kMaxStickyHoldMs);
@@ -152,7 +168,12 @@ std::string toJson(const TunnelRecord& r) {
   if (!r.origins.empty()) {
     Json origins = Json::array();
     for (const OriginEntry& origin : r.origins) {
-      origins.push_back(Json{{"name", origin.name}, {"addedAt", origin.addedAtMs}});
+      Json entry{{"name", origin.name}, {"addedAt", origin.addedAtMs}};
+      if (origin.direct) {
+        entry["direct"] =
+            Json{{"address", origin.direct->address}, {"links", origin.direct->links}};
+      }
+      origins.push_back(std::move(entry));
     }
     json["origins"] = std::move(origins);
   }

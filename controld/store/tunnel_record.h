@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "controld/base/direct_target.h"
 
 namespace ot::controld {
 
@@ -34,10 +35,12 @@ struct CertificateInfo {
 };
 
 // One named origin of a tunnel's pool (docs/pools-origins.md). Its credential is derived, never
-// stored.
+// stored. `direct`: the relays dial it (direct mode, docs/pools-direct.md); written to the JSON
+// only when set, so records from before direct mode keep their exact text.
 struct OriginEntry {
   std::string name;
   int64_t addedAtMs = 0;
+  std::optional<DirectTarget> direct{};
   bool operator==(const OriginEntry&) const = default;
 };
 
@@ -77,7 +80,8 @@ struct TunnelRecord {
 [[nodiscard]] Result<TunnelRecord> tunnelRecordFromJson(std::string_view json);
 
 // Why the record's pool breaks its rules (names valid and unique, at most kMaxOriginsPerTunnel,
-// stickyHoldMs within 0..kMaxStickyHoldMs); nullopt when it keeps them.
+// stickyHoldMs within 0..kMaxStickyHoldMs, direct targets as checkDirectTarget wants them);
+// nullopt when it keeps them.
 [[nodiscard]] std::optional<std::string> checkPool(const TunnelRecord& record);
 
 // A tunnel ID is one DNS label: 1-63 of [a-z0-9-], not starting or ending with '-'.

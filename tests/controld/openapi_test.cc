@@ -133,6 +133,8 @@ TEST_CASE("openapi: the document lists exactly the routes the router serves") {
                       {"POST", "/api/tunnel/{id}/origins"},
                       {"DELETE", "/api/tunnel/{id}/origins/{name}"},
                       {"POST", "/api/tunnel/{id}/origins/rotate"},
+                      {"PUT", "/api/tunnel/{id}/origins/{name}/direct"},
+                      {"DELETE", "/api/tunnel/{id}/origins/{name}/direct"},
                       {"PUT", "/api/tunnel/{id}/balancing"},
                       {"GET", "/health"},
                       {"GET", "/openapi.json"},

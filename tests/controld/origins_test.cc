@@ -258,6 +258,7 @@ TEST_CASE("origins: the API adds, lists, removes, rotates and balances with the 
     CHECK(addedBody == Json{{"name", "web-1"},
                             {"addedAt", "2023-11-14T22:13:20.000Z"},
                             {"credential", credential},
+                            {"direct", nullptr},
                             {"generation", 0}});
     CHECK(api.stored(tunnel.id).revision > revision);
     CHECK(api.stored(tunnel.id).record.origins ==

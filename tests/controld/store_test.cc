@@ -127,11 +127,11 @@ TEST_CASE("store: a database at a newer schema is refused before anything change
     // Only the version table exists, at a newer version: the refusal must come before any CREATE.
     *sql << "CREATE TABLE schema_migrations (version INT NOT NULL PRIMARY KEY,"
             " applied_at BIGINT NOT NULL)";
-    *sql << "INSERT INTO schema_migrations (version, applied_at) VALUES (3, 0)";
+    *sql << "INSERT INTO schema_migrations (version, applied_at) VALUES (4, 0)";
     const Status migrated = db->open()->migrate();
     REQUIRE_FALSE(migrated.ok());
     CHECK(migrated.error().kind == ErrorKind::kInvalid);
-    CHECK(migrated.error().message == "database schema 3 is newer than this controld (2)");
+    CHECK(migrated.error().message == "database schema 4 is newer than this controld (3)");
     CHECK_FALSE(tableExists(*sql, db->dialect(), "tunnels"));
     CHECK(countRows(*sql, "schema_migrations") == 1);
   }

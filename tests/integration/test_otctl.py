@@ -133,6 +133,62 @@ def test_otctl_on_the_admin_socket(stack):
     assert otctl("stats", socket=str(Path(sock).parent / "missing.sock")).returncode == 4
 
 
+def test_otctl_shows_direct_targets(stack):
+    """Direct mode's API against a real controld (docs/pools-direct.md): the routes, the target in
+    `otctl tunnels show` and in an export, which imports back unchanged."""
+    s = stack(start_relayd=False)
+    sock = admin_socket(s)
+    api = s.controld.request
+    created = api("POST", "/api/tunnel")
+    assert created.status == 201, created
+    tid, token = created.json()["id"], created.json()["token"]
+    origins = f"/api/tunnel/{tid}/origins"
+    added = api("POST", origins, token=token,
+                body={"name": "web-1", "direct": {"address": "origin.example.com:8443"}})
+    assert added.status == 201, added
+    assert added.json()["direct"] == {"address": "origin.example.com:8443", "links": 4}
+    assert api("POST", origins, body={"name": "web-2"}, token=token).status == 201
+    assert api("PUT", f"{origins}/web-2/direct", body={"address": "[2001:db8::7]:443"},
+               token=token).status == 200
+    assert api("PUT", f"{origins}/web-2/direct", body={"address": "[2001:db8::7]:443",
+                                                       "links": 2}, token=token).status == 200
+    bad = api("PUT", f"{origins}/web-1/direct", body={"address": "2001:db8::7:443"}, token=token)
+    assert bad.status == 400 and bad.json()["_tag"] == "BadRequestError", bad
+    assert api("PUT", f"{origins}/nope/direct", body={"address": "a.example:1"},
+               token=token).status == 404
+    assert api("POST", origins, body={"name": "web-3"}, token=token).status == 201
+    listed = api("GET", origins, token=token).json()["origins"]
+    assert [o["direct"] for o in listed] == [
+        {"address": "origin.example.com:8443", "links": 4},
+        {"address": "[2001:db8::7]:443", "links": 2}, None]
+
+    shown = otctl("tunnels", "show", tid, socket=sock)
+    assert shown.returncode == 0, shown.stderr
+    lines = [line.split() for line in shown.stdout.splitlines()]
+    assert ["origins", "web-1", "(direct:", "relays", "dial", "origin.example.com:8443,", "4",
+            "links", "each)"] in lines, shown.stdout
+    assert ["web-2", "(direct:", "relays", "dial", "[2001:db8::7]:443,", "2", "links",
+            "each)"] in lines, shown.stdout
+    assert ["web-3", "(dials", "the", "relays)"] in lines, shown.stdout
+
+    backup = Path(s.workdir) / "direct-backup.json"
+    assert otctl("export", backup, socket=sock).returncode == 0
+    record = json.loads(backup.read_text())["records"][0]["record"]
+    assert [o.get("direct") for o in record["origins"]] == [
+        {"address": "origin.example.com:8443", "links": 4},
+        {"address": "[2001:db8::7]:443", "links": 2}, None]
+    dry = ok_json("import", backup, "--dry-run", socket=sock)
+    assert (int(dry["inserted"]), int(dry["unchanged"]), dry["rejected"]) == (0, 1, []), dry
+
+    # Off again: 204, also the second time.
+    assert api("DELETE", f"{origins}/web-1/direct", token=token).status == 204
+    assert api("DELETE", f"{origins}/web-1/direct", token=token).status == 204
+    assert api("GET", origins, token=token).json()["origins"][0]["direct"] is None
+    shown = otctl("tunnels", "show", tid, socket=sock)
+    assert ["origins", "web-1", "(dials", "the", "relays)"] in [
+        line.split() for line in shown.stdout.splitlines()], shown.stdout
+
+
 def relayd_health(relay):
     connection = http.client.HTTPConnection("127.0.0.1", relay.http_port, timeout=10)
     try:
