@@ -18,6 +18,7 @@
 #include "relayd/api_proxy.h"
 #include "relayd/attach_guard.h"
 #include "relayd/control_client.h"
+#include "relayd/direct_dialer.h"
 #include "relayd/forwarded_visitor.h"
 #include "relayd/mesh_feed_receiver.h"
 #include "relayd/mesh_forwarder.h"
@@ -103,6 +104,11 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // 4000 "reset" and drops its cached record. Returns the bridges closed. Public for tests.
   size_t resetTunnel(const std::string& tunnelId);
 
+  // Direct mode (direct_dialer.h): the dialer of this relay, and the end of one of its dialed
+  // connections (InboundConnection, ApiConnection report it).
+  [[nodiscard]] DirectDialer& directDialer() { return *direct_; }
+  void directDialEnded(uint64_t dialId) { direct_->dialEnded(dialId); }
+
   [[nodiscard]] TunnelTable& table() { return table_; }
   [[nodiscard]] size_t bridgeCount() const { return bridges_.size(); }
 
@@ -159,6 +165,7 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   std::vector<std::string_view> remoteOrigins_;
   MeshFeedReceiver meshFeed_{meshRoutes_};
   std::unique_ptr<MeshForwarder> forwarder_;  // null without INTERNAL_ADDRESS
+  std::unique_ptr<DirectDialer> direct_;       // direct mode: the origins this relay dials
 };
 
 [[nodiscard]] CachedRecord toCachedRecord(const v1::TunnelRecord& record);

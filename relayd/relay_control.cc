@@ -97,6 +97,7 @@ void Relay::onTunnel(const v1::TunnelRecord& record) {
 
 void Relay::storeRecord(const v1::TunnelRecord& record) {
   if (!table_.upsertRecord(record.tunnel_id(), toCachedRecord(record))) return;
+  direct_->onRecord(record);  // direct mode: the origins to dial, and those no longer
   // A newer record: bridges whose derived credential it no longer lists (origin removed,
   // generation rotated) stop at once. Token bridges and every other bridge stay.
   for (uint64_t key : table_.revokedBridges(record.tunnel_id())) {
@@ -111,6 +112,7 @@ void Relay::storeRecord(const v1::TunnelRecord& record) {
 void Relay::onTunnelDeleted(const std::string& tunnelId) {
   // A deletion is final whatever revision it carries.
   table_.markDeleted(tunnelId);
+  direct_->onTunnelGone(tunnelId);
   closeTunnelBridges(tunnelId, ws::kCloseNormal, DetachOutcome::kDelete);
 }
 
