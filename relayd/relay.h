@@ -97,6 +97,9 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void closeAllBridges();
   void stop();  // stops the control client
 
+  // controld's API-domain certificate: the TLS context bridges and API requests get. Public for
+  // tests.
+  void onApiCertificate(const v1::ApiCertificate& certificate);
   // Caches a pushed or fetched record; a newer one closes at once the bridges whose derived
   // credential it no longer lists (1008 "credential revoked"). Public for tests.
   void storeRecord(const v1::TunnelRecord& record);
@@ -115,7 +118,6 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
  private:
   void onTunnel(const v1::TunnelRecord& record);
   void onTunnelDeleted(const std::string& tunnelId);
-  void onApiCertificate(const v1::ApiCertificate& certificate);
   void onCommand(const v1::Command& command);
   // The mesh table feed into meshRoutes_ (relay_control.cc).
   void meshFeedEvents(ControlEvents& events);
