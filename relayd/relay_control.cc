@@ -97,7 +97,6 @@ void Relay::onTunnel(const v1::TunnelRecord& record) {
 
 void Relay::storeRecord(const v1::TunnelRecord& record) {
   if (!table_.upsertRecord(record.tunnel_id(), toCachedRecord(record))) return;
-  direct_->onRecord(record);  // direct mode: the origins to dial, and those no longer
   // A newer record: bridges whose derived credential it no longer lists (origin removed,
   // generation rotated) stop at once. Token bridges and every other bridge stay.
   for (uint64_t key : table_.revokedBridges(record.tunnel_id())) {
@@ -107,6 +106,9 @@ void Relay::storeRecord(const v1::TunnelRecord& record) {
               {{"bridge", it->second->bridgeId()}, {"tunnel", record.tunnel_id()}});
     it->second->close(ws::kClosePolicyViolation, DetachOutcome::kRevoked, "credential revoked");
   }
+  // Direct mode: the origins to dial, and those no longer (after the revocation, so a rotated
+  // credential's links close as revoked).
+  direct_->onRecord(record);
 }
 
 void Relay::onTunnelDeleted(const std::string& tunnelId) {
