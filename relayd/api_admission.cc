@@ -125,9 +125,8 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
                          std::move(sourceSlot), source, dialId);
     return;
   }
-  auto* waiter = new (std::nothrow) QueuedApiConnection(context, relay, stream, std::move(hello),
-                                                        startedAtMs, std::move(sourceSlot), source,
-                                                        dialId);
+  auto* waiter = new (std::nothrow) QueuedApiConnection(
+      context, relay, stream, std::move(hello), startedAtMs, std::move(sourceSlot), source, dialId);
   if (waiter == nullptr) {
     closeUnserved(context, stream);
     return;

@@ -151,7 +151,7 @@ class ApiConnection final : public TcpStream::Handler,
   bool h2Flushing_ = false;
   bool h2GoingAway_ = false;
   TimerEntry timer_;
-  uint64_t dialId_ = 0;  // direct mode: the dial this connection came from (0: accepted)
+  uint64_t dialId_ = 0;         // direct mode: the dial this connection came from (0: accepted)
   std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it
 };
 

@@ -96,8 +96,7 @@ DirectDialer::DirectDialer(RelayContext& context, Hooks hooks)
                                      "Direct mode: dials this relay started to origins.");
   for (size_t i = 0; i < failedMetric_.size(); ++i) {
     failedMetric_[i] = &registry.counter(
-        "opentunnel_direct_dials_failed_total",
-        "Direct mode: dials that failed, by reason.",
+        "opentunnel_direct_dials_failed_total", "Direct mode: dials that failed, by reason.",
         {{"reason", std::string(dialFailureName(static_cast<DialFailure>(i)))}});
   }
   upMetric_ = &registry.gauge("opentunnel_direct_bridges_up",
@@ -366,7 +365,8 @@ void DirectDialer::connectFailed(uint64_t dialId, int status) {
     dial.stream->close(true);
     dial.stream = nullptr;
   }
-  kLog.debug("direct dial: connect failed", {{"address", dial.peer}, {"error", uv_strerror(status)}});
+  kLog.debug("direct dial: connect failed",
+             {{"address", dial.peer}, {"error", uv_strerror(status)}});
   if (dial.next < dial.addresses.size()) {
     connectNext(dialId);
     return;
@@ -400,8 +400,7 @@ bool DirectDialer::dialAttached(uint64_t dialId, uint64_t bridgeKey, const std::
   auto it = dials_.find(dialId);
   if (it == dials_.end() || it->second.phase != Phase::kHandedOff) return false;
   Target* target = targetOf(it->second);
-  if (target == nullptr || target->target.tunnelId != tunnelId ||
-      target->target.origin != origin) {
+  if (target == nullptr || target->target.tunnelId != tunnelId || target->target.origin != origin) {
     if (target != nullptr) {
       kLog.warn("direct dial answered as another tunnel or origin: refused",
                 {{"tunnel", target->target.tunnelId},

@@ -145,7 +145,7 @@ class DirectDialer {
 
   RelayContext& context_;
   Hooks hooks_;
-  std::map<std::string, Target> targets_;              // keyOf(tunnel, origin)
+  std::map<std::string, Target> targets_;               // keyOf(tunnel, origin)
   std::unordered_map<std::string, uint64_t> revision_;  // tunnel -> last record revision
   std::unordered_map<uint64_t, Dial> dials_;
   uint64_t nextDialId_ = 1;

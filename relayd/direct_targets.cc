@@ -14,8 +14,8 @@ namespace {
 bool validHostName(std::string_view host) {
   if (host.empty() || host.size() > 253) return false;
   return std::all_of(host.begin(), host.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_';
   });
 }
 
@@ -77,7 +77,7 @@ std::optional<std::string_view> refusedAddressReason(const sockaddr_storage& add
   }
   if (IN6_IS_ADDR_UNSPECIFIED(&v6.sin6_addr)) return "unspecified";
   if (IN6_IS_ADDR_LOOPBACK(&v6.sin6_addr)) return "loopback";
-  if ((b[0] & 0xFE) == 0xFC) return "private";                   // fc00::/7
+  if ((b[0] & 0xFE) == 0xFC) return "private";                     // fc00::/7
   if (b[0] == 0xFE && (b[1] & 0xC0) == 0x80) return "link_local";  // fe80::/10
   if (b[0] == 0xFF) return "multicast";
   return std::nullopt;

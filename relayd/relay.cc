@@ -332,8 +332,8 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
                           "the tunnel would hold more than 256 routes on this relay");
     return;
   }
-  if (const uint64_t dialId = bridge->directDialId(); dialId != 0 &&
-      !direct_->dialAttached(dialId, key, bridge->tunnelId(), attach.origin)) {
+  if (const uint64_t dialId = bridge->directDialId();
+      dialId != 0 && !direct_->dialAttached(dialId, key, bridge->tunnelId(), attach.origin)) {
     // Our own dial, no longer wanted (its target changed or went, or it ran past its deadline),
     // or an origin other than the one dialed answered: not one of the target's links.
     context_.metrics.attach(AttachOutcome::kError);

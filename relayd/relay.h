@@ -167,7 +167,7 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   std::vector<std::string_view> remoteOrigins_;
   MeshFeedReceiver meshFeed_{meshRoutes_};
   std::unique_ptr<MeshForwarder> forwarder_;  // null without INTERNAL_ADDRESS
-  std::unique_ptr<DirectDialer> direct_;       // direct mode: the origins this relay dials
+  std::unique_ptr<DirectDialer> direct_;      // direct mode: the origins this relay dials
 };
 
 [[nodiscard]] CachedRecord toCachedRecord(const v1::TunnelRecord& record);

@@ -64,7 +64,9 @@ struct FakeOrigin {
     ::close(fd);
     fd = -1;
   }
-  [[nodiscard]] std::string address() const { return std::string(kHost) + ":" + std::to_string(port); }
+  [[nodiscard]] std::string address() const {
+    return std::string(kHost) + ":" + std::to_string(port);
+  }
 };
 
 // A connection the dialer handed to "the inbound path".
@@ -170,8 +172,8 @@ TEST_CASE("direct dialer: dials the links, redials one that ended, closes them w
   FakeOrigin origin;
   DialerRig rig;
   rig.dialer->onRecord(recordOf(1, origin.address(), 3));
-  REQUIRE(rig.runUntil([&] { return rig.links.size() == 3 && origin.accepted.size() == 3; },
-                       &origin));
+  REQUIRE(
+      rig.runUntil([&] { return rig.links.size() == 3 && origin.accepted.size() == 3; }, &origin));
   CHECK(rig.dialer->counters().started == 3);
   for (auto& link : rig.links) CHECK(link->stream->peer().toString() == origin.address());
   std::vector<uint64_t> keys;
@@ -188,8 +190,8 @@ TEST_CASE("direct dialer: dials the links, redials one that ended, closes them w
   rig.dialer->dialEnded(rig.links[1]->dialId);
   CHECK(rig.dialer->counters().up == 2);
   rig.advance(1'000, 250, &origin);
-  REQUIRE(rig.runUntil([&] { return rig.links.size() == 4 && origin.accepted.size() == 4; },
-                       &origin));
+  REQUIRE(
+      rig.runUntil([&] { return rig.links.size() == 4 && origin.accepted.size() == 4; }, &origin));
   CHECK(rig.dialer->counters().started == 4);
   rig.attachAll(keys);
   CHECK(rig.dialer->counters().up == 3);

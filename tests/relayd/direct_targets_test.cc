@@ -44,13 +44,13 @@ TEST_CASE("direct targets: the address grammar") {
   REQUIRE(name);
   CHECK(name->host == "origin.example.com");
   CHECK(parseDirectAddress("origin.example.com:65535"));
-  for (const char* bad : {"", "host", "host:", "host:0", "host:65536", "host:12a", ":443",
-                          "[2001:db8::1]", "[2001:db8::1]443", "[nothex]:443", "2001:db8::1:443",
-                          "bad host:443", "host:-1"}) {
+  for (const char* bad :
+       {"", "host", "host:", "host:0", "host:65536", "host:12a", ":443", "[2001:db8::1]",
+        "[2001:db8::1]443", "[nothex]:443", "2001:db8::1:443", "bad host:443", "host:-1"}) {
     CAPTURE(bad);
     CHECK_FALSE(parseDirectAddress(bad));
   }
-  CHECK(parseDirectAddress(std::string(250, 'a') + ":443"));         // 254 characters
+  CHECK(parseDirectAddress(std::string(250, 'a') + ":443"));        // 254 characters
   CHECK_FALSE(parseDirectAddress(std::string(252, 'a') + ":443"));  // 256: too long
 }
 
