@@ -61,14 +61,14 @@ bool readExactly(SSL* ssl, uint8_t* out, size_t size) {
 
 // TLS client (SNI: the API domain, the relay's certificate verified against the test CA), the
 // upgrade, attach; true once the relay answered `attached`.
-bool speakFirst(SSL_CTX* ctx, int fd, OriginLink& link) {
+bool speakFirst(SSL_CTX* ctx, int fd, OriginLink& link, const char* serverName) {
   timeval timeout{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   link.fd = fd;
   link.ssl = SSL_new(ctx);
   SSL_set_fd(link.ssl, fd);
   SSL_ctrl(link.ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-           const_cast<char*>(kDomain));  // SSL_set_tlsext_host_name, without its C cast
+           const_cast<char*>(serverName));  // SSL_set_tlsext_host_name, without its C cast
   SSL_set1_host(link.ssl, kDomain);
   if (SSL_connect(link.ssl) != 1) return false;
   const std::string upgrade =
@@ -110,6 +110,7 @@ struct FakeDirectOrigin {
   std::atomic<int> accepted{0};
   std::atomic<int> attached{0};
   std::atomic<bool> stop{false};
+  const char* serverName = kDomain;  // the SNI it sends (set before the relay dials)
   std::mutex mutex;
   std::vector<OriginLink> links;  // attached, open
   std::thread thread;
@@ -159,7 +160,7 @@ struct FakeDirectOrigin {
       if (fd < 0) continue;
       ++accepted;
       OriginLink link;
-      if (speakFirst(ctx, fd, link)) {
+      if (speakFirst(ctx, fd, link, serverName)) {
         std::lock_guard lock(mutex);
         links.push_back(link);
         ++attached;
@@ -279,4 +280,31 @@ TEST_CASE_FIXTURE(DirectRelayRig, "relay direct mode: dialed links attach, are r
   spin(300);
   CHECK(counters.started == 3);
   CHECK(origin.accepted == 3);
+}
+
+TEST_CASE_FIXTURE(DirectRelayRig, "relay direct mode: a dialed socket never carries a visitor") {
+  FakeDirectOrigin origin(ca.certPem);
+  origin.serverName = "t1.tunnels.test";  // a tunnel hostname, not the API domain
+  relay->storeRecord(recordOf(1, origin.address(), 1));
+  const auto& counters = relay->directDialer().counters();
+  REQUIRE(runUntil([&] {
+    return counters.failedBy(ot::relayd::DialFailure::kClosed) == 1 && origin.accepted == 1;
+  }));
+  CHECK(counters.up == 0);
+  CHECK(origin.attached == 0);
+  CHECK(relay->table().bridgeCountOf("t1") == 0);
+}
+
+TEST_CASE_FIXTURE(DirectRelayRig, "relay direct mode: the drain stops dialing") {
+  FakeDirectOrigin origin(ca.certPem);
+  relay->storeRecord(recordOf(1, origin.address(), 2));
+  const auto& counters = relay->directDialer().counters();
+  REQUIRE(runUntil([&] { return counters.up == 2 && origin.attached == 2; }));
+  relay->startDrain();
+  origin.dropOne();
+  REQUIRE(runUntil([&] { return counters.up <= 1; }));
+  advance(5'000);
+  spin(300);
+  CHECK(counters.started == 2);
+  CHECK(origin.accepted == 2);
 }
