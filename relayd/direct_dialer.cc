@@ -152,12 +152,17 @@ void DirectDialer::onTick(uv_timer_t* timer) {
 
 void DirectDialer::onRecord(const v1::TunnelRecord& record) {
   if (!context_.config.directMode) return;
-  auto [it, inserted] = revision_.try_emplace(record.tunnel_id(), record.revision());
-  if (!inserted) {
+  std::vector<DirectTarget> targets = directTargetsOf(record);
+  auto it = revision_.find(record.tunnel_id());
+  if (it == revision_.end()) {
+    // Most tunnels never had a direct origin: nothing is kept for them.
+    if (targets.empty()) return;
+    revision_.emplace(record.tunnel_id(), record.revision());
+  } else {
     if (record.revision() < it->second) return;
     it->second = record.revision();
   }
-  setTargets(record.tunnel_id(), directTargetsOf(record));
+  setTargets(record.tunnel_id(), std::move(targets));
 }
 
 void DirectDialer::onTunnelGone(const std::string& tunnelId) {
