@@ -66,7 +66,8 @@ void InboundConnection::adoptDialed(RelayContext& context, Relay& relay, TcpStre
   connection->stream_ = stream;
   stream->setHandler(connection);
   ++context.openConnections;
-  stream->setNoDelay(true);
+  stream->setNoDelay(true);  // as tuneSocket does for an accepted one
+  stream->setKeepAlive(60);
   connection->acceptedAtMs_ = context.nowMs();
   context.wheel.schedule(connection->timer_, context.nowMs(), kHelloTimeoutMs);
   stream->startReading();
