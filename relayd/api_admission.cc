@@ -45,14 +45,15 @@ class QueuedApiConnection final : public TcpStream::Handler, public HandshakeSlo
  public:
   QueuedApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
                       std::vector<uint8_t> hello, uint64_t startedAtMs, SourceSlot sourceSlot,
-                      std::string source)
+                      std::string source, uint64_t dialId)
       : context_(context),
         relay_(relay),
         stream_(stream),
         hello_(std::move(hello)),
         startedAtMs_(startedAtMs),
         sourceSlot_(std::move(sourceSlot)),
-        source_(std::move(source)) {
+        source_(std::move(source)),
+        dialId_(dialId) {
     stream_->setHandler(this);
   }
   ~QueuedApiConnection() = default;
@@ -61,7 +62,7 @@ class QueuedApiConnection final : public TcpStream::Handler, public HandshakeSlo
   void onSlot() override {
     TcpStream* stream = std::exchange(stream_, nullptr);
     ApiConnection::begin(context_, relay_, stream, std::move(hello_), startedAtMs_,
-                         std::move(sourceSlot_), std::move(source_));
+                         std::move(sourceSlot_), std::move(source_), dialId_);
     delete this;
   }
   void onShed() override {
@@ -89,12 +90,13 @@ class QueuedApiConnection final : public TcpStream::Handler, public HandshakeSlo
   uint64_t startedAtMs_;
   SourceSlot sourceSlot_;
   std::string source_;
+  uint64_t dialId_;
 };
 
 }  // namespace
 
 void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
-                        std::vector<uint8_t> hello, uint64_t startedAtMs) {
+                        std::vector<uint8_t> hello, uint64_t startedAtMs, uint64_t dialId) {
   if (!relay.apiContext()) {
     // No certificate for the API domain yet: TLS to the domain fails while tunnels work.
     context.metrics.apiHandshakeFailed.Increment();
@@ -120,11 +122,11 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
   }
   if (context.apiHandshakes.tryTake()) {
     ApiConnection::begin(context, relay, stream, std::move(hello), startedAtMs,
-                         std::move(sourceSlot), source);
+                         std::move(sourceSlot), source, dialId);
     return;
   }
-  auto* waiter = new (std::nothrow) QueuedApiConnection(context, relay, stream, std::move(hello),
-                                                        startedAtMs, std::move(sourceSlot), source);
+  auto* waiter = new (std::nothrow) QueuedApiConnection(
+      context, relay, stream, std::move(hello), startedAtMs, std::move(sourceSlot), source, dialId);
   if (waiter == nullptr) {
     closeUnserved(context, stream);
     return;

@@ -17,7 +17,8 @@ struct RelayContext;
 
 // Takes over `stream` (not reading; `hello` is its ClientHello, not yet given to TLS), accepted at
 // `startedAtMs`: starts an ApiConnection now or once a slot frees, or closes the stream unserved.
+// `dialId`: direct mode's dial the connection came from (0: accepted), passed to the connection.
 void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
-                        std::vector<uint8_t> hello, uint64_t startedAtMs);
+                        std::vector<uint8_t> hello, uint64_t startedAtMs, uint64_t dialId = 0);
 
 }  // namespace ot::relayd

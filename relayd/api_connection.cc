@@ -45,13 +45,13 @@ void closeUnserved(RelayContext& context, TcpStream* stream, bool reset) {
 }  // namespace
 
 void ApiConnection::start(RelayContext& context, Relay& relay, TcpStream* stream,
-                          std::vector<uint8_t> hello, uint64_t startedAtMs) {
-  admitApiConnection(context, relay, stream, std::move(hello), startedAtMs);
+                          std::vector<uint8_t> hello, uint64_t startedAtMs, uint64_t dialId) {
+  admitApiConnection(context, relay, stream, std::move(hello), startedAtMs, dialId);
 }
 
 void ApiConnection::begin(RelayContext& context, Relay& relay, TcpStream* stream,
                           std::vector<uint8_t> hello, uint64_t startedAtMs,
-                          SourceSlot handshakeSource, std::string sourceKey) {
+                          SourceSlot handshakeSource, std::string sourceKey, uint64_t dialId) {
   if (!relay.apiContext()) {  // the slot was taken while a certificate was there; none now
     context.metrics.apiHandshakeFailed.Increment();
     context.apiHandshakes.release();
@@ -70,6 +70,7 @@ void ApiConnection::begin(RelayContext& context, Relay& relay, TcpStream* stream
     closeUnserved(context, stream, true);
     return;
   }
+  connection->dialId_ = dialId;
   connection->http().handshakeSource = std::move(handshakeSource);
   connection->http().sourceKey = std::move(sourceKey);
   const uint64_t now = context.nowMs();
@@ -95,6 +96,7 @@ ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* str
 ApiConnection::~ApiConnection() {
   *gone_ = true;
   endHandshake();
+  if (dialId_ != 0) relay_.directDialEnded(dialId_);
   context_.apiConnections.erase(this);
   if (proxyCall_ != 0) relay_.apiProxy().cancel(proxyCall_);
   if (http_) {

@@ -41,13 +41,15 @@ class ApiConnection final : public TcpStream::Handler,
   // `startedAtMs` is when the connection was accepted: the handshake must end 10 s after it, and
   // 5 s after the hello at most.
   // Admission (api_admission.h) decides when its handshake may begin, or sheds it.
+  // `dialId`: direct mode's dial the connection came from (0: accepted); it reaches the bridge
+  // (BridgeTransport::directDialId) and the relay hears when the connection ends.
   static void start(RelayContext& context, Relay& relay, TcpStream* stream,
-                    std::vector<uint8_t> hello, uint64_t startedAtMs);
+                    std::vector<uint8_t> hello, uint64_t startedAtMs, uint64_t dialId = 0);
   // Admitted: `context.apiHandshakes` has a slot for it (given back when the handshake ends) and
   // `handshakeSource` is its source's share (`sourceKey`, empty when not limited per source).
   static void begin(RelayContext& context, Relay& relay, TcpStream* stream,
                     std::vector<uint8_t> hello, uint64_t startedAtMs, SourceSlot handshakeSource,
-                    std::string sourceKey);
+                    std::string sourceKey, uint64_t dialId = 0);
 
   // TcpStream::Handler
   void onRead(std::span<const uint8_t> bytes) override;
@@ -64,6 +66,7 @@ class ApiConnection final : public TcpStream::Handler,
   void resumeReading() override;
   void closeTransport(bool reset) override;
   [[nodiscard]] const std::string& peerAddress() const override;
+  [[nodiscard]] uint64_t directDialId() const override { return dialId_; }
 
   // tls::TlsStream::Owner
   bool sendCiphertext(std::vector<uint8_t> bytes) override;
@@ -148,6 +151,7 @@ class ApiConnection final : public TcpStream::Handler,
   bool h2Flushing_ = false;
   bool h2GoingAway_ = false;
   TimerEntry timer_;
+  uint64_t dialId_ = 0;         // direct mode: the dial this connection came from (0: accepted)
   std::shared_ptr<bool> gone_;  // set when the connection is freed: async callbacks check it
 };
 

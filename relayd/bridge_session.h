@@ -50,6 +50,9 @@ class BridgeTransport {
   virtual void resumeReading() = 0;
   virtual void closeTransport(bool reset) = 0;  // the TCP connection goes away
   [[nodiscard]] virtual const std::string& peerAddress() const = 0;
+  // Direct mode: the relay's own dial this connection came from (0: the peer connected to us).
+  // Set only by the relay, so a client cannot claim to be a dialed link.
+  [[nodiscard]] virtual uint64_t directDialId() const { return 0; }
 
  protected:
   ~BridgeTransport() = default;
@@ -110,6 +113,7 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   // The client's attach; once attached its token is released (empty).
   [[nodiscard]] const bridge::AttachRequest& attachRequest() const { return attach_; }
   [[nodiscard]] const std::string& peerAddress() const { return transport_.peerAddress(); }
+  [[nodiscard]] uint64_t directDialId() const { return transport_.directDialId(); }
   [[nodiscard]] uint64_t attachedAtUnixMs() const { return attachedAtUnixMs_; }
   [[nodiscard]] uint32_t maxConns() const { return maxConns_; }
   [[nodiscard]] size_t streamCount() const { return streams_.size(); }

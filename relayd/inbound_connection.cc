@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,34 @@ void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, Peer
   connection->stream_->startReading();
 }
 
+void InboundConnection::adoptDialed(RelayContext& context, Relay& relay, TcpStream* stream,
+                                    uint64_t dialId) {
+  if (context.openConnections >= context.maxConnections) {
+    context.metrics.shedConnections.Increment();
+    stream->setHandler(nullptr);
+    stream->close(true);
+    relay.directDialEnded(dialId);
+    return;
+  }
+  auto* connection = new (std::nothrow) InboundConnection(context, relay);
+  if (connection == nullptr) {
+    stream->setHandler(nullptr);
+    stream->close(true);
+    relay.directDialEnded(dialId);
+    return;
+  }
+  connection->proxy_.reset();  // our own connection: no PROXY header
+  connection->dialId_ = dialId;
+  connection->stream_ = stream;
+  stream->setHandler(connection);
+  ++context.openConnections;
+  stream->setNoDelay(true);  // as tuneSocket does for an accepted one
+  stream->setKeepAlive(60);
+  connection->acceptedAtMs_ = context.nowMs();
+  context.wheel.schedule(connection->timer_, context.nowMs(), kHelloTimeoutMs);
+  stream->startReading();
+}
+
 InboundConnection::InboundConnection(RelayContext& context, Relay& relay)
     : context_(context), relay_(relay), timer_(&InboundConnection::onTimer, this) {
   if (context_.config.proxyProtocol) proxy_.emplace();
@@ -82,6 +111,11 @@ void InboundConnection::route() {
   const ClientHelloInfo& info = hello_.result().info;
   SniTarget target;
   if (info.sni == SniStatus::kValid) target = classifySni(info.serverName, context_.config.domain);
+  if (dialId_ != 0 && target.kind != SniTarget::Kind::kApi) {
+    // A connection we dialed carries a bridge to the API domain, never a visitor.
+    reject(VisitorOutcome::kRejectedBadHello);
+    return;
+  }
   std::vector<uint8_t> buffered(hello_.buffered().begin(), hello_.buffered().end());
   switch (target.kind) {
     case SniTarget::Kind::kApi: {
@@ -95,8 +129,10 @@ void InboundConnection::route() {
         return;
       }
       TcpStream* stream = stream_;
+      const uint64_t dialId = dialId_;
+      dialId_ = 0;  // the ApiConnection reports the dial's end from here on
       handOff();
-      ApiConnection::start(context_, relay_, stream, std::move(buffered), acceptedAtMs_);
+      ApiConnection::start(context_, relay_, stream, std::move(buffered), acceptedAtMs_, dialId);
       return;
     }
     case SniTarget::Kind::kTunnel: {
@@ -150,6 +186,7 @@ void InboundConnection::onWritten(size_t) {}
 
 void InboundConnection::onClosed() {
   if (context_.openConnections > 0) --context_.openConnections;
+  if (dialId_ != 0) relay_.directDialEnded(dialId_);
   delete this;
 }
 

@@ -25,6 +25,11 @@ class InboundConnection final : public TcpStream::Handler, public Deferrable {
  public:
   // Adopts an accepted descriptor; the connection runs by itself from here on.
   static void accept(RelayContext& context, Relay& relay, int fd, PeerEndpoint peer);
+  // Direct mode: a connection this relay dialed (direct_dialer.h), connected, its peer set to the
+  // dialed address. No PROXY header is expected (it is our own connection) and only the API
+  // domain is served on it (a bridge, never a visitor); `dialId` follows it to the bridge. The
+  // relay is told (Relay::directDialEnded) when it closes unserved.
+  static void adoptDialed(RelayContext& context, Relay& relay, TcpStream* stream, uint64_t dialId);
 
   void onRead(std::span<const uint8_t> bytes) override;
   void onEof() override;
@@ -48,6 +53,7 @@ class InboundConnection final : public TcpStream::Handler, public Deferrable {
   uint64_t acceptedAtMs_ = 0;
   TimerEntry timer_;
   bool done_ = false;
+  uint64_t dialId_ = 0;  // direct mode: the dial this connection came from (0: accepted)
 };
 
 }  // namespace ot::relayd

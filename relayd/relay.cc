@@ -14,6 +14,7 @@
 #include "relayd/attach_checks.h"
 #include "relayd/bridge_session.h"
 #include "relayd/drain_pace.h"
+#include "relayd/inbound_connection.h"
 #include "relayd/visitor_analytics.h"
 #include "relayd/visitor_stream.h"
 
@@ -116,12 +117,23 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
           rejectVisitor(stream, outcome, tunnelId);
         });
   }
+  DirectDialer::Hooks directHooks;
+  directHooks.handOff = [this](TcpStream* stream, uint64_t dialId) {
+    InboundConnection::adoptDialed(context_, *this, stream, dialId);
+  };
+  directHooks.closeBridge = [this](uint64_t bridgeKey) {
+    auto it = bridges_.find(bridgeKey);
+    if (it != bridges_.end())
+      it->second->close(ws::kCloseNormal, DetachOutcome::kServerClose, "direct address changed");
+  };
+  direct_ = std::make_unique<DirectDialer>(context_, std::move(directHooks));
 }
 
 Relay::~Relay() = default;
 
 void Relay::start() {
   control_->start();
+  direct_->start();
   uv_timer_start(
       &cacheTimer_, [](uv_timer_t* timer) { static_cast<Relay*>(timer->data)->sweepCache(); },
       kCacheSweepMs, kCacheSweepMs);
@@ -129,6 +141,7 @@ void Relay::start() {
 
 void Relay::stop() {
   control_->stop();
+  direct_->close();
   if (drainTimerOpen_) {
     drainTimerOpen_ = false;
     uv_close(reinterpret_cast<uv_handle_t*>(&drainTimer_), nullptr);
@@ -172,6 +185,7 @@ void Relay::checkUpgrade(const std::string& tunnelId, std::function<void(Upgrade
       return;
     }
     table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
+    direct_->onRecord(result->record());
     const CachedRecord* record = table_.record(tunnelId);
     done(record == nullptr || record->deleted ? UpgradeDecision::kNotFound
                                               : UpgradeDecision::kAllowed);
@@ -205,6 +219,7 @@ void Relay::rereadRecord(const std::string& tunnelId) {
   control_->fetchTunnel(tunnelId, [this, tunnelId](Result<v1::FetchTunnelResponse> result) {
     if (result.ok() && result->found()) {
       table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
+      direct_->onRecord(result->record());
     }
   });
 }
@@ -315,6 +330,15 @@ void Relay::finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* respon
     context_.metrics.attach(AttachOutcome::kTooManyRoutes);
     bridge->attachRefused(bridge::AttachErrorCode::kTooManyRoutes,
                           "the tunnel would hold more than 256 routes on this relay");
+    return;
+  }
+  if (const uint64_t dialId = bridge->directDialId();
+      dialId != 0 && !direct_->dialAttached(dialId, key, bridge->tunnelId(), attach.origin)) {
+    // Our own dial, no longer wanted (its target changed or went, or it ran past its deadline),
+    // or an origin other than the one dialed answered: not one of the target's links.
+    context_.metrics.attach(AttachOutcome::kError);
+    bridge->attachRefused(bridge::AttachErrorCode::kError,
+                          "this relay no longer dials this origin at this address");
     return;
   }
   bridge->attachAllowed(table_.bridgeConnLimit(bridge->tunnelId(), attach.maxConns));
@@ -486,6 +510,7 @@ void Relay::rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::
 void Relay::startDrain() {
   if (context_.draining) return;
   context_.draining = true;
+  direct_->stop();  // no new dials; the bridges drain as every other
   control_->draining(unixNowMs() + static_cast<int64_t>(context_.config.shutdownDrainMs));
   drainQueue_.clear();
   for (const auto& [key, bridge] : bridges_) drainQueue_.push_back(key);
@@ -507,6 +532,7 @@ void Relay::stopDrain() {
   if (!context_.draining) return;
   context_.draining = false;
   drainQueue_.clear();
+  direct_->start();
   control_->serving();
   kLog.info("serving again after a drain");
 }

@@ -18,6 +18,7 @@
 #include "relayd/api_proxy.h"
 #include "relayd/attach_guard.h"
 #include "relayd/control_client.h"
+#include "relayd/direct_dialer.h"
 #include "relayd/forwarded_visitor.h"
 #include "relayd/mesh_feed_receiver.h"
 #include "relayd/mesh_forwarder.h"
@@ -96,6 +97,9 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   void closeAllBridges();
   void stop();  // stops the control client
 
+  // controld's API-domain certificate: the TLS context bridges and API requests get. Public for
+  // tests.
+  void onApiCertificate(const v1::ApiCertificate& certificate);
   // Caches a pushed or fetched record; a newer one closes at once the bridges whose derived
   // credential it no longer lists (1008 "credential revoked"). Public for tests.
   void storeRecord(const v1::TunnelRecord& record);
@@ -103,13 +107,17 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // 4000 "reset" and drops its cached record. Returns the bridges closed. Public for tests.
   size_t resetTunnel(const std::string& tunnelId);
 
+  // Direct mode (direct_dialer.h): the dialer of this relay, and the end of one of its dialed
+  // connections (InboundConnection, ApiConnection report it).
+  [[nodiscard]] DirectDialer& directDialer() { return *direct_; }
+  void directDialEnded(uint64_t dialId) { direct_->dialEnded(dialId); }
+
   [[nodiscard]] TunnelTable& table() { return table_; }
   [[nodiscard]] size_t bridgeCount() const { return bridges_.size(); }
 
  private:
   void onTunnel(const v1::TunnelRecord& record);
   void onTunnelDeleted(const std::string& tunnelId);
-  void onApiCertificate(const v1::ApiCertificate& certificate);
   void onCommand(const v1::Command& command);
   // The mesh table feed into meshRoutes_ (relay_control.cc).
   void meshFeedEvents(ControlEvents& events);
@@ -159,6 +167,7 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   std::vector<std::string_view> remoteOrigins_;
   MeshFeedReceiver meshFeed_{meshRoutes_};
   std::unique_ptr<MeshForwarder> forwarder_;  // null without INTERNAL_ADDRESS
+  std::unique_ptr<DirectDialer> direct_;      // direct mode: the origins this relay dials
 };
 
 [[nodiscard]] CachedRecord toCachedRecord(const v1::TunnelRecord& record);

@@ -106,11 +106,15 @@ void Relay::storeRecord(const v1::TunnelRecord& record) {
               {{"bridge", it->second->bridgeId()}, {"tunnel", record.tunnel_id()}});
     it->second->close(ws::kClosePolicyViolation, DetachOutcome::kRevoked, "credential revoked");
   }
+  // Direct mode: the origins to dial, and those no longer (after the revocation, so a rotated
+  // credential's links close as revoked).
+  direct_->onRecord(record);
 }
 
 void Relay::onTunnelDeleted(const std::string& tunnelId) {
   // A deletion is final whatever revision it carries.
   table_.markDeleted(tunnelId);
+  direct_->onTunnelGone(tunnelId);
   closeTunnelBridges(tunnelId, ws::kCloseNormal, DetachOutcome::kDelete);
 }
 

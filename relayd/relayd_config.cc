@@ -19,6 +19,11 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
                           "Prometheus /metrics; off disables");
   config::addBoolOption(app, "--proxy-protocol", "PROXY_PROTOCOL", c.proxyProtocol,
                         "require a PROXY v1/v2 header on the TLS listener");
+  config::addBoolOption(app, "--direct-mode", "DIRECT_MODE", c.directMode,
+                        "dial origins whose record carries a direct address (direct mode)");
+  config::addBoolOption(app, "--direct-allow-private", "DIRECT_ALLOW_PRIVATE", c.directAllowPrivate,
+                        "let direct mode dial loopback, private, link-local and multicast "
+                        "addresses");
   app.add_option("--control-socket", c.controlSocket, "controld's gRPC unix socket")
       ->envname("CONTROL_SOCKET")
       ->capture_default_str();

@@ -18,6 +18,11 @@ struct RelaydConfig {
   config::ListenAddress httpListen{config::ListenAddress::Kind::kTcp, "0.0.0.0", 8080, {}};
   config::ListenAddress metricsListen{};  // off
   bool proxyProtocol = false;
+  // Direct mode (docs/pools-direct.md): DIRECT_MODE off stops this relay dialing origins that
+  // carry a direct address; DIRECT_ALLOW_PRIVATE lets it dial loopback, private, link-local,
+  // multicast and unspecified addresses (tests, private networks).
+  bool directMode = true;
+  bool directAllowPrivate = false;
   std::string controlSocket = "/run/opentunnel/control.sock";  // controld's gRPC
   std::string apiSocket = "/run/opentunnel/api.sock";          // controld's HTTP API
   // MACHINE_ID (resolved by main: never empty afterwards), REGION and STATE_DIR.
