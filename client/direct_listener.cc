@@ -32,7 +32,8 @@ std::string hostPort(const std::string& host, uint16_t port) {
 std::string noRelayText(const std::string& host, uint16_t port, uint64_t quietMs, bool everAttached,
                         const std::string& tunnelId, const std::string& origin) {
   const std::string where = hostPort(host, port);
-  const std::string wait = formatSeconds(quietMs) + " s";
+  const std::string wait =
+      (quietMs % 1000 == 0 ? std::to_string(quietMs / 1000) : formatSeconds(quietMs)) + " s";
   const std::string head = everAttached ? "no relay link on " + where + " for " + wait
                                         : "no relay has connected to " + where + " in " + wait;
   return head + ": is the origin's direct address set (PUT /api/tunnel/" + tunnelId + "/origins/" +

@@ -237,6 +237,14 @@ TEST_CASE("client direct: connections over the cap of 64 are closed at accept an
   REQUIRE(loop.runUntil([&] { return loop.handleCount() == 0; }));
 }
 
+TEST_CASE("client direct: the no-relay text names the address, the wait and the API call") {
+  CHECK(ot::client::noRelayText("0.0.0.0", 7443, 30'000, false, "k3x9q2", "web-1") ==
+        "no relay has connected to 0.0.0.0:7443 in 30 s: is the origin's direct address set (PUT "
+        "/api/tunnel/k3x9q2/origins/web-1/direct) and reachable from the relay?");
+  CHECK(ot::client::noRelayText("::", 7443, 30'000, true, "k3x9q2", "web-1")
+            .starts_with("no relay link on [::]:7443 for 30 s: is the origin's direct address"));
+}
+
 TEST_CASE("client direct: with no relay link for the wait, the status says what to check") {
   TestLoop loop;
   FakeRelay relay(loop);
