@@ -103,7 +103,6 @@ void Dialer::startListener(Profile& profile) {
   DirectListenerOptions options;
   options.host = profile.spec.host;
   options.port = profile.spec.port;
-  options.quietMs = noRelayWaitMs_;
   profile.listener = std::make_unique<DirectListener>(loop_, std::move(config), std::move(options),
                                                       [this] { onPoolStatus(); });
   profile.listener->start();

@@ -42,9 +42,6 @@ class Dialer {
   Dialer& operator=(const Dialer&) = delete;
 
   void start();
-  // For tests: how long a listening profile may go without a relay link before its status says
-  // so (default kNoRelayWaitMs). Before start().
-  void setNoRelayWaitMs(uint64_t ms) { noRelayWaitMs_ = ms; }
   // Closes every pool and timer; `done` runs on the loop once all are closed.
   void stop(std::function<void()> done);
   void updateCertificate(const std::string& certificateChainPem, const std::string& privateKeyPem);
@@ -73,7 +70,6 @@ class Dialer {
   int defaultLinks_;
   OnStatus onStatus_;
   std::vector<std::unique_ptr<Profile>> profiles_;
-  uint64_t noRelayWaitMs_ = kNoRelayWaitMs;
   uint64_t nextDialAtMs_ = 0;  // uv_now time before which no new first dial starts
   bool stopping_ = false;
   size_t closing_ = 0;
