@@ -1,5 +1,7 @@
 #include "client/bridge_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -14,7 +16,6 @@
 namespace ot::client {
 namespace {
 
-constexpr uint64_t kAttachDeadlineMs = 10'000;  // section 10: TCP, TLS, upgrade and attach
 constexpr uint64_t kNever = UINT64_MAX;
 constexpr uint64_t kSilentBeats = 3;  // section 8: give up after three heartbeats of silence
 
@@ -42,8 +43,17 @@ BridgeClient::BridgeClient(uv_loop_t* loop, const BridgeSettings& settings, Sess
 BridgeClient::~BridgeClient() = default;
 
 void BridgeClient::start() {
-  attemptDeadlineMs_ = uv_now(loop_) + kAttachDeadlineMs;
+  startOn(-1);
+}
+
+void BridgeClient::startAccepted(int fd) {
+  startOn(fd);
+}
+
+void BridgeClient::startOn(int fd) {
+  attemptDeadlineMs_ = uv_now(loop_) + settings_.config.attachDeadlineMs;
   if (!settings_.relayContext) {
+    if (fd >= 0) (void)::close(fd);
     endSession({false, true, settings_.relayContextError, {}});
     maybeFinished();
     return;
@@ -56,7 +66,8 @@ void BridgeClient::start() {
   endpoint.path = "/api/tunnel/" + config.tunnelId + "/bridge";
   endpoint.userAgent = config.userAgent;
   endpoint.tlsContext = settings_.relayContext;
-  transport_ = RelayTransport::create(loop_, std::move(endpoint), *this);
+  transport_ = fd >= 0 ? RelayTransport::adopt(loop_, std::move(endpoint), *this, fd)
+                       : RelayTransport::create(loop_, std::move(endpoint), *this);
   if (transport_ == nullptr) {
     endSession({false, false, "cannot create a socket", {}});
     maybeFinished();

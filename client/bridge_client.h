@@ -63,6 +63,9 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
 
   // Starts the attempt (its 10 s deadline too). May end it from inside.
   void start();
+  // Direct mode (docs/pools-direct.md): the same attempt over a connection the relay opened to
+  // us (`fd`, accepted, non-blocking; owned from here on); the deadline runs from now.
+  void startAccepted(int fd);
   // Ends the bridge on purpose: close `code` to the relay, abort every connection.
   void stop(uint16_t code);
 
@@ -79,6 +82,8 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
 
  private:
   enum class Phase : uint8_t { kConnecting, kAwaitingAttached, kAttached };
+
+  void startOn(int fd);  // -1: dial the relay
 
   // RelayTransportListener
   void onUpgraded() override;

@@ -58,6 +58,8 @@ struct BridgeConfig {
   std::string credential;
   // How long link i waits before its first dial (missing: 0), so a pool's dials are spread out.
   std::vector<uint64_t> startDelaysMs;
+  // TCP (or accept), TLS, upgrade and attach must be done within this (protocol.md section 10).
+  uint64_t attachDeadlineMs = 10'000;
   std::string userAgent = "otunnel/0.1.0";
 };
 

@@ -77,7 +77,8 @@ std::variant<CommandLine, int> parseCommandLine(int argc, char** argv) {
       ->envname("OTUNNEL_CREDENTIAL");
   app.add_option("--profile", profileSpecs,
                  "NAME=HOST:PORT[,sni=NAME][,links=N]: one way to reach the relay (at most 8; "
-                 "default: --server's host and port)");
+                 "default: --server's host and port); NAME=listen:HOST:PORT[,links=N]: the "
+                 "relay connects here (direct mode)");
   app.add_option("--state-dir", line.stateDir,
                  "where the tunnel, its token and key are kept (default $OTUNNEL_STATE_DIR, "
                  "$XDG_CONFIG_HOME/otunnel or ~/.config/otunnel)");

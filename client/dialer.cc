@@ -20,6 +20,7 @@ struct Dialer::Profile {
   AddressListQuery* query = nullptr;
   std::vector<std::string> order;  // the addresses as last resolved
   std::map<std::string, std::unique_ptr<BridgePool>> pools;
+  std::unique_ptr<DirectListener> listener;  // a listening profile (direct mode)
   std::string resolveError;
   uint64_t resolvedAtMs = 0;
   uint64_t resolveAtMs = 0;
@@ -44,7 +45,10 @@ Dialer::Dialer(uv_loop_t* loop, BridgeConfig base, std::vector<ProfileSpec> prof
     profile->owner = this;
     profile->spec = std::move(profiles[i]);
     profile->index = static_cast<uint32_t>(i);
-    profile->links = profileLinks(profile->spec, defaultLinks_);
+    // A listening profile wants what the owner set on the relay side (default 4), not --links.
+    profile->links = profile->spec.listen
+                         ? (profile->spec.links > 0 ? profile->spec.links : kDefaultLinksPerProfile)
+                         : profileLinks(profile->spec, defaultLinks_);
     (void)uv_timer_init(loop_, &profile->timer);
     profile->timer.data = profile.get();
     profiles_.push_back(std::move(profile));
@@ -59,6 +63,7 @@ Dialer::~Dialer() {
     if (profile->query != nullptr) profile->query->cancel();
     profile->query = nullptr;
     profile->pools.clear();
+    profile->listener.reset();  // closes on its own
     if (profile->timerClosed) continue;
     Profile* orphan = profile.release();
     const bool closing = uv_is_closing(reinterpret_cast<uv_handle_t*>(&orphan->timer)) != 0;
@@ -78,7 +83,29 @@ void Dialer::onTimerClosed(uv_handle_t* handle) {
 }
 
 void Dialer::start() {
-  for (auto& profile : profiles_) resolve(*profile);
+  for (auto& profile : profiles_) {
+    if (profile->spec.listen) {
+      startListener(*profile);
+    } else {
+      resolve(*profile);
+    }
+  }
+}
+
+void Dialer::startListener(Profile& profile) {
+  BridgeConfig config = base_;
+  config.relayHost = profile.spec.host;  // for logs: the bridge never dials
+  config.relayPort = profile.spec.port;
+  if (!profile.spec.sni.empty()) config.domain = profile.spec.sni;
+  config.profile = profile.spec.name;
+  config.profileIndex = profile.index;
+  config.links = profile.links;
+  DirectListenerOptions options;
+  options.host = profile.spec.host;
+  options.port = profile.spec.port;
+  profile.listener = std::make_unique<DirectListener>(loop_, std::move(config), std::move(options),
+                                                      [this] { onPoolStatus(); });
+  profile.listener->start();
 }
 
 void Dialer::resolve(Profile& profile) {
@@ -184,6 +211,10 @@ void Dialer::stop(std::function<void()> done) {
     }
     ++closing_;
     uv_close(reinterpret_cast<uv_handle_t*>(&profile->timer), &onTimerClosed);
+    if (profile->listener) {
+      ++closing_;
+      profile->listener->stop([this] { oneClosed(); });
+    }
     for (auto& [address, pool] : profile->pools) {
       ++closing_;
       pool->stop([this] { oneClosed(); });
@@ -205,6 +236,7 @@ void Dialer::updateCertificate(const std::string& certificateChainPem,
   for (auto& profile : profiles_) {
     for (auto& [address, pool] : profile->pools)
       pool->updateCertificate(certificateChainPem, privateKeyPem);
+    if (profile->listener) profile->listener->updateCertificate(certificateChainPem, privateKeyPem);
   }
 }
 
@@ -213,6 +245,15 @@ PoolStatus Dialer::status() const {
   uint64_t soonest = UINT64_MAX;
   const uint64_t now = uv_now(loop_);
   for (const auto& profile : profiles_) {
+    if (profile->listener) {
+      const PoolStatus s = profile->listener->status();
+      out.links += s.links;
+      out.attached += s.attached;
+      out.openConnections += s.openConnections;
+      out.fatal = out.fatal || s.fatal;
+      if (!s.lastError.empty() && (out.lastError.empty() || s.fatal)) out.lastError = s.lastError;
+      continue;
+    }
     if (profile->pools.empty()) {
       out.links += profile->links;
       if (!profile->resolveError.empty()) out.lastError = profile->resolveError;
@@ -238,6 +279,7 @@ size_t Dialer::sendToAttached(const std::string& text) {
   size_t sent = 0;
   for (auto& profile : profiles_) {
     for (auto& [address, pool] : profile->pools) sent += pool->sendToAttached(text);
+    if (profile->listener) sent += profile->listener->sendToAttached(text);
   }
   return sent;
 }
@@ -255,6 +297,21 @@ DialerStatus Dialer::detailedStatus() const {
     p.port = profile->spec.port;
     p.sni = profile->spec.sni.empty() ? base_.domain : profile->spec.sni;
     p.resolveError = profile->resolveError;
+    if (profile->listener) {
+      // One line: where the relay connects, the links it holds and why none may be there.
+      const PoolStatus s = profile->listener->status();
+      p.listen = true;
+      p.refused = profile->listener->refused();
+      AddressStatus a;
+      a.address = "listen " + profile->spec.host;
+      a.wanted = s.links;
+      a.attached = s.attached;
+      a.streams = s.openConnections;
+      a.lastError = s.lastError;
+      p.addresses.push_back(std::move(a));
+      out.profiles.push_back(std::move(p));
+      continue;
+    }
     for (const std::string& address : profile->order) {
       const auto it = profile->pools.find(address);
       if (it == profile->pools.end()) continue;

@@ -6,6 +6,10 @@
 // looked up again every few minutes, and every 30 s while an address has no link, so a changed
 // DNS answer is followed: pools of addresses that went away are closed, new ones are dialed.
 //
+// A listening profile (NAME=listen:HOST:PORT, direct mode: docs/pools-direct.md) has no pools:
+// its DirectListener accepts the relay's connections and runs the same bridges over them, under
+// the same origin with the profile's name and index, and its links count with the others.
+//
 // Ownership: TunnelClient owns the Dialer; the Dialer owns the pools (a pool destroyed early
 // finishes closing on its own: BridgePool's destructor). Loop thread only; never blocks.
 #pragma once
@@ -19,6 +23,7 @@
 
 #include "client/bridge_pool.h"
 #include "client/dialer_status.h"
+#include "client/direct_listener.h"
 #include "client/origin_profile.h"
 
 namespace ot::client {
@@ -53,6 +58,7 @@ class Dialer {
   void resolve(Profile& profile);
   void onResolved(Profile& profile, int status, std::vector<std::string> addresses);
   void addPool(Profile& profile, const std::string& address);
+  void startListener(Profile& profile);
   void armResolveTimer(Profile& profile, uint64_t delayMs);
   static void onResolveTimer(uv_timer_t* timer);
   static void onTimerClosed(uv_handle_t* handle);

@@ -37,13 +37,18 @@ std::string statusToJson(const DialerStatus& status, uint64_t updatedUnixMs, int
                            {"nextTryMs", address.nextTryMs},
                            {"lastError", address.lastError}});
     }
-    profiles.push_back({{"name", profile.name},
-                        {"index", profile.index},
-                        {"host", profile.host},
-                        {"port", profile.port},
-                        {"sni", profile.sni},
-                        {"resolveError", profile.resolveError},
-                        {"addresses", std::move(addresses)}});
+    json entry = {{"name", profile.name},
+                  {"index", profile.index},
+                  {"host", profile.host},
+                  {"port", profile.port},
+                  {"sni", profile.sni},
+                  {"resolveError", profile.resolveError},
+                  {"addresses", std::move(addresses)}};
+    if (profile.listen) {
+      entry["listen"] = true;
+      entry["refused"] = profile.refused;
+    }
+    profiles.push_back(std::move(entry));
   }
   const json document = {{"tunnelId", status.tunnelId},
                          {"origin", status.origin},
@@ -72,6 +77,8 @@ Result<StatusFile> parseStatusJson(const std::string& text) {
       profile.port = p.value("port", static_cast<uint16_t>(0));
       profile.sni = p.value("sni", "");
       profile.resolveError = p.value("resolveError", "");
+      profile.listen = p.value("listen", false);
+      profile.refused = p.value("refused", uint64_t{0});
       for (const json& a : p.at("addresses")) {
         AddressStatus address;
         address.address = a.at("address").get<std::string>();
@@ -119,7 +126,11 @@ std::string renderStatusTable(const StatusFile& file, uint64_t nowUnixMs) {
           address.nextTryMs == 0 ? "-" : formatSeconds(address.nextTryMs) + " s";
       out += pad(name, 12) + pad(address.address + " port " + std::to_string(profile.port), 42) +
              pad(links, 8) + pad(std::to_string(address.streams), 9) + pad(next, 10) +
-             (address.lastError.empty() ? "-" : address.lastError) + "\n";
+             (address.lastError.empty() ? "-" : address.lastError) +
+             (profile.refused == 0 ? ""
+                                   : " (" + std::to_string(profile.refused) +
+                                         " connections over the cap closed at accept)") +
+             "\n";
     }
   }
   return out;

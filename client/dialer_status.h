@@ -39,6 +39,8 @@ struct ProfileStatus {
   std::string sni;
   std::string resolveError;  // the last failed lookup of host, "" when it resolved
   std::vector<AddressStatus> addresses;
+  bool listen = false;   // direct mode: host:port is where otunnel listens for the relay
+  uint64_t refused = 0;  // listening: connections closed at accept (over the cap)
 
   bool operator==(const ProfileStatus&) const = default;
 };

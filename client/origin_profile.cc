@@ -60,7 +60,8 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
   const std::string quoted = "--profile \"" + std::string(text) + "\"";
   const size_t equals = text.find('=');
   if (equals == std::string_view::npos) {
-    return invalid(quoted + " must be NAME=HOST:PORT[,sni=NAME][,links=N]");
+    return invalid(
+        quoted + " must be NAME=HOST:PORT[,sni=NAME][,links=N] or NAME=listen:HOST:PORT[,links=N]");
   }
   ProfileSpec spec;
   spec.name = std::string(text.substr(0, equals));
@@ -68,6 +69,12 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
     return invalid(quoted + ": the name must be 1-64 of A-Za-z0-9._-");
   }
   std::string_view rest = text.substr(equals + 1);
+  constexpr std::string_view kListen = "listen:";
+  if (rest.starts_with(kListen)) {
+    spec.listen = true;
+    rest.remove_prefix(kListen.size());
+  }
+  const std::string hostWord = spec.listen ? "listen:HOST:PORT" : "HOST:PORT";
   const size_t comma = rest.find(',');
   std::string_view address = rest.substr(0, comma);
   std::string_view options = comma == std::string_view::npos ? "" : rest.substr(comma + 1);
@@ -77,19 +84,22 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
     const size_t close = address.find(']');
     if (close == std::string_view::npos || close + 1 >= address.size() ||
         address[close + 1] != ':') {
-      return invalid(quoted + ": an IPv6 address must be written [ADDRESS]:PORT");
+      return invalid(quoted + ": an IPv6 address must be written " +
+                     (spec.listen ? "listen:[ADDRESS]:PORT" : "[ADDRESS]:PORT"));
     }
     spec.host = std::string(address.substr(1, close - 1));
     portText = address.substr(close + 2);
     bracketed = true;
   } else {
     const size_t colon = address.rfind(':');
-    if (colon == std::string_view::npos) return invalid(quoted + ": HOST:PORT is missing the port");
+    if (colon == std::string_view::npos)
+      return invalid(quoted + ": " + hostWord + " is missing the port");
     spec.host = std::string(address.substr(0, colon));
     portText = address.substr(colon + 1);
   }
   if (!isHostText(spec.host, bracketed)) {
-    return invalid(quoted + ": \"" + spec.host + "\" is not a host name or address");
+    return invalid(quoted + ": \"" + spec.host + "\" is not a host name or address" +
+                   (spec.listen ? " to listen on" : ""));
   }
   const std::optional<uint64_t> port = config::parseUnsigned(portText);
   if (!port || *port < 1 || *port > 65535) {
@@ -113,6 +123,9 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
                        std::to_string(kMaxLinksPerProfile));
       }
       spec.links = static_cast<int>(*links);
+    } else if (spec.listen) {
+      return invalid(quoted + ": unknown option \"" + std::string(option) +
+                     "\" (a listening profile takes links=N, sni=NAME)");
     } else {
       return invalid(quoted + ": unknown option \"" + std::string(option) +
                      "\" (sni=NAME or links=N)");

@@ -1,7 +1,9 @@
 // An origin's identity and the ways it reaches the relay (issue 16, docs/pools-dialer.md), as
 // pure logic: the origin name (--origin, default the host name made safe), and the profiles
 // (--profile NAME=HOST:PORT[,sni=NAME][,links=N], at most 8, their order is profile_index).
-// Without --profile there is one profile, "default", from --server's host and port.
+// Without --profile there is one profile, "default", from --server's host and port. A profile
+// written NAME=listen:HOST:PORT[,links=N] listens there instead of dialing: the relay dials
+// the origin (direct mode, docs/pools-direct.md).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +23,9 @@ struct ProfileSpec {
   std::string name;
   std::string host;  // a name or an IP literal (IPv6 without brackets)
   uint16_t port = 0;
-  std::string sni;  // "" -> the tunnel's API domain
-  int links = 0;    // 0 -> --links
+  std::string sni;      // "" -> the tunnel's API domain
+  int links = 0;        // 0 -> --links (listening: the relay's default, 4)
+  bool listen = false;  // direct mode: host:port is where otunnel listens for the relay
 
   bool operator==(const ProfileSpec&) const = default;
 };

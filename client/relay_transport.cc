@@ -54,9 +54,27 @@ RelayTransport* RelayTransport::create(uv_loop_t* loop, RelayEndpoint endpoint,
   return self;
 }
 
+RelayTransport* RelayTransport::adopt(uv_loop_t* loop, RelayEndpoint endpoint,
+                                      RelayTransportListener& listener, int fd) {
+  auto* self = new RelayTransport(loop, std::move(endpoint), listener);
+  self->tcp_ = TcpStream::adopt(self->tcpContext_, fd, self);
+  if (self->tcp_ == nullptr) {
+    // A failed uv_tcp_open leaves a handle closing that still calls into tcpContext_: this
+    // (never seen) case keeps the few bytes rather than free them under it.
+    return nullptr;
+  }
+  self->accepted_ = true;
+  self->lastReceiveMs_ = uv_now(loop);
+  return self;
+}
+
 void RelayTransport::start() {
   if (state_ != State::kIdle) return;
   state_ = State::kConnecting;
+  if (accepted_) {
+    onConnected();
+    return;
+  }
   tcp_->connect(endpoint_.host, endpoint_.port);
 }
 

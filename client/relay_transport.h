@@ -72,7 +72,14 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   RelayTransport(const RelayTransport&) = delete;
   RelayTransport& operator=(const RelayTransport&) = delete;
 
-  // Resolves and connects. A failure may be reported from inside this call.
+  // Direct mode: the transport over a connection the relay opened to us (`fd`, accepted,
+  // non-blocking, owned from here on: closed on failure, then nullptr). start() goes straight
+  // to TLS; otunnel still speaks first (its ClientHello), as when it dials.
+  [[nodiscard]] static RelayTransport* adopt(uv_loop_t* loop, RelayEndpoint endpoint,
+                                             RelayTransportListener& listener, int fd);
+
+  // Resolves and connects (accepted: starts TLS). A failure may be reported from inside this
+  // call.
   void start();
 
   // Frames with the mask bit set and a zero key (relay_frame.h); false when the connection is
@@ -190,6 +197,7 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   RelayTransportListener& listener_;
   State state_ = State::kIdle;
   bool upgraded_ = false;
+  bool accepted_ = false;  // adopt(): connected already
   bool reported_ = false;  // the listener heard how it ended (or the owner ended it)
   StreamContext tcpContext_;
   TcpStream* tcp_ = nullptr;  // freed by itself after onClosed

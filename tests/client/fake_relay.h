@@ -2,7 +2,9 @@
 // TLS with the test relay certificate, answers the WebSocket upgrade (101, or an error status),
 // reads `attach` and answers it (attached or attach_error + close 1008), then records every
 // stream frame the client sends and lets the test send frames, pings and closes. It keeps its
-// own ledger of the client's send credit and flags any overrun. Header-only, loop thread only.
+// own ledger of the client's send credit and flags any overrun. In direct mode it DIALS instead
+// (dial(): it opens the TCP connection to otunnel's listening port and is then the same TLS
+// server, upgrade and attach side). Header-only, loop thread only.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -42,6 +44,10 @@ struct FakeRelayOptions {
   uint32_t heartbeatMs = 15000;
   bool answerPings = true;
   uint32_t protocol = 1;  // the bridge protocol the relay says it speaks (1: says nothing)
+  // A certificate for the right name from a CA the client does not trust (a wrong relay).
+  bool untrustedCertificate = false;
+  // Read and count the client's bytes, answer nothing (a peer that never finishes the handshake).
+  bool silent = false;
 };
 
 // FakeRelayOptions with some fields changed (designated initializers trip
@@ -85,6 +91,9 @@ class FakeBridge {
   std::vector<std::string> badFrames;
   bool tcpClosed = false;
   uint64_t messages = 0;
+  bool connected = false;  // dial(): the TCP connect completed
+  int connectStatus = 0;   // dial(): its error, if any
+  uint64_t bytesFromClient = 0;
 
   // --- What the test makes the relay do ---
   void sendText(std::string_view text) { send(ws::buildText(text)); }
@@ -144,6 +153,7 @@ class FakeBridge {
   // Internals, driven by FakeRelay.
   uv_tcp_t tcp{};
   void onAccepted();
+  void dial(const std::string& ip, uint16_t port);
   void closeTcp();
 
  private:
@@ -178,7 +188,11 @@ class FakeRelay {
  public:
   FakeRelay(TestLoop& loop, FakeRelayOptions relayOptions = {})
       : loop_(loop.get()), options(std::move(relayOptions)) {
-    auto context = tls::makeServerContext(pki().relayChain(), pki().relay.keyPem, {"http/1.1"});
+    auto context =
+        options.untrustedCertificate
+            ? tls::makeServerContext(untrustedRelay().certPem, untrustedRelay().keyPem,
+                                     {"http/1.1"})
+            : tls::makeServerContext(pki().relayChain(), pki().relay.keyPem, {"http/1.1"});
     REQUIRE(context.ok());
     context_ = context.value();
     uv_tcp_init(loop_, &listener_);
@@ -209,6 +223,14 @@ class FakeRelay {
   }
 
   [[nodiscard]] uint16_t port() const { return port_; }
+  // Direct mode: the relay opens the connection to otunnel's listening `ip`:`port`; from then on
+  // the bridge is the same as an accepted one.
+  FakeBridge& dial(const std::string& ip, uint16_t port) {
+    bridges.push_back(std::make_unique<FakeBridge>(*this, loop_));
+    FakeBridge& b = *bridges.back();
+    b.dial(ip, port);
+    return b;
+  }
   [[nodiscard]] FakeBridge& bridge(size_t i) { return *bridges.at(i); }
   [[nodiscard]] FakeBridge& latest() { return *bridges.back(); }
   [[nodiscard]] size_t attachedCount() const {
@@ -235,6 +257,12 @@ class FakeRelay {
       return;
     }
     b.onAccepted();
+  }
+
+  static const test::TestCert& untrustedRelay() {
+    static const test::TestCert ca = test::makeCa("Not The Relay's CA");
+    static const test::TestCert leaf = test::makeLeaf(ca, kRelayName, 9);
+    return leaf;
   }
 
   uv_tcp_t listener_{};
@@ -272,6 +300,31 @@ inline void FakeBridge::onAccepted() {
       });
 }
 
+inline void FakeBridge::dial(const std::string& ip, uint16_t port) {
+  sockaddr_in addr{};
+  REQUIRE(uv_ip4_addr(ip.c_str(), port, &addr) == 0);
+  auto* req = new uv_connect_t;
+  req->data = this;
+  const int rc = uv_tcp_connect(req, &tcp, reinterpret_cast<const sockaddr*>(&addr),
+                                [](uv_connect_t* r, int status) {
+                                  auto* self = static_cast<FakeBridge*>(r->data);
+                                  delete r;
+                                  if (status != 0) {
+                                    self->connectStatus = status;
+                                    self->closeTcp();
+                                    return;
+                                  }
+                                  if (self->tcpClosed) return;
+                                  self->connected = true;
+                                  self->onAccepted();
+                                });
+  if (rc != 0) {
+    delete req;
+    connectStatus = rc;
+    closeTcp();
+  }
+}
+
 inline void FakeBridge::closeTcp() {
   if (tcpClosed) return;
   tcpClosed = true;
@@ -281,6 +334,8 @@ inline void FakeBridge::closeTcp() {
 }
 
 inline void FakeBridge::onBytes(std::span<const uint8_t> bytes) {
+  bytesFromClient += bytes.size();
+  if (relay_.options.silent) return;
   tls_->feed(bytes);
   if (!tls_->handshakeDone()) {
     const tls::TlsStatus status = tls_->handshake();

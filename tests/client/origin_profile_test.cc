@@ -95,3 +95,43 @@ TEST_CASE("client origin: profiles: default from --server, at most 8, unique nam
   nine.pop_back();
   CHECK(parseProfiles(nine, server()).ok());
 }
+
+TEST_CASE("client origin: a listening profile (direct mode): listen:HOST:PORT[,links=N]") {
+  auto spec = parseProfileSpec("direct=listen:0.0.0.0:7443,links=6");
+  REQUIRE(spec.ok());
+  CHECK(spec->listen);
+  CHECK(spec->name == "direct");
+  CHECK(spec->host == "0.0.0.0");
+  CHECK(spec->port == 7443);
+  CHECK(spec->links == 6);
+
+  spec = parseProfileSpec("d6=listen:[::]:7443");
+  REQUIRE(spec.ok());
+  CHECK(spec->listen);
+  CHECK(spec->host == "::");
+  CHECK(spec->links == 0);
+
+  CHECK_FALSE(parseProfileSpec("main=relay.example:443")->listen);
+  // Mixed with dialing profiles in one origin; the order is still the profile index.
+  auto profiles =
+      parseProfiles({"main=relay.example:443", "direct=listen:127.0.27.1:7443"}, server());
+  REQUIRE(profiles.ok());
+  CHECK_FALSE(profiles->at(0).listen);
+  CHECK(profiles->at(1).listen);
+}
+
+TEST_CASE("client origin: bad listening profiles say what is wrong") {
+  CHECK(specError("d=listen:7443").find("listen:HOST:PORT is missing the port") !=
+        std::string::npos);
+  CHECK(specError("d=listen:").find("listen:HOST:PORT is missing the port") != std::string::npos);
+  CHECK(specError("d=listen:0.0.0.0:0").find("from 1 to 65535") != std::string::npos);
+  CHECK(specError("d=listen::7443").find("not a host name or address to listen on") !=
+        std::string::npos);
+  CHECK(specError("d=listen:[::1:7443").find("listen:[ADDRESS]:PORT") != std::string::npos);
+  CHECK(specError("d=listen:0.0.0.0:7443,links=17").find("links must be") != std::string::npos);
+  CHECK(specError("d=listen:0.0.0.0:7443,weight=1")
+            .find("unknown option \"weight=1\" (a listening profile takes links=N") !=
+        std::string::npos);
+  CHECK(specError("listen:0.0.0.0:7443").find("NAME=listen:HOST:PORT[,links=N]") !=
+        std::string::npos);
+}
