@@ -157,7 +157,37 @@ grpc::Status RelaySession::snapshotPart(const cv1::BridgeSnapshot& part) {
   // The view first: it is what the API answers from, and the records may wait on the database.
   hub_.snapshotComplete(session_, std::move(bridges));
   pushRecords(tunnels);
+  pushDirectRecords(tunnels);
   return grpc::Status::OK;
+}
+
+void RelaySession::pushDirectRecords(const std::set<std::string>& alreadyPushed) {
+  // A relay dials direct origins (docs/pools-direct.md) whether or not it holds any bridge of
+  // their tunnel, so it needs those records from the start, not at their next change.
+  std::string after;
+  size_t pushed = 0;
+  for (;;) {
+    if (context_.IsCancelled()) return;
+    auto page = store_.directTunnels(after, kDirectRecordsPage);
+    if (!page.ok()) {
+      logger().warn("direct-mode records not pushed after the snapshot",
+                    {{"relay", session_->relayKey()}, {"error", page.error().message}});
+      return;
+    }
+    for (const StoredTunnel& tunnel : *page) {
+      after = tunnel.record.id;
+      if (alreadyPushed.contains(tunnel.record.id) || !hasDirectOrigin(tunnel.record)) continue;
+      cv1::ControlMessage message;
+      *message.mutable_tunnel() = toProtoRecord(tunnel, nowMs());
+      if (!hub_.send(session_, std::move(message))) return;  // the session is ending
+      ++pushed;
+    }
+    if (page->size() < static_cast<size_t>(kDirectRecordsPage)) break;
+  }
+  if (pushed > 0) {
+    logger().info("direct-mode records pushed",
+                  {{"relay", session_->relayKey()}, {"tunnels", pushed}});
+  }
 }
 
 void RelaySession::pushRecords(const std::set<std::string>& tunnels) {

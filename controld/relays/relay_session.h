@@ -60,6 +60,9 @@ class RelaySession {
   [[nodiscard]] grpc::Status snapshotPart(const cv1::BridgeSnapshot& part);
   // After the snapshot: the records of the tunnels relayd holds bridges for.
   void pushRecords(const std::set<std::string>& tunnelIds);
+  // The records of tunnels with a direct origin, but those in alreadyPushed.
+  void pushDirectRecords(const std::set<std::string>& alreadyPushed);
+  static constexpr int kDirectRecordsPage = 500;
   void writeLoop();
   // Writes `messages` in order, consecutive AuthorizeAnswers merged into one; false when the
   // stream broke.

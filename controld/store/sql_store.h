@@ -87,6 +87,7 @@ class SqlStore final : public Store,
   Result<std::optional<StoredTunnel>> getTunnel(const std::string& id) override;
   Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expectedRevision) override;
   Result<std::vector<StoredTunnel>> listTunnels(const std::string& afterId, int limit) override;
+  Result<std::vector<StoredTunnel>> directTunnels(const std::string& afterId, int limit) override;
   Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) override;
   Result<bool> clearAlarm(const std::string& id, int64_t alarmAtMs) override;
   Result<std::vector<std::string>> deletedAmong(const std::vector<std::string>& ids) override;

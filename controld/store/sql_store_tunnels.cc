@@ -127,6 +127,25 @@ Result<std::vector<StoredTunnel>> SqlStore::listTunnels(const std::string& after
       });
 }
 
+Result<std::vector<StoredTunnel>> SqlStore::directTunnels(const std::string& afterId, int limit) {
+  if (limit < 1) return Error{ErrorKind::kInvalid, "directTunnels limit must be >= 1"};
+  return run<std::vector<StoredTunnel>>(
+      "directTunnels", [&](soci::session& sql) -> Result<std::vector<StoredTunnel>> {
+        std::string id;
+        std::string json;
+        long long revision = 0;
+        // A text match on the compact JSON an origin's target is written as (tunnel_record.cc);
+        // a route or name that happens to contain it is a false hit the caller drops.
+        soci::statement st =
+            (sql.prepare << "SELECT id, record, revision FROM tunnels WHERE id > :after"
+                            " AND deleted = 0 AND record LIKE '%\"direct\":{%'"
+                            " ORDER BY id LIMIT :limit",
+             soci::into(id), soci::into(json), soci::into(revision), soci::use(afterId),
+             soci::use(limit));
+        return fetchTunnels(st, id, json, revision);
+      });
+}
+
 Result<std::vector<StoredTunnel>> SqlStore::dueAlarms(int64_t nowMs, int limit) {
   if (limit < 1) return Error{ErrorKind::kInvalid, "dueAlarms limit must be >= 1"};
   return run<std::vector<StoredTunnel>>(

@@ -90,6 +90,11 @@ class TunnelStore {
   // new revision.
   virtual Result<int64_t> updateTunnel(const TunnelRecord& record, int64_t expectedRevision) = 0;
   virtual Result<std::vector<StoredTunnel>> listTunnels(const std::string& afterId, int limit) = 0;
+  // Tunnels not deleted whose record may name a direct target (docs/pools-direct.md), by id after
+  // `afterId`: a relay that starts a session must hear of them though it holds none of their
+  // bridges. The store filters on the record's text, so a caller checks the parsed record.
+  virtual Result<std::vector<StoredTunnel>> directTunnels(const std::string& afterId,
+                                                          int limit) = 0;
   // Renewal alarms due at or before now. clearAlarm fires an alarm once across processes: it
   // succeeds only if alarm_at still holds the value that was read.
   virtual Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) = 0;

@@ -15,6 +15,7 @@ constexpr std::array<std::string_view, StoreMetrics::kOperations> kOperationName
     "getTunnel",
     "updateTunnel",
     "listTunnels",
+    "directTunnels",
     "dueAlarms",
     "clearAlarm",
     "deletedAmong",

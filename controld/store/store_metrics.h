@@ -21,7 +21,7 @@ namespace ot::controld {
 class StoreMetrics {
  public:
   // One label value per Store method that touches the database (every one but poolStats).
-  static constexpr size_t kOperations = 35;
+  static constexpr size_t kOperations = 36;
 
   // Registers every operation's series at once, so each is scraped (as 0) before its first call.
   explicit StoreMetrics(metrics::Metrics& metrics);

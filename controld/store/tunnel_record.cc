@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -253,6 +254,11 @@ std::string newTunnelId() {
   id.push_back(kLetters[random[0] % kLetters.size()]);
   for (size_t i = 1; i < random.size(); ++i) id.push_back(kAlphabet[random[i] % kAlphabet.size()]);
   return id;
+}
+
+bool hasDirectOrigin(const TunnelRecord& record) {
+  return std::any_of(record.origins.begin(), record.origins.end(),
+                     [](const OriginEntry& origin) { return origin.direct.has_value(); });
 }
 
 }  // namespace ot::controld

@@ -74,6 +74,9 @@ struct TunnelRecord {
   [[nodiscard]] bool issuing() const { return certificate.state == CertificateState::kIssuing; }
 };
 
+// Whether any origin of the record has a direct target (the relays dial it).
+[[nodiscard]] bool hasDirectOrigin(const TunnelRecord& record);
+
 [[nodiscard]] std::string toJson(const TunnelRecord& record);
 // Reads what toJson writes. Pool members are checked only for type here; their rules (valid and
 // unique names, limits) are checkPool's.

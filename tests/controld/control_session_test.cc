@@ -170,6 +170,39 @@ TEST_CASE("control: a snapshot in parts becomes the relay's bridges; their recor
   }
 }
 
+TEST_CASE("control: after the snapshot, the records of tunnels with a direct origin follow") {
+  Harness h;
+  h.addTunnel(readyTunnel("alpha"));
+  TunnelRecord direct = readyTunnel("direct1");
+  direct.origins = {OriginEntry{"web-1", kNowMs, std::nullopt},
+                    OriginEntry{"web-2", kNowMs, DirectTarget{"origin.example:8443", 3}}};
+  const StoredTunnel stored = h.addTunnel(direct);
+  TunnelRecord gone = readyTunnel("direct2");
+  gone.origins = {OriginEntry{"web-1", kNowMs, DirectTarget{"origin.example:8443", 2}}};
+  gone.deletedAtMs = kNowMs - 5;
+  h.addTunnel(gone);
+  TunnelRecord reverse = readyTunnel("gamma");
+  reverse.origins = {OriginEntry{"web-1", kNowMs, std::nullopt}};
+  h.addTunnel(reverse);
+  auto stub = h.stub();
+
+  RelayClient relay(*stub);
+  relay.hello("machine-a", 1);
+  relay.snapshot({makeBridge("a1", "alpha")}, true);
+  // alpha for its bridge, then direct1 though the relay holds none of its bridges: the relay
+  // dials its origin web-2. Nothing for gamma (no direct origin) or the deleted direct2.
+  cv1::ControlMessage message = relay.read();
+  REQUIRE(message.kind_case() == cv1::ControlMessage::kTunnel);
+  CHECK(message.tunnel().tunnel_id() == "alpha");
+  message = relay.read();
+  REQUIRE(message.kind_case() == cv1::ControlMessage::kTunnel);
+  CHECK(message.tunnel().tunnel_id() == "direct1");
+  // (Its origins, direct target included, are the record conversion's: origin_direct_test.cc.)
+  CHECK(message.tunnel().revision() == static_cast<uint64_t>(stored.revision));
+  expectSentinel(h.hub(), relay);
+  REQUIRE(relay.close().ok());
+}
+
 TEST_CASE("control: a RelayBatch is offered and its messages apply in order, as if sent alone") {
   Harness h;
   auto stub = h.stub();

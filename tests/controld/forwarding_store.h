@@ -25,6 +25,9 @@ class ForwardingStore : public Store {
   Result<std::vector<StoredTunnel>> listTunnels(const std::string& afterId, int limit) override {
     return inner_.listTunnels(afterId, limit);
   }
+  Result<std::vector<StoredTunnel>> directTunnels(const std::string& afterId, int limit) override {
+    return inner_.directTunnels(afterId, limit);
+  }
   Result<std::vector<StoredTunnel>> dueAlarms(int64_t nowMs, int limit) override {
     return inner_.dueAlarms(nowMs, limit);
   }

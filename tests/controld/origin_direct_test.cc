@@ -244,6 +244,17 @@ TEST_CASE("direct target: stored on SQLite and MariaDB; a schema 2 database migr
     *sql << "SELECT record FROM tunnels WHERE id = 'abc'", soci::into(stored);
     CHECK(stored.find(R"("direct":{"address":"[2001:db8::1]:443","links":16})") !=
           std::string::npos);
+    // Found by the query a relay session's start uses; a tunnel without a target is not.
+    TunnelRecord plain = directRecord();
+    plain.id = "abd";
+    plain.hostname = "abd.tunnel.test";
+    plain.tokenSha256Hex = crypto::toHex(crypto::sha256("another-token"));
+    REQUIRE(store->insertTunnel(plain).ok());
+    auto direct = store->directTunnels("", 10);
+    REQUIRE(direct.ok());
+    REQUIRE(direct->size() == 1);
+    CHECK(direct->front().record.id == "abc");
+    CHECK(store->directTunnels("abc", 10)->empty());
 
     // Turned off again: the row holds no trace of it.
     changed.origins[0].direct.reset();
