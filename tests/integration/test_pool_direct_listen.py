@@ -5,14 +5,12 @@ TLS port, so from the first byte on relayd runs its normal inbound path on a con
 otunnel did not open. The links attach under the profile, carry visitors and show in
 `otunnel status`; a peer that is not the relay gets a ClientHello and nothing else.
 (The end-to-end test with relayd's own dialer is test_pool_direct.py, after the merge.)"""
-import glob
-import json
 import socket
 import subprocess
 import threading
-import urllib.request
 
 import harness
+import pool_harness as ph
 import relay_harness as rh
 
 LISTEN = "127.0.27.1"  # this file's loopback range
@@ -59,41 +57,22 @@ class Splice:
         self.relay.close()
 
 
-def _status(client, json_output=True):
-    args = [str(rh.OTUNNEL), "--state-dir", str(client.state_dir), "status"]
-    if json_output:
-        args.append("--json")
-    done = subprocess.run(args, capture_output=True, text=True, timeout=30,
+def _status_table(client):
+    done = subprocess.run([str(rh.OTUNNEL), "--state-dir", str(client.state_dir), "status"],
+                          capture_output=True, text=True, timeout=30,
                           env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL)
-    return done.returncode, (json.loads(done.stdout) if json_output else done.stdout)
+    return done.returncode, done.stdout
 
 
 def _wait_direct(client, predicate, what):
     def check():
         client._alive()
-        code, document = _status(client)
+        code, document = ph.otunnel_status(client.state_dir)
         if code != 0 or not document["tunnels"]:
             return None
         profile = document["tunnels"][0]["profiles"][0]
         return profile if predicate(profile) else None
     return harness.wait_until(check, 30, what)
-
-
-def _token(client):
-    for path in glob.glob(str(client.state_dir / "*.json")):
-        with open(path) as f:
-            document = json.load(f)
-        if document.get("token"):
-            return document["token"]
-    raise AssertionError("no tunnel state with a token")
-
-
-def _api_status(s, tunnel_id, token):
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{s.controld.port}/api/tunnel/{tunnel_id}/status",
-        headers={"Authorization": f"Bearer {token}", "Host": rh.DOMAIN})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)
 
 
 def test_a_listening_profile_attaches_over_connections_the_relay_side_opened(stack):
@@ -129,10 +108,12 @@ def test_a_listening_profile_attaches_over_connections_the_relay_side_opened(sta
             assert done.returncode == 0, done.stderr
             assert done.stdout == "hello from web\n"
         # The status report rides the accepted links to the relay: the owner sees the profile.
-        tid, token = client.tunnel_id, _token(client)
+        tid, token = client.tunnel_id, client.state()["token"]
 
         def reported():
-            body = _api_status(s, tid, token)
+            answer = s.relayd.api("GET", f"/api/tunnel/{tid}/status", token=token)
+            assert answer.status == 200, answer
+            body = answer.json()
             origin = next((o for o in body["origins"] if o["name"] == "web-1"), None)
             if origin is None or not origin.get("reported"):
                 return None
@@ -141,7 +122,7 @@ def test_a_listening_profile_attaches_over_connections_the_relay_side_opened(sta
         direct = harness.wait_until(reported, 30, "the relay's status shows the direct links")
         assert (direct["name"], direct["index"], direct["links"], direct["linksWanted"]) == \
             ("direct", 0, 2, 2)
-        code, table = _status(client, json_output=False)
+        code, table = _status_table(client)
         assert code == 0
         assert "0:direct" in table and f"listen {LISTEN} port {port}" in table and "2/2" in table
     finally:
