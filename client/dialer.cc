@@ -32,6 +32,19 @@ log::Logger& dialerLog() {
   static log::Logger logger{"client.dialer"};
   return logger;
 }
+
+// One line of a profile's status: a dialed address's pool, or a listening profile (which never
+// waits to redial: the relay dials).
+AddressStatus addressStatusOf(std::string address, const PoolStatus& s) {
+  AddressStatus a;
+  a.address = std::move(address);
+  a.wanted = s.links;
+  a.attached = s.attached;
+  a.streams = s.openConnections;
+  a.nextTryMs = s.nextRetryMs;
+  a.lastError = s.lastError;
+  return a;
+}
 }  // namespace
 
 Dialer::Dialer(uv_loop_t* loop, BridgeConfig base, std::vector<ProfileSpec> profiles,
@@ -302,13 +315,7 @@ DialerStatus Dialer::detailedStatus() const {
       const PoolStatus s = profile->listener->status();
       p.listen = true;
       p.refused = profile->listener->refused();
-      AddressStatus a;
-      a.address = "listen " + profile->spec.host;
-      a.wanted = s.links;
-      a.attached = s.attached;
-      a.streams = s.openConnections;
-      a.lastError = s.lastError;
-      p.addresses.push_back(std::move(a));
+      p.addresses.push_back(addressStatusOf("listen " + profile->spec.host, s));
       out.profiles.push_back(std::move(p));
       continue;
     }
@@ -316,14 +323,7 @@ DialerStatus Dialer::detailedStatus() const {
       const auto it = profile->pools.find(address);
       if (it == profile->pools.end()) continue;
       const PoolStatus s = it->second->status();
-      AddressStatus a;
-      a.address = address;
-      a.wanted = s.links;
-      a.attached = s.attached;
-      a.streams = s.openConnections;
-      a.nextTryMs = s.nextRetryMs;
-      a.lastError = s.lastError;
-      p.addresses.push_back(std::move(a));
+      p.addresses.push_back(addressStatusOf(address, s));
     }
     out.profiles.push_back(std::move(p));
   }

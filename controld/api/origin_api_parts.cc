@@ -1,11 +1,13 @@
 #include "controld/api/origin_api_parts.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "common/log_format.h"
+#include "controld/api/api_routes.h"
 
 namespace ot::controld::origin_api {
 namespace {
@@ -26,6 +28,27 @@ ApiResponse noSecret() {
 
 ApiResponse reply(int status, const Json& body) {
   return ApiResponse::json(status, body.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
+std::optional<OriginSecret> secretOr(const std::optional<OriginSecret>& given) {
+  return given ? given : installedOriginSecret();
+}
+
+std::variant<PoolWrite, ApiResponse> readPoolWrite(const ApiRequest& request) {
+  std::optional<std::string> token = bearerToken(request);
+  // Without a token nothing else about the request matters.
+  if (!token) {
+    return serviceErrorResponse({ServiceErrorKind::kUnauthorized, "a bearer token is required"});
+  }
+  auto body = readJsonBody(request, /*required=*/true);
+  if (auto* refused = std::get_if<ApiResponse>(&body)) return std::move(*refused);
+  return PoolWrite{std::move(token), std::move(std::get<Json>(body))};
+}
+
+OriginEntry* findOrigin(TunnelRecord& record, std::string_view name) {
+  const auto it = std::find_if(record.origins.begin(), record.origins.end(),
+                               [&](const OriginEntry& origin) { return origin.name == name; });
+  return it == record.origins.end() ? nullptr : &*it;
 }
 
 Json directJson(const std::optional<DirectTarget>& direct) {

@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "controld/api/api_router.h"
@@ -19,6 +21,20 @@ using Json = nlohmann::ordered_json;
 // Only before controld has read its secret (or in a test without one); never expected live.
 [[nodiscard]] ApiResponse noSecret();
 [[nodiscard]] ApiResponse reply(int status, const Json& body);
+
+// The secret credentials are derived under: `given` (tests), else the one controld installed.
+[[nodiscard]] std::optional<OriginSecret> secretOr(const std::optional<OriginSecret>& given);
+
+// A pool write's tunnel token and JSON body, or the answer refusing it: 401 without a token (then
+// the body is not read), else the body's own refusals (413, 415, 400).
+struct PoolWrite {
+  std::optional<std::string> token;
+  Json body;
+};
+[[nodiscard]] std::variant<PoolWrite, ApiResponse> readPoolWrite(const ApiRequest& request);
+
+// The record's origin of that name, or nullptr.
+[[nodiscard]] OriginEntry* findOrigin(TunnelRecord& record, std::string_view name);
 
 // {"address","links"}, or null when the origin has no direct target.
 [[nodiscard]] Json directJson(const std::optional<DirectTarget>& direct);

@@ -15,6 +15,7 @@ namespace ot::controld {
 namespace {
 
 using origin_api::badRequest;
+using origin_api::findOrigin;
 using origin_api::Json;
 using origin_api::noSecret;
 using origin_api::originJson;
@@ -26,24 +27,14 @@ ServiceError noSuchOrigin(const std::string& name) {
   return ServiceError{ServiceErrorKind::kNotFound, "the tunnel has no origin named " + name, 0};
 }
 
-OriginEntry* findOrigin(TunnelRecord& record, const std::string& name) {
-  const auto it = std::find_if(record.origins.begin(), record.origins.end(),
-                               [&](const OriginEntry& origin) { return origin.name == name; });
-  return it == record.origins.end() ? nullptr : &*it;
-}
-
 ApiResponse setDirect(TunnelService& service, const OriginApi& api, const ApiRequest& request,
                       const PathParams& params) {
-  const std::optional<std::string> token = bearerToken(request);
-  // Without a token nothing else about the request matters.
-  if (!token) {
-    return serviceErrorResponse({ServiceErrorKind::kUnauthorized, "a bearer token is required"});
-  }
-  auto body = readJsonBody(request, /*required=*/true);
-  if (auto* refused = std::get_if<ApiResponse>(&body)) return std::move(*refused);
-  auto target = directTargetFromJson(std::get<Json>(body));
+  auto write = origin_api::readPoolWrite(request);
+  if (auto* refused = std::get_if<ApiResponse>(&write)) return std::move(*refused);
+  const std::optional<std::string>& token = std::get<origin_api::PoolWrite>(write).token;
+  auto target = directTargetFromJson(std::get<origin_api::PoolWrite>(write).body);
   if (!target) return badRequest(target.error().message);
-  const auto secret = api.secret ? api.secret : installedOriginSecret();
+  const auto secret = origin_api::secretOr(api.secret);
   if (!secret) return noSecret();
 
   const std::string name(params.get("name"));

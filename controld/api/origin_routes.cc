@@ -26,7 +26,7 @@ using origin_api::routeDoc;
 using origin_api::withCommonResponses;
 
 std::optional<OriginSecret> secretOf(const OriginApi& api) {
-  return api.secret ? api.secret : installedOriginSecret();
+  return origin_api::secretOr(api.secret);
 }
 
 Json poolJson(const OriginSecret& secret, const TunnelRecord& record) {
@@ -58,14 +58,10 @@ ApiResponse getOrigins(TunnelService& service, const OriginApi& api, const ApiRe
 
 ApiResponse addOrigin(TunnelService& service, const OriginApi& api, const ApiRequest& request,
                       const PathParams& params) {
-  const std::optional<std::string> token = bearerToken(request);
-  // Without a token nothing else about the request matters.
-  if (!token) {
-    return serviceErrorResponse({ServiceErrorKind::kUnauthorized, "a bearer token is required"});
-  }
-  auto body = readJsonBody(request, /*required=*/true);
-  if (auto* refused = std::get_if<ApiResponse>(&body)) return std::move(*refused);
-  const Json& object = std::get<Json>(body);
+  auto write = origin_api::readPoolWrite(request);
+  if (auto* refused = std::get_if<ApiResponse>(&write)) return std::move(*refused);
+  const std::optional<std::string>& token = std::get<origin_api::PoolWrite>(write).token;
+  const Json& object = std::get<origin_api::PoolWrite>(write).body;
   const auto nameIt = object.find("name");
   if (nameIt == object.end() || !nameIt->is_string() ||
       !isValidOriginName(nameIt->get_ref<const std::string&>())) {
@@ -114,13 +110,10 @@ ApiResponse removeOrigin(TunnelService& service, const ApiRequest& request,
   auto changed = service.changeTunnel(
       params.get("id"), bearerToken(request),
       [&](TunnelRecord& record) -> std::optional<ServiceError> {
-        const auto listed =
-            std::find_if(record.origins.begin(), record.origins.end(),
-                         [&](const OriginEntry& origin) { return origin.name == name; });
-        if (listed == record.origins.end()) {
+        if (std::erase_if(record.origins,
+                          [&](const OriginEntry& origin) { return origin.name == name; }) == 0) {
           return ServiceError{ServiceErrorKind::kNotFound, "the tunnel has no such origin", 0};
         }
-        record.origins.erase(listed);
         return std::nullopt;
       });
   if (!changed) return serviceErrorResponse(changed.error());
@@ -150,13 +143,10 @@ ApiResponse rotate(TunnelService& service, const OriginApi& api, const ApiReques
 
 ApiResponse setBalancing(TunnelService& service, const OriginApi& api, const ApiRequest& request,
                          const PathParams& params) {
-  const std::optional<std::string> token = bearerToken(request);
-  if (!token) {
-    return serviceErrorResponse({ServiceErrorKind::kUnauthorized, "a bearer token is required"});
-  }
-  auto body = readJsonBody(request, /*required=*/true);
-  if (auto* refused = std::get_if<ApiResponse>(&body)) return std::move(*refused);
-  const Json& object = std::get<Json>(body);
+  auto write = origin_api::readPoolWrite(request);
+  if (auto* refused = std::get_if<ApiResponse>(&write)) return std::move(*refused);
+  const std::optional<std::string>& token = std::get<origin_api::PoolWrite>(write).token;
+  const Json& object = std::get<origin_api::PoolWrite>(write).body;
   std::optional<Balancing> mode;
   std::optional<int64_t> hold;
   if (const auto it = object.find("mode"); it != object.end()) {
