@@ -27,17 +27,7 @@ constexpr const char* kListenIp = "127.0.27.1";
 
 // A port on kListenIp where nothing listens (bound, then released), for a profile's fixed port.
 uint16_t freePort(uv_loop_t* loop) {
-  uv_tcp_t tcp;
-  uv_tcp_init(loop, &tcp);
-  sockaddr_in addr{};
-  uv_ip4_addr(kListenIp, 0, &addr);
-  REQUIRE(uv_tcp_bind(&tcp, reinterpret_cast<const sockaddr*>(&addr), 0) == 0);
-  sockaddr_storage bound{};
-  int len = sizeof bound;
-  uv_tcp_getsockname(&tcp, reinterpret_cast<sockaddr*>(&bound), &len);
-  uv_close(reinterpret_cast<uv_handle_t*>(&tcp), nullptr);
-  uv_run(loop, UV_RUN_NOWAIT);
-  return ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return unusedPort(loop, kListenIp);
 }
 
 BridgeConfig directConfig(uint16_t localPort) {

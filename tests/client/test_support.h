@@ -287,11 +287,11 @@ class LocalServer {
 };
 
 // A port on 127.0.0.1 where nothing listens (bound, then released).
-inline uint16_t unusedPort(uv_loop_t* loop) {
+inline uint16_t unusedPort(uv_loop_t* loop, const char* ip = "127.0.0.1") {
   uv_tcp_t tcp;
   uv_tcp_init(loop, &tcp);
   sockaddr_in addr{};
-  uv_ip4_addr("127.0.0.1", 0, &addr);
+  uv_ip4_addr(ip, 0, &addr);
   uv_tcp_bind(&tcp, reinterpret_cast<const sockaddr*>(&addr), 0);
   sockaddr_storage bound{};
   int len = sizeof bound;
