@@ -23,6 +23,7 @@
 #include "client/local_stream.h"
 #include "client/relay_transport.h"
 #include "client/stream_scheduler.h"
+#include "client/text_timing.h"
 #include "common/bridge_control.h"
 #include "common/log.h"
 
@@ -78,7 +79,8 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   [[nodiscard]] size_t connections() const { return streams_.size(); }
   [[nodiscard]] const std::string& bridgeId() const { return attached_.bridgeId; }
   // A control message (a `status` report) on the attached bridge; false when not attached.
-  bool sendText(const std::string& text);
+  // kWithNextPong lets it wait for our answer to the relay's next ping, at most a heartbeat.
+  bool sendText(const std::string& text, TextTiming timing = TextTiming::kNow);
 
  private:
   enum class Phase : uint8_t { kConnecting, kAwaitingAttached, kAttached };
@@ -149,6 +151,7 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   uint32_t highestOpened_ = 0;
   uint64_t attemptDeadlineMs_ = 0;
   uint64_t lastPingMs_ = 0;
+  uint64_t heldTextSinceMs_ = 0;  // when a kWithNextPong text began to wait (0: none waits)
 };
 
 }  // namespace ot::client

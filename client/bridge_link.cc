@@ -173,8 +173,8 @@ void BridgeLink::onTimerClosed(uv_handle_t* handle) {
   self->host_.onLinkStopped();  // the pool may delete the link later, not here
 }
 
-bool BridgeLink::sendText(const std::string& text) {
-  return current_ != nullptr && current_->sendText(text);
+bool BridgeLink::sendText(const std::string& text, TextTiming timing) {
+  return current_ != nullptr && current_->sendText(text, timing);
 }
 
 LinkStatus BridgeLink::status() const {

@@ -61,7 +61,7 @@ class BridgeLink final : private SessionHost {
 
   [[nodiscard]] LinkStatus status() const;
   // A control message on the link's attached bridge; false when none is attached.
-  bool sendText(const std::string& text);
+  bool sendText(const std::string& text, TextTiming timing = TextTiming::kNow);
   [[nodiscard]] bool stopped() const { return state_ == State::kStopped; }
 
  private:

@@ -169,9 +169,9 @@ void BridgePool::updateCertificate(std::string certificateChainPem, std::string 
   impl_->updateCertificate(std::move(certificateChainPem), std::move(privateKeyPem));
 }
 
-size_t BridgePool::sendToAttached(const std::string& text) {
+size_t BridgePool::sendToAttached(const std::string& text, TextTiming timing) {
   size_t sent = 0;
-  for (auto& link : impl_->links) sent += link->sendText(text) ? 1U : 0U;
+  for (auto& link : impl_->links) sent += link->sendText(text, timing) ? 1U : 0U;
   return sent;
 }
 

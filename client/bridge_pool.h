@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "client/text_timing.h"
+
 namespace ot::client {
 
 struct LocalTarget {
@@ -91,7 +93,7 @@ class BridgePool {
 
   [[nodiscard]] PoolStatus status() const;
   // A control message on every attached link; how many took it.
-  size_t sendToAttached(const std::string& text);
+  size_t sendToAttached(const std::string& text, TextTiming timing = TextTiming::kNow);
 
  private:
   struct Impl;

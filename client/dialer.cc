@@ -287,12 +287,12 @@ PoolStatus Dialer::status() const {
   return out;
 }
 
-size_t Dialer::sendToAttached(const std::string& text) {
+size_t Dialer::sendToAttached(const std::string& text, TextTiming timing) {
   if (stopping_) return 0;
   size_t sent = 0;
   for (auto& profile : profiles_) {
-    for (auto& [address, pool] : profile->pools) sent += pool->sendToAttached(text);
-    if (profile->listener) sent += profile->listener->sendToAttached(text);
+    for (auto& [address, pool] : profile->pools) sent += pool->sendToAttached(text, timing);
+    if (profile->listener) sent += profile->listener->sendToAttached(text, timing);
   }
   return sent;
 }

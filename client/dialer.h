@@ -51,7 +51,7 @@ class Dialer {
   // Per profile and address, for the status file.
   [[nodiscard]] DialerStatus detailedStatus() const;
   // A control message on every attached link of every profile (status_report.h); how many.
-  size_t sendToAttached(const std::string& text);
+  size_t sendToAttached(const std::string& text, TextTiming timing = TextTiming::kNow);
 
  private:
   struct Profile;

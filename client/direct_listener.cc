@@ -409,9 +409,9 @@ uint16_t DirectListener::boundPort() const {
   return impl_->socket.port();
 }
 
-size_t DirectListener::sendToAttached(const std::string& text) {
+size_t DirectListener::sendToAttached(const std::string& text, TextTiming timing) {
   size_t sent = 0;
-  for (auto& session : impl_->sessions) sent += session->sendText(text) ? 1U : 0U;
+  for (auto& session : impl_->sessions) sent += session->sendText(text, timing) ? 1U : 0U;
   return sent;
 }
 

@@ -60,7 +60,7 @@ class DirectListener {
   [[nodiscard]] uint64_t refused() const;
   // The port bound (the one picked for port 0); 0 before start() or when it failed.
   [[nodiscard]] uint16_t boundPort() const;
-  size_t sendToAttached(const std::string& text);
+  size_t sendToAttached(const std::string& text, TextTiming timing = TextTiming::kNow);
 
  private:
   struct Impl;

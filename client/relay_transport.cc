@@ -238,7 +238,7 @@ void RelayTransport::consumeWebSocket(std::span<uint8_t> data) {
         break;
       case ws::ReadEvent::kControl:
         if (step.opcode == ws::Opcode::kPing && state_ == State::kOpen) {
-          (void)sendFrame(ws::Opcode::kPong, {}, step.payload);
+          sendPong(step.payload);
         } else if (step.opcode == ws::Opcode::kClose) {
           onPeerClose(step.closeCode, step.closeReason());
         }
@@ -271,7 +271,39 @@ void RelayTransport::onPeerClose(uint16_t code, std::string_view reason) {
   }
 }
 
+void RelayTransport::sendPong(std::span<const uint8_t> payload) {
+  if (heldText_.empty()) {
+    (void)sendFrame(ws::Opcode::kPong, {}, payload);
+    return;
+  }
+  // Both frames in one buffer: one TLS record, one write.
+  if (!flushBatch()) return;
+  std::vector<uint8_t> frames = std::move(frameScratch_);
+  frames.clear();
+  appendBridgeFrame(frames, ws::Opcode::kPong, {}, payload);
+  appendBridgeFrame(frames, ws::Opcode::kText, {},
+                    {reinterpret_cast<const uint8_t*>(heldText_.data()), heldText_.size()});
+  heldText_.clear();
+  const bool written = tls_->write(frames);
+  frameScratch_ = std::move(frames);
+  if (!written) lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
+}
+
+bool RelayTransport::holdTextForPong(std::string text) {
+  if (state_ != State::kOpen) return false;
+  heldText_ = std::move(text);
+  return true;
+}
+
+bool RelayTransport::flushHeldText() {
+  if (heldText_.empty()) return true;
+  const std::string text = std::move(heldText_);
+  heldText_.clear();
+  return sendText(text);
+}
+
 bool RelayTransport::sendText(std::string_view text) {
+  heldText_.clear();  // a message sent now is newer than a held one
   return sendFrame(ws::Opcode::kText, {},
                    {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }

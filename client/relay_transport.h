@@ -84,9 +84,16 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
 
   // Frames with the mask bit set and a zero key (relay_frame.h); false when the connection is
   // not open for messages (nothing sent).
-  bool sendText(std::string_view text);
+  bool sendText(std::string_view text);  // drops a text held for the pong: this one is newer
   bool sendBinary(std::span<const uint8_t> head, std::span<const uint8_t> payload);
   bool sendPing(std::span<const uint8_t> payload);
+  // A text message that may wait: it goes in the same TLS record as our answer to the relay's
+  // next ping, so the relay reads both with one wakeup (an idle bridge's status refresh,
+  // docs/capacity.md "Idle"), or alone with flushHeldText(). A newer one replaces it. False when
+  // the connection is not open for messages.
+  bool holdTextForPong(std::string text);
+  [[nodiscard]] bool holdingText() const { return !heldText_.empty(); }
+  bool flushHeldText();
   // sendBinary inside a batch, keeping a reference to `payload` instead of a copy: the caller
   // guarantees it stays valid and unchanged until the outermost endBatch(). The frames are then
   // sealed into TLS records straight from it (TlsStream::writeGather). Outside a batch: sendBinary.
@@ -181,6 +188,7 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
                  std::span<const uint8_t> payload);
   // Encrypts and sends the held frames (false when the transport failed or is closing).
   bool flushBatch();
+  void sendPong(std::span<const uint8_t> payload);  // with the held text, if any
   void writeRaw(std::vector<uint8_t> bytes);
   // The connection ended on its own (not by close()/abort()): tell the listener once.
   void fail(std::string text, int httpStatus = 0, std::string tag = {}, bool permanent = false,
@@ -205,6 +213,7 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   std::optional<RelayUpgrade> upgrade_;  // from the TLS handshake to the 101
   ws::MessageReader reader_;
   std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)
+  std::string heldText_;               // holdTextForPong's message, not yet sent
   // The frames held by beginBatch, in order: bytes copied into batch_, and borrowed payloads.
   // pieces_ lists them in order once a borrowed one is held (empty: batch_ is all of it).
   struct HeldPiece {

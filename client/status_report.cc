@@ -73,11 +73,12 @@ void StatusReporter::tick() {
   if (closed_) return;
   bridge::StatusReport current = statusReportOf(source_());
   const uint64_t now = uv_now(loop_);
-  if (sent_ && !reportChanged(last_, current, now - lastSentMs_) &&
-      now - lastSentMs_ < kReportRefreshMs)
-    return;
+  const bool changed = !sent_ || reportChanged(last_, current, now - lastSentMs_);
+  if (!changed && now - lastSentMs_ < kReportRefreshMs) return;
   // Not sent anywhere (no link up yet): try again on the next tick.
-  if (broadcast_(bridge::serializeStatus(current)) == 0) return;
+  if (broadcast_(bridge::serializeStatus(current),
+                 changed ? TextTiming::kNow : TextTiming::kWithNextPong) == 0)
+    return;
   sent_ = true;
   last_ = std::move(current);
   lastSentMs_ = now;

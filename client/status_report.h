@@ -5,7 +5,9 @@
 // The report covers the whole origin and goes out on every attached link: the links of one origin
 // may end on different relay machines, each of which answers for its own bridges, and a report
 // that rode on one link only would vanish with it. A one-second tick sends it when it changed
-// (the wait's countdown aside) and otherwise once a minute (kReportRefreshMs). A relay older than
+// (the wait's countdown aside) and otherwise once a minute (kReportRefreshMs); that refresh waits
+// on each link for our answer to the relay's next ping and rides in its TLS record, so an idle
+// relay reads it without a wakeup of its own (docs/capacity.md, "Idle"). A relay older than
 // the `status` message ignores it (protocol.md 4.5: text after attach is ignored), so nothing is
 // gated on the relay's version. Loop thread only.
 #pragma once
@@ -17,6 +19,7 @@
 #include <string>
 
 #include "client/dialer_status.h"
+#include "client/text_timing.h"
 #include "common/bridge_control.h"
 
 namespace ot::client {
@@ -43,8 +46,9 @@ inline constexpr uint64_t kWaitSlackMs = 1'000;
 class StatusReporter {
  public:
   using Source = std::function<DialerStatus()>;
-  // Sends the text on every attached link; returns how many took it.
-  using Broadcast = std::function<size_t(const std::string& text)>;
+  // Sends the text on every attached link (a refresh: with each link's next pong); returns how
+  // many took it.
+  using Broadcast = std::function<size_t(const std::string& text, TextTiming timing)>;
 
   StatusReporter(uv_loop_t* loop, Source source, Broadcast broadcast);
   StatusReporter(const StatusReporter&) = delete;

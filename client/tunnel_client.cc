@@ -85,7 +85,9 @@ TunnelClient::TunnelClient(const CommandLine& line, ApiClientOptions apiOptions,
                                      [this] { return pool_->detailedStatus(); });
   statusReporter_ = std::make_unique<StatusReporter>(
       loop, [this] { return pool_->detailedStatus(); },
-      [this](const std::string& text) { return pool_->sendToAttached(text); });
+      [this](const std::string& text, TextTiming timing) {
+        return pool_->sendToAttached(text, timing);
+      });
   if (!line.credential.empty()) {
     // A second origin has no token to ask the API with: its certificate comes from the state
     // file copied from the owner, re-read now and then (origin_material.h).

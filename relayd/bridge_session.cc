@@ -134,9 +134,8 @@ void BridgeSession::handleMessage(ws::ReadStep& step) {
     // Text after attach: a `status` report is kept, anything else ignored (protocol.md 4.5).
     if (phase_ == Phase::kAttached) {
       const std::span<const uint8_t> text = step.message();
-      auto report = bridge::parseAttachedClientMessage(
-          std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
-      if (report.ok()) relay_.bridgeStatus(this, std::move(report).value());
+      relay_.bridgeStatus(
+          this, std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
     }
     return;
   }

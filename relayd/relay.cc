@@ -73,6 +73,8 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     : context_(context),
       table_(MachineLimits{static_cast<uint32_t>(context.config.maxConnsPerBridge),
                            static_cast<uint32_t>(context.config.maxConnsPerTunnel), 256}),
+      // One report per origin with a bridge here: never more than the connections admitted.
+      statusStore_(std::max<size_t>(kMaxStatusEntries, context.maxConnections)),
       apiProxy_(context.loop, context.config.apiSocket),
       attachGuard_(attachFailureLimits(context.config)),
       health_(context.config.controlDownGraceMs, context.nowMs()) {
@@ -376,9 +378,14 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
              {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
 }
 
-void Relay::bridgeStatus(BridgeSession* bridge, bridge::StatusReport report) {
-  (void)statusStore_.record(bridge->tunnelId(), bridge->attachRequest().origin, bridge->key(),
-                            std::move(report), context_.nowMs());
+void Relay::bridgeStatus(BridgeSession* bridge, std::string_view text) {
+  const std::string& origin = bridge->attachRequest().origin;
+  const uint64_t now = context_.nowMs();
+  if (statusStore_.touch(bridge->tunnelId(), origin, bridge->key(), text, now)) return;
+  auto report = bridge::parseAttachedClientMessage(text);
+  if (report.ok())
+    (void)statusStore_.record(bridge->tunnelId(), origin, bridge->key(), std::move(report).value(),
+                              text, now);
 }
 
 void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, const std::string& origin,

@@ -71,7 +71,7 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   }
   void streamClosed(const std::string& tunnelId, uint64_t bridgeKey, const std::string& origin,
                     uint64_t bytesIn, uint64_t bytesOut) override;
-  void bridgeStatus(BridgeSession* bridge, bridge::StatusReport report) override;
+  void bridgeStatus(BridgeSession* bridge, std::string_view text) override;
 
   // --- visitors
   // A visitor whose ClientHello named a tunnel: pick a bridge and splice, or close and count.

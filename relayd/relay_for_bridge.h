@@ -29,8 +29,9 @@ class RelayForBridge {
   virtual void bridgeDetached(BridgeSession* bridge, DetachOutcome reason) = 0;
   // The bridge drains: no new visitors for it.
   virtual void bridgeDraining(const std::string& tunnelId, uint64_t bridgeKey) = 0;
-  // The attached bridge's otunnel sent a `status` report (docs/pools-status.md).
-  virtual void bridgeStatus(BridgeSession* /*bridge*/, bridge::StatusReport /*report*/) {}
+  // The attached bridge's otunnel sent a text message: a `status` report (docs/pools-status.md)
+  // is kept, anything else ignored (protocol.md 4.5).
+  virtual void bridgeStatus(BridgeSession* /*bridge*/, std::string_view /*text*/) {}
   // One of the bridge's streams ended, with its bytes in each direction and the origin the
   // bridge attached as ("" unnamed), for usage per origin.
   virtual void streamClosed(const std::string& tunnelId, uint64_t bridgeKey,

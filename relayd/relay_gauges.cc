@@ -34,8 +34,15 @@ void RelayGauges::onTimer(uv_timer_t* handle) {
 }
 
 void RelayGauges::refresh() {
-  const int64_t deadline = unixNowMs() + kCertificateExpiringWindow.count();
-  metrics_.certificatesExpiring.Set(static_cast<double>(table_.certificatesExpiringBy(deadline)));
+  const uint64_t now = uv_now(loop_);
+  if (!counted_ || table_.changes() != countedChanges_ ||
+      now - countedAtMs_ >= kCertificateCountTtlMs) {
+    const int64_t deadline = unixNowMs() + kCertificateExpiringWindow.count();
+    metrics_.certificatesExpiring.Set(static_cast<double>(table_.certificatesExpiringBy(deadline)));
+    counted_ = true;
+    countedAtMs_ = now;
+    countedChanges_ = table_.changes();
+  }
   metrics_.loopHandles.Set(static_cast<double>(handleCount(loop_)));
 }
 

@@ -7,11 +7,28 @@ namespace ot::relayd {
 
 namespace v1 = opentunnel::control::v1;
 
+size_t StatusStore::KeyHash::operator()(const KeyView& key) const noexcept {
+  const size_t tunnel = std::hash<std::string_view>{}(key.first);
+  return tunnel ^ (std::hash<std::string_view>{}(key.second) + 0x9e3779b97f4a7c15ULL +
+                   (tunnel << 6) + (tunnel >> 2));
+}
+
+bool StatusStore::touch(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
+                        std::string_view text, uint64_t nowMs) {
+  auto it = entries_.find(KeyView(tunnelId, origin));
+  if (it == entries_.end() || it->second.text != text) return false;
+  Entry& entry = it->second;
+  entry.receivedAtMs = nowMs;
+  if (std::find(entry.senders.begin(), entry.senders.end(), bridgeKey) == entry.senders.end())
+    entry.senders.push_back(bridgeKey);
+  return true;
+}
+
 bool StatusStore::record(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
-                         bridge::StatusReport report, uint64_t nowMs) {
-  auto it = entries_.find(Key(tunnelId, origin));
+                         bridge::StatusReport report, std::string_view text, uint64_t nowMs) {
+  auto it = entries_.find(KeyView(tunnelId, origin));
   if (it == entries_.end()) {
-    if (entries_.size() >= kMaxStatusEntries) {
+    if (entries_.size() >= maxEntries_) {
       ++dropped_;
       return false;
     }
@@ -19,6 +36,7 @@ bool StatusStore::record(const std::string& tunnelId, const std::string& origin,
   }
   Entry& entry = it->second;
   entry.report = std::move(report);
+  entry.text.assign(text);
   entry.receivedAtMs = nowMs;
   if (std::find(entry.senders.begin(), entry.senders.end(), bridgeKey) == entry.senders.end())
     entry.senders.push_back(bridgeKey);
@@ -27,7 +45,7 @@ bool StatusStore::record(const std::string& tunnelId, const std::string& origin,
 
 void StatusStore::forget(const std::string& tunnelId, const std::string& origin,
                          uint64_t bridgeKey) {
-  auto it = entries_.find(Key(tunnelId, origin));
+  auto it = entries_.find(KeyView(tunnelId, origin));
   if (it == entries_.end()) return;
   auto& senders = it->second.senders;
   senders.erase(std::remove(senders.begin(), senders.end(), bridgeKey), senders.end());
@@ -54,7 +72,7 @@ v1::TunnelStatusReply StatusStore::reply(const std::string& tunnelId,
   for (auto& [origin, profiles] : origins) {
     v1::OriginStatus* o = out.add_origins();
     o->set_name(origin);
-    const auto found = entries_.find(Key(tunnelId, origin));
+    const auto found = entries_.find(KeyView(tunnelId, origin));
     const Entry* entry = found == entries_.end() ? nullptr : &found->second;
     uint64_t age = 0;
     if (entry != nullptr) {

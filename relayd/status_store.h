@@ -3,15 +3,23 @@
 // the reply to controld's TunnelStatusQuery, which puts next to them what relayd sees itself: the
 // bridges attached here per origin and profile and their open streams.
 //
-// Memory is bounded: one report per (tunnel, origin) with a bridge here that sent one, at most
-// kMaxStatusEntries of them (a report for a new origin beyond that is dropped and counted), each
-// report bounded by the message limits (bridge_control.h). A report goes when the last bridge of
-// its origin that sent one detaches. Pure: no I/O, time is passed in. Loop thread only.
+// Memory is bounded: one report per (tunnel, origin) with a bridge here that sent one, so never
+// more than the bridges, and at most `maxEntries` (the relay passes its connection cap; a report
+// for a new origin beyond it is dropped and counted), each report bounded by the message limits
+// (bridge_control.h). A report goes when the last bridge of its origin that sent one detaches.
+//
+// Reports arrive once a minute from every bridge (otunnel's refresh), so the lookup is a hash
+// over (tunnel, origin) without copying either, and a report whose text is the stored one's
+// (the refresh, and the same report on the origin's other links) only has the stored one's age
+// reset (touch), without being parsed again. Pure: no I/O,
+// time is passed in. Loop thread only.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -20,6 +28,7 @@
 
 namespace ot::relayd {
 
+// The bound when none is given (tests); relayd passes its connection cap.
 inline constexpr size_t kMaxStatusEntries = 4096;
 
 // One attached bridge as the reply counts it.
@@ -32,9 +41,16 @@ struct StatusBridge {
 
 class StatusStore {
  public:
+  explicit StatusStore(size_t maxEntries = kMaxStatusEntries) : maxEntries_(maxEntries) {}
+
   // A bridge of tunnel/origin sent `report`. false when dropped (the store is full).
+  // `text` is the message it was parsed from.
   bool record(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
-              bridge::StatusReport report, uint64_t nowMs);
+              bridge::StatusReport report, std::string_view text, uint64_t nowMs);
+  // A bridge of tunnel/origin sent `text`: when it is the text of the stored report, that report
+  // counts as received now from this bridge too (true). false otherwise: parse it and record().
+  bool touch(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
+             std::string_view text, uint64_t nowMs);
   // The bridge detached: its origin's report goes once no bridge that sent one is left.
   void forget(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey);
 
@@ -48,11 +64,27 @@ class StatusStore {
  private:
   struct Entry {
     bridge::StatusReport report;
+    std::string text;  // what it was parsed from
     uint64_t receivedAtMs = 0;
     std::vector<uint64_t> senders;  // bridges of the origin that sent a report
   };
   using Key = std::pair<std::string, std::string>;  // tunnel, origin
-  std::map<Key, Entry> entries_;
+  using KeyView = std::pair<std::string_view, std::string_view>;
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(const KeyView& key) const noexcept;
+    size_t operator()(const Key& key) const noexcept { return (*this)(KeyView(key)); }
+  };
+  struct KeyEqual {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const noexcept {
+      return std::string_view(a.first) == std::string_view(b.first) &&
+             std::string_view(a.second) == std::string_view(b.second);
+    }
+  };
+  std::unordered_map<Key, Entry, KeyHash, KeyEqual> entries_;
+  size_t maxEntries_;
   uint64_t dropped_ = 0;
 };
 

@@ -18,6 +18,7 @@ bool hashEquals(const Sha256& expected, std::string_view secret) {
 }  // namespace
 
 bool TunnelTable::upsertRecord(const std::string& tunnelId, CachedRecord record) {
+  ++changes_;
   Tunnel& tunnel = tunnels_[tunnelId];
   missing_.erase(tunnelId);
   tunnel.used = true;
@@ -43,6 +44,7 @@ size_t TunnelTable::certificatesExpiringBy(int64_t deadlineUnixMs) const {
 }
 
 void TunnelTable::markDeleted(const std::string& tunnelId) {
+  ++changes_;
   Tunnel& tunnel = tunnels_[tunnelId];
   tunnel.used = true;
   tunnel.haveRecord = true;
@@ -51,6 +53,7 @@ void TunnelTable::markDeleted(const std::string& tunnelId) {
 }
 
 void TunnelTable::dropRecord(const std::string& tunnelId) {
+  ++changes_;
   auto it = tunnels_.find(tunnelId);
   if (it == tunnels_.end()) return;
   it->second.haveRecord = false;
@@ -100,6 +103,7 @@ std::vector<std::string> TunnelTable::recheckNegative() {
 }
 
 TunnelTable::Sweep TunnelTable::sweep(uint64_t nowMs, bool dropIdle) {
+  ++changes_;
   Sweep result;
   std::erase_if(missing_, [nowMs](const auto& entry) { return entry.second <= nowMs; });
   for (auto it = tunnels_.begin(); it != tunnels_.end();) {
@@ -194,6 +198,7 @@ BridgeOrigin TunnelTable::classifyAttach(const CachedRecord* record, std::string
 void TunnelTable::addBridge(const std::string& tunnelId, uint64_t bridgeKey,
                             std::vector<std::string> routes, uint32_t maxConns, BridgeOrigin origin,
                             uint64_t nowMs) {
+  ++changes_;
   Tunnel& tunnel = tunnels_[tunnelId];
   for (const auto& route : routes) ++tunnel.routeClaims[route];
   const bool firstOfOrigin =
@@ -233,6 +238,7 @@ const BridgeOrigin* TunnelTable::bridgeOrigin(std::string_view tunnelId, uint64_
 }
 
 void TunnelTable::removeBridge(const std::string& tunnelId, uint64_t bridgeKey, uint64_t nowMs) {
+  ++changes_;
   auto it = tunnels_.find(tunnelId);
   if (it == tunnels_.end()) return;
   Tunnel& tunnel = it->second;

@@ -151,6 +151,9 @@ class TunnelTable {
   // Tunnels with a bridge here whose certificate (ready when its record came) expires at or
   // before `deadlineUnixMs`: opentunnel_certificates_expiring. O(tunnels), at scrape time.
   [[nodiscard]] size_t certificatesExpiringBy(int64_t deadlineUnixMs) const;
+  // Bumped by every change to records and bridges (what the count above reads), so a count can
+  // be reused while nothing changed.
+  [[nodiscard]] uint64_t changes() const { return changes_; }
 
   // Chooses the bridge for a visitor of <route>.<id> (docs/pools-choice.md). Usable bridges:
   // not draining, claiming the route, with room. First the origin, by rendezvous hashing of
@@ -198,6 +201,7 @@ class TunnelTable {
 
   MachineLimits limits_;
   std::unordered_map<std::string, Tunnel> tunnels_;
+  uint64_t changes_ = 0;
   std::unordered_map<std::string, uint64_t> missing_;  // id -> expiry (ms)
   size_t bridgeCount_ = 0;
   std::vector<OriginCandidate> candidates_;  // pickBridge's scratch: no allocation per pick

@@ -215,6 +215,45 @@ TEST_CASE("client bridge: pings are answered at once with the same payload") {
   CHECK(relay.latest().pongs == std::vector<std::string>{"are you there"});
 }
 
+TEST_CASE("client bridge: a text held for the next pong rides in the pong's TLS record") {
+  TestLoop loop;
+  FakeRelay relay(loop);
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  REQUIRE(pool->sendToAttached("first", ot::client::TextTiming::kWithNextPong) == 1);
+  // A newer one replaces it; nothing goes out before the relay's ping.
+  REQUIRE(pool->sendToAttached("second", ot::client::TextTiming::kWithNextPong) == 1);
+  loop.runFor(200);
+  CHECK(relay.latest().texts.empty());
+  const uint64_t records = relay.latest().recordsFromClient;
+  relay.latest().sendPing("p");
+  REQUIRE(loop.runUntil([&] { return !relay.latest().texts.empty(); }));
+  CHECK(relay.latest().pongs == std::vector<std::string>{"p"});
+  CHECK(relay.latest().texts == std::vector<std::string>{"second"});
+  CHECK(relay.latest().recordsFromClient == records + 1);  // both in one record
+  // The next pong goes alone; a text sent now goes at once, alone.
+  relay.latest().sendPing("q");
+  REQUIRE(loop.runUntil([&] { return relay.latest().pongs.size() == 2; }));
+  REQUIRE(pool->sendToAttached("now", ot::client::TextTiming::kNow) == 1);
+  REQUIRE(loop.runUntil([&] { return relay.latest().texts.size() == 2; }));
+  CHECK(relay.latest().texts.back() == "now");
+}
+
+TEST_CASE("client bridge: a held text goes alone when no ping comes within a heartbeat") {
+  TestLoop loop;
+  FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) { o.heartbeatMs = 1000; }));
+  PoolUnderTest pool(loop, testConfig(relay.port(), 1, false));
+  pool->start();
+  REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
+  const uint64_t heldAt = loop.now();
+  REQUIRE(pool->sendToAttached("report", ot::client::TextTiming::kWithNextPong) == 1);
+  REQUIRE(loop.runUntil([&] { return !relay.latest().texts.empty(); }, 3000));
+  CHECK(loop.now() - heldAt >= 1000);
+  CHECK(relay.latest().texts == std::vector<std::string>{"report"});
+  CHECK(relay.latest().pongs.empty());
+}
+
 TEST_CASE("client bridge: a silent relay is pinged, then abandoned with 1001") {
   TestLoop loop;
   FakeRelay relay(loop, relayOptions([](FakeRelayOptions& o) {

@@ -88,6 +88,8 @@ class FakeBridge {
   std::vector<uint16_t> closeCodes;  // close frames from the client
   std::vector<std::string> pings;    // payloads of the client's pings
   std::vector<std::string> pongs;    // payloads of the client's pongs
+  std::vector<std::string> texts;    // text messages after attach (status reports)
+  uint64_t recordsFromClient = 0;    // TLS records received (counted from their headers)
   std::vector<std::string> badFrames;
   bool tcpClosed = false;
   uint64_t messages = 0;
@@ -164,6 +166,23 @@ class FakeBridge {
   };
 
   void onBytes(std::span<const uint8_t> bytes);
+  // Walks the record headers (5 bytes: type, version, length) across reads.
+  void countRecords(std::span<const uint8_t> bytes) {
+    for (const uint8_t byte : bytes) {
+      if (recordBodyLeft_ > 0) {
+        --recordBodyLeft_;
+        continue;
+      }
+      recordHeader_[recordHeaderHave_++] = byte;
+      if (recordHeaderHave_ < 5) continue;
+      recordHeaderHave_ = 0;
+      recordBodyLeft_ = static_cast<size_t>(recordHeader_[3]) << 8 | recordHeader_[4];
+      ++recordsFromClient;
+    }
+  }
+  uint8_t recordHeader_[5] = {};
+  size_t recordHeaderHave_ = 0;
+  size_t recordBodyLeft_ = 0;
   void onPlaintext(std::span<uint8_t> bytes);
   void onUpgradeRequest();
   void onMessage(ws::ReadStep& step);
@@ -335,6 +354,7 @@ inline void FakeBridge::closeTcp() {
 
 inline void FakeBridge::onBytes(std::span<const uint8_t> bytes) {
   bytesFromClient += bytes.size();
+  countRecords(bytes);
   if (relay_.options.silent) return;
   tls_->feed(bytes);
   if (!tls_->handshakeDone()) {
@@ -436,6 +456,10 @@ inline void FakeBridge::onMessage(ws::ReadStep& step) {
       if (pendingWrites_ == 0) closeTcp();
       return;
     case ws::Opcode::kText:
+      if (attachedSent) {
+        texts.push_back(payload);
+        return;
+      }
       onAttach(payload);
       return;
     case ws::Opcode::kBinary:

@@ -258,7 +258,7 @@ void LoadBridge::consumeWebSocket(std::span<uint8_t> data) {
       case ws::ReadEvent::kControl:
         if (step.opcode == ws::Opcode::kPing) {
           counters_.pingsAnswered.fetch_add(1, std::memory_order_relaxed);
-          sendFrame(ws::Opcode::kPong, step.payload);
+          sendPong(step.payload);
         } else if (step.opcode == ws::Opcode::kClose) {
           if (step.closeCode == ws::kCloseServiceRestart)
             counters_.closes1012.fetch_add(1, std::memory_order_relaxed);
@@ -293,6 +293,8 @@ void LoadBridge::onText(std::string_view text) {
     phase_ = Phase::kAttached;
     backoff_.attached();
     heartbeatMs_ = attached->heartbeatMs;
+    statusSent_ = false;
+    statusHeldSinceMs_ = 0;
     reader_->setMaxMessageSize(bridge::kMaxMessageAfterAttach);
     counters_.attaches.fetch_add(1, std::memory_order_relaxed);
     counters_.bridgesUp.fetch_add(1, std::memory_order_relaxed);
@@ -372,6 +374,45 @@ void LoadBridge::onBinary(std::span<const uint8_t> message) {
   }
 }
 
+namespace {
+
+// What a one-link otunnel with its one unnamed profile up reports (client::statusReportOf).
+std::span<const uint8_t> statusReportText() {
+  static const std::string text = [] {
+    bridge::ProfileReport profile;
+    profile.linksWanted = 1;
+    profile.linksUp = 1;
+    return bridge::serializeStatus(bridge::StatusReport{{profile}});
+  }();
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+}  // namespace
+
+void LoadBridge::sendStatusReport(uint64_t now) {
+  statusSent_ = true;
+  statusHeldSinceMs_ = 0;
+  lastStatusMs_ = now;
+  counters_.statusReports.fetch_add(1, std::memory_order_relaxed);
+  sendFrame(ws::Opcode::kText, statusReportText());
+}
+
+void LoadBridge::sendPong(std::span<const uint8_t> payload) {
+  if (statusHeldSinceMs_ == 0) {
+    sendFrame(ws::Opcode::kPong, payload);
+    return;
+  }
+  // The held refresh rides in the pong's TLS record, as otunnel sends it.
+  std::vector<uint8_t> frames = ws::buildFrame(ws::Opcode::kPong, payload, randomMask());
+  const std::vector<uint8_t> text =
+      ws::buildFrame(ws::Opcode::kText, statusReportText(), randomMask());
+  frames.insert(frames.end(), text.begin(), text.end());
+  statusHeldSinceMs_ = 0;
+  lastStatusMs_ = uv_now(loop_);
+  counters_.statusReports.fetch_add(1, std::memory_order_relaxed);
+  if (!tls_->write(frames)) endAs(closedBeforeAttached(ws::kCloseAbnormal));
+}
+
 void LoadBridge::sendFrame(ws::Opcode opcode, std::span<const uint8_t> payload) {
   const std::vector<uint8_t> frame = ws::buildFrame(opcode, payload, randomMask());
   if (!tls_->write(frame)) endAs(closedBeforeAttached(ws::kCloseAbnormal));
@@ -403,6 +444,16 @@ void LoadBridge::onTimer() {
         // silence, so a healthy relay's own ping always comes first.
         lastPingMs_ = now;
         sendFrame(ws::Opcode::kPing, {});
+      }
+      // otunnel's reporter: the first report after `attached` at once (a change), each refresh
+      // held for the next pong, or alone after a heartbeat without a ping.
+      if (target_.statusRefreshMs == 0) return;
+      if (!statusSent_) {
+        sendStatusReport(now);
+      } else if (statusHeldSinceMs_ == 0 && now - lastStatusMs_ >= target_.statusRefreshMs) {
+        statusHeldSinceMs_ = now;
+      } else if (statusHeldSinceMs_ != 0 && now - statusHeldSinceMs_ >= heartbeatMs_) {
+        sendStatusReport(now);
       }
       return;
     case Phase::kClosing:

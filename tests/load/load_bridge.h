@@ -50,6 +50,9 @@ struct BridgeTarget {
   std::string domain;   // SNI, certificate name, Host header
   tls::SslCtxPtr tlsContext;
   uint32_t heartbeatCheckMs = 1000;  // how often the idle check runs (ping after heartbeat_ms)
+  // otunnel's `status` report (client/status_report.h): at the first check after `attached`, then
+  // every kReportRefreshMs with the next pong; 0 sends none (--no-status-reports).
+  uint64_t statusRefreshMs = 0;
 };
 
 struct TunnelCredentials {
@@ -121,6 +124,8 @@ class LoadBridge final : private tls::TlsStream::Owner {
   void onText(std::string_view text);
   void onBinary(std::span<const uint8_t> message);
   void onTimer();
+  void sendStatusReport(uint64_t now);
+  void sendPong(std::span<const uint8_t> payload);
   void sendFrame(ws::Opcode opcode, std::span<const uint8_t> payload);
   void sendBridgeFrame(const std::vector<uint8_t>& frame) { sendFrame(ws::Opcode::kBinary, frame); }
   // The attempt or the attached bridge ended: close the socket, then wait and retry. `hint`
@@ -159,6 +164,9 @@ class LoadBridge final : private tls::TlsStream::Owner {
   uint64_t attemptStartMs_ = 0;
   uint64_t lastReceiveMs_ = 0;
   uint64_t lastPingMs_ = 0;
+  uint64_t lastStatusMs_ = 0;
+  bool statusSent_ = false;         // since the last `attached`
+  uint64_t statusHeldSinceMs_ = 0;  // a refresh waits for the next pong (0: none)
   uint32_t heartbeatMs_ = 15000;
   uint64_t retryAtMs_ = 0;  // uv_now() of the next attempt, decided when the last one ended
   std::unique_ptr<tls::TlsStream> tls_;

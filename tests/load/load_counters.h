@@ -34,6 +34,7 @@ struct LoadCounters {
   std::atomic<uint64_t> drains{0};             // `drain` received
   std::atomic<uint64_t> closes1012{0};         // close 1012 received
   std::atomic<uint64_t> pingsAnswered{0};      // relay pings we answered
+  std::atomic<uint64_t> statusReports{0};      // `status` reports sent
   std::atomic<uint64_t> visitorsEchoed{0};     // visitor connections whose bytes we echoed
   std::atomic<uint64_t> fatal{0};              // ends otunnel gives up on (bad_token, 404, ...)
   std::array<WaitCounters, kWaitKinds> waits;  // by WaitKind

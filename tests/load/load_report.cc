@@ -31,6 +31,7 @@ struct Delta {
   double controldCpu = 0;  // microseconds
   double relaydWait = 0;   // microseconds runnable but not running
   double pings = 0;
+  double statusReports = 0;
 };
 
 // Sums consecutive deltas over samples accepted by `keep` (both ends must have the same relayd,
@@ -49,6 +50,7 @@ Delta sumDeltas(const std::vector<Sample>& samples, Keep keep) {
     if (a.controldUp && b.controldUp)
       total.controldCpu += static_cast<double>(b.controldCpuMicros - a.controldCpuMicros);
     total.pings += static_cast<double>(b.pingsAnswered - a.pingsAnswered);
+    total.statusReports += static_cast<double>(b.statusReports - a.statusReports);
   }
   return total;
 }
@@ -163,8 +165,9 @@ void printReport(const ReportInput& in) {
     idleCorePercent = idle.relaydCpu / idle.seconds / 1e4;
     std::printf("idle: relayd %.2f%% of a core for %" PRId64
                 " bridges over %.0f s "
-                "(%.0f pings answered: %.1f us of relayd CPU per ping/pong); controld %.2f%%\n",
-                idleCorePercent, high->bridgesUp, idle.seconds, idle.pings,
+                "(%.0f pings answered, %.0f status reports sent: %.1f us of relayd CPU per "
+                "ping/pong, the reports' share included); controld %.2f%%\n",
+                idleCorePercent, high->bridgesUp, idle.seconds, idle.pings, idle.statusReports,
                 idle.pings > 0 ? idle.relaydCpu / idle.pings : 0.0,
                 idle.controldCpu / idle.seconds / 1e4);
   }

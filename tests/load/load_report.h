@@ -23,6 +23,7 @@ struct Sample {
   uint64_t failures = 0;
   uint64_t refusedBeforeTls = 0;
   uint64_t pingsAnswered = 0;
+  uint64_t statusReports = 0;
   bool relaydUp = false;
   int relaydPid = 0;
   uint64_t relaydCpuMicros = 0;

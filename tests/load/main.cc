@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "client/bridge_settings.h"
+#include "client/status_report.h"
 #include "common/bridge_control.h"
 #include "common/tls_sessions.h"
 #include "tests/load/bare_handshake.h"
@@ -64,6 +65,7 @@ struct Options {
   unsigned visitorRounds = 5;
   double churn = 0;            // changes a second while holding (a cycle is two: detach, attach)
   bool churnOnSignal = false;  // churn only between SIGUSR1 and SIGUSR2
+  bool noStatusReports = false;
 };
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
@@ -104,6 +106,7 @@ class Tool {
       return false;
     }
     target_.domain = options_.domain;
+    target_.statusRefreshMs = options_.noStatusReports ? 0 : client::kReportRefreshMs;
     // otunnel's context (client/bridge_settings.cc): its ALPN offer, so a draining relayd refuses
     // from the ClientHello, and its session tickets, so a reconnect resumes.
     auto context = client::makeRelayContext(options_.caFile);
@@ -370,6 +373,7 @@ class Tool {
       s.failures = counters_.failures.load();
       s.refusedBeforeTls = counters_.refusedBeforeTls.load();
       s.pingsAnswered = counters_.pingsAnswered.load();
+      s.statusReports = counters_.statusReports.load();
       const pid_t relayd = resolveRelayd();
       if (auto r = sampleProcess(relayd)) {
         s.relaydUp = true;
@@ -384,10 +388,16 @@ class Tool {
         s.controldRssKiB = c->rssKiB;
       }
       if (auto self = sampleProcess(getpid())) s.toolCpuMicros = self->cpuMicros;
-      if (!options_.metrics.empty()) {
+      // Nothing is shed while holding: there the scrape (a render of every metric in relayd)
+      // comes every kHoldScrapeEvery samples, as from a Prometheus, not into the idle figure
+      // once a second.
+      const bool scrape = s.phase != Phase::kHold || holdSamples_++ % kHoldScrapeEvery == 0;
+      if (!options_.metrics.empty() && scrape) {
         if (auto shed = scrapeCounter(options_.metrics, "opentunnel_connections_shed_total",
                                       "reason=\"handshakes\""))
           s.shed = *shed;
+      } else if (previous) {
+        s.shed = previous->shed;
       }
       if (s.phase == Phase::kStorm) {
         std::lock_guard lock(mutex_);
@@ -414,6 +424,8 @@ class Tool {
   uv_loop_t* loop_;
   Options options_;
   BridgeTarget target_;
+  static constexpr uint64_t kHoldScrapeEvery = 15;
+  uint64_t holdSamples_ = 0;
   LoadCounters counters_;
   std::vector<std::unique_ptr<LoadBridge>> bridges_;
   int64_t started_ = 0;
@@ -542,6 +554,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--churn-on-signal", o.churnOnSignal,
                "churn only between SIGUSR1 and SIGUSR2 (SIGTERM ends the run)");
+  app.add_flag("--no-status-reports", o.noStatusReports,
+               "send no `status` reports (otunnel sends one per link after attaching, then once "
+               "a minute)");
   CLI11_PARSE(app, argc, argv);
   signal(SIGPIPE, SIG_IGN);
 

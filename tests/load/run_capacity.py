@@ -261,6 +261,8 @@ def main():
     parser.add_argument("--bare", type=int, default=0,
                         help="first: this many bare TLS handshakes on relayd's core, full and "
                              "then resumed")
+    parser.add_argument("--no-status-reports", action="store_true",
+                        help="the tool's bridges send no `status` reports (otunnel's do)")
     args = parser.parse_args()
 
     build = Path(args.build_dir).resolve()
@@ -294,7 +296,8 @@ def main():
                    "--hold", str(args.hold), "--mark-at", str(args.mark_at),
                    "--storm", args.storm, "--visitors", str(args.visitors), "--relayd-pid-file", str(relayd.pid_file),
                    "--controld-pid", str(controld.process.pid),
-                   "--metrics", relayd.env["METRICS_LISTEN"]]
+                   "--metrics", relayd.env["METRICS_LISTEN"],
+                   *(["--no-status-reports"] if args.no_status_reports else [])]
         print("+ " + " ".join(command), flush=True)
         code = subprocess.run(command, preexec_fn=raise_nofile).returncode
     finally:

@@ -19,13 +19,19 @@ StatusReport report(uint32_t up, uint64_t nextTry, std::string error) {
   return r;
 }
 
+// What the store is given: the report and the text it was parsed from.
+bool record(StatusStore& store, const std::string& tunnel, const std::string& origin,
+            uint64_t bridgeKey, const StatusReport& r, uint64_t nowMs) {
+  return store.record(tunnel, origin, bridgeKey, r, ot::bridge::serializeStatus(r), nowMs);
+}
+
 }  // namespace
 
 TEST_CASE("status store: bridges and reports per origin and profile") {
   StatusStore store;
   const std::vector<StatusBridge> bridges = {
       {"a", "main", 0, 3}, {"a", "main", 0, 1}, {"b", "main", 0, 0}, {"", "", 0, 2}};
-  REQUIRE(store.record("t1", "a", 11, report(2, 5000, "connection refused"), 1000));
+  REQUIRE(record(store, "t1", "a", 11, report(2, 5000, "connection refused"), 1000));
   const auto reply = store.reply("t1", bridges, 1800);
   CHECK(reply.tunnel_id() == "t1");
   REQUIRE(reply.origins_size() == 3);
@@ -61,8 +67,8 @@ TEST_CASE("status store: bridges and reports per origin and profile") {
 
 TEST_CASE("status store: the newest report wins; the wait never goes below 0") {
   StatusStore store;
-  REQUIRE(store.record("t", "a", 1, report(0, 1000, "old"), 0));
-  REQUIRE(store.record("t", "a", 2, report(2, 300, "new"), 100));
+  REQUIRE(record(store, "t", "a", 1, report(0, 1000, "old"), 0));
+  REQUIRE(record(store, "t", "a", 2, report(2, 300, "new"), 100));
   const auto reply = store.reply("t", {{"a", "main", 0, 0}}, 5000);
   REQUIRE(reply.origins_size() == 1);
   CHECK(reply.origins(0).profiles(0).links_up() == 2);
@@ -73,8 +79,8 @@ TEST_CASE("status store: the newest report wins; the wait never goes below 0") {
 
 TEST_CASE("status store: a report goes with the last bridge that sent one") {
   StatusStore store;
-  REQUIRE(store.record("t", "a", 1, report(2, 0, ""), 0));
-  REQUIRE(store.record("t", "a", 2, report(2, 0, ""), 0));
+  REQUIRE(record(store, "t", "a", 1, report(2, 0, ""), 0));
+  REQUIRE(record(store, "t", "a", 2, report(2, 0, ""), 0));
   store.forget("t", "a", 1);
   CHECK(store.size() == 1);
   store.forget("t", "b", 2);  // another origin: nothing of a's
@@ -87,12 +93,47 @@ TEST_CASE("status store: a report goes with the last bridge that sent one") {
 TEST_CASE("status store: bounded") {
   StatusStore store;
   for (size_t i = 0; i < kMaxStatusEntries; ++i)
-    REQUIRE(store.record("t" + std::to_string(i), "a", i, report(1, 0, ""), 0));
-  CHECK_FALSE(store.record("other", "a", 1, report(1, 0, ""), 0));
+    REQUIRE(record(store, "t" + std::to_string(i), "a", i, report(1, 0, ""), 0));
+  CHECK_FALSE(record(store, "other", "a", 1, report(1, 0, ""), 0));
   CHECK(store.dropped() == 1);
   // A known entry is still refreshed.
-  CHECK(store.record("t0", "a", 0, report(2, 0, ""), 5));
+  CHECK(record(store, "t0", "a", 0, report(2, 0, ""), 5));
   CHECK(store.size() == kMaxStatusEntries);
   store.forget("t0", "a", 0);
-  CHECK(store.record("other", "a", 1, report(1, 0, ""), 0));
+  CHECK(record(store, "other", "a", 1, report(1, 0, ""), 0));
+}
+
+TEST_CASE("status store: the text of the stored report only refreshes it") {
+  StatusStore store(8);
+  const std::string first = ot::bridge::serializeStatus(report(2, 0, ""));
+  const std::string second = ot::bridge::serializeStatus(report(1, 900, "refused"));
+  // Nothing stored: the caller parses and records.
+  CHECK_FALSE(store.touch("t", "a", 1, first, 0));
+  REQUIRE(store.record("t", "a", 1, report(2, 0, ""), first, 0));
+  // The same text again, from this bridge or another link of the origin: its age starts over.
+  CHECK(store.touch("t", "a", 1, first, 4000));
+  CHECK(store.touch("t", "a", 2, first, 5000));
+  auto reply = store.reply("t", {{"a", "main", 0, 0}}, 5500);
+  CHECK(reply.origins(0).report_age_ms() == 500);
+  // Bridge 2 now counts as a sender: the report outlives bridge 1.
+  store.forget("t", "a", 1);
+  CHECK(store.size() == 1);
+  // Another text is not a refresh; recorded, it replaces the stored report.
+  CHECK_FALSE(store.touch("t", "a", 2, second, 6000));
+  REQUIRE(store.record("t", "a", 2, report(1, 900, "refused"), second, 6000));
+  CHECK_FALSE(store.touch("t", "a", 2, first, 7000));
+  CHECK(store.touch("t", "a", 2, second, 7000));
+  reply = store.reply("t", {{"a", "main", 0, 0}}, 7000);
+  CHECK(reply.origins(0).profiles(1).last_error() == "refused");
+  // Another origin or tunnel with the same text is its own entry.
+  CHECK_FALSE(store.touch("t", "b", 2, second, 7000));
+  CHECK_FALSE(store.touch("u", "a", 2, second, 7000));
+}
+
+TEST_CASE("status store: the bound is the one given") {
+  StatusStore store(2);
+  CHECK(record(store, "t1", "a", 1, report(1, 0, ""), 0));
+  CHECK(record(store, "t2", "a", 2, report(1, 0, ""), 0));
+  CHECK_FALSE(record(store, "t3", "a", 3, report(1, 0, ""), 0));
+  CHECK(store.dropped() == 1);
 }

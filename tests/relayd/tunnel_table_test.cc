@@ -157,6 +157,31 @@ TEST_CASE("tunnel table: certificates expiring are counted for tunnels with a br
   CHECK(table.certificatesExpiringBy(deadline) == 0);
 }
 
+TEST_CASE("tunnel table: every change the expiring count reads moves changes()") {
+  TunnelTable table(MachineLimits{});
+  uint64_t seen = table.changes();
+  auto moved = [&] {
+    const bool yes = table.changes() != seen;
+    seen = table.changes();
+    return yes;
+  };
+  table.upsertRecord("t", readyRecord(1));
+  CHECK(moved());
+  table.addBridge("t", 1, {""}, 4);
+  CHECK(moved());
+  (void)table.certificatesExpiringBy(0);
+  (void)table.record("t");
+  CHECK_FALSE(moved());  // reads change nothing
+  table.removeBridge("t", 1);
+  CHECK(moved());
+  table.markDeleted("t");
+  CHECK(moved());
+  table.dropRecord("t");
+  CHECK(moved());
+  (void)table.sweep(0, true);
+  CHECK(moved());
+}
+
 TEST_CASE("tunnel table: a link coming up forgets misses and re-reads not-ready records") {
   TunnelTable table(MachineLimits{});
   table.markMissing("ghost", 1000, 5000);
