@@ -26,6 +26,16 @@ void closeUnserved(RelayContext& context, TcpStream* stream) {
   stream->close(false);
 }
 
+// A connection shed before its handshake is reset, not closed: a storm sheds several for every
+// bridge it brings back, and a reset costs relayd no FIN exchange and leaves no TIME_WAIT socket
+// (docs/capacity.md, "Storm"). otunnel reads a reset before the handshake as it reads an EOF there:
+// busy, come back soon (client::classifyAttemptEnd).
+void resetShed(RelayContext& context, TcpStream* stream) {
+  if (context.openConnections > 0) --context.openConnections;
+  stream->setHandler(nullptr);
+  stream->close(true);
+}
+
 void countShed(RelayContext& context, const char* why) {
   context.metrics.shedHandshakes.Increment();
   static LogThrottle throttle(kShedLogEveryMs);
@@ -67,7 +77,7 @@ class QueuedApiConnection final : public TcpStream::Handler, public HandshakeSlo
   }
   void onShed() override {
     countShed(context_, "no handshake slot within the wait");
-    closeUnserved(context_, std::exchange(stream_, nullptr));
+    resetShed(context_, std::exchange(stream_, nullptr));
     delete this;
   }
 
@@ -116,7 +126,7 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
         kLog.warn("API handshake refused: the source holds its share of handshake slots",
                   {{"source", source}, {"limit", limit}, {"suppressed", suppressed}});
       }
-      closeUnserved(context, stream);
+      resetShed(context, stream);
       return;
     }
   }
@@ -143,7 +153,7 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
       return;
     case HandshakeSlots::Admission::kShed:
       countShed(context, "the handshake queue is full");
-      closeUnserved(context, stream);
+      resetShed(context, stream);
       delete waiter;
       return;
   }

@@ -120,12 +120,13 @@ void InboundConnection::route() {
   switch (target.kind) {
     case SniTarget::Kind::kApi: {
       if (context_.draining && offersBridgeAlpn(info)) {
-        // A bridge would only be told to go after a handshake, an upgrade and an attach: close
-        // now, which otunnel reads as "restarting" and retries soon (elsewhere, or here anew).
+        // A bridge would only be told to go after a handshake, an upgrade and an attach: reset
+        // now (as a shed: no FIN exchange, no TIME_WAIT), which otunnel reads as "restarting"
+        // and retries soon (elsewhere, or here anew).
         context_.metrics.shedDrainingBridges.Increment();
         done_ = true;
         timer_.cancel();
-        stream_->close(false);  // onClosed frees us
+        stream_->close(true);  // onClosed frees us
         return;
       }
       TcpStream* stream = stream_;
