@@ -49,11 +49,15 @@ throughput runs (and the upload file); --bulk-rate N paces that bulk transfer to
 --limit-rate), to tell what the tunnel adds from what two saturated cores add. The probe's client
 runs in a child process and the origin serves each connection from its own process, so no GIL is
 shared between the probe and the bulk transfer; beside each probe the tool prints how long
-relayd, otunnel and the probe waited on a run queue per second (/proc/<pid>/task/*/schedstat):
+relayd, otunnel and the probe waited on a run queue per second (/proc/<pid>/task/*/schedstat).
+--rt-probe (root) runs relayd, otunnel, the probe's client and the origin process serving the
+probe under SCHED_FIFO, while curl and the bulk transfer's origin stay in the normal class: what
+is left of the probe's rise is then the tunnel's own queueing, not waits for a CPU:
     OT_BUILD_DIR=$PWD/build /usr/bin/python3 tests/bench/tunnel_throughput.py --mb 4000 \
         --runs 1 --links 1 --rtt 1000 --no-ssh --probe-only --beside both
 """
 import argparse
+import glob
 import http.client
 import json
 import os
@@ -74,6 +78,18 @@ import relay_harness as rh  # noqa: E402
 
 MB = 1_000_000
 BLOCK = bytes(range(256)) * 4096  # 1 MiB
+
+
+# --rt-probe: the probe's processes run under SCHED_FIFO at this priority.
+RT_PRIORITY = 10
+RT_PROBE = False
+
+
+def make_realtime(pid=0):
+    """SCHED_FIFO for every thread of `pid` (0: this process)."""
+    tids = [0] if pid == 0 else [int(Path(t).name) for t in glob.glob(f"/proc/{pid}/task/*")]
+    for tid in tids:
+        os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
 
 
 class FastOrigin:
@@ -130,6 +146,8 @@ class FastOrigin:
                 if not line:
                     return
                 method, target, _ = line.decode().split(" ", 2)
+                if RT_PROBE and target == "/dl?n=1":
+                    make_realtime()  # this process serves the probe's connection
                 length = 0
                 while True:
                     header = reader.readline()
@@ -344,6 +362,8 @@ def round_trips_in_child(url, ca_file, count):
     if pid == 0:
         os.close(reader)
         code = 0
+        if RT_PROBE:
+            make_realtime()
         try:
             payload = json.dumps({"times": round_trips(url, ca_file, count),
                                   "schedstat": schedstat(os.getpid())}).encode()
@@ -577,7 +597,12 @@ def main():
     parser.add_argument("--bulk-rate", type=int, default=0,
                         help="with --rtt: pace the bulk transfer beside the probe to this many "
                              "MB/s (curl --limit-rate); 0: as fast as it goes")
+    parser.add_argument("--rt-probe", action="store_true",
+                        help="with --rtt (root): relayd, otunnel and the probe's processes "
+                             "under SCHED_FIFO, the bulk transfer's not")
     options = parser.parse_args()
+    global RT_PROBE
+    RT_PROBE = options.rt_probe
 
     workdir = Path(tempfile.mkdtemp(prefix="ot-bench-"))
     origin = FastOrigin()
@@ -684,6 +709,9 @@ def main():
                       "each): " + "  ".join(f"{name} {count / options.visitors:.1f}"
                                             for name, count in counts.items()))
         if options.rtt:
+            if RT_PROBE:
+                for pid in tunnel_pids.values():
+                    make_realtime(pid)
             for beside in ("download", "upload") if options.beside == "both" else (
                     options.beside,):
                 rtt_probe(tunnel, stack.ca_file, tunnel_args, options.rtt, size,
