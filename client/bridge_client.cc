@@ -399,7 +399,8 @@ uint64_t BridgeClient::nextDeadlineMs() const {
     const uint64_t last = transport_->lastReceiveMs();
     const uint64_t beat = attached_.heartbeatMs;
     next = std::min({next, clientPingDueMs(last, lastPingMs_, beat), last + kSilentBeats * beat});
-    if (heldTextSinceMs_ != 0) next = std::min(next, heldTextSinceMs_ + beat);
+    if (const uint64_t held = transport_->heldTextSinceMs(); held != 0)
+      next = std::min(next, held + beat);
   }
   if (allowanceRecheckMs_ != 0) next = std::min(next, allowanceRecheckMs_);
   for (const auto& [id, stream] : streams_) {
@@ -428,16 +429,11 @@ void BridgeClient::onTimer(uint64_t nowMs) {
       (void)transport_->sendPing({});
       lastPingMs_ = nowMs;
     }
-    // A held text went with a pong, or no ping came within a heartbeat (a busy bridge, which the
-    // relay does not ping, or a relay that stopped pinging): then it goes alone.
-    if (heldTextSinceMs_ != 0 && !ended_ && transport_ != nullptr) {
-      if (!transport_->holdingText()) {
-        heldTextSinceMs_ = 0;
-      } else if (nowMs >= heldTextSinceMs_ + beat) {
-        heldTextSinceMs_ = 0;
-        (void)transport_->flushHeldText();
-      }
-    }
+    // No ping came within a heartbeat for the held text (a busy bridge, which the relay does not
+    // ping, or a relay that stopped pinging): it goes alone.
+    if (!ended_ && transport_ != nullptr && transport_->heldTextSinceMs() != 0 &&
+        nowMs >= transport_->heldTextSinceMs() + beat)
+      (void)transport_->flushHeldText();
   }
   if (allowanceRecheckMs_ != 0 && nowMs >= allowanceRecheckMs_) recheckAllowances();
   std::vector<LocalStream*> due;
@@ -452,13 +448,8 @@ void BridgeClient::onTimer(uint64_t nowMs) {
 
 bool BridgeClient::sendText(const std::string& text, TextTiming timing) {
   if (!attached() || transport_ == nullptr) return false;
-  if (timing == TextTiming::kNow) {
-    heldTextSinceMs_ = 0;
-    return transport_->sendText(text);
-  }
-  if (!transport_->holdTextForPong(text)) return false;
-  if (heldTextSinceMs_ == 0) heldTextSinceMs_ = uv_now(loop_);
-  return true;
+  return timing == TextTiming::kNow ? transport_->sendText(text)
+                                    : transport_->holdTextForPong(text);
 }
 
 void BridgeClient::protocolError(std::string text) {

@@ -151,7 +151,6 @@ class BridgeClient final : private RelayTransportListener, private StreamHost {
   uint32_t highestOpened_ = 0;
   uint64_t attemptDeadlineMs_ = 0;
   uint64_t lastPingMs_ = 0;
-  uint64_t heldTextSinceMs_ = 0;  // when a kWithNextPong text began to wait (0: none waits)
 };
 
 }  // namespace ot::client

@@ -272,7 +272,7 @@ void RelayTransport::onPeerClose(uint16_t code, std::string_view reason) {
 }
 
 void RelayTransport::sendPong(std::span<const uint8_t> payload) {
-  if (heldText_.empty()) {
+  if (heldTextSinceMs_ == 0) {
     (void)sendFrame(ws::Opcode::kPong, {}, payload);
     return;
   }
@@ -283,7 +283,7 @@ void RelayTransport::sendPong(std::span<const uint8_t> payload) {
   appendBridgeFrame(frames, ws::Opcode::kPong, {}, payload);
   appendBridgeFrame(frames, ws::Opcode::kText, {},
                     {reinterpret_cast<const uint8_t*>(heldText_.data()), heldText_.size()});
-  heldText_.clear();
+  dropHeldText();
   const bool written = tls_->write(frames);
   frameScratch_ = std::move(frames);
   if (!written) lose(ws::kCloseAbnormal, "tls: " + tls_->errorText());
@@ -291,19 +291,24 @@ void RelayTransport::sendPong(std::span<const uint8_t> payload) {
 
 bool RelayTransport::holdTextForPong(std::string text) {
   if (state_ != State::kOpen) return false;
+  if (heldTextSinceMs_ == 0) heldTextSinceMs_ = uv_now(loop_);
   heldText_ = std::move(text);
   return true;
 }
 
 bool RelayTransport::flushHeldText() {
-  if (heldText_.empty()) return true;
+  if (heldTextSinceMs_ == 0) return true;
   const std::string text = std::move(heldText_);
+  return sendText(text);  // drops the held one
+}
+
+void RelayTransport::dropHeldText() {
   heldText_.clear();
-  return sendText(text);
+  heldTextSinceMs_ = 0;
 }
 
 bool RelayTransport::sendText(std::string_view text) {
-  heldText_.clear();  // a message sent now is newer than a held one
+  dropHeldText();  // a message sent now is newer than a held one
   return sendFrame(ws::Opcode::kText, {},
                    {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }

@@ -89,10 +89,11 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   bool sendPing(std::span<const uint8_t> payload);
   // A text message that may wait: it goes in the same TLS record as our answer to the relay's
   // next ping, so the relay reads both with one wakeup (an idle bridge's status refresh,
-  // docs/capacity.md "Idle"), or alone with flushHeldText(). A newer one replaces it. False when
-  // the connection is not open for messages.
+  // docs/capacity.md "Idle"), or alone with flushHeldText(). A newer one replaces it (and keeps
+  // the first one's wait). False when the connection is not open for messages.
   bool holdTextForPong(std::string text);
-  [[nodiscard]] bool holdingText() const { return !heldText_.empty(); }
+  // uv_now() when the held text began to wait; 0 when none waits.
+  [[nodiscard]] uint64_t heldTextSinceMs() const { return heldTextSinceMs_; }
   bool flushHeldText();
   // sendBinary inside a batch, keeping a reference to `payload` instead of a copy: the caller
   // guarantees it stays valid and unchanged until the outermost endBatch(). The frames are then
@@ -189,6 +190,7 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   // Encrypts and sends the held frames (false when the transport failed or is closing).
   bool flushBatch();
   void sendPong(std::span<const uint8_t> payload);  // with the held text, if any
+  void dropHeldText();
   void writeRaw(std::vector<uint8_t> bytes);
   // The connection ended on its own (not by close()/abort()): tell the listener once.
   void fail(std::string text, int httpStatus = 0, std::string tag = {}, bool permanent = false,
@@ -214,6 +216,7 @@ class RelayTransport final : private tls::TlsStream::Owner, private TcpStream::H
   ws::MessageReader reader_;
   std::vector<uint8_t> frameScratch_;  // frames are assembled here (see sendFrame)
   std::string heldText_;               // holdTextForPong's message, not yet sent
+  uint64_t heldTextSinceMs_ = 0;       // when it began to wait (0: nothing held)
   // The frames held by beginBatch, in order: bytes copied into batch_, and borrowed payloads.
   // pieces_ lists them in order once a borrowed one is held (empty: batch_ is all of it).
   struct HeldPiece {

@@ -19,21 +19,15 @@ const log::Logger kLog("relayd.api");
 
 constexpr uint64_t kShedLogEveryMs = 10'000;
 
-// A connection closed before an ApiConnection took it: it stops counting as open here.
-void closeUnserved(RelayContext& context, TcpStream* stream) {
+// A connection closed before an ApiConnection took it: it stops counting as open here. A shed
+// one is reset, not closed: a storm sheds several for every bridge it brings back, and a reset
+// leaves no FIN exchange and no TIME_WAIT socket (docs/capacity.md, "Storm"). otunnel reads a reset
+// before the handshake as it reads an EOF there: busy, come back soon (client::classifyAttemptEnd).
+enum class Unserved : uint8_t { kClose, kShed };
+void closeUnserved(RelayContext& context, TcpStream* stream, Unserved how = Unserved::kClose) {
   if (context.openConnections > 0) --context.openConnections;
   stream->setHandler(nullptr);
-  stream->close(false);
-}
-
-// A connection shed before its handshake is reset, not closed: a storm sheds several for every
-// bridge it brings back, and a reset costs relayd no FIN exchange and leaves no TIME_WAIT socket
-// (docs/capacity.md, "Storm"). otunnel reads a reset before the handshake as it reads an EOF there:
-// busy, come back soon (client::classifyAttemptEnd).
-void resetShed(RelayContext& context, TcpStream* stream) {
-  if (context.openConnections > 0) --context.openConnections;
-  stream->setHandler(nullptr);
-  stream->close(true);
+  stream->close(how == Unserved::kShed);
 }
 
 void countShed(RelayContext& context, const char* why) {
@@ -77,7 +71,7 @@ class QueuedApiConnection final : public TcpStream::Handler, public HandshakeSlo
   }
   void onShed() override {
     countShed(context_, "no handshake slot within the wait");
-    resetShed(context_, std::exchange(stream_, nullptr));
+    closeUnserved(context_, std::exchange(stream_, nullptr), Unserved::kShed);
     delete this;
   }
 
@@ -126,7 +120,7 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
         kLog.warn("API handshake refused: the source holds its share of handshake slots",
                   {{"source", source}, {"limit", limit}, {"suppressed", suppressed}});
       }
-      resetShed(context, stream);
+      closeUnserved(context, stream, Unserved::kShed);
       return;
     }
   }
@@ -153,7 +147,7 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
       return;
     case HandshakeSlots::Admission::kShed:
       countShed(context, "the handshake queue is full");
-      resetShed(context, stream);
+      closeUnserved(context, stream, Unserved::kShed);
       delete waiter;
       return;
   }

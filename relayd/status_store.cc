@@ -13,14 +13,18 @@ size_t StatusStore::KeyHash::operator()(const KeyView& key) const noexcept {
                    (tunnel << 6) + (tunnel >> 2));
 }
 
+void StatusStore::addSender(Entry& entry, uint64_t bridgeKey) {
+  if (std::find(entry.senders.begin(), entry.senders.end(), bridgeKey) == entry.senders.end())
+    entry.senders.push_back(bridgeKey);
+}
+
 bool StatusStore::touch(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
                         std::string_view text, uint64_t nowMs) {
   auto it = entries_.find(KeyView(tunnelId, origin));
   if (it == entries_.end() || it->second.text != text) return false;
   Entry& entry = it->second;
   entry.receivedAtMs = nowMs;
-  if (std::find(entry.senders.begin(), entry.senders.end(), bridgeKey) == entry.senders.end())
-    entry.senders.push_back(bridgeKey);
+  addSender(entry, bridgeKey);
   return true;
 }
 
@@ -38,8 +42,7 @@ bool StatusStore::record(const std::string& tunnelId, const std::string& origin,
   entry.report = std::move(report);
   entry.text.assign(text);
   entry.receivedAtMs = nowMs;
-  if (std::find(entry.senders.begin(), entry.senders.end(), bridgeKey) == entry.senders.end())
-    entry.senders.push_back(bridgeKey);
+  addSender(entry, bridgeKey);
   return true;
 }
 

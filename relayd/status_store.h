@@ -83,6 +83,8 @@ class StatusStore {
              std::string_view(a.second) == std::string_view(b.second);
     }
   };
+  static void addSender(Entry& entry, uint64_t bridgeKey);
+
   std::unordered_map<Key, Entry, KeyHash, KeyEqual> entries_;
   size_t maxEntries_;
   uint64_t dropped_ = 0;
