@@ -1,5 +1,6 @@
 #include "client/command_line.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "common/bridge_control.h"

@@ -3,11 +3,12 @@
 // byte sizes). Parsers return std::nullopt on bad input; CLI11 turns that into a clear error.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "common/cli_fwd.h"
 
 namespace ot::config {
 

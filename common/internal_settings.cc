@@ -1,5 +1,7 @@
 #include "common/internal_settings.h"
 
+#include <CLI/CLI.hpp>
+
 namespace ot::mesh {
 
 void addInternalOptions(CLI::App& app, config::ListenAddress& listen, std::string& token,

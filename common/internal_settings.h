@@ -4,11 +4,11 @@
 // IP), with the checks they share. Each daemon adds its own settings beside them.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <string>
 #include <string_view>
 
+#include "common/cli_fwd.h"
 #include "common/config.h"
 
 namespace ot::mesh {

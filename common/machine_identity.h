@@ -8,10 +8,10 @@
 // restarted controld keeps its ID, so it takes its own job leases back at once.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <string_view>
 
+#include "common/cli_fwd.h"
 #include "common/result.h"
 
 namespace ot {

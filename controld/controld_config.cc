@@ -1,5 +1,7 @@
 #include "controld/controld_config.h"
 
+#include <CLI/CLI.hpp>
+
 #include "common/internal_settings.h"
 
 namespace ot::controld {

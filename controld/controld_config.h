@@ -1,11 +1,11 @@
 // controld's settings: every flag also reads an environment variable (controld --help lists them).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
 #include "common/analytics/analytics_settings.h"
+#include "common/cli_fwd.h"
 #include "common/config.h"
 #include "common/machine_identity.h"
 #include "controld/mesh/mesh_settings.h"

@@ -2,6 +2,7 @@
 // subcommand), blocks the shutdown signals before any thread starts, sets up logging and runs
 // ControldServer (controld_server.h), which builds, serves and stops every part (see
 // docs/architecture.md).
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 #include <utility>

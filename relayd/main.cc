@@ -2,6 +2,7 @@
 // relay on this thread's event loop until SIGTERM has drained it.
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <string>

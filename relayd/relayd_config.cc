@@ -1,5 +1,7 @@
 #include "relayd/relayd_config.h"
 
+#include <CLI/CLI.hpp>
+
 #include "common/fd_handoff.h"
 #include "common/internal_settings.h"
 #include "common/ip_address.h"

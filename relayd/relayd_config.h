@@ -2,11 +2,11 @@
 // Defaults and limits follow the bridge limits of docs/protocol.md and the reference service.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
 #include "common/analytics/analytics_settings.h"
+#include "common/cli_fwd.h"
 #include "common/config.h"
 #include "common/machine_identity.h"
 

@@ -30,7 +30,10 @@ run_suite() {  # name build-dir ctest-args cmake-args...
   summary+=("${name}: $(grep -E 'tests passed' "$dir/ctest.log")")
 }
 
-run_suite "gcc" build "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc
+# -g1 (line tables, no variable info): a failing test's backtrace still names files and lines, and
+# the build takes about a fifth less time than with full debug info, which no test reads.
+run_suite "gcc" build "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
 
 if [[ "${OT_SKIP_SANITIZE:-0}" != 1 ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

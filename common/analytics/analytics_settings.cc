@@ -1,5 +1,6 @@
 #include "common/analytics/analytics_settings.h"
 
+#include <CLI/CLI.hpp>
 #include <string_view>
 
 namespace ot::analytics {

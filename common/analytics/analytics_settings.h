@@ -1,10 +1,11 @@
 // ANALYTICS_* settings, the same in both daemons (docs/analytics.md "Settings").
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "common/cli_fwd.h"
 
 namespace ot::analytics {
 

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <CLI/CLI.hpp>
+
 using ot::config::ListenAddress;
 using ot::config::parseBool;
 using ot::config::parseListenAddress;
