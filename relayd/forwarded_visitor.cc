@@ -18,7 +18,7 @@ constexpr uint64_t kHelloTimeoutMs = 10'000;
 
 void ForwardedVisitor::start(RelayContext& context, ForwardedVisitorRouter& router, int fd,
                              const mesh::ForwardHeader& header, std::span<const uint8_t> rest) {
-  tuneSocket(fd);
+  // TCP_NODELAY and keepalive come from the internal listener (tuneSocket in Listener::open).
   auto* visitor = new ForwardedVisitor(context, router, header);
   visitor->stream_ = TcpStream::adopt(context, fd, visitor);
   if (visitor->stream_ == nullptr) {

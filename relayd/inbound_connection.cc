@@ -31,7 +31,7 @@ void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, Peer
     ::close(fd);
     return;
   }
-  tuneSocket(fd);
+  // TCP_NODELAY and keepalive come from the listener (tuneSocket in Listener::open).
   auto* connection = new InboundConnection(context, relay);
   connection->stream_ = TcpStream::adopt(context, fd, connection);
   if (connection->stream_ == nullptr) {
@@ -66,7 +66,7 @@ void InboundConnection::adoptDialed(RelayContext& context, Relay& relay, TcpStre
   connection->stream_ = stream;
   stream->setHandler(connection);
   ++context.openConnections;
-  stream->setNoDelay(true);  // as tuneSocket does for an accepted one
+  stream->setNoDelay(true);  // as an accepted one inherits from the listener
   stream->setKeepAlive(60);
   connection->acceptedAtMs_ = context.nowMs();
   context.wheel.schedule(connection->timer_, context.nowMs(), kHelloTimeoutMs);

@@ -60,7 +60,8 @@ class Listener {
 
 // Socket options every public TCP connection gets: TCP_NODELAY, SO_KEEPALIVE with 60 s idle /
 // 10 s interval / 6 probes; `notSentLowat` > 0 also sets TCP_NOTSENT_LOWAT. Failures are ignored
-// (a socket that cannot take them still works).
+// (a socket that cannot take them still works). Listener::open sets them on the listening socket,
+// from which every accepted socket inherits them, so accept paths do not call this per socket.
 void tuneSocket(int fd, int notSentLowat = 0);
 
 }  // namespace ot::relayd

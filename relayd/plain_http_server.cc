@@ -230,7 +230,7 @@ void PlainHttpServer::Impl::accept(int fd) {
     ::close(fd);
     return;
   }
-  tuneSocket(fd);
+  // TCP_NODELAY and keepalive come from the listener (tuneSocket in Listener::open).
   auto* connection = new Connection;
   connection->server = this;
   uv_tcp_init(loop, &connection->tcp);

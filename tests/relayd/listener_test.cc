@@ -109,13 +109,24 @@ TEST_CASE("listener: accepts a libuv client on port 0 with a non-blocking close-
   CHECK((flags & O_NONBLOCK) != 0);
   CHECK((::fcntl(accepted[0], F_GETFD) & FD_CLOEXEC) != 0);
 
-  ot::relayd::tuneSocket(accepted[0], 16384);
+  // The accepted socket carries the public options already: inherited from the listening socket,
+  // which Listener::open tuned, so no accept path sets them per connection.
   int value = 0;
   socklen_t size = sizeof value;
   REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_NODELAY, &value, &size) == 0);
   CHECK(value == 1);
+  REQUIRE(::getsockopt(accepted[0], SOL_SOCKET, SO_KEEPALIVE, &value, &size) == 0);
+  CHECK(value == 1);
   REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_KEEPIDLE, &value, &size) == 0);
   CHECK(value == 60);
+  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_KEEPINTVL, &value, &size) == 0);
+  CHECK(value == 10);
+  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_KEEPCNT, &value, &size) == 0);
+  CHECK(value == 6);
+  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &size) == 0);
+  CHECK(value == 0);
+  // tuneSocket's optional TCP_NOTSENT_LOWAT is per socket.
+  ot::relayd::tuneSocket(accepted[0], 16384);
   REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &size) == 0);
   CHECK(value == 16384);
 
