@@ -124,7 +124,10 @@ def test_two_machines_link_through_their_relayds_and_share_their_bridges(two_mac
     a.wait_controld(lambda m: m.get("opentunnel_mesh_table_bridges", machine="machine-b") == 2,
                     "machine-b's two bridges by machine")
     assert a.controld_metrics().get("opentunnel_mesh_table_bridges", machine="machine-a") == 0
-    assert b.controld_metrics().get("opentunnel_mesh_table_bridges", machine="machine-b") == 2
+    # The per-machine gauges are refreshed on the mesh's own schedule (MeshNode::updateGauges),
+    # not with opentunnel_mesh_local_bridges: wait for them as for the peer's view.
+    b.wait_controld(lambda m: m.get("opentunnel_mesh_table_bridges", machine="machine-b") == 2,
+                    "its own two bridges by machine")
 
     tunnel.process.terminate()
     tunnel.process.wait(timeout=10)
