@@ -43,8 +43,11 @@ std::optional<std::string> findBinary(const std::string& name) {
   return std::nullopt;
 }
 
-// A port free for both TCP and UDP right now (challtestsrv's DNS binds both).
-uint16_t freePort() {
+// A port free for both TCP and UDP right now (challtestsrv's DNS binds both), other than `taken`.
+// The kernel may hand the same free port out twice in a row; given to both the DNS and the
+// management listener, the management one fails to bind, the readiness check is answered by the
+// DNS server's TCP listener, and the first HTTP call gets an empty reply (seen once in CI).
+uint16_t freePort(uint16_t taken = 0) {
   for (int tries = 0; tries < 50; ++tries) {
     const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(tcp >= 0);
@@ -59,7 +62,7 @@ uint16_t freePort() {
     const bool udpFree = ::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(udp);
     ::close(tcp);
-    if (udpFree) return ntohs(addr.sin_port);
+    if (udpFree && ntohs(addr.sin_port) != taken) return ntohs(addr.sin_port);
   }
   FAIL("no free port");
   return 0;
@@ -174,7 +177,8 @@ std::multiset<std::string> txtAnswers(uint16_t port, const std::string& name) {
 // pebble-challtestsrv on free ports for one test; stopped (SIGTERM, then reaped) at the end.
 class Challtestsrv {
  public:
-  explicit Challtestsrv(const std::string& binary) : dnsPort_(freePort()), mgmtPort_(freePort()) {
+  explicit Challtestsrv(const std::string& binary)
+      : dnsPort_(freePort()), mgmtPort_(freePort(dnsPort_)) {
     const std::string dns = "127.0.0.1:" + std::to_string(dnsPort_);
     const std::string mgmt = "127.0.0.1:" + std::to_string(mgmtPort_);
     std::vector<std::string> args = {binary, "-dns01",   dns, "-management", mgmt, "-http01",
