@@ -111,24 +111,21 @@ TEST_CASE("listener: accepts a libuv client on port 0 with a non-blocking close-
 
   // The accepted socket carries the public options already: inherited from the listening socket,
   // which Listener::open tuned, so no accept path sets them per connection.
-  int value = 0;
-  socklen_t size = sizeof value;
-  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_NODELAY, &value, &size) == 0);
-  CHECK(value == 1);
-  REQUIRE(::getsockopt(accepted[0], SOL_SOCKET, SO_KEEPALIVE, &value, &size) == 0);
-  CHECK(value == 1);
-  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_KEEPIDLE, &value, &size) == 0);
-  CHECK(value == 60);
-  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_KEEPINTVL, &value, &size) == 0);
-  CHECK(value == 10);
-  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_KEEPCNT, &value, &size) == 0);
-  CHECK(value == 6);
-  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &size) == 0);
-  CHECK(value == 0);
+  const auto option = [fd = accepted[0]](int level, int name) {
+    int value = -1;
+    socklen_t size = sizeof value;
+    REQUIRE(::getsockopt(fd, level, name, &value, &size) == 0);
+    return value;
+  };
+  CHECK(option(IPPROTO_TCP, TCP_NODELAY) == 1);
+  CHECK(option(SOL_SOCKET, SO_KEEPALIVE) == 1);
+  CHECK(option(IPPROTO_TCP, TCP_KEEPIDLE) == 60);
+  CHECK(option(IPPROTO_TCP, TCP_KEEPINTVL) == 10);
+  CHECK(option(IPPROTO_TCP, TCP_KEEPCNT) == 6);
+  CHECK(option(IPPROTO_TCP, TCP_NOTSENT_LOWAT) == 0);
   // tuneSocket's optional TCP_NOTSENT_LOWAT is per socket.
   ot::relayd::tuneSocket(accepted[0], 16384);
-  REQUIRE(::getsockopt(accepted[0], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &size) == 0);
-  CHECK(value == 16384);
+  CHECK(option(IPPROTO_TCP, TCP_NOTSENT_LOWAT) == 16384);
 
   ::close(accepted[0]);
   uv_close(reinterpret_cast<uv_handle_t*>(&client.tcp), nullptr);
