@@ -12,7 +12,7 @@
 namespace ot::client {
 namespace {
 
-Error invalid(std::string message) {
+Error invalidProfile(std::string message) {
   return Error{ErrorKind::kInvalid, std::move(message)};
 }
 
@@ -60,13 +60,13 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
   const std::string quoted = "--profile \"" + std::string(text) + "\"";
   const size_t equals = text.find('=');
   if (equals == std::string_view::npos) {
-    return invalid(
+    return invalidProfile(
         quoted + " must be NAME=HOST:PORT[,sni=NAME][,links=N] or NAME=listen:HOST:PORT[,links=N]");
   }
   ProfileSpec spec;
   spec.name = std::string(text.substr(0, equals));
   if (!isOriginName(spec.name)) {
-    return invalid(quoted + ": the name must be 1-64 of A-Za-z0-9._-");
+    return invalidProfile(quoted + ": the name must be 1-64 of A-Za-z0-9._-");
   }
   std::string_view rest = text.substr(equals + 1);
   constexpr std::string_view kListen = "listen:";
@@ -84,8 +84,8 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
     const size_t close = address.find(']');
     if (close == std::string_view::npos || close + 1 >= address.size() ||
         address[close + 1] != ':') {
-      return invalid(quoted + ": an IPv6 address must be written " +
-                     (spec.listen ? "listen:[ADDRESS]:PORT" : "[ADDRESS]:PORT"));
+      return invalidProfile(quoted + ": an IPv6 address must be written " +
+                            (spec.listen ? "listen:[ADDRESS]:PORT" : "[ADDRESS]:PORT"));
     }
     spec.host = std::string(address.substr(1, close - 1));
     portText = address.substr(close + 2);
@@ -93,18 +93,18 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
   } else {
     const size_t colon = address.rfind(':');
     if (colon == std::string_view::npos)
-      return invalid(quoted + ": " + hostWord + " is missing the port");
+      return invalidProfile(quoted + ": " + hostWord + " is missing the port");
     spec.host = std::string(address.substr(0, colon));
     portText = address.substr(colon + 1);
   }
   if (!isHostText(spec.host, bracketed)) {
-    return invalid(quoted + ": \"" + spec.host + "\" is not a host name or address" +
-                   (spec.listen ? " to listen on" : ""));
+    return invalidProfile(quoted + ": \"" + spec.host + "\" is not a host name or address" +
+                          (spec.listen ? " to listen on" : ""));
   }
   const std::optional<uint64_t> port = config::parseUnsigned(portText);
   if (!port || *port < 1 || *port > 65535) {
-    return invalid(quoted + ": port \"" + std::string(portText) +
-                   "\" must be a number from 1 to 65535");
+    return invalidProfile(quoted + ": port \"" + std::string(portText) +
+                          "\" must be a number from 1 to 65535");
   }
   spec.port = static_cast<uint16_t>(*port);
   while (!options.empty()) {
@@ -114,21 +114,21 @@ Result<ProfileSpec> parseProfileSpec(std::string_view text) {
     if (option.starts_with("sni=")) {
       spec.sni = std::string(option.substr(4));
       if (!isHostText(spec.sni, false)) {
-        return invalid(quoted + ": sni \"" + spec.sni + "\" is not a host name");
+        return invalidProfile(quoted + ": sni \"" + spec.sni + "\" is not a host name");
       }
     } else if (option.starts_with("links=")) {
       const std::optional<uint64_t> links = config::parseUnsigned(option.substr(6));
       if (!links || *links < 1 || *links > static_cast<uint64_t>(kMaxLinksPerProfile)) {
-        return invalid(quoted + ": links must be a number from 1 to " +
-                       std::to_string(kMaxLinksPerProfile));
+        return invalidProfile(quoted + ": links must be a number from 1 to " +
+                              std::to_string(kMaxLinksPerProfile));
       }
       spec.links = static_cast<int>(*links);
     } else if (spec.listen) {
-      return invalid(quoted + ": unknown option \"" + std::string(option) +
-                     "\" (a listening profile takes links=N, sni=NAME)");
+      return invalidProfile(quoted + ": unknown option \"" + std::string(option) +
+                            "\" (a listening profile takes links=N, sni=NAME)");
     } else {
-      return invalid(quoted + ": unknown option \"" + std::string(option) +
-                     "\" (sni=NAME or links=N)");
+      return invalidProfile(quoted + ": unknown option \"" + std::string(option) +
+                            "\" (sni=NAME or links=N)");
     }
   }
   return spec;
@@ -144,8 +144,8 @@ Result<std::vector<ProfileSpec>> parseProfiles(const std::vector<std::string>& s
     return std::vector<ProfileSpec>{spec};
   }
   if (specs.size() > bridge::kMaxProfiles) {
-    return invalid("at most " + std::to_string(bridge::kMaxProfiles) + " --profile entries; got " +
-                   std::to_string(specs.size()));
+    return invalidProfile("at most " + std::to_string(bridge::kMaxProfiles) +
+                          " --profile entries; got " + std::to_string(specs.size()));
   }
   std::vector<ProfileSpec> profiles;
   std::set<std::string> names;
@@ -153,7 +153,7 @@ Result<std::vector<ProfileSpec>> parseProfiles(const std::vector<std::string>& s
     auto spec = parseProfileSpec(text);
     if (!spec.ok()) return spec.error();
     if (!names.insert(spec.value().name).second) {
-      return invalid("--profile " + spec.value().name + " is given more than once");
+      return invalidProfile("--profile " + spec.value().name + " is given more than once");
     }
     profiles.push_back(std::move(spec).value());
   }

@@ -15,7 +15,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd.api");
+const log::Logger kApiAdmissionLog("relayd.api");
 
 constexpr uint64_t kShedLogEveryMs = 10'000;
 
@@ -34,11 +34,11 @@ void countShed(RelayContext& context, const char* why) {
   context.metrics.shedHandshakes.Increment();
   static LogThrottle throttle(kShedLogEveryMs);
   if (uint64_t suppressed = 0; throttle.allow(context.nowMs(), suppressed)) {
-    kLog.warn("API connection shed before its TLS handshake",
-              {{"reason", why},
-               {"in_progress", context.apiHandshakes.inProgress()},
-               {"waiting", context.apiHandshakes.waiting()},
-               {"suppressed", suppressed}});
+    kApiAdmissionLog.warn("API connection shed before its TLS handshake",
+                          {{"reason", why},
+                           {"in_progress", context.apiHandshakes.inProgress()},
+                           {"waiting", context.apiHandshakes.waiting()},
+                           {"suppressed", suppressed}});
   }
 }
 
@@ -117,8 +117,9 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
       context.metrics.shedSourceHandshakes.Increment();
       static LogThrottle throttle(kShedLogEveryMs);
       if (uint64_t suppressed = 0; throttle.allow(context.nowMs(), suppressed)) {
-        kLog.warn("API handshake refused: the source holds its share of handshake slots",
-                  {{"source", source}, {"limit", limit}, {"suppressed", suppressed}});
+        kApiAdmissionLog.warn(
+            "API handshake refused: the source holds its share of handshake slots",
+            {{"source", source}, {"limit", limit}, {"suppressed", suppressed}});
       }
       closeUnserved(context, stream, Unserved::kShed);
       return;
@@ -141,8 +142,8 @@ void admitApiConnection(RelayContext& context, Relay& relay, TcpStream* stream,
       return;
     case HandshakeSlots::Admission::kQueued:
       if (log::enabled(log::Level::kDebug)) {
-        kLog.debug("API connection waits for a handshake slot",
-                   {{"waiting", context.apiHandshakes.waiting()}});
+        kApiAdmissionLog.debug("API connection waits for a handshake slot",
+                               {{"waiting", context.apiHandshakes.waiting()}});
       }
       return;
     case HandshakeSlots::Admission::kShed:

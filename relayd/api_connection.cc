@@ -17,7 +17,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd.api");
+const log::Logger kApiConnectionLog("relayd.api");
 
 constexpr uint64_t kHandshakeTimeoutMs = 10'000;
 // Once the ClientHello is in, a real client answers our ServerHello within one round trip; 5 s
@@ -25,7 +25,7 @@ constexpr uint64_t kHandshakeTimeoutMs = 10'000;
 // some. A peer that sends a hello and goes silent gives its slot back after this, not after 10 s.
 constexpr uint64_t kHandshakeAfterHelloMs = 5'000;
 constexpr uint64_t kCloseFlushMs = 5'000;
-constexpr uint64_t kShedLogEveryMs = 10'000;
+constexpr uint64_t kApiShedLogEveryMs = 10'000;
 // In its HTTP phase a connection takes the next pipelined request only while at most this much of
 // its earlier answers is unread (an answer is always queued whole; the mark only holds back the
 // next request). Far below the peer write backlog (2 MiB, write_backlog.h), which is sized for
@@ -170,8 +170,8 @@ void ApiConnection::onTlsFailed() {
   if (phase_ == Phase::kHandshake) {
     endHandshake();
     context_.metrics.apiHandshakeFailed.Increment();
-    kLog.debug("API TLS handshake failed",
-               {{"peer", stream_->peer().toString()}, {"error", tls_.errorText()}});
+    kApiConnectionLog.debug("API TLS handshake failed",
+                            {{"peer", stream_->peer().toString()}, {"error", tls_.errorText()}});
   }
   fail();
 }
@@ -183,7 +183,8 @@ void ApiConnection::onTlsDetachResult(tls::DetachResult result) {
   const auto index = static_cast<size_t>(result);
   if (index < logged.size() && !logged[index]) {
     logged[index] = true;
-    kLog.info("bridge TLS after the handshake", {{"result", tls::detachResultName(result)}});
+    kApiConnectionLog.info("bridge TLS after the handshake",
+                           {{"result", tls::detachResultName(result)}});
   }
 }
 
@@ -213,10 +214,11 @@ bool ApiConnection::takeSourceConnectionSlot() {
       SourceSlot::acquire(context_.apiConnectionsBySource, side.sourceKey, limit);
   if (side.connectionSource.held()) return true;
   context_.metrics.shedSourceApiConnections.Increment();
-  static LogThrottle throttle(kShedLogEveryMs);
+  static LogThrottle throttle(kApiShedLogEveryMs);
   if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
-    kLog.warn("API connection refused: the source holds its share of API connections",
-              {{"source", side.sourceKey}, {"limit", limit}, {"suppressed", suppressed}});
+    kApiConnectionLog.warn(
+        "API connection refused: the source holds its share of API connections",
+        {{"source", side.sourceKey}, {"limit", limit}, {"suppressed", suppressed}});
   }
   if (tls_.alpn() == "h2") {
     // An HTTP/1.1 answer would be garbage to it: GOAWAY ENHANCE_YOUR_CALM, then the close.

@@ -22,7 +22,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd.api");
+const log::Logger kApiConnectionH2Log("relayd.api");
 
 // As in api_connection.cc: what one connection may leave unread before it is not served more.
 constexpr size_t kHttp2AnswersUnreadMark = 256u << 10;
@@ -109,7 +109,8 @@ void ApiConnection::onHttp2StreamClosed(int32_t streamId) {
 }
 
 void ApiConnection::onHttp2Refused(int status) {
-  kLog.debug("HTTP/2 request refused", {{"status", status}, {"peer", peerAddress()}});
+  kApiConnectionH2Log.debug("HTTP/2 request refused",
+                            {{"status", status}, {"peer", peerAddress()}});
 }
 
 void ApiConnection::proxyHttp2(Http2Request request) {

@@ -15,7 +15,7 @@ namespace ot::relayd {
 
 namespace {
 
-std::vector<uint8_t> toBytes(const std::string& text) {
+std::vector<uint8_t> httpBytes(const std::string& text) {
   return {text.begin(), text.end()};
 }
 
@@ -131,7 +131,7 @@ void ApiConnection::handleBridgeUpgrade(const HttpMessage& request, const std::s
     // A bridge lives long and mostly idles: drop OpenSSL's ~14 KiB once proven. The 101 below is
     // the write proof; the bridge's first record from otunnel the read proof.
     tls_.releaseHandshakeState();
-    sendPlain(toBytes(ws::buildUpgradeResponse(key)));
+    sendPlain(httpBytes(ws::buildUpgradeResponse(key)));
     bridge_ = std::make_unique<BridgeSession>(context_, relay_, *this, tunnelId);
     parser_.reset();
     // The buffer the upgrade request was read into goes too (its capacity stayed after the
@@ -167,7 +167,7 @@ void ApiConnection::proxy(const HttpMessage& request) {
   stream_->stopReading();
   std::weak_ptr<bool> gone = gone_;
   proxyCall_ = relay_.apiProxy().send(
-      toBytes(*serialized), [this, gone, clientWantsClose](Result<ProxiedResponse> result) {
+      httpBytes(*serialized), [this, gone, clientWantsClose](Result<ProxiedResponse> result) {
         auto alive = gone.lock();
         if (!alive || *alive) return;
         proxyCall_ = 0;
@@ -196,7 +196,7 @@ void ApiConnection::proxy(const HttpMessage& request) {
           respond(unavailableResponse("the control plane gave an unreadable answer", true), true);
           return;
         }
-        respond(toBytes(*out), close);
+        respond(httpBytes(*out), close);
       });
 }
 

@@ -6,7 +6,7 @@
 namespace ot::relayd {
 
 namespace {
-const log::Logger kLog("relayd.attach");
+const log::Logger kAttachGuardLog("relayd.attach");
 }  // namespace
 
 std::optional<uint64_t> AttachGuard::refuse(const std::string& peerAddress, uint64_t nowMs) {
@@ -15,10 +15,10 @@ std::optional<uint64_t> AttachGuard::refuse(const std::string& peerAddress, uint
   const std::optional<SourceFailures::Refusal> refusal = failures_.refuse(*source, nowMs);
   if (!refusal) return std::nullopt;
   if (refusal->logWithSuppressed) {
-    kLog.warn("refusing attaches from a source that failed too often",
-              {{"source", *source},
-               {"retry_after_ms", refusal->retryAfterMs},
-               {"suppressed", *refusal->logWithSuppressed}});
+    kAttachGuardLog.warn("refusing attaches from a source that failed too often",
+                         {{"source", *source},
+                          {"retry_after_ms", refusal->retryAfterMs},
+                          {"suppressed", *refusal->logWithSuppressed}});
   }
   return refusal->retryAfterMs;
 }
@@ -29,12 +29,13 @@ void AttachGuard::failed(const std::string& peerAddress, const std::string& tunn
   if (!source) return;  // no address (a PROXY header without one): nothing to count it under
   const SourceFailures::Recorded recorded = failures_.recordFailure(*source, nowMs);
   if (!recorded.logWithSuppressed) return;
-  kLog.warn(recorded.nowRefused ? "attach failures: source refused for the rest of its window"
-                                : "attach failed: bad token",
-            {{"source", *source},
-             {"tunnel", tunnelId},
-             {"failures_in_window", recorded.failuresInWindow},
-             {"suppressed", *recorded.logWithSuppressed}});
+  kAttachGuardLog.warn(recorded.nowRefused
+                           ? "attach failures: source refused for the rest of its window"
+                           : "attach failed: bad token",
+                       {{"source", *source},
+                        {"tunnel", tunnelId},
+                        {"failures_in_window", recorded.failuresInWindow},
+                        {"suppressed", *recorded.logWithSuppressed}});
 }
 
 }  // namespace ot::relayd

@@ -14,7 +14,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd.bridge");
+const log::Logger kBridgeSessionLog("relayd.bridge");
 
 // Relay -> client ids stop before wrapping: a bridge that used them all is drained.
 constexpr uint32_t kLastConnId = 0xFFFFFFF0u;
@@ -89,8 +89,8 @@ void BridgeSession::readInput(std::span<uint8_t> bytes) {
       flushGather();  // a data frame's stream hears of it before anything that follows
     }
     if (step.event == ws::ReadEvent::kError) {
-      kLog.debug("bridge protocol error",
-                 {{"bridge", bridgeId_}, {"error", ws::errorName(step.error)}});
+      kBridgeSessionLog.debug("bridge protocol error",
+                              {{"bridge", bridgeId_}, {"error", ws::errorName(step.error)}});
       if (step.error == ws::Error::kTooManyFragments)
         context_.metrics.bridgeFragmentLimit.Increment();
       close(ws::closeCodeFor(step.error), DetachOutcome::kServerClose,
@@ -291,7 +291,7 @@ void BridgeSession::handleFrame(std::span<const uint8_t> message, bool inPlace) 
 
 void BridgeSession::protocolError(const char* what) {
   flushGather();  // what the client sent before the error still reaches its visitors
-  kLog.info("bridge protocol error", {{"bridge", bridgeId_}, {"error", what}});
+  kBridgeSessionLog.info("bridge protocol error", {{"bridge", bridgeId_}, {"error", what}});
   close(ws::kCloseProtocolError, DetachOutcome::kServerClose, what);
 }
 

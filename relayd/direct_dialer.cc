@@ -16,7 +16,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd.direct");
+const log::Logger kDirectDialerLog("relayd.direct");
 constexpr uint64_t kRefusedLogEveryMs = 10'000;
 
 uint64_t uniform(uint64_t n) {
@@ -183,19 +183,20 @@ void DirectDialer::setTargets(const std::string& tunnelId, std::vector<DirectTar
       ++it;
       continue;
     }
-    kLog.info(now == nullptr ? "direct target removed: its links close"
-                             : "direct target changed: its links are dialed anew",
-              {{"tunnel", old.tunnelId}, {"origin", old.origin}, {"address", old.address}});
+    kDirectDialerLog.info(
+        now == nullptr ? "direct target removed: its links close"
+                       : "direct target changed: its links are dialed anew",
+        {{"tunnel", old.tunnelId}, {"origin", old.origin}, {"address", old.address}});
     dropDials(it->first, now == nullptr ? "removed" : "changed");
     it = targets_.erase(it);
   }
   for (auto& target : targets) {
     const std::string key = keyOf(target.tunnelId, target.origin);
     if (targets_.count(key) != 0) continue;
-    kLog.info("direct target", {{"tunnel", target.tunnelId},
-                                {"origin", target.origin},
-                                {"address", target.address},
-                                {"links", target.links}});
+    kDirectDialerLog.info("direct target", {{"tunnel", target.tunnelId},
+                                            {"origin", target.origin},
+                                            {"address", target.address},
+                                            {"links", target.links}});
     const uint32_t links = target.links;
     targets_.emplace(key, Target{std::move(target), DirectSchedule(links, uniform), nextEpoch_++});
   }
@@ -216,7 +217,8 @@ void DirectDialer::dropDials(const std::string& targetKey, const char* why) {
     if (dial.phase == Phase::kAttached) {
       --counters_.up;
       upMetric_->Decrement();
-      kLog.debug("direct bridge closed", {{"why", why}, {"bridge_key", dial.bridgeKey}});
+      kDirectDialerLog.debug("direct bridge closed",
+                             {{"why", why}, {"bridge_key", dial.bridgeKey}});
       const uint64_t bridgeKey = dial.bridgeKey;
       it = dials_.erase(it);
       if (hooks_.closeBridge) hooks_.closeBridge(bridgeKey);
@@ -370,8 +372,8 @@ void DirectDialer::connectFailed(uint64_t dialId, int status) {
     dial.stream->close(true);
     dial.stream = nullptr;
   }
-  kLog.debug("direct dial: connect failed",
-             {{"address", dial.peer}, {"error", uv_strerror(status)}});
+  kDirectDialerLog.debug("direct dial: connect failed",
+                         {{"address", dial.peer}, {"error", uv_strerror(status)}});
   if (dial.next < dial.addresses.size()) {
     connectNext(dialId);
     return;
@@ -407,12 +409,12 @@ bool DirectDialer::dialAttached(uint64_t dialId, uint64_t bridgeKey, const std::
   Target* target = targetOf(it->second);
   if (target == nullptr || target->target.tunnelId != tunnelId || target->target.origin != origin) {
     if (target != nullptr) {
-      kLog.warn("direct dial answered as another tunnel or origin: refused",
-                {{"tunnel", target->target.tunnelId},
-                 {"origin", target->target.origin},
-                 {"address", target->target.address},
-                 {"attached_tunnel", tunnelId},
-                 {"attached_origin", origin}});
+      kDirectDialerLog.warn("direct dial answered as another tunnel or origin: refused",
+                            {{"tunnel", target->target.tunnelId},
+                             {"origin", target->target.origin},
+                             {"address", target->target.address},
+                             {"attached_tunnel", tunnelId},
+                             {"attached_origin", origin}});
     }
     fail(dialId, DialFailure::kClosed, "attached as another tunnel or origin");
     return false;
@@ -423,9 +425,9 @@ bool DirectDialer::dialAttached(uint64_t dialId, uint64_t bridgeKey, const std::
   ++counters_.attached;
   ++counters_.up;
   upMetric_->Increment();
-  kLog.info("direct bridge attached", {{"tunnel", target->target.tunnelId},
-                                       {"origin", target->target.origin},
-                                       {"address", it->second.peer}});
+  kDirectDialerLog.info("direct bridge attached", {{"tunnel", target->target.tunnelId},
+                                                   {"origin", target->target.origin},
+                                                   {"address", it->second.peer}});
   return true;
 }
 
@@ -437,9 +439,9 @@ void DirectDialer::dialEnded(uint64_t dialId) {
     --counters_.up;
     upMetric_->Decrement();
     if (target != nullptr) {
-      kLog.info("direct bridge ended: redialing", {{"tunnel", target->target.tunnelId},
-                                                   {"origin", target->target.origin},
-                                                   {"address", it->second.peer}});
+      kDirectDialerLog.info("direct bridge ended: redialing", {{"tunnel", target->target.tunnelId},
+                                                               {"origin", target->target.origin},
+                                                               {"address", it->second.peer}});
       target->schedule.bridgeEnded(context_.nowMs());
     }
     dials_.erase(it);
@@ -463,13 +465,13 @@ void DirectDialer::fail(uint64_t dialId, DialFailure reason, const std::string& 
     const uint64_t waitMs = target->schedule.dialFailed(context_.nowMs());
     static LogThrottle throttle(kRefusedLogEveryMs);
     if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
-      kLog.warn("direct dial failed", {{"tunnel", target->target.tunnelId},
-                                       {"origin", target->target.origin},
-                                       {"address", target->target.address},
-                                       {"reason", dialFailureName(reason)},
-                                       {"detail", detail},
-                                       {"retry_in_ms", waitMs},
-                                       {"suppressed", suppressed}});
+      kDirectDialerLog.warn("direct dial failed", {{"tunnel", target->target.tunnelId},
+                                                   {"origin", target->target.origin},
+                                                   {"address", target->target.address},
+                                                   {"reason", dialFailureName(reason)},
+                                                   {"detail", detail},
+                                                   {"retry_in_ms", waitMs},
+                                                   {"suppressed", suppressed}});
     }
   }
   dials_.erase(it);

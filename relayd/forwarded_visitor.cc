@@ -12,7 +12,7 @@
 namespace ot::relayd {
 
 namespace {
-const log::Logger kLog("relayd.forward");
+const log::Logger kForwardedVisitorLog("relayd.forward");
 constexpr uint64_t kHelloTimeoutMs = 10'000;
 }  // namespace
 
@@ -66,8 +66,8 @@ void ForwardedVisitor::route() {
   if (target.kind != SniTarget::Kind::kTunnel || target.tunnelId != header_.tunnelId ||
       target.route != header_.route) {
     // Signed for one tunnel, carrying another's visitor: never routed.
-    kLog.info("forward refused: its ClientHello names another tunnel or route",
-              {{"tunnel", header_.tunnelId}, {"sender", header_.envelope.sender}});
+    kForwardedVisitorLog.info("forward refused: its ClientHello names another tunnel or route",
+                              {{"tunnel", header_.tunnelId}, {"sender", header_.envelope.sender}});
     context_.metrics.registry
         .counter("opentunnel_mesh_internal_refused_total",
                  "Connections closed unserved on the internal listener, by reason.",

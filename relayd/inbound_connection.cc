@@ -17,8 +17,8 @@
 namespace ot::relayd {
 
 namespace {
-const log::Logger kLog("relayd.accept");
-constexpr uint64_t kHelloTimeoutMs = 10'000;
+const log::Logger kInboundConnectionLog("relayd.accept");
+constexpr uint64_t kInboundHelloTimeoutMs = 10'000;
 
 bool offersBridgeAlpn(const ClientHelloInfo& info) {
   return std::find(info.alpn.begin(), info.alpn.end(), bridge::kBridgeAlpn) != info.alpn.end();
@@ -41,7 +41,7 @@ void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, Peer
   ++context.openConnections;
   connection->stream_->setPeer(std::move(peer));
   connection->acceptedAtMs_ = context.nowMs();
-  context.wheel.schedule(connection->timer_, context.nowMs(), kHelloTimeoutMs);
+  context.wheel.schedule(connection->timer_, context.nowMs(), kInboundHelloTimeoutMs);
   connection->stream_->startReading();
 }
 
@@ -69,7 +69,7 @@ void InboundConnection::adoptDialed(RelayContext& context, Relay& relay, TcpStre
   stream->setNoDelay(true);  // as an accepted one inherits from the listener
   stream->setKeepAlive(60);
   connection->acceptedAtMs_ = context.nowMs();
-  context.wheel.schedule(connection->timer_, context.nowMs(), kHelloTimeoutMs);
+  context.wheel.schedule(connection->timer_, context.nowMs(), kInboundHelloTimeoutMs);
   stream->startReading();
 }
 
@@ -84,7 +84,7 @@ void InboundConnection::onRead(std::span<const uint8_t> bytes) {
     const ProxyReadResult result = proxy_->feed(bytes);
     if (result.status == ProxyStatus::kNeedMore) return;
     if (result.status == ProxyStatus::kError) {
-      kLog.debug("bad PROXY header", {{"error", proxyErrorName(result.error)}});
+      kInboundConnectionLog.debug("bad PROXY header", {{"error", proxyErrorName(result.error)}});
       reject(VisitorOutcome::kRejectedBadHello);
       return;
     }

@@ -24,7 +24,7 @@
 namespace ot::relayd {
 namespace {
 
-const log::Logger kLog("relayd.internal");
+const log::Logger kInternalListenerLog("relayd.internal");
 
 constexpr std::string_view kConnectionsName = "opentunnel_mesh_internal_connections_total";
 constexpr std::string_view kConnectionsHelp =
@@ -55,8 +55,11 @@ std::string localAddressOf(int fd) {
   return formatSocketAddress(address);
 }
 
+}  // namespace
+
 // The SOCK_SEQPACKET connection to controld's MESH_HANDOFF_SOCKET, opened when first needed and
-// again after controld restarted (a send on the old one fails).
+// again after controld restarted (a send on the old one fails). Outside the anonymous namespace:
+// Impl holds one, and g++ warns about a member of internal type in a unity build.
 class HandoffChannel {
  public:
   explicit HandoffChannel(std::string path) : path_(std::move(path)) {}
@@ -104,8 +107,6 @@ class HandoffChannel {
   std::string path_;
   int fd_ = -1;
 };
-
-}  // namespace
 
 struct InternalListener::Impl {
   struct Connection {
@@ -217,9 +218,9 @@ struct InternalListener::Impl {
     const int64_t now = unixNowMs();
     auto question = mesh::verifyAliveQuestion(line, options.secret, options.machineId, now);
     if (!question) {
-      kLog.info("liveness question refused",
-                {{"peer", connection.peer},
-                 {"reason", std::string(mesh::proofErrorName(question.error()))}});
+      kInternalListenerLog.info("liveness question refused",
+                                {{"peer", connection.peer},
+                                 {"reason", std::string(mesh::proofErrorName(question.error()))}});
       refuse(connection, std::string(mesh::proofErrorName(question.error())));
       return;
     }
@@ -247,7 +248,7 @@ struct InternalListener::Impl {
         mesh::verifyForwardHeader(line, options.secret, options.machineId, now, linked, nonces);
     if (!header) {
       const std::string reason(mesh::proofErrorName(header.error()));
-      kLog.info("forward refused", {{"peer", connection.peer}, {"reason", reason}});
+      kInternalListenerLog.info("forward refused", {{"peer", connection.peer}, {"reason", reason}});
       refuse(connection, reason);
       return;
     }
@@ -273,8 +274,9 @@ struct InternalListener::Impl {
     handoff.prefix = std::move(connection.buffer);
     Status sent = channel.send(connection.fd, handoff);
     if (!sent) {
-      kLog.warn("cannot hand a connection to controld",
-                {{"kind", kindName}, {"peer", connection.peer}, {"error", sent.error().message}});
+      kInternalListenerLog.warn(
+          "cannot hand a connection to controld",
+          {{"kind", kindName}, {"peer", connection.peer}, {"error", sent.error().message}});
       refuse(connection, "control_unavailable");
       return;
     }
@@ -322,9 +324,10 @@ Result<std::unique_ptr<InternalListener>> InternalListener::open(RelayContext& c
       [raw](int fd, const sockaddr_storage& peer) { raw->accept(fd, peer); }, &context.metrics);
   if (!listener) return listener.error();
   impl->listener = std::move(listener).value();
-  kLog.info("internal listener up", {{"address", raw->options.address.toString()},
-                                     {"port", std::to_string(impl->listener->port())},
-                                     {"handoff_socket", raw->options.handoffSocketPath}});
+  kInternalListenerLog.info("internal listener up",
+                            {{"address", raw->options.address.toString()},
+                             {"port", std::to_string(impl->listener->port())},
+                             {"handoff_socket", raw->options.handoffSocketPath}});
   return std::unique_ptr<InternalListener>(new InternalListener(std::move(impl)));
 }
 

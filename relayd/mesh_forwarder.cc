@@ -17,7 +17,7 @@
 namespace ot::relayd {
 
 namespace {
-const log::Logger kLog("relayd.forward");
+const log::Logger kMeshForwarderLog("relayd.forward");
 
 uint16_t portOf(const sockaddr_storage& address) {
   if (address.ss_family == AF_INET6)
@@ -81,7 +81,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
     stopWaiting();
     timer_.cancel();
     owner_->context_.metrics.meshLookupHit.Increment();
-    kLog.debug("visitor waited for the table", {{"tunnel", tunnelId_}});
+    kMeshForwarderLog.debug("visitor waited for the table", {{"tunnel", tunnelId_}});
     tryHolder(target);
   }
 
@@ -220,7 +220,7 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
     ForwardSplice* splice = ForwardSplice::start(context, visitor_, holder_, rest);
     splice->holdSourceSlot(std::move(sourceSlot_));
     splice->countsOpenConnection();
-    kLog.debug("visitor forwarded", {{"tunnel", tunnelId_}, {"machine", machine_}});
+    kMeshForwarderLog.debug("visitor forwarded", {{"tunnel", tunnelId_}, {"machine", machine_}});
     visitor_ = nullptr;
     holder_ = nullptr;
     finish();
@@ -229,10 +229,10 @@ class MeshForwarder::Attempt final : public TcpStream::Handler, public Deferrabl
   void failed(ForwardFailure failure, const char* why) {
     if (owner_ == nullptr) return;
     owner_->context_.metrics.forwardFailed(failure);
-    kLog.info("forward failed", {{"tunnel", tunnelId_},
-                                 {"machine", machine_},
-                                 {"reason", std::string(forwardFailureName(failure))},
-                                 {"error", why}});
+    kMeshForwarderLog.info("forward failed", {{"tunnel", tunnelId_},
+                                              {"machine", machine_},
+                                              {"reason", std::string(forwardFailureName(failure))},
+                                              {"error", why}});
     timer_.cancel();
     dropHolder();
     answer_.clear();

@@ -22,7 +22,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd.relay");
+const log::Logger kRelayLog("relayd.relay");
 
 constexpr int kVisitorNotSentLowat = 128 * 1024;
 // Sources the attach-failure table remembers at once (about 150 bytes each), and how often one
@@ -86,7 +86,7 @@ Relay::Relay(RelayContext& context, ControlClientOptions controlOptions)
     health_.controlSession(connected, context_.nowMs());
     if (connected) context_.metrics.controlSessionsTotal.Increment();
     meshFeed_.sessionChanged();  // the copy stays in use; the new session sends a snapshot
-    kLog.info(connected ? "control session up" : "control session down");
+    kRelayLog.info(connected ? "control session up" : "control session down");
     // API requests waiting on controld's socket would wait out the proxy timeout: answer them now.
     if (!connected) apiProxy_.failAll("the control session is down");
   };
@@ -200,8 +200,8 @@ void Relay::onRecheckRecords(const v1::RecheckRecords& recheck) {
   ++recheckGeneration_;
   const std::vector<std::string> reread = table_.recheckNegative();
   for (const auto& id : reread) rereadRecord(id);
-  kLog.info("cached records rechecked: a mesh link came up",
-            {{"peer", recheck.peer_machine_id()}, {"reread", reread.size()}});
+  kRelayLog.info("cached records rechecked: a mesh link came up",
+                 {{"peer", recheck.peer_machine_id()}, {"reread", reread.size()}});
 }
 
 void Relay::sweepCache() {
@@ -210,7 +210,7 @@ void Relay::sweepCache() {
   const TunnelTable::Sweep swept = table_.sweep(context_.nowMs(), control_->connected());
   for (const auto& id : swept.reread) rereadRecord(id);
   if (swept.dropped > 0) {
-    kLog.debug("idle cached records dropped", {{"dropped", swept.dropped}});
+    kRelayLog.debug("idle cached records dropped", {{"dropped", swept.dropped}});
   }
 }
 
@@ -364,7 +364,8 @@ void Relay::bridgeAttached(BridgeSession* bridge) {
   proto.set_max_conns(bridge->maxConns());
   proto.set_attached_at_unix_ms(static_cast<int64_t>(bridge->attachedAtUnixMs()));
   control_->bridgeAttached(std::move(proto));
-  kLog.debug("bridge attached", {{"bridge", bridge->bridgeId()}, {"tunnel", bridge->tunnelId()}});
+  kRelayLog.debug("bridge attached",
+                  {{"bridge", bridge->bridgeId()}, {"tunnel", bridge->tunnelId()}});
 }
 
 void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
@@ -374,8 +375,8 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
   context_.metrics.detach(reason);
   control_->bridgeDetached(bridge->bridgeId(), bridge->tunnelId(), detachReasonToProto(reason),
                            unixNowMs());
-  kLog.debug("bridge detached",
-             {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
+  kRelayLog.debug("bridge detached",
+                  {{"bridge", bridge->bridgeId()}, {"reason", detachOutcomeName(reason)}});
 }
 
 void Relay::bridgeStatus(BridgeSession* bridge, std::string_view text) {
@@ -422,11 +423,11 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
     if (!sourceSlot.held()) {
       static LogThrottle throttle(kRefusedLogEveryMs);
       if (uint64_t suppressed = 0; throttle.allow(context_.nowMs(), suppressed)) {
-        kLog.warn("visitor refused: its address holds its share of the tunnel's connections",
-                  {{"tunnel", target.tunnelId},
-                   {"source", source},
-                   {"limit", context_.config.maxConnsPerTunnelPerSource},
-                   {"suppressed", suppressed}});
+        kRelayLog.warn("visitor refused: its address holds its share of the tunnel's connections",
+                       {{"tunnel", target.tunnelId},
+                        {"source", source},
+                        {"limit", context_.config.maxConnsPerTunnelPerSource},
+                        {"suppressed", suppressed}});
       }
       rejectVisitor(stream, VisitorOutcome::kRejectedSourceLimit, target.tunnelId);
       return ForwardedRoute::kRejected;
@@ -521,8 +522,8 @@ void Relay::startDrain() {
   control_->draining(unixNowMs() + static_cast<int64_t>(context_.config.shutdownDrainMs));
   drainQueue_.clear();
   for (const auto& [key, bridge] : bridges_) drainQueue_.push_back(key);
-  kLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())},
-                         {"api_connections", std::to_string(context_.apiConnections.size())}});
+  kRelayLog.info("draining", {{"bridges", std::to_string(drainQueue_.size())},
+                              {"api_connections", std::to_string(context_.apiConnections.size())}});
   // Idle keep-alive API connections close now (h2: GOAWAY), so a proxy in front moves its pooled
   // connections elsewhere; busy ones close after their answer (Connection: close).
   const std::vector<ApiConnection*> apiConnections(context_.apiConnections.begin(),
@@ -541,7 +542,7 @@ void Relay::stopDrain() {
   drainQueue_.clear();
   direct_->start();
   control_->serving();
-  kLog.info("serving again after a drain");
+  kRelayLog.info("serving again after a drain");
 }
 
 void Relay::drainStep() {

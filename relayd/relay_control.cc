@@ -15,7 +15,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd.relay");
+const log::Logger kRelayControlLog("relayd.relay");
 
 Sha256 toSha256(const std::string& bytes) {
   Sha256 out{};
@@ -102,8 +102,8 @@ void Relay::storeRecord(const v1::TunnelRecord& record) {
   for (uint64_t key : table_.revokedBridges(record.tunnel_id())) {
     auto it = bridges_.find(key);
     if (it == bridges_.end()) continue;
-    kLog.info("bridge closed: its origin credential was revoked",
-              {{"bridge", it->second->bridgeId()}, {"tunnel", record.tunnel_id()}});
+    kRelayControlLog.info("bridge closed: its origin credential was revoked",
+                          {{"bridge", it->second->bridgeId()}, {"tunnel", record.tunnel_id()}});
     it->second->close(ws::kClosePolicyViolation, DetachOutcome::kRevoked, "credential revoked");
   }
   // Direct mode: the origins to dial, and those no longer (after the revocation, so a rotated
@@ -132,7 +132,8 @@ size_t Relay::resetTunnel(const std::string& tunnelId) {
   closeTunnelBridges(tunnelId, bridge::kCloseReset, DetachOutcome::kReset,
                      std::string(bridge::kCloseResetReason));
   table_.dropRecord(tunnelId);
-  if (bridges > 0) kLog.info("tunnel reset", {{"tunnel", tunnelId}, {"bridges", bridges}});
+  if (bridges > 0)
+    kRelayControlLog.info("tunnel reset", {{"tunnel", tunnelId}, {"bridges", bridges}});
   return bridges;
 }
 
@@ -143,13 +144,15 @@ void Relay::onApiCertificate(const v1::ApiCertificate& certificate) {
   auto ctx = tls::makeServerContext(certificate.certificate_chain_pem(),
                                     certificate.private_key_pem(), {"h2", "http/1.1"});
   if (!ctx.ok()) {
-    kLog.error("the API certificate from controld is unusable", {{"error", ctx.error().message}});
+    kRelayControlLog.error("the API certificate from controld is unusable",
+                           {{"error", ctx.error().message}});
     return;
   }
   if (context_.ticketKeys) useTicketKeys(ctx.value().get(), context_.ticketKeys);
   apiContext_ = std::move(ctx).value();
   apiFingerprint_ = certificate.fingerprint_sha256();
-  kLog.info("API certificate installed", {{"fingerprint", apiFingerprint_.substr(0, 16)}});
+  kRelayControlLog.info("API certificate installed",
+                        {{"fingerprint", apiFingerprint_.substr(0, 16)}});
 }
 
 void Relay::onCommand(const v1::Command& command) {
@@ -227,10 +230,10 @@ void Relay::onMeshSnapshot(const v1::MeshTableSnapshot& part) {
   if (forwarder_ != nullptr) forwarder_->tableChanged();
   size_t linked = 0;
   for (const MeshPeer& peer : meshRoutes_.peers()) linked += peer.linked ? 1 : 0;
-  kLog.info("mesh table snapshot applied", {{"version", meshRoutes_.version()},
-                                            {"routes", meshRoutes_.routeCount()},
-                                            {"peers", meshRoutes_.peers().size()},
-                                            {"linked", linked}});
+  kRelayControlLog.info("mesh table snapshot applied", {{"version", meshRoutes_.version()},
+                                                        {"routes", meshRoutes_.routeCount()},
+                                                        {"peers", meshRoutes_.peers().size()},
+                                                        {"linked", linked}});
 }
 
 void Relay::onMeshDelta(const v1::MeshTableDelta& delta) {
@@ -244,8 +247,8 @@ void Relay::onMeshDelta(const v1::MeshTableDelta& delta) {
     case MeshFeedReceiver::Outcome::kGap:
       // Forwarding goes on by the copy as it is until the snapshot replaces it.
       context_.metrics.meshTableGaps.Increment();
-      kLog.warn("mesh table delta skipped a version; asking controld for a snapshot",
-                {{"have_version", have}, {"got_version", delta.version()}});
+      kRelayControlLog.warn("mesh table delta skipped a version; asking controld for a snapshot",
+                            {{"have_version", have}, {"got_version", delta.version()}});
       control_->requestMeshSnapshot(have, delta.version());
       break;
     default:

@@ -8,7 +8,7 @@
 namespace ot::relayd {
 namespace {
 
-const log::Logger kLog("relayd");
+const log::Logger kRelayGaugesLog("relayd");
 
 }  // namespace
 
@@ -29,7 +29,7 @@ void RelayGauges::start() {
 
 void RelayGauges::onTimer(uv_timer_t* handle) {
   auto* self = static_cast<RelayGauges*>(handle->data);
-  (void)metrics::checkDescriptors(self->warnings_, kLog,
+  (void)metrics::checkDescriptors(self->warnings_, kRelayGaugesLog,
                                   static_cast<double>(handleCount(self->loop_)));
 }
 

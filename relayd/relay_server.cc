@@ -30,7 +30,7 @@ namespace ot::relayd {
 
 namespace {
 
-const log::Logger kLog("relayd");
+const log::Logger kRelayServerLog("relayd");
 
 // Once relayd stops listening, open API requests get up to this long (the spec's 10 s).
 constexpr uint64_t kShutdownGraceMs = 10'000;
@@ -72,16 +72,17 @@ uint64_t connectionLimit(const RelaydConfig& config) {
     inputs.openFileLimit = files.rlim_cur;
   inputs.bufferedBytesLimit = config.bufferedBytesLimit;
   const ConnectionCap cap = deriveConnectionCap(inputs);
-  kLog.info("connection cap", {{"max_connections", std::to_string(cap.limit)},
-                               {"bound_by", std::string(cap.boundBy)},
-                               {"memory_bytes", std::to_string(inputs.memoryBytes)},
-                               {"memory_source", memorySource},
-                               {"buffered_bytes_limit", std::to_string(inputs.bufferedBytesLimit)},
-                               {"bytes_per_connection", std::to_string(inputs.bytesPerConnection)},
-                               {"by_memory", std::to_string(cap.byMemory)},
-                               {"nofile", std::to_string(inputs.openFileLimit)},
-                               {"reserved_fds", std::to_string(cap.reservedDescriptors)},
-                               {"by_descriptors", std::to_string(cap.byDescriptors)}});
+  kRelayServerLog.info("connection cap",
+                       {{"max_connections", std::to_string(cap.limit)},
+                        {"bound_by", std::string(cap.boundBy)},
+                        {"memory_bytes", std::to_string(inputs.memoryBytes)},
+                        {"memory_source", memorySource},
+                        {"buffered_bytes_limit", std::to_string(inputs.bufferedBytesLimit)},
+                        {"bytes_per_connection", std::to_string(inputs.bytesPerConnection)},
+                        {"by_memory", std::to_string(cap.byMemory)},
+                        {"nofile", std::to_string(inputs.openFileLimit)},
+                        {"reserved_fds", std::to_string(cap.reservedDescriptors)},
+                        {"by_descriptors", std::to_string(cap.byDescriptors)}});
   return cap.limit;
 }
 
@@ -159,8 +160,8 @@ int RelayServer::run() {
       },
       &s.relayMetrics);
   if (!tls.ok()) {
-    kLog.error("cannot listen for TLS",
-               {{"address", s.config.tlsListen.toString()}, {"error", tls.error().message}});
+    kRelayServerLog.error("cannot listen for TLS", {{"address", s.config.tlsListen.toString()},
+                                                    {"error", tls.error().message}});
     return s.failStartup();
   }
   s.tlsListener = std::move(tls).value();
@@ -191,7 +192,7 @@ int RelayServer::run() {
     };
     auto listener = InternalListener::open(*s.context, std::move(internal));
     if (!listener.ok()) {
-      kLog.error(
+      kRelayServerLog.error(
           "cannot listen on the internal address",
           {{"address", s.config.internalListen.toString()}, {"error", listener.error().message}});
       return s.failStartup();
@@ -205,7 +206,7 @@ int RelayServer::run() {
         redirectHandler(s.config.domain, s.tlsListener->port(), [&s] { return s.healthAnswer(); }),
         &s.relayMetrics);
     if (!http.ok()) {
-      kLog.error("cannot listen for HTTP", {{"error", http.error().message}});
+      kRelayServerLog.error("cannot listen for HTTP", {{"error", http.error().message}});
       return s.failStartup();
     }
     s.httpServer = std::move(http).value();
@@ -227,7 +228,8 @@ int RelayServer::run() {
         },
         &s.relayMetrics);
     if (!metricsServer.ok()) {
-      kLog.error("cannot listen for metrics", {{"error", metricsServer.error().message}});
+      kRelayServerLog.error("cannot listen for metrics",
+                            {{"error", metricsServer.error().message}});
       return s.failStartup();
     }
     s.metricsServer = std::move(metricsServer).value();
@@ -248,13 +250,14 @@ int RelayServer::run() {
   s.gauges = std::make_unique<RelayGauges>(&s.loop, s.relayMetrics, s.relay->table());
   s.gauges->start();
   s.relay->start();
-  kLog.info("serving", {{"tls_port", std::to_string(s.tlsListener->port())},
-                        {"http_port",
-                         s.httpServer ? std::to_string(s.httpServer->port()) : std::string("off")},
-                        {"metrics_port", s.metricsServer ? std::to_string(s.metricsServer->port())
-                                                         : std::string("off")},
-                        {"domain", s.config.domain},
-                        {"max_connections", std::to_string(s.context->maxConnections)}});
+  kRelayServerLog.info(
+      "serving",
+      {{"tls_port", std::to_string(s.tlsListener->port())},
+       {"http_port", s.httpServer ? std::to_string(s.httpServer->port()) : std::string("off")},
+       {"metrics_port",
+        s.metricsServer ? std::to_string(s.metricsServer->port()) : std::string("off")},
+       {"domain", s.config.domain},
+       {"max_connections", std::to_string(s.context->maxConnections)}});
 
   uv_run(&s.loop, UV_RUN_DEFAULT);
 
@@ -263,10 +266,10 @@ int RelayServer::run() {
   s.context.reset();
   // Let the close callbacks of everything above run, then the loop can go.
   uv_run(&s.loop, UV_RUN_DEFAULT);
-  if (uv_loop_close(&s.loop) != 0) kLog.warn("the loop still had handles at exit");
+  if (uv_loop_close(&s.loop) != 0) kRelayServerLog.warn("the loop still had handles at exit");
   // The last visitors' events are queued by now: posted within ANALYTICS_SHUTDOWN_FLUSH_MS.
   s.analytics->stop();
-  kLog.info("stopped");
+  kRelayServerLog.info("stopped");
   log::flush();
   return 0;
 }
@@ -300,13 +303,14 @@ int RelayServer::Impl::failStartup() {
 void RelayServer::Impl::beginShutdown() {
   if (phase == 0) {
     phase = 1;
-    kLog.info("SIGTERM: draining", {{"drain_ms", std::to_string(config.shutdownDrainMs)}});
+    kRelayServerLog.info("SIGTERM: draining",
+                         {{"drain_ms", std::to_string(config.shutdownDrainMs)}});
     relay->startDrain();
     uv_timer_start(
         &shutdownTimer, [](uv_timer_t* handle) { static_cast<Impl*>(handle->data)->finishDrain(); },
         config.shutdownDrainMs, 0);
   } else if (phase == 1) {
-    kLog.info("second signal: stopping now");
+    kRelayServerLog.info("second signal: stopping now");
     finishDrain();
   }
 }
@@ -318,9 +322,9 @@ void RelayServer::Impl::finishDrain() {
   tlsListener->close();
   if (httpServer) httpServer->close();
   relay->closeAllBridges();
-  kLog.info("drain over: stopped listening",
-            {{"api_requests", std::to_string(relay->apiProxy().inFlight())},
-             {"grace_ms", std::to_string(kShutdownGraceMs)}});
+  kRelayServerLog.info("drain over: stopped listening",
+                       {{"api_requests", std::to_string(relay->apiProxy().inFlight())},
+                        {"grace_ms", std::to_string(kShutdownGraceMs)}});
   // Open API requests (and the bridges' close handshakes) get up to kShutdownGraceMs; relayd stops
   // as soon as none is left.
   graceEndsAtMs = uv_now(&loop) + kShutdownGraceMs;
@@ -334,10 +338,10 @@ void RelayServer::Impl::checkGrace() {
                     relay->bridgeCount() == 0;
   if (!idle && uv_now(&loop) < graceEndsAtMs) return;
   if (!idle) {
-    kLog.warn("shutdown grace over: cutting what is still open",
-              {{"api_requests", std::to_string(relay->apiProxy().inFlight())},
-               {"api_connections", std::to_string(context->apiConnections.size())},
-               {"bridges", std::to_string(relay->bridgeCount())}});
+    kRelayServerLog.warn("shutdown grace over: cutting what is still open",
+                         {{"api_requests", std::to_string(relay->apiProxy().inFlight())},
+                          {"api_connections", std::to_string(context->apiConnections.size())},
+                          {"bridges", std::to_string(relay->bridgeCount())}});
   }
   uv_timer_stop(&shutdownTimer);
   stopEverything();

@@ -17,7 +17,7 @@
 namespace ot::relayd {
 namespace {
 
-const log::Logger kLog("relayd.tickets");
+const log::Logger kTicketKeysLog("relayd.tickets");
 constexpr std::string_view kHeader = "opentunnel-tls-ticket-keys v1";
 
 template <size_t N>
@@ -56,8 +56,8 @@ Result<std::string> readFile(const std::string& path, bool& exists) {
   }
   struct stat info {};
   if (::fstat(fd, &info) == 0 && (info.st_mode & 077) != 0) {
-    kLog.warn("the TLS ticket key file was readable by others: made private (0600)",
-              {{"path", path}});
+    kTicketKeysLog.warn("the TLS ticket key file was readable by others: made private (0600)",
+                        {{"path", path}});
     (void)::fchmod(fd, 0600);
   }
   std::string text;
@@ -150,7 +150,7 @@ std::shared_ptr<TicketKeyStore> TicketKeyStore::open(const std::string& stateDir
   bool exists = false;
   std::vector<TicketKey> keys;
   if (auto text = readFile(path, exists); !text.ok()) {
-    kLog.error(
+    kTicketKeysLog.error(
         "cannot read the TLS ticket key file: starting with fresh keys (tickets given out "
         "before do not resume)",
         {{"path", path}, {"error", text.error().message}});
@@ -159,7 +159,7 @@ std::shared_ptr<TicketKeyStore> TicketKeyStore::open(const std::string& stateDir
     if (parsed.ok()) {
       keys = std::move(parsed).value();
     } else {
-      kLog.error(
+      kTicketKeysLog.error(
           "the TLS ticket key file is damaged: starting with fresh keys (tickets given out "
           "before do not resume)",
           {{"path", path}, {"error", parsed.error().message}});
@@ -175,8 +175,8 @@ std::shared_ptr<TicketKeyStore> TicketKeyStore::open(const std::string& stateDir
   std::shared_ptr<TicketKeyStore> store(new TicketKeyStore(path, std::move(keys)));
   store->dropExpired(now);
   if (loaded && !store->keys_.empty()) {
-    kLog.info("TLS ticket keys loaded",
-              {{"path", path}, {"keys", std::to_string(store->keys_.size())}});
+    kTicketKeysLog.info("TLS ticket keys loaded",
+                        {{"path", path}, {"keys", std::to_string(store->keys_.size())}});
   }
   (void)store->sealing(now);  // makes (and saves) the first key when none is usable
   return store;
@@ -195,13 +195,14 @@ const TicketKey* TicketKeyStore::sealing(int64_t now) {
   }
   auto key = makeTicketKey(now);
   if (!key.ok()) {
-    kLog.error("cannot make a TLS ticket key", {{"error", key.error().message}});
+    kTicketKeysLog.error("cannot make a TLS ticket key", {{"error", key.error().message}});
     return keys_.empty() ? nullptr : &keys_.front();
   }
   dropExpired(now);
   keys_.insert(keys_.begin(), *key);
   if (keys_.size() > kMaxTicketKeys) keys_.resize(kMaxTicketKeys);
-  kLog.info("TLS ticket key made", {{"path", path_}, {"keys", std::to_string(keys_.size())}});
+  kTicketKeysLog.info("TLS ticket key made",
+                      {{"path", path_}, {"keys", std::to_string(keys_.size())}});
   save();
   return &keys_.front();
 }
@@ -222,7 +223,7 @@ void TicketKeyStore::save() const {
   const std::string temporary = path_ + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   const auto failed = [&](const char* what, int error) {
-    kLog.error(
+    kTicketKeysLog.error(
         "cannot save the TLS ticket keys: they live in this process only (a restart does "
         "not resume its tickets)",
         {{"path", path_}, {"step", what}, {"error", std::strerror(error)}});

@@ -11,7 +11,7 @@
 namespace ot::analytics {
 namespace {
 
-const log::Logger kLog("analytics");
+const log::Logger kAnalyticsSenderLog("analytics");
 
 // A receiver that keeps failing is reported once a minute, with what was lost meanwhile.
 constexpr int64_t kLossLogEveryMs = 60'000;
@@ -139,9 +139,10 @@ bool Analytics::sleepUnlessStopping(int64_t ms) {
 }
 
 void Analytics::run() {
-  kLog.info("analytics on", {{"batch_size", static_cast<int64_t>(batch_.maxEvents)},
-                             {"flush_ms", batch_.intervalMs},
-                             {"queue_size", static_cast<int64_t>(queue_->capacity())}});
+  kAnalyticsSenderLog.info("analytics on",
+                           {{"batch_size", static_cast<int64_t>(batch_.maxEvents)},
+                            {"flush_ms", batch_.intervalMs},
+                            {"queue_size", static_cast<int64_t>(queue_->capacity())}});
   std::vector<Event> batch;
   batch.reserve(batch_.maxEvents);
   int64_t lastPostMs = steadyMs();
@@ -165,9 +166,10 @@ void Analytics::run() {
   count(&AnalyticsCounts::dropped, queue_->take(queue_->capacity(), left));
   logLosses(true);
   const AnalyticsCounts totals = counts();
-  kLog.info("analytics stopped", {{"sent", static_cast<int64_t>(totals.sent)},
-                                  {"failed", static_cast<int64_t>(totals.failed)},
-                                  {"dropped", static_cast<int64_t>(totals.dropped)}});
+  kAnalyticsSenderLog.info("analytics stopped",
+                           {{"sent", static_cast<int64_t>(totals.sent)},
+                            {"failed", static_cast<int64_t>(totals.failed)},
+                            {"dropped", static_cast<int64_t>(totals.dropped)}});
 }
 
 void Analytics::deliver(std::vector<Event>& batch) {
@@ -192,7 +194,8 @@ void Analytics::deliver(std::vector<Event>& batch) {
     const PostVerdict verdict = judgePost(status);
     if (verdict == PostVerdict::kSent) {
       count(&AnalyticsCounts::sent, n);
-      kLog.debug("analytics batch sent", {{"events", static_cast<int64_t>(n)}, {"status", status}});
+      kAnalyticsSenderLog.debug("analytics batch sent",
+                                {{"events", static_cast<int64_t>(n)}, {"status", status}});
       return;
     }
     lastError_ = status != 0 ? "HTTP " + std::to_string(status) : error;
@@ -226,11 +229,12 @@ void Analytics::logLosses(bool force) {
   if (dropped == loggedDropped_ && failed == loggedFailed_) return;
   const int64_t now = steadyMs();
   if (!force && lastLossLogMs_ >= 0 && now - lastLossLogMs_ < kLossLogEveryMs) return;
-  kLog.warn("analytics events lost", {{"dropped", static_cast<int64_t>(dropped - loggedDropped_)},
-                                      {"failed", static_cast<int64_t>(failed - loggedFailed_)},
-                                      {"dropped_total", static_cast<int64_t>(dropped)},
-                                      {"failed_total", static_cast<int64_t>(failed)},
-                                      {"error", lastError_}});
+  kAnalyticsSenderLog.warn("analytics events lost",
+                           {{"dropped", static_cast<int64_t>(dropped - loggedDropped_)},
+                            {"failed", static_cast<int64_t>(failed - loggedFailed_)},
+                            {"dropped_total", static_cast<int64_t>(dropped)},
+                            {"failed_total", static_cast<int64_t>(failed)},
+                            {"error", lastError_}});
   loggedDropped_ = dropped;
   loggedFailed_ = failed;
   lastLossLogMs_ = now;

@@ -5,7 +5,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.acme");
+const log::Logger kAcmeIssuerLog("controld.acme");
 
 }  // namespace
 
@@ -37,10 +37,11 @@ Result<IssuedCertificate> AcmeIssuer::issueDetailed(const IssueRequest& request,
   const AcmeError& error = issued.error();
   detail = toFailureDetail(error);
   if (cancel.load()) return Error{ErrorKind::kUnavailable, "cancelled: " + error.message};
-  kLog.debug("ACME attempt failed", {{"name", request.names.empty() ? "" : request.names.front()},
-                                     {"error_class", detail.reason},
-                                     {"http_status", error.httpStatus},
-                                     {"error", error.message}});
+  kAcmeIssuerLog.debug("ACME attempt failed",
+                       {{"name", request.names.empty() ? "" : request.names.front()},
+                        {"error_class", detail.reason},
+                        {"http_status", error.httpStatus},
+                        {"error", error.message}});
   return toError(error);
 }
 

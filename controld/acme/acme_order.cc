@@ -17,7 +17,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.acme");
+const log::Logger kAcmeOrderLog("controld.acme");
 constexpr int64_t kMaxPollWaitMs = 60'000;
 
 struct Authz {
@@ -136,8 +136,8 @@ AcmeResult<IssuedCertificate> Attempt::flow() {
       }
     }
     if (!stuck) break;
-    kLog.warn("abandoning an ACME order with a stuck or failed authorization",
-              {{"name", names_.front()}, {"order", orderUrl_}, {"order_number", n}});
+    kAcmeOrderLog.warn("abandoning an ACME order with a stuck or failed authorization",
+                       {{"name", names_.front()}, {"order", orderUrl_}, {"order_number", n}});
     bool kept = false;
     for (const auto& url : urls) deactivate(url, authzs_[url], kept);
     if (n >= config_.maxOrders) {
@@ -209,7 +209,7 @@ AcmeStatus Attempt::waitPropagation(const std::map<std::string, std::set<std::st
           config_.lookupTxt ? config_.lookupTxt(name) : lookupTxt(config_.dnsResolver, name);
       if (!seen) {
         all = false;
-        kLog.debug("TXT lookup failed", {{"name", name}, {"error", seen.error().message}});
+        kAcmeOrderLog.debug("TXT lookup failed", {{"name", name}, {"error", seen.error().message}});
         continue;
       }
       for (const auto& value : values) {
@@ -295,11 +295,11 @@ void Attempt::deactivate(const std::string& url, Authz& authz, bool& kept) {
   auto done = client_.post(url, {{"status", "deactivated"}}, kNever);
   if (done) {
     authz.status = "deactivated";
-    kLog.info("deactivated a pending ACME authorization", {{"name", authz.host}});
+    kAcmeOrderLog.info("deactivated a pending ACME authorization", {{"name", authz.host}});
     return;
   }
-  kLog.warn("cannot deactivate an ACME authorization",
-            {{"name", authz.host}, {"error", done.error().message}});
+  kAcmeOrderLog.warn("cannot deactivate an ACME authorization",
+                     {{"name", authz.host}, {"error", done.error().message}});
   if (authz.answered) kept = true;
 }
 
@@ -307,15 +307,16 @@ void Attempt::cleanup() {
   bool kept = false;
   for (auto& [url, authz] : authzs_) deactivate(url, authz, kept);
   if (kept) {
-    kLog.warn("leaving the challenge records in place: an answered authorization is still open",
-              {{"name", names_.front()}, {"records", records_.size()}});
+    kAcmeOrderLog.warn(
+        "leaving the challenge records in place: an answered authorization is still open",
+        {{"name", names_.front()}, {"records", records_.size()}});
     return;
   }
   for (const auto& record : records_) {
     if (auto deleted = dns_.deleteTxt(record); !deleted) {
       if (config_.dnsMetrics != nullptr) config_.dnsMetrics->deleteFailed.Increment();
-      kLog.warn("cannot delete a challenge record",
-                {{"name", record.name}, {"error", deleted.error().message}});
+      kAcmeOrderLog.warn("cannot delete a challenge record",
+                         {{"name", record.name}, {"error", deleted.error().message}});
     } else if (config_.dnsMetrics != nullptr) {
       config_.dnsMetrics->deleted.Increment();
     }

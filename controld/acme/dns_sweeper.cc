@@ -13,7 +13,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.dns_sweeper");
+const log::Logger kDnsSweeperLog("controld.dns_sweeper");
 
 PeriodicTaskOptions sweepSchedule(int64_t initialDelayMs) {
   PeriodicTaskOptions schedule;
@@ -108,7 +108,7 @@ int64_t DnsSweeper::now() const {
 std::chrono::milliseconds DnsSweeper::sweepRound() {
   auto report = sweepOnce();
   if (!report) {
-    kLog.warn("challenge record sweep failed", {{"error", report.error().message}});
+    kDnsSweeperLog.warn("challenge record sweep failed", {{"error", report.error().message}});
   }
   return std::chrono::milliseconds(options_.intervalMs);
 }
@@ -167,15 +167,16 @@ Result<DnsSweepReport> DnsSweeper::sweepOnce() {
     }
   }
   if (report.deleted > 0 || report.failed > 0) {
-    kLog.info("swept leftover challenge records",
-              {{"provider", provider_.name()},
-               {"listed", static_cast<int64_t>(report.listed)},
-               {"deleted", static_cast<int64_t>(report.deleted)},
-               {"failed", static_cast<int64_t>(report.failed)}});
+    kDnsSweeperLog.info("swept leftover challenge records",
+                        {{"provider", provider_.name()},
+                         {"listed", static_cast<int64_t>(report.listed)},
+                         {"deleted", static_cast<int64_t>(report.deleted)},
+                         {"failed", static_cast<int64_t>(report.failed)}});
   }
   if (!firstError.empty()) {
-    kLog.warn("could not delete leftover challenge records",
-              {{"failed", static_cast<int64_t>(report.failed)}, {"first_error", firstError}});
+    kDnsSweeperLog.warn(
+        "could not delete leftover challenge records",
+        {{"failed", static_cast<int64_t>(report.failed)}, {"first_error", firstError}});
   }
   return report;
 }

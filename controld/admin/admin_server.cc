@@ -20,7 +20,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& adminServerLogger() {
   static const log::Logger instance("controld.admin");
   return instance;
 }
@@ -159,9 +159,10 @@ Status AdminServer::start() {
   }
   server_ = std::move(server);
   lock_.emplace(std::move(socketLock).value());
-  logger().info("Admin service listening",
-                {{"socket", options_.socketPath},
-                 {"tcp", tls ? options_.tcp.host + ":" + std::to_string(tcpPort_) : "off"}});
+  adminServerLogger().info(
+      "Admin service listening",
+      {{"socket", options_.socketPath},
+       {"tcp", tls ? options_.tcp.host + ":" + std::to_string(tcpPort_) : "off"}});
   return Ok{};
 }
 
@@ -171,9 +172,10 @@ void AdminServer::stop() {
   server_->Wait();
   server_.reset();
   if (::unlink(options_.socketPath.c_str()) != 0 && errno != ENOENT) {
-    logger().warn("cannot remove the admin socket",
-                  {{"socket", options_.socketPath},
-                   {"error", std::error_code(errno, std::generic_category()).message()}});
+    adminServerLogger().warn(
+        "cannot remove the admin socket",
+        {{"socket", options_.socketPath},
+         {"error", std::error_code(errno, std::generic_category()).message()}});
   }
   lock_.reset();
   tcpPort_ = 0;

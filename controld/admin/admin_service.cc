@@ -9,7 +9,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& adminServiceLogger() {
   static const log::Logger instance("controld.admin");
   return instance;
 }
@@ -178,7 +178,7 @@ grpc::Status AdminService::DeleteTunnel(grpc::ServerContext*,
       return grpcStatus(written.error());
     }
     context_.publisher->publishDeleted(id);
-    logger().info("tunnel deleted by an operator", {{"tunnel", id}});
+    adminServiceLogger().info("tunnel deleted by an operator", {{"tunnel", id}});
     return grpc::Status::OK;
   }
   return {grpc::StatusCode::ABORTED, "tunnel " + id + " kept changing; try again"};
@@ -205,8 +205,9 @@ grpc::Status AdminService::ResetTunnel(grpc::ServerContext*, const av1::ResetTun
     out->set_told(machine.told);
     out->set_bridges(machine.bridges);
   }
-  logger().info("tunnel reset by an operator",
-                {{"tunnel", id}, {"bridges", outcome.bridgesHere}, {"peers", outcome.peersTold}});
+  adminServiceLogger().info(
+      "tunnel reset by an operator",
+      {{"tunnel", id}, {"bridges", outcome.bridgesHere}, {"peers", outcome.peersTold}});
   return grpc::Status::OK;
 }
 
@@ -234,9 +235,9 @@ grpc::Status AdminService::DrainRelay(grpc::ServerContext*, const av1::DrainRela
   if (request->undo()) {
     if (mesh::MeshNode* node = meshNode()) node->setLeaving(false);
   }
-  logger().info(request->undo() ? "relayd told to serve again by an operator"
-                                : "relayd told to drain by an operator",
-                {{"relays", sent.relays}});
+  adminServiceLogger().info(request->undo() ? "relayd told to serve again by an operator"
+                                            : "relayd told to drain by an operator",
+                            {{"relays", sent.relays}});
   return grpc::Status::OK;
 }
 
@@ -283,7 +284,7 @@ grpc::Status AdminService::RetryJob(grpc::ServerContext*, const av1::RetryJobReq
   if (!requeued) return grpcStatus(requeued.error());
   if (!*requeued) return {grpc::StatusCode::ABORTED, "job " + id + " changed meanwhile"};
   if (context_.jobs != nullptr) context_.jobs->jobAdded();
-  logger().info("job retried by an operator", {{"job", id}});
+  adminServiceLogger().info("job retried by an operator", {{"job", id}});
   return grpc::Status::OK;
 }
 

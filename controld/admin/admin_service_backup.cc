@@ -10,7 +10,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& adminServiceBackupLogger() {
   static const log::Logger instance("controld.admin");
   return instance;
 }
@@ -48,11 +48,12 @@ grpc::Status AdminService::Export(grpc::ServerContext* context, const av1::Expor
         return flush();
       });
   if (!exported) {
-    logger().warn("export failed", {{"error", exported.error().message}, {"records", records}});
+    adminServiceBackupLogger().warn("export failed",
+                                    {{"error", exported.error().message}, {"records", records}});
     return grpcStatus(exported.error());
   }
   if (!flush()) return {grpc::StatusCode::CANCELLED, "the reader went away"};
-  logger().info("export done", {{"records", records}});
+  adminServiceBackupLogger().info("export done", {{"records", records}});
   return grpc::Status::OK;
 }
 
@@ -71,8 +72,8 @@ grpc::Status AdminService::Import(grpc::ServerContext*,
     do {
       const Status fed = session->feed(chunk.data());
       if (!fed) {
-        logger().warn("import failed",
-                      {{"error", fed.error().message}, {"records", session->recordsSeen()}});
+        adminServiceBackupLogger().warn(
+            "import failed", {{"error", fed.error().message}, {"records", session->recordsSeen()}});
         return grpcStatus(fed.error());
       }
     } while (reader->Read(&chunk));
@@ -88,9 +89,9 @@ grpc::Status AdminService::Import(grpc::ServerContext*,
     out->set_tunnel_id(rejected.tunnelId);
     out->set_reason(rejected.reason);
   }
-  logger().info("import done", {{"dry_run", options.dryRun},
-                                {"inserted", report->inserted},
-                                {"rejected", report->rejected.size()}});
+  adminServiceBackupLogger().info("import done", {{"dry_run", options.dryRun},
+                                                  {"inserted", report->inserted},
+                                                  {"rejected", report->rejected.size()}});
   return grpc::Status::OK;
 }
 

@@ -7,7 +7,7 @@
 namespace ot::controld {
 namespace {
 
-log::Logger& logger() {
+log::Logger& tunnelResetLogger() {
   static log::Logger instance("controld.reset");
   return instance;
 }
@@ -48,11 +48,11 @@ TunnelResetOutcome TunnelResetter::reset(const std::string& tunnelId, bool hereO
   size_t untold = 0;
   for (const auto& machine : outcome.machines) untold += machine.told ? 0 : 1;
   // Machines with bridges of the tunnel but no link miss the event: their bridges keep going.
-  logger().info("tunnel reset", {{"tunnel", tunnelId},
-                                 {"bridges_here", bridges},
-                                 {"peers_told", outcome.peersTold},
-                                 {"machines_untold", untold},
-                                 {"here_only", hereOnly}});
+  tunnelResetLogger().info("tunnel reset", {{"tunnel", tunnelId},
+                                            {"bridges_here", bridges},
+                                            {"peers_told", outcome.peersTold},
+                                            {"machines_untold", untold},
+                                            {"here_only", hereOnly}});
   return outcome;
 }
 

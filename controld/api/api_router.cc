@@ -10,7 +10,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.api");
+const log::Logger kApiRouterLog("controld.api");
 
 bool isParameterName(std::string_view name) {
   if (name.empty()) return false;
@@ -24,7 +24,7 @@ bool isMethod(std::string_view method) {
          std::all_of(method.begin(), method.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
 }
 
-[[noreturn]] void refuse(const std::string& what) {
+[[noreturn]] void rejectRoute(const std::string& what) {
   throw std::invalid_argument(what);
 }
 
@@ -53,17 +53,18 @@ std::optional<std::vector<std::string_view>> splitPath(std::string_view path) {
 }
 
 void ApiRouter::addSchema(std::string name, nlohmann::ordered_json schema) {
-  if (name.empty() || schemas_.count(name) != 0) refuse("schema added twice or unnamed: " + name);
+  if (name.empty() || schemas_.count(name) != 0)
+    rejectRoute("schema added twice or unnamed: " + name);
   schemas_.emplace(std::move(name), std::move(schema));
 }
 
 void ApiRouter::add(Route route) {
   const std::string where = route.method + " " + route.path;
-  if (!isMethod(route.method)) refuse(where + ": the method must be upper case");
-  if (!route.handler) refuse(where + ": no handler");
-  if (route.doc.responses.empty()) refuse(where + ": no documented response");
+  if (!isMethod(route.method)) rejectRoute(where + ": the method must be upper case");
+  if (!route.handler) rejectRoute(where + ": no handler");
+  if (route.doc.responses.empty()) rejectRoute(where + ": no documented response");
   const auto split = splitPath(route.path);
-  if (!split) refuse(where + ": the template must start with '/'");
+  if (!split) rejectRoute(where + ": the template must start with '/'");
 
   std::vector<Segment> segments;
   std::set<std::string> names;
@@ -71,12 +72,12 @@ void ApiRouter::add(Route route) {
     if (part.size() >= 2 && part.front() == '{' && part.back() == '}') {
       const std::string name(part.substr(1, part.size() - 2));
       if (!isParameterName(name) || !names.insert(name).second) {
-        refuse(where + ": bad or repeated parameter {" + name + "}");
+        rejectRoute(where + ": bad or repeated parameter {" + name + "}");
       }
       segments.push_back({name, true});
     } else {
       if (part.empty() || part.find_first_of("{}") != std::string_view::npos) {
-        refuse(where + ": bad segment '" + std::string(part) + "'");
+        rejectRoute(where + ": bad segment '" + std::string(part) + "'");
       }
       segments.push_back({std::string(part), false});
     }
@@ -84,17 +85,17 @@ void ApiRouter::add(Route route) {
   std::set<std::string> documented;
   for (const ApiParameterDoc& parameter : route.doc.parameters) documented.insert(parameter.name);
   if (documented != names || documented.size() != route.doc.parameters.size()) {
-    refuse(where + ": the documented parameters differ from the template's");
+    rejectRoute(where + ": the documented parameters differ from the template's");
   }
   const auto known = [this](const std::string& schema) {
     return schema.empty() || schemas_.count(schema) != 0;
   };
   if (route.doc.requestBody &&
       (route.doc.requestBody->schema.empty() || !known(route.doc.requestBody->schema))) {
-    refuse(where + ": the request body names an unknown schema");
+    rejectRoute(where + ": the request body names an unknown schema");
   }
   for (const ApiResponseDoc& response : route.doc.responses) {
-    if (!known(response.schema)) refuse(where + ": a response names an unknown schema");
+    if (!known(response.schema)) rejectRoute(where + ": a response names an unknown schema");
   }
 
   auto it = std::find_if(templates_.begin(), templates_.end(),
@@ -104,7 +105,7 @@ void ApiRouter::add(Route route) {
     it = templates_.end() - 1;
   }
   for (size_t index : it->routes) {
-    if (routes_[index].method == route.method) refuse(where + ": added twice");
+    if (routes_[index].method == route.method) rejectRoute(where + ": added twice");
   }
   it->routes.push_back(routes_.size());
   routes_.push_back(std::move(route));
@@ -178,10 +179,11 @@ ApiResponse ApiRouter::handle(const ApiRequest& request) const {
     }
     return found.route->handler(request, found.params);
   } catch (const std::exception& error) {
-    kLog.error("API handler failed",
-               {{"method", request.method}, {"path", request.path}, {"error", error.what()}});
+    kApiRouterLog.error(
+        "API handler failed",
+        {{"method", request.method}, {"path", request.path}, {"error", error.what()}});
   } catch (...) {
-    kLog.error("API handler failed", {{"method", request.method}, {"path", request.path}});
+    kApiRouterLog.error("API handler failed", {{"method", request.method}, {"path", request.path}});
   }
   return ApiResponse::error(500, "InternalServerError", "internal error");
 }

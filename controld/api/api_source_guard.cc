@@ -15,7 +15,7 @@ namespace ot::controld {
 
 namespace {
 
-const log::Logger kLog("controld.api");
+const log::Logger kApiSourceGuardLog("controld.api");
 constexpr uint64_t kInvalidAddressLogEveryMs = 60'000;
 
 uint64_t steadyNowMs() {
@@ -65,8 +65,9 @@ struct SourceGuardState {
       invalidLastLogMs = now;
       invalidUnlogged = 0;
     }
-    kLog.warn("client address is not an IP address; ignored",
-              {{"client_address", address.substr(0, 64)}, {"suppressed", suppressed}});
+    kApiSourceGuardLog.warn(
+        "client address is not an IP address; ignored",
+        {{"client_address", address.substr(0, 64)}, {"suppressed", suppressed}});
   }
 };
 
@@ -111,10 +112,10 @@ ApiHandler withSourceGuard(ApiHandler inner, std::shared_ptr<SourceGuardState> s
       if (refusal) {
         state->refused.Increment();
         if (refusal->logWithSuppressed) {
-          kLog.warn("refusing credentials from a source that failed too often",
-                    {{"source", *source},
-                     {"retry_after_ms", refusal->retryAfterMs},
-                     {"suppressed", *refusal->logWithSuppressed}});
+          kApiSourceGuardLog.warn("refusing credentials from a source that failed too often",
+                                  {{"source", *source},
+                                   {"retry_after_ms", refusal->retryAfterMs},
+                                   {"suppressed", *refusal->logWithSuppressed}});
         }
         const std::string wait = seconds(refusal->retryAfterMs);
         ApiResponse response = ApiResponse::error(
@@ -133,13 +134,14 @@ ApiHandler withSourceGuard(ApiHandler inner, std::shared_ptr<SourceGuardState> s
         recorded = state->failures.recordFailure(*source, state->nowMs());
       }
       if (recorded.logWithSuppressed) {
-        kLog.warn(recorded.nowRefused
-                      ? "authentication failures: source refused for the rest of its window"
-                      : "authentication failed",
-                  {{"source", *source},
-                   {"path", effective->path},
-                   {"failures_in_window", recorded.failuresInWindow},
-                   {"suppressed", *recorded.logWithSuppressed}});
+        kApiSourceGuardLog.warn(
+            recorded.nowRefused
+                ? "authentication failures: source refused for the rest of its window"
+                : "authentication failed",
+            {{"source", *source},
+             {"path", effective->path},
+             {"failures_in_window", recorded.failuresInWindow},
+             {"suppressed", *recorded.logWithSuppressed}});
       }
     }
     return response;

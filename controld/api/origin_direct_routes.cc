@@ -21,7 +21,7 @@ using origin_api::noSecret;
 using origin_api::originJson;
 using origin_api::reply;
 
-const log::Logger kLog("controld.api");
+const log::Logger kOriginDirectRoutesLog("controld.api");
 
 ServiceError noSuchOrigin(const std::string& name) {
   return ServiceError{ServiceErrorKind::kNotFound, "the tunnel has no origin named " + name, 0};
@@ -47,10 +47,10 @@ ApiResponse setDirect(TunnelService& service, const OriginApi& api, const ApiReq
                                       });
   if (!changed) return serviceErrorResponse(changed.error());
   TunnelRecord& record = changed->record;
-  kLog.info("origin direct target set", {{"tunnel", record.id},
-                                         {"origin", name},
-                                         {"address", target->address},
-                                         {"links", target->links}});
+  kOriginDirectRoutesLog.info("origin direct target set", {{"tunnel", record.id},
+                                                           {"origin", name},
+                                                           {"address", target->address},
+                                                           {"links", target->links}});
   return reply(200, originJson(*secret, record, *findOrigin(record, name)));
 }
 
@@ -73,7 +73,8 @@ ApiResponse clearDirect(TunnelService& service, const ApiRequest& request,
       });
   if (!changed && !alreadyOff) return serviceErrorResponse(changed.error());
   if (changed) {
-    kLog.info("origin direct target removed", {{"tunnel", changed->record.id}, {"origin", name}});
+    kOriginDirectRoutesLog.info("origin direct target removed",
+                                {{"tunnel", changed->record.id}, {"origin", name}});
   }
   return ApiResponse{204, {}, ""};
 }

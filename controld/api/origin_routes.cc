@@ -16,7 +16,7 @@ namespace {
 
 using Json = origin_api::Json;
 
-const log::Logger kLog("controld.api");
+const log::Logger kOriginRoutesLog("controld.api");
 
 using origin_api::badRequest;
 using origin_api::noSecret;
@@ -96,9 +96,9 @@ ApiResponse addOrigin(TunnelService& service, const OriginApi& api, const ApiReq
       });
   if (!changed) return serviceErrorResponse(changed.error());
   const TunnelRecord& record = changed->record;
-  kLog.info("origin added", {{"tunnel", record.id},
-                             {"origin", name},
-                             {"direct", direct ? direct->address : std::string("-")}});
+  kOriginRoutesLog.info("origin added", {{"tunnel", record.id},
+                                         {"origin", name},
+                                         {"direct", direct ? direct->address : std::string("-")}});
   Json out = originJson(*secret, record, record.origins.back());
   out["generation"] = record.credentialGeneration;
   return reply(201, out);
@@ -117,7 +117,7 @@ ApiResponse removeOrigin(TunnelService& service, const ApiRequest& request,
         return std::nullopt;
       });
   if (!changed) return serviceErrorResponse(changed.error());
-  kLog.info("origin removed", {{"tunnel", changed->record.id}, {"origin", name}});
+  kOriginRoutesLog.info("origin removed", {{"tunnel", changed->record.id}, {"origin", name}});
   return ApiResponse{204, {}, ""};
 }
 
@@ -136,8 +136,9 @@ ApiResponse rotate(TunnelService& service, const OriginApi& api, const ApiReques
                                         return std::nullopt;
                                       });
   if (!changed) return serviceErrorResponse(changed.error());
-  kLog.info("origin credentials rotated",
-            {{"tunnel", changed->record.id}, {"generation", changed->record.credentialGeneration}});
+  kOriginRoutesLog.info(
+      "origin credentials rotated",
+      {{"tunnel", changed->record.id}, {"generation", changed->record.credentialGeneration}});
   return reply(200, poolJson(*secret, changed->record));
 }
 
@@ -170,9 +171,9 @@ ApiResponse setBalancing(TunnelService& service, const OriginApi& api, const Api
                                         return std::nullopt;
                                       });
   if (!changed) return serviceErrorResponse(changed.error());
-  kLog.info("balancing set", {{"tunnel", changed->record.id},
-                              {"mode", balancingName(changed->record.balancing)},
-                              {"sticky_hold_ms", changed->record.stickyHoldMs}});
+  kOriginRoutesLog.info("balancing set", {{"tunnel", changed->record.id},
+                                          {"mode", balancingName(changed->record.balancing)},
+                                          {"sticky_hold_ms", changed->record.stickyHoldMs}});
   return reply(200, poolJson(*secret, changed->record));
 }
 

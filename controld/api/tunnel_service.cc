@@ -13,7 +13,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.api");
+const log::Logger kTunnelServiceLog("controld.api");
 
 constexpr int64_t kHourMs = 3'600'000;
 constexpr int64_t kDayMs = 24 * kHourMs;
@@ -40,10 +40,12 @@ ServiceError storageFailure(const Error& error, std::string_view operation, std:
     case ErrorKind::kUnavailable:
     case ErrorKind::kTimeout:
       if (id.empty()) {
-        kLog.warn("storage unavailable", {{"operation", operation}, {"error", error.message}});
+        kTunnelServiceLog.warn("storage unavailable",
+                               {{"operation", operation}, {"error", error.message}});
       } else {
-        kLog.warn("storage unavailable",
-                  {{"operation", operation}, {"tunnel", id}, {"error", error.message}});
+        kTunnelServiceLog.warn(
+            "storage unavailable",
+            {{"operation", operation}, {"tunnel", id}, {"error", error.message}});
       }
       return failure(ServiceErrorKind::kStorage, "storage unavailable");
     case ErrorKind::kConflict:
@@ -55,8 +57,8 @@ ServiceError storageFailure(const Error& error, std::string_view operation, std:
     case ErrorKind::kInternal:
       break;
   }
-  kLog.error("storage failed",
-             {{"operation", operation}, {"tunnel", id}, {"error", error.message}});
+  kTunnelServiceLog.error("storage failed",
+                          {{"operation", operation}, {"tunnel", id}, {"error", error.message}});
   return failure(ServiceErrorKind::kInternal, "internal error");
 }
 
@@ -132,8 +134,8 @@ std::optional<ServiceError> TunnelService::checkBacklog() {
   if (read) {
     const Result<int64_t> pending = stores_.jobs.countJobs(JobStatus::kPending, 0);
     if (!pending) {
-      kLog.warn("cannot read the issuance backlog; not limiting",
-                {{"error", pending.error().message}});
+      kTunnelServiceLog.warn("cannot read the issuance backlog; not limiting",
+                             {{"error", pending.error().message}});
     }
     const std::lock_guard lock(backlogMutex_);
     backlogPending_ = pending ? std::optional<int64_t>(*pending) : std::nullopt;
@@ -160,7 +162,7 @@ std::optional<ServiceError> TunnelService::charge(const std::string& key, int64_
   if (!decision) return storageFailure(decision.error(), "acquireRate", "");
   if (decision->allowed) return std::nullopt;
   const int64_t retryAfterS = std::max<int64_t>(1, ceilDiv(decision->retryAfterMs, 1000));
-  kLog.info("rate limited", {{"key", key}, {"retry_after_s", retryAfterS}});
+  kTunnelServiceLog.info("rate limited", {{"key", key}, {"retry_after_s", retryAfterS}});
   return failure(ServiceErrorKind::kRateLimited,
                  std::string(what) + "; try again in about " + roughly(retryAfterS), retryAfterS);
 }
@@ -202,7 +204,8 @@ ServiceResult<CreatedTunnel> TunnelService::createTunnel(const std::optional<std
       continue;
     }
     publisher_.publishRecord(StoredTunnel{record, *revision});
-    kLog.info("tunnel created", {{"tunnel", record.id}, {"chosen_id", wantedId.has_value()}});
+    kTunnelServiceLog.info("tunnel created",
+                           {{"tunnel", record.id}, {"chosen_id", wantedId.has_value()}});
     if (config_.events)
       config_.events(tunnelCreatedEvent(record.id, wantedId.has_value(), nowMs_()));
     return CreatedTunnel{record.id, record.hostname, *token, "https://" + record.hostname};
@@ -259,8 +262,8 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
 
     const Result<CsrInfo> csr = checkTunnelCsr(csrPem, record.id, config_.domain);
     if (!csr) {
-      kLog.info("certificate request refused",
-                {{"tunnel", record.id}, {"reason", csr.error().message}});
+      kTunnelServiceLog.info("certificate request refused",
+                             {{"tunnel", record.id}, {"reason", csr.error().message}});
       return failure(ServiceErrorKind::kBadRequest, csr.error().message);
     }
     // The same CSR again (a client resuming its provisioning): answer as before, queue nothing,
@@ -273,8 +276,8 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     // its client waiting for a certificate that never matches its key. This one is refused,
     // without spending the budget, until that one is ready or failed.
     if (record.certificate.state == CertificateState::kIssuing) {
-      kLog.info("certificate request refused: another is in progress",
-                {{"tunnel", record.id}, {"certificate", record.certificate.id}});
+      kTunnelServiceLog.info("certificate request refused: another is in progress",
+                             {{"tunnel", record.id}, {"certificate", record.certificate.id}});
       return failure(ServiceErrorKind::kCertificateInProgress,
                      "another certificate request (another CSR) for this tunnel is in progress; "
                      "wait until it is ready or failed");
@@ -320,8 +323,8 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
       record.renewAtMs = previousRenewAt;
       if (const Result<int64_t> restored = stores_.tunnels.updateTunnel(record, stored.revision);
           !restored) {
-        kLog.warn("cannot restore the certificate after a refused request",
-                  {{"tunnel", record.id}, {"error", restored.error().message}});
+        kTunnelServiceLog.warn("cannot restore the certificate after a refused request",
+                               {{"tunnel", record.id}, {"error", restored.error().message}});
       }
       return *refused;
     }
@@ -330,15 +333,17 @@ ServiceResult<CertificateBinding> TunnelService::bindCertificate(
     const Result<bool> added = stores_.jobs.addJob(job);
     if (!added) {
       // The record says issuing; the job runner's reconcile adds the missing job for it.
-      kLog.warn("issuance job not queued; the reconcile will add it",
-                {{"tunnel", record.id}, {"certificate", job.id}, {"error", added.error().message}});
+      kTunnelServiceLog.warn(
+          "issuance job not queued; the reconcile will add it",
+          {{"tunnel", record.id}, {"certificate", job.id}, {"error", added.error().message}});
     } else if (*added) {
       notifier_.jobAdded();
     }
     publisher_.publishRecord(stored);
-    kLog.info("certificate requested", {{"tunnel", record.id},
-                                        {"certificate", record.certificate.id},
-                                        {"names", record.certificate.identifiers.size()}});
+    kTunnelServiceLog.info("certificate requested",
+                           {{"tunnel", record.id},
+                            {"certificate", record.certificate.id},
+                            {"names", record.certificate.identifiers.size()}});
     return CertificateBinding{record.certificate, true};
   }
   return failure(ServiceErrorKind::kStale, "the tunnel changed; retry");
@@ -355,7 +360,7 @@ ServiceResult<std::monostate> TunnelService::deleteTunnel(std::string_view id,
   const Result<int64_t> revision = stores_.tunnels.updateTunnel(stored.record, stored.revision);
   if (!revision) return storageFailure(revision.error(), "updateTunnel", stored.record.id);
   publisher_.publishDeleted(stored.record.id);
-  kLog.info("tunnel deleted", {{"tunnel", stored.record.id}});
+  kTunnelServiceLog.info("tunnel deleted", {{"tunnel", stored.record.id}});
   if (config_.events) config_.events(tunnelDeletedEvent(stored.record.id, nowMs_()));
   return std::monostate{};
 }

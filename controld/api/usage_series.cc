@@ -8,15 +8,15 @@
 namespace ot::controld {
 namespace {
 
-constexpr int64_t kHourMs = 3'600'000;
-constexpr int64_t kDayMs = 24 * kHourMs;
+constexpr int64_t kSeriesHourMs = 3'600'000;
+constexpr int64_t kSeriesDayMs = 24 * kSeriesHourMs;
 
 int64_t floorTo(int64_t ms, int64_t unit) {
   const int64_t rem = ms % unit;
   return ms - (rem < 0 ? rem + unit : rem);
 }
 
-int64_t saturatingAdd(int64_t a, int64_t b) {
+int64_t addOrSaturate(int64_t a, int64_t b) {
   int64_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum)) return std::numeric_limits<int64_t>::max();
   return sum;
@@ -50,7 +50,7 @@ std::optional<std::string_view> queryValue(std::string_view query, std::string_v
 
 UsageWindow usageWindow(UsagePeriod period, int64_t nowMs) {
   UsageWindow window;
-  window.bucketMs = period == UsagePeriod::kDay ? kHourMs : kDayMs;
+  window.bucketMs = period == UsagePeriod::kDay ? kSeriesHourMs : kSeriesDayMs;
   window.buckets = period == UsagePeriod::kDay ? 24 : 30;
   window.toMs = floorTo(nowMs, window.bucketMs) + window.bucketMs;
   window.fromMs = window.toMs - static_cast<int64_t>(window.buckets) * window.bucketMs;
@@ -68,9 +68,9 @@ std::vector<UsageBucket> usageBuckets(const UsageWindow& window,
     if (hour.hourStartMs < window.fromMs || hour.hourStartMs >= window.toMs) continue;
     UsageBucket& bucket =
         buckets[static_cast<size_t>((hour.hourStartMs - window.fromMs) / window.bucketMs)];
-    bucket.bytesIn = saturatingAdd(bucket.bytesIn, hour.bytesIn);
-    bucket.bytesOut = saturatingAdd(bucket.bytesOut, hour.bytesOut);
-    bucket.connections = saturatingAdd(bucket.connections, hour.connections);
+    bucket.bytesIn = addOrSaturate(bucket.bytesIn, hour.bytesIn);
+    bucket.bytesOut = addOrSaturate(bucket.bytesOut, hour.bytesOut);
+    bucket.connections = addOrSaturate(bucket.connections, hour.connections);
   }
   return buckets;
 }

@@ -13,7 +13,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.server_certificates");
+const log::Logger kServerCertificatesLog("controld.server_certificates");
 
 // Certificate and key files are small; anything larger is not one.
 constexpr std::streamsize kMaxPemFileSize = 1 << 20;
@@ -91,7 +91,8 @@ Status ServerCertificates::checkFiles() {
   auto key = cert ? readSmallFile(config_.keyFile) : cert;
   if (!cert || !key) {
     const Error& error = cert ? key.error() : cert.error();
-    kLog.error("cannot read the TLS certificate files", {{"error", error.message}});
+    kServerCertificatesLog.error("cannot read the TLS certificate files",
+                                 {{"error", error.message}});
     return error;
   }
   {
@@ -106,15 +107,16 @@ Status ServerCertificates::checkFiles() {
   }
   auto checked = checkApiCertificate(*cert, *key);
   if (!checked) {
-    kLog.error("the TLS certificate files are not usable; keeping the certificate held",
-               {{"cert_file", config_.certFile}, {"error", checked.error().message}});
+    kServerCertificatesLog.error(
+        "the TLS certificate files are not usable; keeping the certificate held",
+        {{"cert_file", config_.certFile}, {"error", checked.error().message}});
     const std::lock_guard lock(mutex_);
     seenError_ = checked.error();
     return checked.error();
   }
   if (!leafCoversHost(*cert, config_.domain)) {
-    kLog.warn("the TLS certificate does not name the API domain",
-              {{"cert_file", config_.certFile}, {"domain", config_.domain}});
+    kServerCertificatesLog.warn("the TLS certificate does not name the API domain",
+                                {{"cert_file", config_.certFile}, {"domain", config_.domain}});
   }
   install(std::move(checked).value(), "file");
   const std::lock_guard lock(mutex_);
@@ -126,7 +128,8 @@ Status ServerCertificates::checkIssued() {
   const int64_t now = config_.nowMs();
   auto row = stores_.certificates.getServerCertificate(config_.domain);
   if (!row) {
-    kLog.warn("cannot read the domain certificate", {{"error", row.error().message}});
+    kServerCertificatesLog.warn("cannot read the domain certificate",
+                                {{"error", row.error().message}});
     return row.error();
   }
   if (!*row || (*row)->keyPem.empty()) {
@@ -147,15 +150,16 @@ Status ServerCertificates::checkIssued() {
     if (checked) {
       install(std::move(checked).value(), "database");
     } else {
-      kLog.warn("the stored domain certificate is not usable",
-                {{"domain", config_.domain}, {"error", checked.error().message}});
+      kServerCertificatesLog.warn("the stored domain certificate is not usable",
+                                  {{"domain", config_.domain}, {"error", checked.error().message}});
     }
   }
   const bool due = serverCertificateDue(stored, now);
   if (due) {
     const Status requested = requestJob(now);
     if (!requested) {
-      kLog.warn("cannot request the domain certificate", {{"error", requested.error().message}});
+      kServerCertificatesLog.warn("cannot request the domain certificate",
+                                  {{"error", requested.error().message}});
       return requested;
     }
   }
@@ -185,7 +189,7 @@ Result<bool> ServerCertificates::ensureKey() {
   fresh.csrPem = std::move(made->csrPem);
   const Status put = stores_.certificates.putServerCertificate(fresh);
   if (!put) return put.error();
-  kLog.info("created the domain key", {{"domain", config_.domain}});
+  kServerCertificatesLog.info("created the domain key", {{"domain", config_.domain}});
   return true;
 }
 
@@ -221,7 +225,8 @@ Status ServerCertificates::addServerJob(const std::string& id, int64_t now) {
   auto added = stores_.jobs.addJob(pendingJob(JobKind::kServer, id, {}, now));
   if (!added) return added.error();
   if (*added) {
-    kLog.info("domain certificate requested", {{"domain", config_.domain}, {"job", id}});
+    kServerCertificatesLog.info("domain certificate requested",
+                                {{"domain", config_.domain}, {"job", id}});
     if (notifier_ != nullptr) notifier_->jobAdded();
   }
   return Ok{};
@@ -231,8 +236,8 @@ void ServerCertificates::adopt(const ServerCertificate& certificate) {
   if (certificate.domain != config_.domain) return;
   auto checked = checkApiCertificate(certificate.chainPem, certificate.keyPem);
   if (!checked) {
-    kLog.error("an issued domain certificate is not usable",
-               {{"domain", config_.domain}, {"error", checked.error().message}});
+    kServerCertificatesLog.error("an issued domain certificate is not usable",
+                                 {{"domain", config_.domain}, {"error", checked.error().message}});
     return;
   }
   install(std::move(checked).value(), "issued");
@@ -252,7 +257,7 @@ void ServerCertificates::install(ApiCertificatePem certificate, std::string_view
   current_ = std::move(certificate);
   // Under the lock, so relays see certificates in the order they were installed.
   publisher_.publishApiCertificate(*current_);
-  kLog.info(
+  kServerCertificatesLog.info(
       "domain certificate installed",
       {{"domain", config_.domain}, {"source", source}, {"not_after_ms", current_->notAfterMs}});
 }

@@ -21,7 +21,7 @@ namespace {
 
 constexpr size_t kReadBufferBytes = 64 * 1024;
 
-uint64_t millis(std::chrono::milliseconds duration) {
+uint64_t durationMillis(std::chrono::milliseconds duration) {
   return duration.count() <= 0 ? 0 : static_cast<uint64_t>(duration.count());
 }
 
@@ -191,8 +191,8 @@ Status HttpServerCore::start(std::span<const HttpListenerConfig> listeners) {
   wake_.data = this;
   uv_timer_init(&loop_, &sweepTimer_);
   sweepTimer_.data = this;
-  const uint64_t shortest =
-      millis(std::min({options_.headerTimeout, options_.idleTimeout, options_.lingerTimeout}));
+  const uint64_t shortest = durationMillis(
+      std::min({options_.headerTimeout, options_.idleTimeout, options_.lingerTimeout}));
   const uint64_t interval = std::clamp<uint64_t>(shortest / 4, 10, 1000);
   uv_timer_start(
       &sweepTimer_, [](uv_timer_t* timer) { static_cast<HttpServerCore*>(timer->data)->sweep(); },
@@ -204,7 +204,7 @@ Status HttpServerCore::start(std::span<const HttpListenerConfig> listeners) {
     listener->trustClientAddress = listeners[i].trustClientAddressHeader;
     boundPorts_.push_back(sockets[i].port());
     auto accept = net::AcceptLoop::start(
-        &loop_, std::move(sockets[i]), millis(options_.acceptPause),
+        &loop_, std::move(sockets[i]), durationMillis(options_.acceptPause),
         [this, self = listener.get()](int fd, const sockaddr_storage& peer) {
           onAccept(*self, fd, peer);
         },
@@ -286,7 +286,7 @@ void HttpServerCore::closeAll() {
 // Loop thread. A stop with a grace: no new connections, none kept between requests, and every
 // request already read is answered (with Connection: close) within the grace; sweep() ends it.
 void HttpServerCore::beginStop() {
-  const uint64_t grace = millis(options_.stopGrace);
+  const uint64_t grace = durationMillis(options_.stopGrace);
   if (grace == 0) {
     closeAll();
     return;

@@ -8,7 +8,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.acme");
+const log::Logger kCaCooldownGateLog("controld.acme");
 
 }  // namespace
 
@@ -52,8 +52,8 @@ std::optional<int64_t> CaCooldownGate::pausedUntil() {
       }
       remember(state, nowMs);
     } else {
-      kLog.warn("cannot read the CA cool-down; using the last known state",
-                {{"error", stored.error().message}});
+      kCaCooldownGateLog.warn("cannot read the CA cool-down; using the last known state",
+                              {{"error", stored.error().message}});
       const std::lock_guard lock(mutex_);
       readAtMs_ = nowMs;  // not again before cache_ms: the database has trouble enough
     }
@@ -78,8 +78,8 @@ void CaCooldownGate::record(Report report, const FailureDetail& detail) {
     const int64_t nowMs = now();
     auto stored = store_.getMeta(kCaCooldownMetaKey);
     if (!stored) {
-      kLog.warn("cannot read the CA cool-down; this outcome is not counted",
-                {{"error", stored.error().message}});
+      kCaCooldownGateLog.warn("cannot read the CA cool-down; this outcome is not counted",
+                              {{"error", stored.error().message}});
       return;
     }
     CaCooldownState state;
@@ -99,27 +99,27 @@ void CaCooldownGate::record(Report report, const FailureDetail& detail) {
     auto written = *stored ? store_.compareAndSetMeta(kCaCooldownMetaKey, **stored, text)
                            : store_.insertMetaIfAbsent(kCaCooldownMetaKey, text);
     if (!written) {
-      kLog.warn("cannot write the CA cool-down; this outcome is not counted",
-                {{"error", written.error().message}});
+      kCaCooldownGateLog.warn("cannot write the CA cool-down; this outcome is not counted",
+                              {{"error", written.error().message}});
       return;
     }
     if (!*written) continue;  // another machine wrote first: apply the outcome to its state
     remember(step.next, nowMs);
     if (step.started) {
-      kLog.warn("the CA keeps failing; pausing new certificate issuance",
-                {{"paused_ms", step.next.untilMs - nowMs},
-                 {"until_ms", step.next.untilMs},
-                 {"cooldown_level", step.next.level},
-                 {"reason", detail.reason},
-                 {"rate_limited", detail.rateLimited},
-                 {"retry_after_ms", detail.retryAfterMs}});
+      kCaCooldownGateLog.warn("the CA keeps failing; pausing new certificate issuance",
+                              {{"paused_ms", step.next.untilMs - nowMs},
+                               {"until_ms", step.next.untilMs},
+                               {"cooldown_level", step.next.level},
+                               {"reason", detail.reason},
+                               {"rate_limited", detail.rateLimited},
+                               {"retry_after_ms", detail.retryAfterMs}});
       if (options_.onStarted) options_.onStarted();
     } else if (step.ended) {
-      kLog.info("a certificate was issued; the CA cool-down is over");
+      kCaCooldownGateLog.info("a certificate was issued; the CA cool-down is over");
     }
     return;
   }
-  kLog.warn("the CA cool-down kept changing underneath; this outcome is not counted");
+  kCaCooldownGateLog.warn("the CA cool-down kept changing underneath; this outcome is not counted");
 }
 
 }  // namespace ot::controld

@@ -12,7 +12,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.jobs");
+const log::Logger kJobAttemptLog("controld.jobs");
 
 }  // namespace
 
@@ -45,9 +45,10 @@ JobOutcome JobRunner::runJob(Job job, const std::atomic<bool>& cancel) {
     outcome = job.kind == JobKind::kServer ? runServerJob(job, cancel) : runTunnelJob(job, cancel);
   } catch (const std::exception& error) {
     // Nothing recorded: the lease runs out and the job is tried again.
-    kLog.error("issuance job failed unexpectedly", {{"job", job.id}, {"error", error.what()}});
+    kJobAttemptLog.error("issuance job failed unexpectedly",
+                         {{"job", job.id}, {"error", error.what()}});
   }
-  kLog.debug(
+  kJobAttemptLog.debug(
       "issuance job ran",
       {{"job", job.id}, {"kind", jobKindName(job.kind)}, {"outcome", jobOutcomeName(outcome)}});
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
@@ -68,8 +69,9 @@ JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
   const Want want = *loaded ? wants(job, (*loaded)->record) : Want::kAbandon;
   switch (want) {
     case Want::kAbandon:
-      kLog.info("certificate no longer wanted",
-                {{"tunnel", job.tunnelId}, {"job", job.id}, {"kind", jobKindName(job.kind)}});
+      kJobAttemptLog.info(
+          "certificate no longer wanted",
+          {{"tunnel", job.tunnelId}, {"job", job.id}, {"kind", jobKindName(job.kind)}});
       return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
     case Want::kAlreadyDone:
       return finish(job, JobStatus::kDone, "", JobOutcome::kDone);
@@ -82,24 +84,25 @@ JobOutcome JobRunner::runTunnelJob(Job& job, const std::atomic<bool>& cancel) {
   const TunnelRecord& record = (*loaded)->record;
   auto names = tunnelNames(record);
   if (!names) {
-    kLog.error("certificate request refused before issuance",
-               {{"tunnel", record.id},
-                {"certificate", record.certificate.id},
-                {"kind", jobKindName(job.kind)},
-                {"error", names.error().message}});
+    kJobAttemptLog.error("certificate request refused before issuance",
+                         {{"tunnel", record.id},
+                          {"certificate", record.certificate.id},
+                          {"kind", jobKindName(job.kind)},
+                          {"error", names.error().message}});
     return giveUp(job, "refused: " + names.error().message, true);
   }
   const IssueRequest request{record.certificate.csrPem, std::move(names).value()};
-  kLog.info("certificate issuance attempt", {{"tunnel", record.id},
-                                             {"certificate", record.certificate.id},
-                                             {"kind", jobKindName(job.kind)},
-                                             {"attempt", job.attempts}});
+  kJobAttemptLog.info("certificate issuance attempt", {{"tunnel", record.id},
+                                                       {"certificate", record.certificate.id},
+                                                       {"kind", jobKindName(job.kind)},
+                                                       {"attempt", job.attempts}});
   FailureDetail detail;
   auto issued = issuer_.issueDetailed(request, cancel, detail);
   if (!issued && cancel.load()) {
     // Shutting down or the lease is gone: whoever holds the job next starts it again.
-    kLog.info("certificate issuance attempt interrupted",
-              {{"tunnel", job.tunnelId}, {"job", job.id}, {"error", issued.error().message}});
+    kJobAttemptLog.info(
+        "certificate issuance attempt interrupted",
+        {{"tunnel", job.tunnelId}, {"job", job.id}, {"error", issued.error().message}});
     return JobOutcome::kDropped;
   }
   reportToCooldown(issued.ok(), detail);
@@ -143,18 +146,18 @@ JobOutcome JobRunner::recordIssued(Job& job, const IssuedCertificate& issued) {
   });
   if (!written) return deferForStorage(job, written.error(), "updateTunnel");
   if (!*written) {
-    kLog.info("certificate issued but no longer wanted",
-              {{"tunnel", job.tunnelId}, {"job", job.id}});
+    kJobAttemptLog.info("certificate issued but no longer wanted",
+                        {{"tunnel", job.tunnelId}, {"job", job.id}});
     return finish(job, JobStatus::kAbandoned, "no longer wanted", JobOutcome::kAbandoned);
   }
   const JobOutcome outcome = finish(job, JobStatus::kDone, "", JobOutcome::kDone);
   // The record holds the certificate whatever became of the job row: the relays may use it.
   publisher_.publishRecord(**written);
-  kLog.info(job.kind == JobKind::kRenew ? "certificate renewed" : "certificate issued",
-            {{"tunnel", job.tunnelId},
-             {"certificate", (*written)->record.certificate.id},
-             {"attempt", job.attempts},
-             {"not_after_ms", issued.notAfterMs}});
+  kJobAttemptLog.info(job.kind == JobKind::kRenew ? "certificate renewed" : "certificate issued",
+                      {{"tunnel", job.tunnelId},
+                       {"certificate", (*written)->record.certificate.id},
+                       {"attempt", job.attempts},
+                       {"not_after_ms", issued.notAfterMs}});
   return outcome;
 }
 
@@ -169,15 +172,15 @@ RetryDecision JobRunner::retryAfterFailure(const Job& job, const FailureDetail& 
 }
 
 JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureDetail& detail) {
-  kLog.warn("certificate issuance attempt failed",
-            {{"tunnel", job.tunnelId},
-             {"job", job.id},
-             {"kind", jobKindName(job.kind)},
-             {"attempt", job.attempts},
-             {"error_class", detail.reason},
-             {"retry_class", failureClassName(detail.failure)},
-             {"http_status", detail.httpStatus},
-             {"error", error.message}});
+  kJobAttemptLog.warn("certificate issuance attempt failed",
+                      {{"tunnel", job.tunnelId},
+                       {"job", job.id},
+                       {"kind", jobKindName(job.kind)},
+                       {"attempt", job.attempts},
+                       {"error_class", detail.reason},
+                       {"retry_class", failureClassName(detail.failure)},
+                       {"http_status", detail.httpStatus},
+                       {"error", error.message}});
   // A tunnel deleted or rebound meanwhile ends the job as abandoned, not failed.
   auto loaded = stores_.tunnels.getTunnel(job.tunnelId);
   if (!loaded) return deferForStorage(job, loaded.error(), "getTunnel");
@@ -192,10 +195,11 @@ JobOutcome JobRunner::recordFailure(Job& job, const Error& error, const FailureD
   const JobOutcome outcome = finish(job, JobStatus::kPending, error.message, JobOutcome::kRetry);
   if (outcome == JobOutcome::kRetry) {
     noteRetryAt(decision.nextRunAtMs);
-    kLog.info("retrying certificate issuance", {{"tunnel", job.tunnelId},
-                                                {"job", job.id},
-                                                {"attempt", job.attempts},
-                                                {"next_run_at_ms", decision.nextRunAtMs}});
+    kJobAttemptLog.info("retrying certificate issuance",
+                        {{"tunnel", job.tunnelId},
+                         {"job", job.id},
+                         {"attempt", job.attempts},
+                         {"next_run_at_ms", decision.nextRunAtMs}});
   }
   return outcome;
 }
@@ -225,18 +229,18 @@ JobOutcome JobRunner::giveUp(Job& job, const std::string& message, bool refused,
       job, JobStatus::kFailed, requeueable ? std::string(kTransientGiveUpMark) + message : message,
       refused ? JobOutcome::kRefused : JobOutcome::kFailed);
   publisher_.publishRecord(**written);
-  kLog.error("certificate issuance gave up", {{"tunnel", job.tunnelId},
-                                              {"job", job.id},
-                                              {"kind", jobKindName(job.kind)},
-                                              {"attempt", job.attempts},
-                                              {"certificate_kept", kept},
-                                              {"error", message}});
+  kJobAttemptLog.error("certificate issuance gave up", {{"tunnel", job.tunnelId},
+                                                        {"job", job.id},
+                                                        {"kind", jobKindName(job.kind)},
+                                                        {"attempt", job.attempts},
+                                                        {"certificate_kept", kept},
+                                                        {"error", message}});
   return outcome;
 }
 
 JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
   if (!serverJobNumber(job.id, config_.domain)) {
-    kLog.warn("a domain certificate job for another domain", {{"job", job.id}});
+    kJobAttemptLog.warn("a domain certificate job for another domain", {{"job", job.id}});
     return finish(job, JobStatus::kAbandoned, "not this server's domain", JobOutcome::kAbandoned);
   }
   auto named = stores_.meta.getMeta(serverJobMetaKey(config_.domain));
@@ -257,18 +261,19 @@ JobOutcome JobRunner::runServerJob(Job& job, const std::atomic<bool>& cancel) {
   }
   auto csr = checkServerCsr(stored.csrPem, config_.domain);
   if (!csr) {
-    kLog.error("domain certificate request refused before issuance",
-               {{"job", job.id}, {"error", csr.error().message}});
+    kJobAttemptLog.error("domain certificate request refused before issuance",
+                         {{"job", job.id}, {"error", csr.error().message}});
     if (!stillLeased(job)) return JobOutcome::kDropped;
     return finish(job, JobStatus::kFailed, "refused: " + csr.error().message, JobOutcome::kRefused);
   }
   const IssueRequest request{stored.csrPem, csr->names};
-  kLog.info("domain certificate issuance attempt", {{"job", job.id}, {"attempt", job.attempts}});
+  kJobAttemptLog.info("domain certificate issuance attempt",
+                      {{"job", job.id}, {"attempt", job.attempts}});
   FailureDetail detail;
   auto issued = issuer_.issueDetailed(request, cancel, detail);
   if (!issued && cancel.load()) {
-    kLog.info("domain certificate issuance interrupted",
-              {{"job", job.id}, {"error", issued.error().message}});
+    kJobAttemptLog.info("domain certificate issuance interrupted",
+                        {{"job", job.id}, {"error", issued.error().message}});
     return JobOutcome::kDropped;
   }
   reportToCooldown(issued.ok(), detail);
@@ -287,8 +292,8 @@ JobOutcome JobRunner::recordServerIssued(Job& job, ServerCertificate row,
   const Status put = stores_.certificates.putServerCertificate(row);
   if (!put) return deferForStorage(job, put.error(), "putServerCertificate");
   const JobOutcome outcome = finish(job, JobStatus::kDone, "", JobOutcome::kDone);
-  kLog.info("domain certificate issued",
-            {{"domain", row.domain}, {"job", job.id}, {"not_after_ms", row.notAfterMs}});
+  kJobAttemptLog.info("domain certificate issued",
+                      {{"domain", row.domain}, {"job", job.id}, {"not_after_ms", row.notAfterMs}});
   if (serverHandler_) {
     serverHandler_(row);
   } else {
@@ -299,13 +304,13 @@ JobOutcome JobRunner::recordServerIssued(Job& job, ServerCertificate row,
 
 JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error,
                                           const FailureDetail& detail) {
-  kLog.warn("domain certificate issuance attempt failed",
-            {{"job", job.id},
-             {"attempt", job.attempts},
-             {"error_class", detail.reason},
-             {"retry_class", failureClassName(detail.failure)},
-             {"http_status", detail.httpStatus},
-             {"error", error.message}});
+  kJobAttemptLog.warn("domain certificate issuance attempt failed",
+                      {{"job", job.id},
+                       {"attempt", job.attempts},
+                       {"error_class", detail.reason},
+                       {"retry_class", failureClassName(detail.failure)},
+                       {"http_status", detail.httpStatus},
+                       {"error", error.message}});
   const RetryDecision decision = retryAfterFailure(job, detail);
   if (decision.retry) {
     job.nextRunAtMs = decision.nextRunAtMs;
@@ -315,7 +320,8 @@ JobOutcome JobRunner::recordServerFailure(Job& job, const Error& error,
   }
   if (!stillLeased(job)) return JobOutcome::kDropped;
   // ServerCertificates asks for a new job at its next check while the certificate is due.
-  kLog.error("domain certificate issuance gave up", {{"job", job.id}, {"error", error.message}});
+  kJobAttemptLog.error("domain certificate issuance gave up",
+                       {{"job", job.id}, {"error", error.message}});
   return finish(job, JobStatus::kFailed, error.message, JobOutcome::kFailed);
 }
 
@@ -345,12 +351,12 @@ bool JobRunner::stillLeased(const Job& job) {
   auto extended =
       stores_.jobs.extendLease(job.id, config_.owner, config_.nowMs() + config_.leaseMs);
   if (!extended) {
-    kLog.warn("cannot confirm a job lease; its result is dropped",
-              {{"job", job.id}, {"error", extended.error().message}});
+    kJobAttemptLog.warn("cannot confirm a job lease; its result is dropped",
+                        {{"job", job.id}, {"error", extended.error().message}});
     return false;
   }
   if (!*extended) {
-    kLog.warn("lost the job lease; its result is dropped", {{"job", job.id}});
+    kJobAttemptLog.warn("lost the job lease; its result is dropped", {{"job", job.id}});
     return false;
   }
   return true;
@@ -365,20 +371,20 @@ JobOutcome JobRunner::finish(Job& job, JobStatus status, const std::string& erro
   if (status != JobStatus::kPending) job.nextRunAtMs = config_.nowMs();
   auto finished = stores_.jobs.finishJob(job, config_.owner);
   if (!finished) {
-    kLog.warn("cannot record a job's outcome; it runs again after its lease",
-              {{"job", job.id}, {"error", finished.error().message}});
+    kJobAttemptLog.warn("cannot record a job's outcome; it runs again after its lease",
+                        {{"job", job.id}, {"error", finished.error().message}});
     return JobOutcome::kDropped;
   }
   if (!*finished) {
-    kLog.warn("lost the job lease; its result is dropped", {{"job", job.id}});
+    kJobAttemptLog.warn("lost the job lease; its result is dropped", {{"job", job.id}});
     return JobOutcome::kDropped;
   }
   return outcome;
 }
 
 JobOutcome JobRunner::deferForStorage(Job& job, const Error& error, const char* operation) {
-  kLog.warn("storage trouble while running an issuance job; trying it again later",
-            {{"job", job.id}, {"operation", operation}, {"error", error.message}});
+  kJobAttemptLog.warn("storage trouble while running an issuance job; trying it again later",
+                      {{"job", job.id}, {"operation", operation}, {"error", error.message}});
   // Not an issuance attempt: give back the one the claim counted.
   job.attempts = std::max(0, job.attempts - 1);
   job.nextRunAtMs = config_.nowMs() + config_.retry.baseDelayMs;

@@ -6,7 +6,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.metrics");
+const log::Logger kJobGaugesLog("controld.metrics");
 
 constexpr const char* kName = "opentunnel_certificate_jobs";
 constexpr const char* kHelp =
@@ -16,8 +16,8 @@ constexpr const char* kHelp =
 void refreshOne(JobStore& store, JobStatus status, int64_t sinceMs, prometheus::Gauge& gauge) {
   const Result<int64_t> count = store.countJobs(status, sinceMs);
   if (!count) {
-    kLog.warn("cannot count certificate jobs; keeping the last value",
-              {{"status", jobStatusName(status)}, {"error", count.error().message}});
+    kJobGaugesLog.warn("cannot count certificate jobs; keeping the last value",
+                       {{"status", jobStatusName(status)}, {"error", count.error().message}});
     return;
   }
   gauge.Set(static_cast<double>(*count));

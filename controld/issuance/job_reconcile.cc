@@ -10,7 +10,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.jobs");
+const log::Logger kJobReconcileLog("controld.jobs");
 
 // Rows read per query by the reconcile.
 constexpr int kReconcilePage = 500;
@@ -32,8 +32,8 @@ Result<int> JobRunner::addMissingJobs(int64_t nowMs) {
   while (true) {
     auto page = stores_.tunnels.listTunnels(after, kReconcilePage);
     if (!page) {
-      kLog.warn("cannot read tunnels for the issuance reconcile",
-                {{"error", page.error().message}});
+      kJobReconcileLog.warn("cannot read tunnels for the issuance reconcile",
+                            {{"error", page.error().message}});
       return page.error();
     }
     for (const StoredTunnel& tunnel : *page) {
@@ -48,8 +48,8 @@ Result<int> JobRunner::addMissingJobs(int64_t nowMs) {
       if (!inserted) return inserted.error();
       if (*inserted) {
         ++added;
-        kLog.info("queued a missing issuance job",
-                  {{"tunnel", record.id}, {"certificate", job.id}});
+        kJobReconcileLog.info("queued a missing issuance job",
+                              {{"tunnel", record.id}, {"certificate", job.id}});
       }
     }
     if (static_cast<int>(page->size()) < kReconcilePage) break;
@@ -64,16 +64,17 @@ Result<int> JobRunner::requeueTransientFailures(int64_t nowMs) {
   while (true) {
     auto page = stores_.jobs.failedJobs(JobKind::kIssue, mark, after, kReconcilePage);
     if (!page) {
-      kLog.warn("cannot read failed jobs for the issuance reconcile",
-                {{"error", page.error().message}});
+      kJobReconcileLog.warn("cannot read failed jobs for the issuance reconcile",
+                            {{"error", page.error().message}});
       return page.error();
     }
     for (const Job& job : *page) {
       after = job.id;
       auto done = requeue(job, nowMs);
       if (!done) {
-        kLog.warn("cannot requeue a failed issuance",
-                  {{"tunnel", job.tunnelId}, {"job", job.id}, {"error", done.error().message}});
+        kJobReconcileLog.warn(
+            "cannot requeue a failed issuance",
+            {{"tunnel", job.tunnelId}, {"job", job.id}, {"error", done.error().message}});
         continue;  // the next reconcile tries again
       }
       if (*done) ++requeued;
@@ -109,8 +110,8 @@ Result<bool> JobRunner::requeue(const Job& job, int64_t nowMs) {
   if (!requeued) return requeued.error();
   if (written) publisher_.publishRecord(stored);
   if (*requeued) {
-    kLog.info("requeued a first issuance that failed on a transient error",
-              {{"tunnel", job.tunnelId}, {"job", job.id}, {"error", job.lastError}});
+    kJobReconcileLog.info("requeued a first issuance that failed on a transient error",
+                          {{"tunnel", job.tunnelId}, {"job", job.id}, {"error", job.lastError}});
   }
   return *requeued;
 }

@@ -12,7 +12,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.jobs");
+const log::Logger kJobRunnerLog("controld.jobs");
 
 // A wake-up from jobAdded() runs the alarms too, but not more often than this.
 constexpr auto kMinAlarmSpacing = std::chrono::seconds(1);
@@ -72,8 +72,8 @@ void JobRunner::start() {
   // A restarted machine takes its own jobs back at once instead of waiting out its old leases.
   const Status released = stores_.jobs.releaseLeases(config_.owner);
   if (!released) {
-    kLog.warn("cannot release this machine's old job leases; they expire on their own",
-              {{"error", released.error().message}});
+    kJobRunnerLog.warn("cannot release this machine's old job leases; they expire on their own",
+                       {{"error", released.error().message}});
   }
   loopThread_ = std::thread([this] { loop(); });
 }
@@ -89,8 +89,8 @@ void JobRunner::stop() {
   if (loopThread_.joinable()) loopThread_.join();
   const Status released = stores_.jobs.releaseLeases(config_.owner);
   if (!released) {
-    kLog.warn("cannot release job leases at shutdown; they expire on their own",
-              {{"error", released.error().message}});
+    kJobRunnerLog.warn("cannot release job leases at shutdown; they expire on their own",
+                       {{"error", released.error().message}});
   }
 }
 
@@ -263,7 +263,7 @@ void JobRunner::fillSlots() {
                           : stores_.jobs.claimJob(config_.owner, config_.nowMs(), config_.leaseMs,
                                                   includeIssue);
     if (!claimed) {
-      kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
+      kJobRunnerLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       return;
     }
     if (!*claimed) return;
@@ -304,10 +304,11 @@ void JobRunner::extendLeases() {
     if (!extended) {
       // The database may be back before the lease runs out; the result is checked again
       // before anything is recorded.
-      kLog.warn("cannot extend a job lease",
-                {{"job", running->job.id}, {"error", extended.error().message}});
+      kJobRunnerLog.warn("cannot extend a job lease",
+                         {{"job", running->job.id}, {"error", extended.error().message}});
     } else if (!*extended && !running->cancel.load()) {
-      kLog.warn("lost the lease of a running job; cancelling it", {{"job", running->job.id}});
+      kJobRunnerLog.warn("lost the lease of a running job; cancelling it",
+                         {{"job", running->job.id}});
       running->cancel.store(true);
     }
   }
@@ -321,7 +322,7 @@ std::vector<JobRun> JobRunner::runDue(int maxJobs) {
         paused ? claimProbe()
                : stores_.jobs.claimJob(config_.owner, config_.nowMs(), config_.leaseMs, true);
     if (!claimed) {
-      kLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
+      kJobRunnerLog.warn("cannot claim issuance jobs", {{"error", claimed.error().message}});
       break;
     }
     if (!*claimed) break;
@@ -339,7 +340,7 @@ Result<int> JobRunner::runAlarms() {
   for (int round = 0; round < kAlarmRounds; ++round) {
     auto due = stores_.tunnels.dueAlarms(now, config_.alarmBatch);
     if (!due) {
-      kLog.warn("cannot read renewal alarms", {{"error", due.error().message}});
+      kJobRunnerLog.warn("cannot read renewal alarms", {{"error", due.error().message}});
       return due.error();
     }
     bool progressed = false;
@@ -349,8 +350,8 @@ Result<int> JobRunner::runAlarms() {
       const int64_t alarmAt = *record.renewAtMs;
       auto cleared = stores_.tunnels.clearAlarm(record.id, alarmAt);
       if (!cleared) {
-        kLog.warn("cannot clear a renewal alarm",
-                  {{"tunnel", record.id}, {"error", cleared.error().message}});
+        kJobRunnerLog.warn("cannot clear a renewal alarm",
+                           {{"tunnel", record.id}, {"error", cleared.error().message}});
         continue;
       }
       progressed = true;
@@ -365,15 +366,17 @@ Result<int> JobRunner::runAlarms() {
       auto inserted = stores_.jobs.addJob(job);
       if (!inserted) {
         // The alarm is spent; the next write of the record or the renewal on attach re-arms it.
-        kLog.warn("cannot queue a renewal",
-                  {{"tunnel", record.id}, {"job", job.id}, {"error", inserted.error().message}});
+        kJobRunnerLog.warn(
+            "cannot queue a renewal",
+            {{"tunnel", record.id}, {"job", job.id}, {"error", inserted.error().message}});
         continue;
       }
       if (*inserted) {
         ++added;
-        kLog.info("certificate renewal queued", {{"tunnel", record.id},
-                                                 {"certificate", certificate.id},
-                                                 {"not_after_ms", certificate.notAfterMs}});
+        kJobRunnerLog.info("certificate renewal queued",
+                           {{"tunnel", record.id},
+                            {"certificate", certificate.id},
+                            {"not_after_ms", certificate.notAfterMs}});
       }
     }
     if (static_cast<int>(due->size()) < config_.alarmBatch || !progressed) break;

@@ -14,7 +14,7 @@
 namespace ot::mesh {
 namespace {
 
-const log::Logger kLog("controld.mesh");
+const log::Logger kHandoffListenerLog("controld.mesh");
 
 Error systemError(const std::string& what) {
   return Error{ErrorKind::kUnavailable, what + ": " + std::strerror(errno)};
@@ -62,7 +62,8 @@ void HandoffListener::onListenReadable(uv_poll_t* poll, int status, int) {
     const int fd = ::accept4(self->listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EINTR) {
-        kLog.warn("cannot accept a handoff channel", {{"error", std::strerror(errno)}});
+        kHandoffListenerLog.warn("cannot accept a handoff channel",
+                                 {{"error", std::strerror(errno)}});
       }
       return;
     }
@@ -75,7 +76,7 @@ void HandoffListener::onListenReadable(uv_poll_t* poll, int status, int) {
     channel->poll.data = channel;
     self->channels_.push_back(channel);
     uv_poll_start(&channel->poll, UV_READABLE, onChannelReadable);
-    kLog.info("relayd connected to the mesh handoff socket");
+    kHandoffListenerLog.info("relayd connected to the mesh handoff socket");
   }
 }
 

@@ -10,7 +10,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& attachBookkeeperLogger() {
   static const log::Logger instance("controld.attach");
   return instance;
 }
@@ -70,8 +70,9 @@ AttachBookkeeper::AttachBookkeeper(TunnelStore& tunnels, JobStore& jobs, JobNoti
           [this] {
             const Status flushed = flush();
             if (!flushed.ok()) {
-              logger().warn("attach bookkeeping not done yet; will retry",
-                            {{"error", flushed.error().message}, {"pending", pending()}});
+              attachBookkeeperLogger().warn(
+                  "attach bookkeeping not done yet; will retry",
+                  {{"error", flushed.error().message}, {"pending", pending()}});
             }
             return options_.interval;
           },
@@ -117,10 +118,10 @@ Status AttachBookkeeper::followUp(const std::string& tunnelId, int64_t now) {
       auto added = jobs_.addJob(*todo.renewal);
       if (!added.ok()) return added.error();
       if (*added) {
-        logger().info("certificate renewal queued on attach",
-                      {{"tunnel", tunnelId},
-                       {"certificate", tunnel.record.certificate.id},
-                       {"not_after_ms", tunnel.record.certificate.notAfterMs}});
+        attachBookkeeperLogger().info("certificate renewal queued on attach",
+                                      {{"tunnel", tunnelId},
+                                       {"certificate", tunnel.record.certificate.id},
+                                       {"not_after_ms", tunnel.record.certificate.notAfterMs}});
         if (notifier_ != nullptr) notifier_->jobAdded();
       }
     }

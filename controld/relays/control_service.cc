@@ -18,7 +18,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& controlServiceLogger() {
   static const log::Logger instance("controld.control");
   return instance;
 }
@@ -47,7 +47,7 @@ BridgeEntry authorizedBridge(const cv1::AuthorizeAttachRequest& request, int64_t
 }
 
 grpc::Status internalError(const char* call, const std::exception& error) {
-  logger().error("control call failed", {{"call", call}, {"error", error.what()}});
+  controlServiceLogger().error("control call failed", {{"call", call}, {"error", error.what()}});
   return {grpc::StatusCode::INTERNAL, "internal error"};
 }
 
@@ -120,8 +120,8 @@ void ControlService::authorizeOnSession(const RelayHub::SessionPtr& session,
               registry_.authorized(session->relayKey(), authorizedBridge(request, nowMs()));
             }
           } catch (const std::exception& error) {
-            logger().error("control call failed",
-                           {{"call", "AuthorizeBatch"}, {"error", error.what()}});
+            controlServiceLogger().error("control call failed",
+                                         {{"call", "AuthorizeBatch"}, {"error", error.what()}});
             response = answer(cv1::ATTACH_RESULT_ERROR, "internal error");
           }
           send(std::move(response));
@@ -129,8 +129,8 @@ void ControlService::authorizeOnSession(const RelayHub::SessionPtr& session,
     if (!queued) {
       // Every worker is busy and the queue is full: relayd decides from its cache rather than
       // waiting out its deadline.
-      logger().warn("attach not authorized: the authorization queue is full",
-                    {{"relay", session->relayKey()}});
+      controlServiceLogger().warn("attach not authorized: the authorization queue is full",
+                                  {{"relay", session->relayKey()}});
       send(answer(cv1::ATTACH_RESULT_ERROR, "controld is busy"));
     }
   }
@@ -153,12 +153,13 @@ cv1::AuthorizeAttachResponse ControlService::authorize(
   auto loaded = store_.getTunnel(request.tunnel_id());
   const auto elapsed = std::chrono::steady_clock::now() - received;
   if (!loaded.ok()) {
-    logger().warn("attach not authorized: storage error",
-                  {{"tunnel", request.tunnel_id()}, {"error", loaded.error().message}});
+    controlServiceLogger().warn(
+        "attach not authorized: storage error",
+        {{"tunnel", request.tunnel_id()}, {"error", loaded.error().message}});
     return answer(cv1::ATTACH_RESULT_ERROR, kStorageUnavailable);
   }
   if (elapsed > options_.attachTimeout || cancelled()) {
-    logger().warn(
+    controlServiceLogger().warn(
         "attach not authorized: the tunnel read was too slow",
         {{"tunnel", request.tunnel_id()},
          {"elapsed_ms", std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()}});
@@ -171,7 +172,8 @@ cv1::AuthorizeAttachResponse ControlService::authorize(
 
   const auto expected = tokenHashBytes(tunnel.record.tokenSha256Hex);
   if (!expected) {
-    logger().error("stored token hash is malformed", {{"tunnel", request.tunnel_id()}});
+    controlServiceLogger().error("stored token hash is malformed",
+                                 {{"tunnel", request.tunnel_id()}});
     return answer(cv1::ATTACH_RESULT_BAD_TOKEN, kBadTokenMessage);
   }
   if (!attachCredentialAccepted(tunnel.record, *expected, request.origin(), request.token(),
@@ -226,8 +228,9 @@ grpc::Status ControlService::FetchTunnel(grpc::ServerContext* /*context*/,
     if (!isValidTunnelId(request->tunnel_id())) return grpc::Status::OK;
     auto loaded = store_.getTunnel(request->tunnel_id());
     if (!loaded.ok()) {
-      logger().warn("tunnel fetch failed: storage error",
-                    {{"tunnel", request->tunnel_id()}, {"error", loaded.error().message}});
+      controlServiceLogger().warn(
+          "tunnel fetch failed: storage error",
+          {{"tunnel", request->tunnel_id()}, {"error", loaded.error().message}});
       return {grpc::StatusCode::UNAVAILABLE, kStorageUnavailable};
     }
     if (!loaded->has_value() || (*loaded)->record.deleted()) return grpc::Status::OK;

@@ -18,7 +18,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& grpcServerLogger() {
   static const log::Logger instance("controld.grpc");
   return instance;
 }
@@ -84,7 +84,7 @@ Status GrpcServer::start() {
   }
   server_ = std::move(server);
   lock_.emplace(std::move(socketLock).value());
-  logger().info("gRPC server listening", {{"socket", options_.socketPath}});
+  grpcServerLogger().info("gRPC server listening", {{"socket", options_.socketPath}});
   return Ok{};
 }
 
@@ -108,12 +108,12 @@ void GrpcServer::stop() {
   server_.reset();
   // Still under the lock, so no other controld can have bound the path in the meantime.
   if (unlink(options_.socketPath.c_str()) != 0 && errno != ENOENT) {
-    logger().warn("cannot remove the gRPC socket",
-                  {{"socket", options_.socketPath},
-                   {"error", std::error_code(errno, std::generic_category()).message()}});
+    grpcServerLogger().warn("cannot remove the gRPC socket",
+                            {{"socket", options_.socketPath},
+                             {"error", std::error_code(errno, std::generic_category()).message()}});
   }
   lock_.reset();
-  logger().info("gRPC server stopped", {{"socket", options_.socketPath}});
+  grpcServerLogger().info("gRPC server stopped", {{"socket", options_.socketPath}});
 }
 
 bool GrpcServer::running() const {

@@ -11,7 +11,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& relayHubLogger() {
   static const log::Logger instance("controld.relays");
   return instance;
 }
@@ -86,7 +86,8 @@ void RelayHub::recheckRecords(const std::string& peerMachine) {
 void RelayHub::publishApiCertificate(const ApiCertificatePem& certificate) {
   auto converted = toProtoCertificate(certificate);
   if (!converted.ok()) {
-    logger().error("API certificate not pushed to relays", {{"error", converted.error().message}});
+    relayHubLogger().error("API certificate not pushed to relays",
+                           {{"error", converted.error().message}});
     return;
   }
   auto message = std::make_unique<cv1::ControlMessage>();
@@ -232,7 +233,7 @@ RelayHub::SessionPtr RelayHub::open(const cv1::Hello& hello, std::function<void(
     slot = session;
   }
   if (superseded != nullptr) {
-    logger().info("relay reconnected; ending its previous session", {{"relay", key}});
+    relayHubLogger().info("relay reconnected; ending its previous session", {{"relay", key}});
     superseded->cancelStream();
   }
   meshSnapshotWanted(session);  // after SessionAccepted: the snapshot comes before any delta

@@ -10,7 +10,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& relaySessionLogger() {
   static const log::Logger instance("controld.session");
   return instance;
 }
@@ -46,17 +46,18 @@ grpc::Status RelaySession::run() {
   session_ = hub_.open(
       hello, [context = &context_] { context->TryCancel(); }, options_.authorize != nullptr);
   if (session_ == nullptr) return {grpc::StatusCode::UNAVAILABLE, "controld is stopping"};
-  logger().info("relay session accepted", {{"relay", session_->relayKey()},
-                                           {"version", hello.version()},
-                                           {"draining", hello.draining()}});
+  relaySessionLogger().info("relay session accepted", {{"relay", session_->relayKey()},
+                                                       {"version", hello.version()},
+                                                       {"draining", hello.draining()}});
   writer_ = std::thread([this] { writeLoop(); });
 
   grpc::Status status = grpc::Status::OK;
   while (stream_.Read(&message)) {
     status = apply(message);
     if (!status.ok()) {
-      logger().warn("relay session broke the contract",
-                    {{"relay", session_->relayKey()}, {"error", status.error_message()}});
+      relaySessionLogger().warn(
+          "relay session broke the contract",
+          {{"relay", session_->relayKey()}, {"error", status.error_message()}});
       break;
     }
   }
@@ -91,8 +92,9 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
       hub_.counters(session_, message.counters());
       return grpc::Status::OK;
     case cv1::RelayMessage::kDraining:
-      logger().info("relay is draining", {{"relay", session_->relayKey()},
-                                          {"deadline_ms", message.draining().deadline_unix_ms()}});
+      relaySessionLogger().info("relay is draining",
+                                {{"relay", session_->relayKey()},
+                                 {"deadline_ms", message.draining().deadline_unix_ms()}});
       hub_.markDraining(session_);
       return grpc::Status::OK;
     case cv1::RelayMessage::kAck:
@@ -107,10 +109,10 @@ grpc::Status RelaySession::apply(const cv1::RelayMessage& message) {
       if (options_.authorize) options_.authorize(session_, message.authorize());
       return grpc::Status::OK;
     case cv1::RelayMessage::kMeshSnapshotRequest:
-      logger().info("relay asked for a mesh table snapshot",
-                    {{"relay", session_->relayKey()},
-                     {"have_version", message.mesh_snapshot_request().have_version()},
-                     {"got_version", message.mesh_snapshot_request().got_version()}});
+      relaySessionLogger().info("relay asked for a mesh table snapshot",
+                                {{"relay", session_->relayKey()},
+                                 {"have_version", message.mesh_snapshot_request().have_version()},
+                                 {"got_version", message.mesh_snapshot_request().got_version()}});
       hub_.meshSnapshotWanted(session_);
       return grpc::Status::OK;
     case cv1::RelayMessage::kBatch:
@@ -151,7 +153,7 @@ grpc::Status RelaySession::snapshotPart(const cv1::BridgeSnapshot& part) {
   }
   pending_.clear();
   snapshotComplete_ = true;
-  logger().info(
+  relaySessionLogger().info(
       "relay snapshot received",
       {{"relay", session_->relayKey()}, {"bridges", bridges.size()}, {"tunnels", tunnels.size()}});
   // The view first: it is what the API answers from, and the records may wait on the database.
@@ -170,8 +172,8 @@ void RelaySession::pushDirectRecords(const std::set<std::string>& alreadyPushed)
     if (context_.IsCancelled()) return;
     auto page = store_.directTunnels(after, kDirectRecordsPage);
     if (!page.ok()) {
-      logger().warn("direct-mode records not pushed after the snapshot",
-                    {{"relay", session_->relayKey()}, {"error", page.error().message}});
+      relaySessionLogger().warn("direct-mode records not pushed after the snapshot",
+                                {{"relay", session_->relayKey()}, {"error", page.error().message}});
       return;
     }
     for (const StoredTunnel& tunnel : *page) {
@@ -185,8 +187,8 @@ void RelaySession::pushDirectRecords(const std::set<std::string>& alreadyPushed)
     if (page->size() < static_cast<size_t>(kDirectRecordsPage)) break;
   }
   if (pushed > 0) {
-    logger().info("direct-mode records pushed",
-                  {{"relay", session_->relayKey()}, {"tunnels", pushed}});
+    relaySessionLogger().info("direct-mode records pushed",
+                              {{"relay", session_->relayKey()}, {"tunnels", pushed}});
   }
 }
 
@@ -197,13 +199,14 @@ void RelaySession::pushRecords(const std::set<std::string>& tunnels) {
     if (!loaded.ok()) {
       // relayd keeps serving from its cache and fetches on demand; one failure is enough to stop
       // asking a database that is down (each try could wait for the store's timeouts).
-      logger().warn("records not pushed after the snapshot",
-                    {{"relay", session_->relayKey()}, {"error", loaded.error().message}});
+      relaySessionLogger().warn(
+          "records not pushed after the snapshot",
+          {{"relay", session_->relayKey()}, {"error", loaded.error().message}});
       return;
     }
     if (!loaded->has_value()) {
-      logger().warn("relay holds bridges of an unknown tunnel",
-                    {{"relay", session_->relayKey()}, {"tunnel", id}});
+      relaySessionLogger().warn("relay holds bridges of an unknown tunnel",
+                                {{"relay", session_->relayKey()}, {"tunnel", id}});
       continue;
     }
     const StoredTunnel& tunnel = **loaded;
@@ -231,8 +234,8 @@ void RelaySession::writeLoop() {
     }
   }
   if (outbox.overflowed()) {
-    logger().warn("relay session ended: its outbox overflowed (relayd will resync)",
-                  {{"relay", session_->relayKey()}});
+    relaySessionLogger().warn("relay session ended: its outbox overflowed (relayd will resync)",
+                              {{"relay", session_->relayKey()}});
     context_.TryCancel();
   } else if (broken) {
     context_.TryCancel();  // the call is gone: make sure the reader stops too
@@ -275,8 +278,8 @@ void RelaySession::finish() {
     }
     writer_.join();
   }
-  logger().info("relay session ended",
-                {{"relay", session_->relayKey()}, {"bridges_dropped", dropped}});
+  relaySessionLogger().info("relay session ended",
+                            {{"relay", session_->relayKey()}, {"bridges_dropped", dropped}});
 }
 
 }  // namespace ot::controld

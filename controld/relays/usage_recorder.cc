@@ -9,7 +9,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger& logger() {
+const log::Logger& usageRecorderLogger() {
   static const log::Logger instance("controld.usage");
   return instance;
 }
@@ -69,8 +69,9 @@ UsageRecorder::UsageRecorder(UsageStore& store, UsageRecorderOptions options)
           [this] {
             const Status flushed = flush();
             if (!flushed.ok()) {
-              logger().warn("usage not written yet; will retry",
-                            {{"error", flushed.error().message}, {"pending_rows", pending()}});
+              usageRecorderLogger().warn(
+                  "usage not written yet; will retry",
+                  {{"error", flushed.error().message}, {"pending_rows", pending()}});
             }
             return options_.flushInterval;
           },

@@ -13,7 +13,7 @@
 namespace ot::controld {
 namespace {
 
-Error invalid(std::string message) {
+Error invalidUrl(std::string message) {
   return Error{ErrorKind::kInvalid, std::move(message)};
 }
 
@@ -72,22 +72,22 @@ Result<DatabaseUrl> parseSqlite(std::string_view rest) {
   if (rest.substr(0, 2) == "//") {
     rest.remove_prefix(2);
     if (rest.empty() || rest.front() != '/') {
-      return invalid(
+      return invalidUrl(
           "sqlite URL must be sqlite:/absolute/path, sqlite:relative/path or "
           "sqlite:///absolute/path");
     }
   }
   if (rest.find('?') != std::string_view::npos || rest.find('#') != std::string_view::npos) {
-    return invalid("sqlite URL takes no query or fragment");
+    return invalidUrl("sqlite URL takes no query or fragment");
   }
   auto path = percentDecode(rest);
-  if (!path) return invalid("sqlite URL has a malformed %-escape or a control character");
-  if (path->empty()) return invalid("sqlite URL names no file");
+  if (!path) return invalidUrl("sqlite URL has a malformed %-escape or a control character");
+  if (path->empty()) return invalidUrl("sqlite URL names no file");
   // Every pooled connection would get its own private in-memory database.
   if (*path == ":memory:")
-    return invalid("an in-memory SQLite database cannot be shared by a pool");
+    return invalidUrl("an in-memory SQLite database cannot be shared by a pool");
   // SOCI's sqlite3 connect string can quote spaces but has no escape for a double quote.
-  if (path->find('"') != std::string::npos) return invalid("sqlite path must not contain '\"'");
+  if (path->find('"') != std::string::npos) return invalidUrl("sqlite path must not contain '\"'");
   DatabaseUrl url;
   url.backend = DatabaseBackend::kSqlite;
   url.sqlitePath = std::move(*path);
@@ -103,15 +103,15 @@ Status applyQuery(std::string_view query, DatabaseUrl& url, std::optional<std::s
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     if (pair.empty()) continue;
     const size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) return invalid("database URL parameter lacks '=' value");
+    if (eq == std::string_view::npos) return invalidUrl("database URL parameter lacks '=' value");
     const std::string key = canonicalParameter(pair.substr(0, eq));
     auto value = percentDecode(pair.substr(eq + 1));
-    if (!value) return invalid("database URL parameter " + key + " has a malformed %-escape");
+    if (!value) return invalidUrl("database URL parameter " + key + " has a malformed %-escape");
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-      return invalid("database URL repeats parameter " + key);
+      return invalidUrl("database URL repeats parameter " + key);
     }
     seen.push_back(key);
-    if (value->empty()) return invalid("database URL parameter " + key + " is empty");
+    if (value->empty()) return invalidUrl("database URL parameter " + key + " is empty");
     if (key == "ssl-mode") {
       mode = canonicalParameter(*value);
     } else if (key == "ssl-ca") {
@@ -121,8 +121,8 @@ Status applyQuery(std::string_view query, DatabaseUrl& url, std::optional<std::s
     } else if (key == "ssl-key") {
       url.sslKey = std::move(*value);
     } else {
-      return invalid("database URL has unknown parameter " + key +
-                     " (known: ssl-mode, ssl-ca, ssl-cert, ssl-key)");
+      return invalidUrl("database URL has unknown parameter " + key +
+                        " (known: ssl-mode, ssl-ca, ssl-cert, ssl-key)");
     }
   }
   return Ok{};
@@ -130,34 +130,34 @@ Status applyQuery(std::string_view query, DatabaseUrl& url, std::optional<std::s
 
 Status applyTlsPolicy(DatabaseUrl& url, const std::optional<std::string>& mode) {
   if (url.sslCert.empty() != url.sslKey.empty()) {
-    return invalid("ssl-cert and ssl-key go together");
+    return invalidUrl("ssl-cert and ssl-key go together");
   }
   if (mode && *mode != "disabled" && *mode != "verify-identity") {
     // REQUIRED and VERIFY_CA would check less than we can promise; PREFERRED could fall back to
     // plain text. SOCI 4.0.3 with MariaDB Connector/C cannot express them anyway.
-    return invalid("ssl-mode " + *mode +
-                   " is not supported: use verify-identity (with ssl-ca), "
-                   "or disabled for a loopback host");
+    return invalidUrl("ssl-mode " + *mode +
+                      " is not supported: use verify-identity (with ssl-ca), "
+                      "or disabled for a loopback host");
   }
   if (mode && *mode == "disabled") {
     if (!url.loopback) {
-      return invalid("database host " + url.host +
-                     " is not loopback: TLS with certificate verification is required, so "
-                     "ssl-mode=disabled is refused");
+      return invalidUrl("database host " + url.host +
+                        " is not loopback: TLS with certificate verification is required, so "
+                        "ssl-mode=disabled is refused");
     }
     if (!url.sslCa.empty() || !url.sslCert.empty()) {
-      return invalid("ssl-mode=disabled contradicts ssl-ca/ssl-cert");
+      return invalidUrl("ssl-mode=disabled contradicts ssl-ca/ssl-cert");
     }
     url.tls = DatabaseTls::kDisabled;
     return Ok{};
   }
   if (url.sslCa.empty()) {
-    if (mode) return invalid("ssl-mode=verify-identity needs ssl-ca=<CA certificates file>");
-    if (!url.sslCert.empty()) return invalid("ssl-cert needs ssl-ca=<CA certificates file>");
+    if (mode) return invalidUrl("ssl-mode=verify-identity needs ssl-ca=<CA certificates file>");
+    if (!url.sslCert.empty()) return invalidUrl("ssl-cert needs ssl-ca=<CA certificates file>");
     if (!url.loopback) {
-      return invalid("database host " + url.host +
-                     " is not loopback: TLS is required; add ssl-ca=<CA certificates file> "
-                     "(for a public certificate: /etc/ssl/certs/ca-certificates.crt)");
+      return invalidUrl("database host " + url.host +
+                        " is not loopback: TLS is required; add ssl-ca=<CA certificates file> "
+                        "(for a public certificate: /etc/ssl/certs/ca-certificates.crt)");
     }
     url.tls = DatabaseTls::kDisabled;
     return Ok{};
@@ -167,9 +167,9 @@ Status applyTlsPolicy(DatabaseUrl& url, const std::optional<std::string>& mode) 
 }
 
 Result<DatabaseUrl> parseMysql(std::string_view rest) {
-  if (rest.substr(0, 2) != "//") return invalid("mysql URL must start with mysql://");
+  if (rest.substr(0, 2) != "//") return invalidUrl("mysql URL must start with mysql://");
   rest.remove_prefix(2);
-  if (rest.find('#') != std::string_view::npos) return invalid("mysql URL takes no fragment");
+  if (rest.find('#') != std::string_view::npos) return invalidUrl("mysql URL takes no fragment");
 
   const size_t authorityEnd = rest.find_first_of("/?");
   const std::string_view authority = rest.substr(0, authorityEnd);
@@ -187,15 +187,15 @@ Result<DatabaseUrl> parseMysql(std::string_view rest) {
 
   const size_t at = authority.rfind('@');
   if (at == std::string_view::npos)
-    return invalid("mysql URL names no user (mysql://user:pass@...)");
+    return invalidUrl("mysql URL names no user (mysql://user:pass@...)");
   const std::string_view userinfo = authority.substr(0, at);
   const std::string_view hostport = authority.substr(at + 1);
   const size_t colon = userinfo.find(':');
   auto user = percentDecode(userinfo.substr(0, colon));
   auto password = percentDecode(colon == std::string_view::npos ? std::string_view{}
                                                                 : userinfo.substr(colon + 1));
-  if (!user || !password) return invalid("mysql URL user or password has a malformed %-escape");
-  if (user->empty()) return invalid("mysql URL names no user");
+  if (!user || !password) return invalidUrl("mysql URL user or password has a malformed %-escape");
+  if (user->empty()) return invalidUrl("mysql URL names no user");
   url.user = std::move(*user);
   url.password = std::move(*password);
 
@@ -204,35 +204,36 @@ Result<DatabaseUrl> parseMysql(std::string_view rest) {
   if (!hostport.empty() && hostport.front() == '[') {
     const size_t close = hostport.find(']');
     if (close == std::string_view::npos)
-      return invalid("mysql URL has an unterminated [IPv6] host");
+      return invalidUrl("mysql URL has an unterminated [IPv6] host");
     host = hostport.substr(1, close - 1);
     const std::string_view after = hostport.substr(close + 1);
     if (!after.empty()) {
-      if (after.front() != ':') return invalid("mysql URL has junk after the [IPv6] host");
+      if (after.front() != ':') return invalidUrl("mysql URL has junk after the [IPv6] host");
       port = after.substr(1);
-      if (port.empty()) return invalid("mysql URL has an empty port");
+      if (port.empty()) return invalidUrl("mysql URL has an empty port");
     }
   } else {
     const size_t portColon = hostport.rfind(':');
     host = hostport.substr(0, portColon);
     if (portColon != std::string_view::npos) {
       port = hostport.substr(portColon + 1);
-      if (port.empty()) return invalid("mysql URL has an empty port");
+      if (port.empty()) return invalidUrl("mysql URL has an empty port");
     }
   }
   auto decodedHost = percentDecode(host);
-  if (!decodedHost || decodedHost->empty()) return invalid("mysql URL names no host");
+  if (!decodedHost || decodedHost->empty()) return invalidUrl("mysql URL names no host");
   url.host = std::move(*decodedHost);
   if (!port.empty()) {
     const auto number = parsePort(port);
-    if (!number) return invalid("mysql URL port must be 1-65535");
+    if (!number) return invalidUrl("mysql URL port must be 1-65535");
     url.port = *number;
   }
 
   if (!path.empty()) {
     auto database = percentDecode(path.substr(1));
-    if (!database) return invalid("mysql URL database has a malformed %-escape");
-    if (database->find('/') != std::string::npos) return invalid("mysql URL database contains '/'");
+    if (!database) return invalidUrl("mysql URL database has a malformed %-escape");
+    if (database->find('/') != std::string::npos)
+      return invalidUrl("mysql URL database contains '/'");
     url.database = std::move(*database);
   }
 
@@ -280,18 +281,18 @@ bool isLoopbackHost(std::string_view host) {
 
 Result<DatabaseUrl> parseDatabaseUrl(std::string_view text, std::string_view defaultSqlitePath) {
   if (text.empty()) {
-    if (defaultSqlitePath.empty()) return invalid("no database URL and no default SQLite path");
+    if (defaultSqlitePath.empty()) return invalidUrl("no database URL and no default SQLite path");
     return parseSqlite(defaultSqlitePath);
   }
   const size_t colon = text.find(':');
   if (colon == std::string_view::npos) {
-    return invalid("database URL has no scheme (mysql://... or sqlite:...)");
+    return invalidUrl("database URL has no scheme (mysql://... or sqlite:...)");
   }
   const std::string scheme = toLower(text.substr(0, colon));
   const std::string_view rest = text.substr(colon + 1);
   if (scheme == "sqlite" || scheme == "sqlite3") return parseSqlite(rest);
   if (scheme == "mysql" || scheme == "mariadb") return parseMysql(rest);
-  return invalid("database URL scheme " + scheme + " is not supported (mysql or sqlite)");
+  return invalidUrl("database URL scheme " + scheme + " is not supported (mysql or sqlite)");
 }
 
 std::string redactedDatabaseUrl(const DatabaseUrl& url) {

@@ -7,7 +7,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld");
+const log::Logger kDatabaseWaitLog("controld");
 
 }  // namespace
 
@@ -18,12 +18,12 @@ DatabaseWaitOutcome waitForDatabase(const DatabaseWaitOptions& options,
   for (int attempt = 1;; ++attempt) {
     const Status migrated = hooks.attempt();
     if (migrated.ok()) {
-      kLog.info("connected to the database", {{"attempt", attempt}});
+      kDatabaseWaitLog.info("connected to the database", {{"attempt", attempt}});
       return DatabaseWaitOutcome::kReady;
     }
     const Error& error = migrated.error();
     if (error.kind == ErrorKind::kInvalid) {
-      kLog.error("the database cannot be used", {{"error", error.message}});
+      kDatabaseWaitLog.error("the database cannot be used", {{"error", error.message}});
       return DatabaseWaitOutcome::kUnusable;
     }
     const int64_t waited = hooks.nowMs() - started;
@@ -31,14 +31,15 @@ DatabaseWaitOutcome waitForDatabase(const DatabaseWaitOptions& options,
     if (options.timeoutMs != 0) {
       const int64_t left = options.timeoutMs - waited;
       if (left <= 0) {
-        kLog.error("the database is not available, exiting with the last error",
-                   {{"error", error.message}, {"waited_ms", waited}});
+        kDatabaseWaitLog.error("the database is not available, exiting with the last error",
+                               {{"error", error.message}, {"waited_ms", waited}});
         return DatabaseWaitOutcome::kTimedOut;
       }
       sleepMs = std::min(sleepMs, left);
     }
-    kLog.warn("waiting for the database",
-              {{"attempt", attempt}, {"error", error.message}, {"retry_in_ms", sleepMs}});
+    kDatabaseWaitLog.warn(
+        "waiting for the database",
+        {{"attempt", attempt}, {"error", error.message}, {"retry_in_ms", sleepMs}});
     if (hooks.sleepOrStop(sleepMs)) return DatabaseWaitOutcome::kStopped;
     delayMs = std::min(delayMs * 2, std::max<int64_t>(1, options.maxDelayMs));
   }

@@ -10,7 +10,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.rate_limits");
+const log::Logger kRateLimitSweeperLog("controld.rate_limits");
 
 PeriodicTaskOptions sweepSchedule(int64_t initialDelayMs) {
   PeriodicTaskOptions schedule;
@@ -68,12 +68,12 @@ Result<RateSweepReport> RateLimitSweeper::sweepOnce() {
 std::chrono::milliseconds RateLimitSweeper::sweepRound() {
   auto report = sweepOnce();
   if (!report) {
-    kLog.warn("rate limit prune failed", {{"error", report.error().message}});
+    kRateLimitSweeperLog.warn("rate limit prune failed", {{"error", report.error().message}});
     return std::chrono::milliseconds(options_.intervalMs);
   }
   if (report->pruned > 0) {
-    kLog.info("pruned expired rate limit rows",
-              {{"pruned", report->pruned}, {"max_rows", options_.maxRows}});
+    kRateLimitSweeperLog.info("pruned expired rate limit rows",
+                              {{"pruned", report->pruned}, {"max_rows", options_.maxRows}});
   }
   const bool backlog = report->pruned >= options_.maxRows;
   return std::chrono::milliseconds(backlog ? options_.busyIntervalMs : options_.intervalMs);

@@ -14,7 +14,7 @@
 namespace ot::controld {
 namespace {
 
-const log::Logger kLog("controld.store");
+const log::Logger kSqlStorePoolLog("controld.store");
 
 // Gives a borrowed slot back however the round leaves it, its idle time running on.
 struct Borrowed {
@@ -44,16 +44,19 @@ std::chrono::milliseconds SqlStore::upkeepRound() {
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);
   if (report.lost > 0 || report.recycled > 0 || report.idleClosed > 0) {
-    kLog.debug("closed database connections",
-               {{"lost", report.lost}, {"recycled", report.recycled}, {"idle", report.idleClosed}});
+    kSqlStorePoolLog.debug(
+        "closed database connections",
+        {{"lost", report.lost}, {"recycled", report.recycled}, {"idle", report.idleClosed}});
   }
   if (report.opened > 0) {
-    kLog.info("opened idle database connections",
-              {{"opened", report.opened}, {"open", open_.load()}, {"ms", took.count()}});
+    kSqlStorePoolLog.info(
+        "opened idle database connections",
+        {{"opened", report.opened}, {"open", open_.load()}, {"ms", took.count()}});
   }
   if (!report.error.empty()) {
-    kLog.warn("could not open idle database connections",
-              {{"opened", report.opened}, {"error", report.error}, {"ms", took.count()}});
+    kSqlStorePoolLog.warn(
+        "could not open idle database connections",
+        {{"opened", report.opened}, {"error", report.error}, {"ms", took.count()}});
   }
   return std::chrono::milliseconds(options_.poolUpkeepIntervalMs);
 }

@@ -30,7 +30,7 @@ bool isSegment(std::string_view segment) {
   return true;
 }
 
-Error refused(std::string message) {
+Error refusedSite(std::string message) {
   return Error{ErrorKind::kInvalid, std::move(message)};
 }
 
@@ -89,7 +89,7 @@ bool isSiteName(std::string_view name) {
 }
 
 Status SiteTable::add(std::string name, std::string body) {
-  if (!isSiteName(name)) return refused("not a name the website serves: " + name);
+  if (!isSiteName(name)) return refusedSite("not a name the website serves: " + name);
 
   // The canonical URL and the URLs that redirect to it.
   std::string canonical;
@@ -111,10 +111,10 @@ Status SiteTable::add(std::string name, std::string body) {
   const auto taken = [this](const std::string& path) {
     return files_.count(path) != 0 || redirects_.count(path) != 0;
   };
-  if (taken(canonical)) return refused(name + ": its URL " + canonical + " is taken already");
+  if (taken(canonical)) return refusedSite(name + ": its URL " + canonical + " is taken already");
   for (const std::string& alias : aliases) {
     if (taken(alias) || alias == canonical) {
-      return refused(name + ": the URL " + alias + " is taken already");
+      return refusedSite(name + ": the URL " + alias + " is taken already");
     }
   }
 

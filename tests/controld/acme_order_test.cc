@@ -15,15 +15,15 @@ namespace {
 using acme_testing::FakeAcmeServer;
 using acme_testing::FakeDns;
 
-constexpr const char* kHost = "abc123.example.com";
+constexpr const char* kOrderHost = "abc123.example.com";
 constexpr const char* kWildcard = "*.abc123.example.com";
-const std::atomic<bool> kRunning{false};
+const std::atomic<bool> kOrderNotCancelled{false};
 
 struct Harness {
   FakeAcmeServer server;
   FakeDns* dns = nullptr;
   std::unique_ptr<AcmeIssuer> issuer;
-  std::string csrPem = testing::buildCsrPem(testing::hostCsr(kHost, true));
+  std::string csrPem = testing::buildCsrPem(testing::hostCsr(kOrderHost, true));
 
   explicit Harness(const std::function<void(AcmeIssuerConfig&)>& tweak = {}) {
     AcmeIssuerConfig config;
@@ -43,7 +43,8 @@ struct Harness {
   }
 
   Result<IssuedCertificate> issue(FailureDetail& detail) {
-    return issuer->issueDetailed(IssueRequest{csrPem, {kHost, kWildcard}}, kRunning, detail);
+    return issuer->issueDetailed(IssueRequest{csrPem, {kOrderHost, kWildcard}}, kOrderNotCancelled,
+                                 detail);
   }
 };
 
@@ -251,7 +252,8 @@ TEST_CASE("acme order: an unreachable CA is a transient network failure") {
   REQUIRE(issuer.ok());
   FailureDetail detail;
   auto issued = (*issuer)->issueDetailed(
-      IssueRequest{testing::buildCsrPem(testing::hostCsr(kHost)), {kHost}}, kRunning, detail);
+      IssueRequest{testing::buildCsrPem(testing::hostCsr(kOrderHost)), {kOrderHost}},
+      kOrderNotCancelled, detail);
   REQUIRE_FALSE(issued.ok());
   CHECK(std::string(detail.reason) == "network");
   CHECK(detail.failure == FailureClass::kTransient);

@@ -86,9 +86,9 @@ class FakeBackup final : public Backup {
   };
 };
 
-struct Harness {
-  explicit Harness(const TestDatabase& database, Backup* backup = nullptr,
-                   AdminServerOptions serverOptions = {})
+struct AdminHarness {
+  explicit AdminHarness(const TestDatabase& database, Backup* backup = nullptr,
+                        AdminServerOptions serverOptions = {})
       : store(database.openMigrated(&metrics)),
         hub(registry),
         stats(*store, registry, hub, "machine-a", "fra", std::chrono::steady_clock::now(),
@@ -157,7 +157,7 @@ std::vector<std::string> idsOf(const std::vector<av1::TunnelSummary>& tunnels) {
 TEST_CASE("admin: tunnels list pages by ID over more than one page, with filters") {
   for (const auto& database : testDatabases()) {
     CAPTURE(database->name());
-    Harness h(*database);
+    AdminHarness h(*database);
     // 230 tunnels: every 10th deleted, every 7th issuing, "b" ones a ready certificate.
     std::set<std::string> live;
     for (int i = 0; i < 230; ++i) {
@@ -228,7 +228,7 @@ TEST_CASE("admin: tunnels list pages by ID over more than one page, with filters
     av1::ListTunnelsRequest bad = request;
     bad.set_page_token("NOT AN ID");
     av1::ListTunnelsResponse ignored;
-    CHECK(h.stub->ListTunnels(Harness::call().get(), bad, &ignored).error_code() ==
+    CHECK(h.stub->ListTunnels(AdminHarness::call().get(), bad, &ignored).error_code() ==
           grpc::StatusCode::INVALID_ARGUMENT);
   }
 }
@@ -236,7 +236,7 @@ TEST_CASE("admin: tunnels list pages by ID over more than one page, with filters
 TEST_CASE("admin: show answers NOT_FOUND for an unknown tunnel; delete tells the relays") {
   for (const auto& database : testDatabases()) {
     CAPTURE(database->name());
-    Harness h(*database);
+    AdminHarness h(*database);
     REQUIRE(h.store->insertTunnel(record("shown")).ok());
     BridgeEntry bridge;
     bridge.bridgeId = "9";
@@ -248,7 +248,7 @@ TEST_CASE("admin: show answers NOT_FOUND for an unknown tunnel; delete tells the
     av1::GetTunnelRequest get;
     get.set_tunnel_id("shown");
     av1::GetTunnelResponse shown;
-    REQUIRE(h.stub->GetTunnel(Harness::call().get(), get, &shown).ok());
+    REQUIRE(h.stub->GetTunnel(AdminHarness::call().get(), get, &shown).ok());
     CHECK(shown.summary().hostname() == "shown.example.test");
     CHECK(shown.summary().bridges() == 1);
     REQUIRE(shown.bridges_size() == 1);
@@ -257,30 +257,30 @@ TEST_CASE("admin: show answers NOT_FOUND for an unknown tunnel; delete tells the
     CHECK(nlohmann::json::parse(shown.record_json())["id"] == "shown");
 
     get.set_tunnel_id("nosuchtunnel");
-    CHECK(h.stub->GetTunnel(Harness::call().get(), get, &shown).error_code() ==
+    CHECK(h.stub->GetTunnel(AdminHarness::call().get(), get, &shown).error_code() ==
           grpc::StatusCode::NOT_FOUND);
 
     av1::DeleteTunnelRequest remove;
     remove.set_tunnel_id("nosuchtunnel");
     av1::DeleteTunnelResponse removed;
-    CHECK(h.stub->DeleteTunnel(Harness::call().get(), remove, &removed).error_code() ==
+    CHECK(h.stub->DeleteTunnel(AdminHarness::call().get(), remove, &removed).error_code() ==
           grpc::StatusCode::NOT_FOUND);
     remove.set_tunnel_id("shown");
-    REQUIRE(h.stub->DeleteTunnel(Harness::call().get(), remove, &removed).ok());
+    REQUIRE(h.stub->DeleteTunnel(AdminHarness::call().get(), remove, &removed).ok());
     CHECK_FALSE(removed.already_deleted());
     CHECK(h.publisher.deleted() == std::vector<std::string>{"shown"});
     auto stored = h.store->getTunnel("shown");
     REQUIRE(stored.ok());
     REQUIRE(stored->has_value());
     CHECK((*stored)->record.deleted());
-    REQUIRE(h.stub->DeleteTunnel(Harness::call().get(), remove, &removed).ok());
+    REQUIRE(h.stub->DeleteTunnel(AdminHarness::call().get(), remove, &removed).ok());
     CHECK(removed.already_deleted());
     CHECK(h.publisher.deleted().size() == 1);
 
     av1::ResetTunnelRequest reset;
     reset.set_tunnel_id("nosuchtunnel");
     av1::ResetTunnelResponse resetDone;
-    CHECK(h.stub->ResetTunnel(Harness::call().get(), reset, &resetDone).error_code() ==
+    CHECK(h.stub->ResetTunnel(AdminHarness::call().get(), reset, &resetDone).error_code() ==
           grpc::StatusCode::NOT_FOUND);
   }
 }
@@ -288,7 +288,7 @@ TEST_CASE("admin: show answers NOT_FOUND for an unknown tunnel; delete tells the
 TEST_CASE("admin: jobs list by status; retry puts a failed job back to pending") {
   for (const auto& database : testDatabases()) {
     CAPTURE(database->name());
-    Harness h(*database);
+    AdminHarness h(*database);
     for (int i = 0; i < 130; ++i) {
       Job job = pendingJob(JobKind::kIssue, "job-" + std::to_string(1000 + i), "t", kNow - 10);
       if (i % 3 == 0) {
@@ -304,7 +304,7 @@ TEST_CASE("admin: jobs list by status; retry puts a failed job back to pending")
     int pages = 0;
     while (true) {
       av1::ListJobsResponse page;
-      REQUIRE(h.stub->ListJobs(Harness::call().get(), request, &page).ok());
+      REQUIRE(h.stub->ListJobs(AdminHarness::call().get(), request, &page).ok());
       ++pages;
       for (const auto& job : page.jobs()) {
         CHECK(job.status() == "failed");
@@ -318,27 +318,27 @@ TEST_CASE("admin: jobs list by status; retry puts a failed job back to pending")
     request.set_status("");
     request.set_page_token("");
     av1::ListJobsResponse first;
-    REQUIRE(h.stub->ListJobs(Harness::call().get(), request, &first).ok());
+    REQUIRE(h.stub->ListJobs(AdminHarness::call().get(), request, &first).ok());
     CHECK(first.jobs_size() == 50);
     CHECK(first.next_page_token() == "job-1049");
     request.set_status("bogus");
-    CHECK(h.stub->ListJobs(Harness::call().get(), request, &first).error_code() ==
+    CHECK(h.stub->ListJobs(AdminHarness::call().get(), request, &first).error_code() ==
           grpc::StatusCode::INVALID_ARGUMENT);
 
     av1::RetryJobRequest retry;
     av1::RetryJobResponse retried;
     retry.set_job_id("job-1000");
-    REQUIRE(h.stub->RetryJob(Harness::call().get(), retry, &retried).ok());
+    REQUIRE(h.stub->RetryJob(AdminHarness::call().get(), retry, &retried).ok());
     auto job = h.store->getJob("job-1000");
     REQUIRE(job.ok());
     REQUIRE(job->has_value());
     CHECK((*job)->status == JobStatus::kPending);
     CHECK((*job)->nextRunAtMs == kNow);
     // Pending now: a second retry is refused, as is an unknown job.
-    CHECK(h.stub->RetryJob(Harness::call().get(), retry, &retried).error_code() ==
+    CHECK(h.stub->RetryJob(AdminHarness::call().get(), retry, &retried).error_code() ==
           grpc::StatusCode::FAILED_PRECONDITION);
     retry.set_job_id("job-none");
-    CHECK(h.stub->RetryJob(Harness::call().get(), retry, &retried).error_code() ==
+    CHECK(h.stub->RetryJob(AdminHarness::call().get(), retry, &retried).error_code() ==
           grpc::StatusCode::NOT_FOUND);
   }
 }
@@ -346,7 +346,7 @@ TEST_CASE("admin: jobs list by status; retry puts a failed job back to pending")
 TEST_CASE("admin: certs lists the certificates expiring within the window") {
   for (const auto& database : testDatabases()) {
     CAPTURE(database->name());
-    Harness h(*database);
+    AdminHarness h(*database);
     for (int i = 0; i < 600; ++i) {
       TunnelRecord r = record("c" + std::to_string(1000 + i));
       if (i % 100 == 0) {
@@ -359,7 +359,7 @@ TEST_CASE("admin: certs lists the certificates expiring within the window") {
     av1::ExpiringCertificatesRequest request;
     while (true) {
       av1::ExpiringCertificatesResponse page;
-      REQUIRE(h.stub->ExpiringCertificates(Harness::call().get(), request, &page).ok());
+      REQUIRE(h.stub->ExpiringCertificates(AdminHarness::call().get(), request, &page).ok());
       for (const auto& tunnel : page.tunnels()) found.push_back(tunnel.tunnel_id());
       if (page.next_page_token().empty()) break;
       request.set_page_token(page.next_page_token());
@@ -370,7 +370,7 @@ TEST_CASE("admin: certs lists the certificates expiring within the window") {
     av1::ExpiringCertificatesResponse wide;
     found.clear();
     while (true) {
-      REQUIRE(h.stub->ExpiringCertificates(Harness::call().get(), request, &wide).ok());
+      REQUIRE(h.stub->ExpiringCertificates(AdminHarness::call().get(), request, &wide).ok());
       for (const auto& tunnel : wide.tunnels()) found.push_back(tunnel.tunnel_id());
       if (wide.next_page_token().empty()) break;
       request.set_page_token(wide.next_page_token());
@@ -381,27 +381,27 @@ TEST_CASE("admin: certs lists the certificates expiring within the window") {
 
 TEST_CASE("admin: stats answer the HTTP route's JSON; mesh view and drain alone; reflection") {
   auto databases = testDatabases();
-  Harness h(*databases.front());
+  AdminHarness h(*databases.front());
   REQUIRE(h.store->insertTunnel(record("one")).ok());
   av1::StatsResponse stats;
-  REQUIRE(h.stub->Stats(Harness::call().get(), {}, &stats).ok());
+  REQUIRE(h.stub->Stats(AdminHarness::call().get(), {}, &stats).ok());
   CHECK(stats.tunnels() == 1);
   CHECK(stats.machine().machine_id() == "machine-a");
   CHECK_FALSE(stats.machine().relay_connected());
-  const auto json = nlohmann::json::parse(stats.json());
-  CHECK(json["tunnels"] == 1);
-  CHECK(json["machine"]["id"] == "machine-a");
-  CHECK(json.contains("cluster"));
+  const auto statsJson = nlohmann::json::parse(stats.json());
+  CHECK(statsJson["tunnels"] == 1);
+  CHECK(statsJson["machine"]["id"] == "machine-a");
+  CHECK(statsJson.contains("cluster"));
 
   av1::MeshViewResponse mesh;
-  REQUIRE(h.stub->MeshView(Harness::call().get(), {}, &mesh).ok());
+  REQUIRE(h.stub->MeshView(AdminHarness::call().get(), {}, &mesh).ok());
   CHECK(mesh.complete());
   REQUIRE(mesh.machines_size() == 1);
   CHECK(mesh.machines(0).self());
 
   // No relayd connected: the drain reaches none (otctl says so and exits 1).
   av1::DrainRelayResponse drained;
-  REQUIRE(h.stub->DrainRelay(Harness::call().get(), {}, &drained).ok());
+  REQUIRE(h.stub->DrainRelay(AdminHarness::call().get(), {}, &drained).ok());
   CHECK(drained.relays() == 0);
 
   ot::testing::ReflectionClient reflection(h.channel);
@@ -412,7 +412,7 @@ TEST_CASE("admin: stats answer the HTTP route's JSON; mesh view and drain alone;
 TEST_CASE("admin: export and import go through the Backup; without one they are UNIMPLEMENTED") {
   auto databases = testDatabases();
   {
-    Harness h(*databases.front());
+    AdminHarness h(*databases.front());
     grpc::ClientContext context;
     auto reader = h.stub->Export(&context, {});
     av1::ExportChunk chunk;
@@ -423,7 +423,7 @@ TEST_CASE("admin: export and import go through the Backup; without one they are 
     CHECK(status.error_message() == "export/import not built");
   }
   FakeBackup backup;
-  Harness h(*databases.front(), &backup);
+  AdminHarness h(*databases.front(), &backup);
   grpc::ClientContext exportContext;
   av1::ExportRequest exportRequest;
   exportRequest.set_exclude_deleted(true);
@@ -484,7 +484,7 @@ TEST_CASE("admin: TCP needs TLS and a token; calls without the token are refused
   CHECK(checkAdminServerOptions(options).ok());
 
   auto databases = testDatabases();
-  Harness h(*databases.front(), nullptr, options);
+  AdminHarness h(*databases.front(), nullptr, options);
   REQUIRE(h.server->tcpPort() > 0);
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = certificate.pem.chainPem;
@@ -496,7 +496,7 @@ TEST_CASE("admin: TCP needs TLS and a token; calls without the token are refused
   for (const std::string& header : {std::string(), std::string("Bearer wrong-token"),
                                     std::string("Basic ") + kToken, "Bearer " + kToken}) {
     CAPTURE(header);
-    auto context = Harness::call();
+    auto context = AdminHarness::call();
     if (!header.empty()) context->AddMetadata("authorization", header);
     av1::StatsResponse stats;
     const grpc::Status status = stub->Stats(context.get(), {}, &stats);
@@ -509,7 +509,7 @@ TEST_CASE("admin: TCP needs TLS and a token; calls without the token are refused
   // A plain-text client is not served on the TLS port.
   auto plain = av1::Admin::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(h.server->tcpPort()), grpc::InsecureChannelCredentials()));
-  auto context = Harness::call();
+  auto context = AdminHarness::call();
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
   context->AddMetadata("authorization", "Bearer " + kToken);
   av1::StatsResponse stats;
@@ -519,7 +519,7 @@ TEST_CASE("admin: TCP needs TLS and a token; calls without the token are refused
 TEST_CASE("admin: tunnel usage answers the API's windows in total and per origin") {
   for (const auto& database : testDatabases()) {
     CAPTURE(database->name());
-    Harness h(*database);
+    AdminHarness h(*database);
     REQUIRE(h.store->insertTunnel(record("used")).ok());
     constexpr int64_t kHour = 3'600'000;
     const int64_t hour = kNow - kNow % kHour;

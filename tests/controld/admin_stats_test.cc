@@ -19,14 +19,14 @@ using Json = nlohmann::json;
 using testing::sampleTunnel;
 using testing::testDatabases;
 
-constexpr int64_t kNow = 1'750'000'000'000;
+constexpr int64_t kStatsNow = 1'750'000'000'000;
 
 Job job(const std::string& id, int64_t nextRunAtMs) {
   Job out;
   out.id = id;
   out.kind = JobKind::kIssue;
   out.tunnelId = "t" + id;
-  out.queuedAtMs = kNow - 1000;
+  out.queuedAtMs = kStatsNow - 1000;
   out.nextRunAtMs = nextRunAtMs;
   return out;
 }
@@ -35,7 +35,7 @@ TEST_CASE("admin stats: the store counts tunnels by state and jobs by status") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     auto store = db->openMigrated();
-    const RecordCounts empty = store->recordCounts(kNow).value();
+    const RecordCounts empty = store->recordCounts(kStatsNow).value();
     CHECK(empty.tunnels == 0);
     CHECK(empty.deleted == 0);
     CHECK(empty.jobsPending == 0);
@@ -45,27 +45,27 @@ TEST_CASE("admin stats: the store counts tunnels by state and jobs by status") {
     issuing.certificate.state = CertificateState::kIssuing;
     REQUIRE(store->insertTunnel(issuing).ok());
     TunnelRecord renewing = sampleTunnel("renewing");
-    renewing.renewAtMs = kNow + 1000;
+    renewing.renewAtMs = kStatsNow + 1000;
     REQUIRE(store->insertTunnel(renewing).ok());
     TunnelRecord gone = sampleTunnel("gone");
-    gone.deletedAtMs = kNow - 5;
-    gone.renewAtMs = kNow + 1000;  // a deleted tunnel is only counted as deleted
+    gone.deletedAtMs = kStatsNow - 5;
+    gone.renewAtMs = kStatsNow + 1000;  // a deleted tunnel is only counted as deleted
     REQUIRE(store->insertTunnel(gone).ok());
 
-    REQUIRE(store->addJob(job("a", kNow)).value());
-    REQUIRE(store->addJob(job("b", kNow)).value());
-    REQUIRE(store->addJob(job("c", kNow + 60'000)).value());
-    auto claimed = store->claimJob("machine-1", kNow, 60'000, true);
+    REQUIRE(store->addJob(job("a", kStatsNow)).value());
+    REQUIRE(store->addJob(job("b", kStatsNow)).value());
+    REQUIRE(store->addJob(job("c", kStatsNow + 60'000)).value());
+    auto claimed = store->claimJob("machine-1", kStatsNow, 60'000, true);
     REQUIRE(claimed.ok());
     REQUIRE(claimed->has_value());
     Job finished = **claimed;
     finished.status = JobStatus::kDone;
     REQUIRE(store->finishJob(finished, "machine-1").value());
-    auto leased = store->claimJob("machine-1", kNow, 60'000, true);
+    auto leased = store->claimJob("machine-1", kStatsNow, 60'000, true);
     REQUIRE(leased.ok());
     REQUIRE(leased->has_value());
 
-    const RecordCounts counts = store->recordCounts(kNow).value();
+    const RecordCounts counts = store->recordCounts(kStatsNow).value();
     CHECK(counts.tunnels == 3);
     CHECK(counts.deleted == 1);
     CHECK(counts.issuing == 1);
@@ -75,7 +75,7 @@ TEST_CASE("admin stats: the store counts tunnels by state and jobs by status") {
     CHECK(counts.jobsDone == 1);
     CHECK(counts.jobsFailed == 0);
     // A lease that ran out is no longer counted as held.
-    CHECK(store->recordCounts(kNow + 120'000).value().jobsLeased == 0);
+    CHECK(store->recordCounts(kStatsNow + 120'000).value().jobsLeased == 0);
   }
 }
 
@@ -130,7 +130,7 @@ TEST_CASE("admin stats: the body carries the counts, this machine and its cluste
 
 cv1::RelayStats relayStats(uint64_t open, uint64_t forwardedOut, uint64_t refused) {
   cv1::RelayStats stats;
-  stats.set_taken_at_unix_ms(kNow);
+  stats.set_taken_at_unix_ms(kStatsNow);
   stats.set_visitor_connections_open(open);
   stats.set_bridges_attached(2);
   (*stats.mutable_visitor_connections())["served_local"] = 5;
@@ -173,7 +173,7 @@ TEST_CASE("admin stats: relayd's figures come with its Counters and show as this
   CHECK(figures.forwardFailures.at("refused") == 2);
   CHECK(figures.meshLookupsHit == 11);
   CHECK(figures.meshLookupsMiss == 4);
-  CHECK(figures.takenAtMs == kNow);
+  CHECK(figures.takenAtMs == kStatsNow);
 
   AdminStatsInputs inputs;
   Json body = Json::parse(adminStatsJson(inputs).dump());
@@ -188,16 +188,16 @@ TEST_CASE("admin stats: relayd's figures come with its Counters and show as this
   CHECK(relayd["visitor_connections"]["forwarded_in"] == 1);
   CHECK(relayd["forward_failures"] == Json{{"io", 0}, {"refused", 2}});
   CHECK(relayd["mesh_lookups"] == Json{{"hit", 11}, {"miss", 4}});
-  CHECK(relayd["taken_at_ms"] == kNow);
+  CHECK(relayd["taken_at_ms"] == kStatsNow);
 
   // Two sessions on one controld: the machine's total, the newest reading's time.
   RelayFigures other = relayFiguresFromProto(relayStats(2, 1, 0));
-  other.takenAtMs = kNow + 5;
+  other.takenAtMs = kStatsNow + 5;
   addRelayFigures(*inputs.relayd, other);
   CHECK(inputs.relayd->visitorConnectionsOpen == 3);
   CHECK(inputs.relayd->visitors.at("forwarded_out") == 10);
   CHECK(inputs.relayd->visitors.at("served_local") == 10);
-  CHECK(inputs.relayd->takenAtMs == kNow + 5);
+  CHECK(inputs.relayd->takenAtMs == kStatsNow + 5);
 
   // A relayd cannot make controld keep an unbounded map.
   cv1::RelayStats flood;

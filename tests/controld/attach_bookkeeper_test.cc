@@ -23,7 +23,7 @@ using testing::TestApi;
 using testing::testDatabases;
 
 constexpr int64_t kMinuteMs = 60'000;
-constexpr int64_t kDay = 86'400'000;
+constexpr int64_t kBookkeeperDay = 86'400'000;
 
 // A relay session on the hub, as one relayd's Session stream would open it.
 RelayHub::SessionPtr openSession(RelayHub& hub) {
@@ -54,7 +54,7 @@ TunnelRecord readyRecord(const std::string& id, int64_t notAfterMs) {
   record.id = id;
   record.hostname = id + ".tunnel.test";
   record.tokenSha256Hex = std::string(64, 'a');
-  record.createdAtMs = kStartMs - kDay;
+  record.createdAtMs = kStartMs - kBookkeeperDay;
   record.certificate.id = "cert-" + id;
   record.certificate.state = CertificateState::kReady;
   record.certificate.chainPem = "-----BEGIN CERTIFICATE-----\n(test)\n-----END CERTIFICATE-----\n";
@@ -137,15 +137,15 @@ TEST_CASE("attach bookkeeping: the renewal check on attach") {
     AttachBookkeeper bookkeeper(*store, *store, &notifier, manualClock(clock));
 
     // Due: the alarm time has come (the alarm loop may not have run yet).
-    TunnelRecord due = readyRecord("due", kStartMs + 10 * kDay);
+    TunnelRecord due = readyRecord("due", kStartMs + 10 * kBookkeeperDay);
     due.renewAtMs = kStartMs - 1000;
     // In its renewal window without an alarm (a lost one): renewed from the expiry.
-    TunnelRecord lost = readyRecord("lost", kStartMs + 10 * kDay);
+    TunnelRecord lost = readyRecord("lost", kStartMs + 10 * kBookkeeperDay);
     // Not in its window and without an alarm: the alarm is armed again.
-    TunnelRecord unarmed = readyRecord("unarmed", kStartMs + 60 * kDay);
+    TunnelRecord unarmed = readyRecord("unarmed", kStartMs + 60 * kBookkeeperDay);
     // Neither due nor unarmed; and a first issuance still running.
-    TunnelRecord later = readyRecord("later", kStartMs + 40 * kDay);
-    later.renewAtMs = kStartMs + 10 * kDay;
+    TunnelRecord later = readyRecord("later", kStartMs + 40 * kBookkeeperDay);
+    later.renewAtMs = kStartMs + 10 * kBookkeeperDay;
     TunnelRecord issuing = readyRecord("issuing", 0);
     issuing.certificate.state = CertificateState::kIssuing;
     for (const TunnelRecord* record : {&due, &lost, &unarmed, &later, &issuing}) {
@@ -179,7 +179,7 @@ TEST_CASE("attach bookkeeping: the renewal check on attach") {
     CHECK(armed);
     stored = store->getTunnel("later");
     REQUIRE(stored.ok());
-    CHECK((*stored)->record.renewAtMs == kStartMs + 10 * kDay);
+    CHECK((*stored)->record.renewAtMs == kStartMs + 10 * kBookkeeperDay);
 
     // The alarm and later attaches find the same job: added once.
     AttachBookkeeper other(*store, *store, &notifier, manualClock(clock));
@@ -198,7 +198,7 @@ TEST_CASE("attach bookkeeping: a store outage keeps the tunnel queued, the attac
   testing::FlakyStore flaky(*store);
   ManualClock clock(kStartMs);
   AttachBookkeeper bookkeeper(flaky, flaky, nullptr, manualClock(clock));
-  REQUIRE(store->insertTunnel(readyRecord("alpha", kStartMs + 60 * kDay)).ok());
+  REQUIRE(store->insertTunnel(readyRecord("alpha", kStartMs + 60 * kBookkeeperDay)).ok());
 
   flaky.down = true;
   bookkeeper.noteAttached("alpha");

@@ -28,7 +28,6 @@ using issuance_testing::GateIssuer;
 using issuance_testing::hostOf;
 using issuance_testing::kDay;
 using issuance_testing::kMinute;
-using issuance_testing::kStartMs;
 using issuance_testing::loadCa;
 using issuance_testing::loadJob;
 using issuance_testing::Publisher;
@@ -147,7 +146,7 @@ std::string queueRenewal(Store& store, const std::string& id, int64_t now) {
 TEST_CASE("ca cooldown: two machines count one run through meta and read it every 15 s") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock(kStartMs);
+    ManualClock clock(issuance_testing::kStartMs);
     auto storeA = db->openMigrated();
     auto storeB = db->openMigrated();
     CountingStore countedA(*storeA);
@@ -210,7 +209,7 @@ TEST_CASE("ca cooldown: two machines count one run through meta and read it ever
 TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal succeeds") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock(kStartMs);
+    ManualClock clock(issuance_testing::kStartMs);
     auto store = db->openMigrated();
     auto ca = loadCa(*store, clock.clock());
     DetailIssuer issuer(*ca);
@@ -272,7 +271,7 @@ TEST_CASE("job runner: a CA cool-down keeps first issuance out until a renewal s
 TEST_CASE("job runner: CA failures, their durations and the cool-down they start are counted") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
-    ManualClock clock(kStartMs);
+    ManualClock clock(issuance_testing::kStartMs);
     auto store = db->openMigrated();
     auto ca = loadCa(*store, clock.clock());
     DetailIssuer issuer(*ca);

@@ -10,10 +10,10 @@ namespace ot::controld {
 namespace {
 
 constexpr int64_t kT0 = 1'750'000'000'000;
-constexpr int64_t kMinute = 60'000;
-constexpr int64_t kHour = 60 * kMinute;
+constexpr int64_t kCooldownMinute = 60'000;
+constexpr int64_t kCooldownHour = 60 * kCooldownMinute;
 
-FailureDetail caFailure() {
+FailureDetail cooldownCaFailure() {
   FailureDetail detail;
   detail.failure = FailureClass::kTransient;
   detail.reason = "http_5xx";
@@ -42,7 +42,7 @@ FailureDetail dnsFailure() {
 int failTimes(CaCooldownState& state, int count, int64_t now) {
   int started = 0;
   for (int i = 0; i < count; ++i) {
-    const CaCooldownStep step = caCooldownAfterFailure(state, caFailure(), now);
+    const CaCooldownStep step = caCooldownAfterFailure(state, cooldownCaFailure(), now);
     started += step.started ? 1 : 0;
     state = step.next;
   }
@@ -50,13 +50,13 @@ int failTimes(CaCooldownState& state, int count, int64_t now) {
 }
 
 TEST_CASE("ca cooldown: durations double from a minute up to an hour") {
-  CHECK(caCooldownDurationMs(0) == kMinute);
-  CHECK(caCooldownDurationMs(1) == kMinute);
-  CHECK(caCooldownDurationMs(2) == 2 * kMinute);
-  CHECK(caCooldownDurationMs(3) == 4 * kMinute);
-  CHECK(caCooldownDurationMs(6) == 32 * kMinute);
-  CHECK(caCooldownDurationMs(7) == kHour);
-  CHECK(caCooldownDurationMs(1000) == kHour);
+  CHECK(caCooldownDurationMs(0) == kCooldownMinute);
+  CHECK(caCooldownDurationMs(1) == kCooldownMinute);
+  CHECK(caCooldownDurationMs(2) == 2 * kCooldownMinute);
+  CHECK(caCooldownDurationMs(3) == 4 * kCooldownMinute);
+  CHECK(caCooldownDurationMs(6) == 32 * kCooldownMinute);
+  CHECK(caCooldownDurationMs(7) == kCooldownHour);
+  CHECK(caCooldownDurationMs(1000) == kCooldownHour);
 }
 
 TEST_CASE("ca cooldown: five CA failures in a row start one; four do not") {
@@ -67,14 +67,14 @@ TEST_CASE("ca cooldown: five CA failures in a row start one; four do not") {
   CHECK_FALSE(state.activeAt(now));
 
   now += 1000;
-  const CaCooldownStep fifth = caCooldownAfterFailure(state, caFailure(), now);
+  const CaCooldownStep fifth = caCooldownAfterFailure(state, cooldownCaFailure(), now);
   CHECK(fifth.started);
   CHECK_FALSE(fifth.ended);
   CHECK(fifth.next.level == 1);
-  CHECK(fifth.next.untilMs == now + kMinute);
+  CHECK(fifth.next.untilMs == now + kCooldownMinute);
   CHECK(fifth.next.consecutiveFailures == 0);
-  CHECK(fifth.next.activeAt(now + kMinute - 1));
-  CHECK_FALSE(fifth.next.activeAt(now + kMinute));
+  CHECK(fifth.next.activeAt(now + kCooldownMinute - 1));
+  CHECK_FALSE(fifth.next.activeAt(now + kCooldownMinute));
 }
 
 TEST_CASE("ca cooldown: failures that do not point at the CA neither count nor break the run") {
@@ -104,7 +104,7 @@ TEST_CASE("ca cooldown: a success forgets the run, the level and any cool-down")
   state = step.next;
   CHECK(failTimes(state, 5, kT0 + 20'000) == 1);
   CHECK(state.level == 1);
-  CHECK(state.untilMs == kT0 + 20'000 + kMinute);
+  CHECK(state.untilMs == kT0 + 20'000 + kCooldownMinute);
 }
 
 TEST_CASE("ca cooldown: each cool-down before a success lasts twice as long, at most an hour") {
@@ -114,7 +114,7 @@ TEST_CASE("ca cooldown: each cool-down before a success lasts twice as long, at 
   for (const int64_t minutes : expected) {
     CAPTURE(minutes);
     REQUIRE(failTimes(state, 5, now) == 1);
-    CHECK(state.untilMs == now + minutes * kMinute);
+    CHECK(state.untilMs == now + minutes * kCooldownMinute);
     now = state.untilMs;  // the CA still fails once it is over
   }
   CHECK(state.level == 8);
@@ -130,10 +130,10 @@ TEST_CASE("ca cooldown: failures while one lasts count but do not extend it") {
   CHECK(state.level == 1);
   CHECK(state.consecutiveFailures == 7);
   // Once it is over, the next CA failure starts the second one (the run is long enough).
-  const CaCooldownStep next = caCooldownAfterFailure(state, caFailure(), until);
+  const CaCooldownStep next = caCooldownAfterFailure(state, cooldownCaFailure(), until);
   CHECK(next.started);
   CHECK(next.next.level == 2);
-  CHECK(next.next.untilMs == until + 2 * kMinute);
+  CHECK(next.next.untilMs == until + 2 * kCooldownMinute);
 }
 
 TEST_CASE("ca cooldown: one rate limit starts one, at least as long as its Retry-After") {
@@ -141,32 +141,33 @@ TEST_CASE("ca cooldown: one rate limit starts one, at least as long as its Retry
     const CaCooldownStep step = caCooldownAfterFailure({}, rateLimit(5'000), kT0);
     CHECK(step.started);
     CHECK(step.next.level == 1);
-    CHECK(step.next.untilMs == kT0 + kMinute);
+    CHECK(step.next.untilMs == kT0 + kCooldownMinute);
   }
   SUBCASE("none at all: the minute") {
     const CaCooldownStep step = caCooldownAfterFailure({}, rateLimit(0), kT0);
     CHECK(step.started);
-    CHECK(step.next.untilMs == kT0 + kMinute);
+    CHECK(step.next.untilMs == kT0 + kCooldownMinute);
   }
   SUBCASE("a long Retry-After wins, even past the hour") {
-    const CaCooldownStep step = caCooldownAfterFailure({}, rateLimit(3 * kHour), kT0);
+    const CaCooldownStep step = caCooldownAfterFailure({}, rateLimit(3 * kCooldownHour), kT0);
     CHECK(step.started);
-    CHECK(step.next.untilMs == kT0 + 3 * kHour);
+    CHECK(step.next.untilMs == kT0 + 3 * kCooldownHour);
   }
   SUBCASE("during a cool-down it only pushes the end out") {
     CaCooldownState state;
     REQUIRE(failTimes(state, 5, kT0) == 1);
-    CaCooldownStep step = caCooldownAfterFailure(state, rateLimit(10 * kMinute), kT0 + 1000);
+    CaCooldownStep step =
+        caCooldownAfterFailure(state, rateLimit(10 * kCooldownMinute), kT0 + 1000);
     CHECK_FALSE(step.started);
     CHECK(step.next.level == 1);
-    CHECK(step.next.untilMs == kT0 + 1000 + 10 * kMinute);
+    CHECK(step.next.untilMs == kT0 + 1000 + 10 * kCooldownMinute);
     step = caCooldownAfterFailure(step.next, rateLimit(1000), kT0 + 2000);
-    CHECK(step.next.untilMs == kT0 + 1000 + 10 * kMinute);
+    CHECK(step.next.untilMs == kT0 + 1000 + 10 * kCooldownMinute);
   }
 }
 
 TEST_CASE("ca cooldown: the meta encoding round-trips and refuses what is not one") {
-  const CaCooldownState state{kT0 + kMinute, 3, 2};
+  const CaCooldownState state{kT0 + kCooldownMinute, 3, 2};
   const std::string text = encodeCaCooldown(state);
   CHECK(text == R"({"until_ms":1750000060000,"level":3,"consecutive_failures":2})");
   CHECK(decodeCaCooldown(text) == state);

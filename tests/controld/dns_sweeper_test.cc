@@ -29,16 +29,16 @@ namespace {
 using testing::FakeCloudflare;
 using testing::TestDatabase;
 
-constexpr const char* kZone = "0123456789abcdef0123456789abcdef";
-constexpr const char* kToken = "sweeper-token";
-constexpr const char* kValue = "dGhpcyBpcyBhIGNoYWxsZW5nZSB2YWx1ZSBvZiA0Mw_";
+constexpr const char* kSweeperZone = "0123456789abcdef0123456789abcdef";
+constexpr const char* kSweeperToken = "sweeper-token";
+constexpr const char* kSweeperValue = "dGhpcyBpcyBhIGNoYWxsZW5nZSB2YWx1ZSBvZiA0Mw_";
 constexpr int64_t kNow = 1'800'000'000'000;
-constexpr int64_t kMinute = 60'000;
+constexpr int64_t kSweeperMinute = 60'000;
 
 CloudflareOptions cloudflareOptions(const FakeCloudflare& fake) {
   CloudflareOptions options;
-  options.zoneId = kZone;
-  options.apiToken = kToken;
+  options.zoneId = kSweeperZone;
+  options.apiToken = kSweeperToken;
   options.apiUrl = fake.baseUrl();
   options.pageSize = 4;
   options.sleepMs = [](int64_t) {};
@@ -62,15 +62,18 @@ std::set<std::string> remainingNames(FakeCloudflare& fake) {
 
 // The zone of the scenario: four records a sweep deletes and five it keeps.
 void seed(FakeCloudflare& fake) {
-  fake.addRecord("_acme-challenge.old1.tunnel.test", kValue, kNow - 120 * kMinute);
-  fake.addRecord("_acme-challenge.old2.tunnel.test", kValue, kNow - 61 * kMinute);
-  fake.addRecord("_acme-challenge.tunnel.test", kValue, kNow - 300 * kMinute);      // API domain
-  fake.addRecord("_acme-challenge.old3.tunnel.test", kValue, kNow - 60 * kMinute);  // exactly 1 h
-  fake.addRecord("_acme-challenge.new.tunnel.test", kValue, kNow - 30 * kMinute);
-  fake.addRecord("_acme-challenge.text.tunnel.test", "not a challenge value", kNow - 120 * kMinute);
-  fake.addRecord("_acme-challenge.busy.tunnel.test", kValue, kNow - 120 * kMinute);
-  fake.addRecord("_acme-challenge.x.other.test", kValue, kNow - 120 * kMinute);
-  fake.addRecord("www.tunnel.test", kValue, kNow - 120 * kMinute);
+  fake.addRecord("_acme-challenge.old1.tunnel.test", kSweeperValue, kNow - 120 * kSweeperMinute);
+  fake.addRecord("_acme-challenge.old2.tunnel.test", kSweeperValue, kNow - 61 * kSweeperMinute);
+  fake.addRecord("_acme-challenge.tunnel.test", kSweeperValue,
+                 kNow - 300 * kSweeperMinute);  // API domain
+  fake.addRecord("_acme-challenge.old3.tunnel.test", kSweeperValue,
+                 kNow - 60 * kSweeperMinute);  // exactly 1 h
+  fake.addRecord("_acme-challenge.new.tunnel.test", kSweeperValue, kNow - 30 * kSweeperMinute);
+  fake.addRecord("_acme-challenge.text.tunnel.test", "not a challenge value",
+                 kNow - 120 * kSweeperMinute);
+  fake.addRecord("_acme-challenge.busy.tunnel.test", kSweeperValue, kNow - 120 * kSweeperMinute);
+  fake.addRecord("_acme-challenge.x.other.test", kSweeperValue, kNow - 120 * kSweeperMinute);
+  fake.addRecord("www.tunnel.test", kSweeperValue, kNow - 120 * kSweeperMinute);
 }
 
 const std::set<std::string> kKept = {
@@ -80,7 +83,7 @@ const std::set<std::string> kKept = {
 TEST_CASE("dns sweeper: deletes old challenge records, keeps new, foreign and active ones") {
   auto db = TestDatabase::sqlite();
   auto store = db->openMigrated();
-  FakeCloudflare fake(kZone, kToken);
+  FakeCloudflare fake(kSweeperZone, kSweeperToken);
   seed(fake);
   CloudflareDns dns(cloudflareOptions(fake));
   metrics::Metrics metrics;
@@ -109,10 +112,10 @@ TEST_CASE("dns sweeper: deletes old challenge records, keeps new, foreign and ac
   auto lease = store->getMeta(kDnsSweeperMetaKey);
   REQUIRE(lease.ok());
   REQUIRE(lease->has_value());
-  CHECK(**lease == "machine-a@" + std::to_string(kNow + 10 * kMinute));
+  CHECK(**lease == "machine-a@" + std::to_string(kNow + 10 * kSweeperMinute));
 
   // A second sweep by the same machine renews its lease and finds nothing more to do.
-  clock.advance(10 * kMinute);
+  clock.advance(10 * kSweeperMinute);
   auto again = sweeper.sweepOnce();
   REQUIRE(again.ok());
   CHECK(again->leased);
@@ -171,7 +174,7 @@ class WatchedDns final : public DnsProvider {
 TEST_CASE("dns sweeper: at most max_deletes per sweep, oldest first; failures are counted") {
   auto db = TestDatabase::sqlite();
   auto store = db->openMigrated();
-  FakeCloudflare fake(kZone, kToken);
+  FakeCloudflare fake(kSweeperZone, kSweeperToken);
   seed(fake);
   CloudflareDns cloudflare(cloudflareOptions(fake));
   WatchedDns dns(cloudflare);
@@ -193,7 +196,7 @@ TEST_CASE("dns sweeper: at most max_deletes per sweep, oldest first; failures ar
 
   // Deletes that fail are counted and reported; the sweep goes on to the next record.
   dns.failDeletes(true);
-  clock.advance(10 * kMinute);
+  clock.advance(10 * kSweeperMinute);
   auto failing = sweeper.sweepOnce();
   REQUIRE(failing.ok());
   CHECK(failing->stale == 2);
@@ -208,7 +211,7 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   auto db = TestDatabase::sqlite();
   auto storeA = db->openMigrated();
   auto storeB = db->open();
-  FakeCloudflare fake(kZone, kToken);
+  FakeCloudflare fake(kSweeperZone, kSweeperToken);
   seed(fake);
   CloudflareDns dns(cloudflareOptions(fake));
   ManualClock clock(kNow);
@@ -241,9 +244,9 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   DnsSweeper& loser = aWon ? b : a;
 
   // While the lease lasts the other machine does nothing, not even list.
-  fake.addRecord("_acme-challenge.later.tunnel.test", kValue, kNow - 120 * kMinute);
+  fake.addRecord("_acme-challenge.later.tunnel.test", kSweeperValue, kNow - 120 * kSweeperMinute);
   const size_t requestsBefore = fake.requests().size();
-  clock.advance(10 * kMinute - 1);
+  clock.advance(10 * kSweeperMinute - 1);
   auto refused = loser.sweepOnce();
   REQUIRE(refused.ok());
   CHECK_FALSE(refused->leased);
@@ -259,8 +262,8 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
   auto lease = storeA->getMeta(kDnsSweeperMetaKey);
   REQUIRE(lease.ok());
   REQUIRE(lease->has_value());
-  CHECK(**lease ==
-        std::string(aWon ? "machine-b" : "machine-a") + "@" + std::to_string(kNow + 20 * kMinute));
+  CHECK(**lease == std::string(aWon ? "machine-b" : "machine-a") + "@" +
+                       std::to_string(kNow + 20 * kSweeperMinute));
   auto shutOut = winner.sweepOnce();
   REQUIRE(shutOut.ok());
   CHECK_FALSE(shutOut->leased);
@@ -269,7 +272,7 @@ TEST_CASE("dns sweeper: the lease lets one machine sweep at a time") {
 TEST_CASE("dns sweeper: the thread sweeps after its delay and stops promptly mid-sweep") {
   auto db = TestDatabase::sqlite();
   auto store = db->openMigrated();
-  FakeCloudflare fake(kZone, kToken);
+  FakeCloudflare fake(kSweeperZone, kSweeperToken);
   seed(fake);
   CloudflareDns cloudflare(cloudflareOptions(fake));
   WatchedDns dns(cloudflare);
@@ -297,7 +300,7 @@ TEST_CASE("dns sweeper: the thread sweeps after its delay and stops promptly mid
 TEST_CASE("dns sweeper: an active-names failure skips the sweep") {
   auto db = TestDatabase::sqlite();
   auto store = db->openMigrated();
-  FakeCloudflare fake(kZone, kToken);
+  FakeCloudflare fake(kSweeperZone, kSweeperToken);
   seed(fake);
   CloudflareDns dns(cloudflareOptions(fake));
   ManualClock clock(kNow);
@@ -313,32 +316,34 @@ TEST_CASE("dns sweeper: an active-names failure skips the sweep") {
 }
 
 TEST_CASE("dns sweeper: selection rules") {
-  CHECK(looksLikeChallengeValue(kValue));
-  CHECK_FALSE(looksLikeChallengeValue(std::string(kValue) + "A"));
-  CHECK_FALSE(looksLikeChallengeValue(std::string(kValue).substr(1)));
+  CHECK(looksLikeChallengeValue(kSweeperValue));
+  CHECK_FALSE(looksLikeChallengeValue(std::string(kSweeperValue) + "A"));
+  CHECK_FALSE(looksLikeChallengeValue(std::string(kSweeperValue).substr(1)));
   CHECK_FALSE(looksLikeChallengeValue("dGhpcyBpcyBhIGNoYWxsZW5nZSB2YWx1ZSBvZiA0Mw="));
   CHECK_FALSE(looksLikeChallengeValue("dGhpcyBpcyBhIGNoYWxsZW5nZSB2YWx1ZSBvZiA0Mw+"));
 
-  const int64_t old = kNow - 2 * 60 * kMinute;
+  const int64_t old = kNow - 2 * 60 * kSweeperMinute;
   const std::vector<TxtRecord> records = {
-      {"1", "_acme-challenge.A.Tunnel.Test", kValue, old},      // case does not matter
-      {"2", "_acme-challenge.b.tunnel.test", kValue, 0},        // unknown age: kept
-      {"3", "_acme-challenge.c.eviltunnel.test", kValue, old},  // not under the domain
-      {"4", "_acme-challenge.d.tunnel.test", kValue, old + 1},
-      {"5", "_acme-challenge.e.tunnel.test", kValue, old - 1},
-      {"6", "acme-challenge.f.tunnel.test", kValue, old},  // not a challenge name
-      {"7", "_acme-challenge.busy.tunnel.test", kValue, old},
+      {"1", "_acme-challenge.A.Tunnel.Test", kSweeperValue, old},      // case does not matter
+      {"2", "_acme-challenge.b.tunnel.test", kSweeperValue, 0},        // unknown age: kept
+      {"3", "_acme-challenge.c.eviltunnel.test", kSweeperValue, old},  // not under the domain
+      {"4", "_acme-challenge.d.tunnel.test", kSweeperValue, old + 1},
+      {"5", "_acme-challenge.e.tunnel.test", kSweeperValue, old - 1},
+      {"6", "acme-challenge.f.tunnel.test", kSweeperValue, old},  // not a challenge name
+      {"7", "_acme-challenge.busy.tunnel.test", kSweeperValue, old},
   };
-  const auto stale = staleChallengeRecords(
-      records, "tunnel.test.", {"_acme-challenge.busy.tunnel.test."}, kNow, 60 * kMinute, 10);
+  const auto stale =
+      staleChallengeRecords(records, "tunnel.test.", {"_acme-challenge.busy.tunnel.test."}, kNow,
+                            60 * kSweeperMinute, 10);
   std::vector<std::string> ids;
   for (const TxtRecord& record : stale) ids.push_back(record.id);
   CHECK(ids == std::vector<std::string>{"5", "1", "4"});
-  const auto capped = staleChallengeRecords(records, "tunnel.test", {}, kNow, 60 * kMinute, 2);
+  const auto capped =
+      staleChallengeRecords(records, "tunnel.test", {}, kNow, 60 * kSweeperMinute, 2);
   REQUIRE(capped.size() == 2);
   CHECK(capped[0].id == "5");
   CHECK(capped[1].id == "1");
-  CHECK(staleChallengeRecords(records, "", {}, kNow, 60 * kMinute, 10).empty());
+  CHECK(staleChallengeRecords(records, "", {}, kNow, 60 * kSweeperMinute, 10).empty());
 }
 
 }  // namespace

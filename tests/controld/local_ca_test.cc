@@ -39,16 +39,16 @@ const std::string kHost = "k3xq9v2m7pta.tunnel.test";
 const std::string kWildcard = "*." + kHost;
 const std::atomic<bool> kNotCancelled{false};
 
-class TempDir {
+class CaTempDir {
  public:
-  TempDir() {
+  CaTempDir() {
     std::string pattern = (std::filesystem::temp_directory_path() / "ot-ca-test-XXXXXX").string();
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     path_ = pattern;
   }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
+  CaTempDir(const CaTempDir&) = delete;
+  CaTempDir& operator=(const CaTempDir&) = delete;
+  ~CaTempDir() {
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }
@@ -160,7 +160,7 @@ struct SqliteStore {
   std::unique_ptr<SqlStore> store = database->openMigrated();
 };
 
-std::unique_ptr<LocalCa> loadCa(
+std::unique_ptr<LocalCa> loadLocalCa(
     Store& store, int64_t validityMs = LocalCa::kDefaultLeafValidityMs,
     Clock clock = [] { return kNowMs; }) {
   Result<std::unique_ptr<LocalCa>> ca = LocalCa::load(store, validityMs, std::move(clock));
@@ -177,8 +177,8 @@ IssuedCertificate issueFor(LocalCa& ca, const CsrSpec& spec, std::vector<std::st
 
 TEST_CASE("local ca: the real openssl verifies an issued leaf against the CA file") {
   SqliteStore db;
-  const auto ca = loadCa(*db.store);
-  const TempDir dir;
+  const auto ca = loadLocalCa(*db.store);
+  const CaTempDir dir;
   const std::string caFile = dir.file("ca.pem");
   const Status written = ca->writeCaFile(caFile);
   REQUIRE_MESSAGE(written.ok(), written.error().message);
@@ -201,7 +201,7 @@ TEST_CASE("local ca: the real openssl verifies an issued leaf against the CA fil
     CHECK(opensslVerify(caFile, leafFile, "other.tunnel.test").exitCode != 0);
     CHECK(opensslVerify(caFile, leafFile, kHost, kNowMs - 120'000).exitCode != 0);
     SqliteStore otherDb;
-    const auto otherCa = loadCa(*otherDb.store);
+    const auto otherCa = loadLocalCa(*otherDb.store);
     const std::string otherFile = dir.file("other-ca.pem");
     REQUIRE(otherCa->writeCaFile(otherFile).ok());
     CHECK(opensslVerify(otherFile, leafFile, kHost).exitCode != 0);
@@ -210,7 +210,7 @@ TEST_CASE("local ca: the real openssl verifies an issued leaf against the CA fil
 
 TEST_CASE("local ca: a leaf has exactly the requested names, usages and validity") {
   SqliteStore db;
-  const auto ca = loadCa(*db.store);
+  const auto ca = loadLocalCa(*db.store);
   const X509Ptr root = parseCertificate(ca->caCertificatePem());
 
   for (const TestKey key : {TestKey::kP256, TestKey::kP384, TestKey::kRsa2048}) {
@@ -264,7 +264,7 @@ TEST_CASE("local ca: a leaf has exactly the requested names, usages and validity
 
 TEST_CASE("local ca: the root") {
   SqliteStore db;
-  const auto ca = loadCa(*db.store);
+  const auto ca = loadLocalCa(*db.store);
   CHECK(countBlocks(ca->caCertificatePem()) == 1);
   const X509Ptr root = parseCertificate(ca->caCertificatePem());
   CHECK(subjectText(X509_get_subject_name(root.get())) == "CN=OpenTunnel local development CA");
@@ -292,7 +292,7 @@ TEST_CASE("local ca: the root") {
 
 TEST_CASE("local ca: serials differ, also across threads") {
   SqliteStore db;
-  const auto ca = loadCa(*db.store);
+  const auto ca = loadLocalCa(*db.store);
   const std::string csr = buildCsrPem(hostCsr(kHost));
   std::vector<std::string> chains(16);
   std::vector<std::thread> threads;
@@ -321,8 +321,8 @@ TEST_CASE("local ca: every controld on one database loads the same root") {
     SUBCASE("one after the other") {
       const auto firstStore = database->openMigrated();
       const auto secondStore = database->open();
-      const auto first = loadCa(*firstStore);
-      const auto second = loadCa(*secondStore, 3'600'000, [] { return kNowMs + 86'400'000; });
+      const auto first = loadLocalCa(*firstStore);
+      const auto second = loadLocalCa(*secondStore, 3'600'000, [] { return kNowMs + 86'400'000; });
       CHECK(first->caCertificatePem() == second->caCertificatePem());
       const Result<std::optional<std::string>> row = firstStore->getMeta("local_ca");
       REQUIRE(row.ok());
@@ -330,7 +330,7 @@ TEST_CASE("local ca: every controld on one database loads the same root") {
       CHECK((*row)->find("\"cert\":\"-----BEGIN CERTIFICATE-----") != std::string::npos);
       CHECK((*row)->find("\"key\":\"-----BEGIN PRIVATE KEY-----") != std::string::npos);
       // What one signs, the other's file verifies.
-      const TempDir dir;
+      const CaTempDir dir;
       REQUIRE(second->writeCaFile(dir.file("ca.pem")).ok());
       writeFile(dir.file("leaf.pem"), issueFor(*first, hostCsr(kHost), {kHost}).chainPem);
       const CommandResult verified = opensslVerify(dir.file("ca.pem"), dir.file("leaf.pem"), kHost);
@@ -370,12 +370,12 @@ TEST_CASE("local ca: every controld on one database loads the same root") {
 TEST_CASE("local ca: a row that does not hold a usable root is a clear error") {
   // Pieces for well-formed but wrong rows: another root, and a leaf with its key.
   SqliteStore sourceDb;
-  const auto source = loadCa(*sourceDb.store);
+  const auto source = loadLocalCa(*sourceDb.store);
   const Result<std::optional<std::string>> sourceRow = sourceDb.store->getMeta("local_ca");
   REQUIRE(sourceRow.ok());
   const auto sourceJson = nlohmann::json::parse(**sourceRow);
   SqliteStore otherDb;
-  loadCa(*otherDb.store);
+  loadLocalCa(*otherDb.store);
   const auto otherJson = nlohmann::json::parse(**otherDb.store->getMeta("local_ca"));
   const std::string leafPem = issueFor(*source, hostCsr(kHost), {kHost}).chainPem;
   const Result<std::string> leafKeyPem = privateKeyPem(testing::testKey(TestKey::kP256));
@@ -415,7 +415,7 @@ TEST_CASE("local ca: a row that does not hold a usable root is a clear error") {
 TEST_CASE("local ca: leaf validity is configurable and never outlives the root") {
   SqliteStore db;
   ManualClock clock(kNowMs);
-  const auto ca = loadCa(*db.store, 3'600'000, clock.clock());
+  const auto ca = loadLocalCa(*db.store, 3'600'000, clock.clock());
   IssuedCertificate issued = issueFor(*ca, hostCsr(kHost), {kHost});
   CHECK(issued.notBeforeMs == (kNowMs - 60'000) / 1000 * 1000);
   CHECK(issued.notAfterMs == (kNowMs + 3'600'000) / 1000 * 1000);
@@ -442,7 +442,7 @@ TEST_CASE("local ca: leaf validity is configurable and never outlives the root")
 
 TEST_CASE("local ca: issue checks the CSR again and honours cancellation") {
   SqliteStore db;
-  const auto ca = loadCa(*db.store);
+  const auto ca = loadLocalCa(*db.store);
   const std::string csr = buildCsrPem(hostCsr(kHost, true));
   Result<IssuedCertificate> issued = ca->issue(IssueRequest{csr, {kHost}}, kNotCancelled);
   REQUIRE_FALSE(issued.ok());
@@ -469,8 +469,8 @@ TEST_CASE("local ca: issue checks the CSR again and honours cancellation") {
 
 TEST_CASE("local ca: writeCaFile replaces the file whole") {
   SqliteStore db;
-  const auto ca = loadCa(*db.store);
-  const TempDir dir;
+  const auto ca = loadLocalCa(*db.store);
+  const CaTempDir dir;
   const std::string path = dir.file("ca.pem");
   writeFile(path, "an older file\n");
   REQUIRE(ca->writeCaFile(path).ok());

@@ -21,29 +21,29 @@ using ot::mesh::TableUpdate;
 
 namespace {
 
-constexpr int64_t kNow = 1'800'000'000'000;
+constexpr int64_t kViewNow = 1'800'000'000'000;
 
 MachineLife life(std::string id, uint64_t epoch, std::string address) {
   MachineLife result;
   result.machineId = std::move(id);
   result.epoch = epoch;
-  result.startedAtMs = kNow - 5'000;
+  result.startedAtMs = kViewNow - 5'000;
   result.internalAddress = std::move(address);
   result.region = "lhr";
   return result;
 }
 
-BridgeEntry bridge(std::string id, std::string tunnel, std::vector<std::string> routes) {
+BridgeEntry viewBridge(std::string id, std::string tunnel, std::vector<std::string> routes) {
   BridgeEntry result;
   result.bridgeId = std::move(id);
   result.tunnelId = std::move(tunnel);
   result.routes = std::move(routes);
-  result.attachedAtMs = kNow - 100;
+  result.attachedAtMs = kViewNow - 100;
   return result;
 }
 
 struct Cluster {
-  ManualClock clock{kNow};
+  ManualClock clock{kViewNow};
   BridgeTable table{"m0", clock.clock()};
   SelfSummary self;
 
@@ -53,10 +53,10 @@ struct Cluster {
     self.bridges = 4;
     self.tunnels = 3;
     self.routes = 5;
-    REQUIRE(table.applySnapshot(life("m2", 5, "127.0.0.12"), 17,
-                                {bridge("b1", "alpha", {"web", "api"}),
-                                 bridge("b2", "alpha", {"web"}), bridge("b3", "beta", {"web"})}) ==
-            TableUpdate::kApplied);
+    REQUIRE(table.applySnapshot(
+                life("m2", 5, "127.0.0.12"), 17,
+                {viewBridge("b1", "alpha", {"web", "api"}), viewBridge("b2", "alpha", {"web"}),
+                 viewBridge("b3", "beta", {"web"})}) == TableUpdate::kApplied);
     REQUIRE(table.applySnapshot(life("m1", 3, "127.0.0.11"), 2, {}) == TableUpdate::kApplied);
     REQUIRE(table.setDraining("m1", 3, true) == TableUpdate::kApplied);
   }

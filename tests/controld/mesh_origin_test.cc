@@ -23,15 +23,15 @@ using namespace ot::mesh;
 
 namespace {
 
-constexpr int64_t kNow = 1'800'000'000'000;
+constexpr int64_t kOriginNow = 1'800'000'000'000;
 
-BridgeEntry entry(std::string bridge, std::string origin, uint32_t profileIndex = 0,
-                  std::vector<std::string> routes = {""}) {
+BridgeEntry originEntry(std::string bridge, std::string origin, uint32_t profileIndex = 0,
+                        std::vector<std::string> routes = {""}) {
   BridgeEntry e;
   e.tunnelId = "t1";
   e.bridgeId = std::move(bridge);
   e.routes = std::move(routes);
-  e.attachedAtMs = kNow - 1'000;
+  e.attachedAtMs = kOriginNow - 1'000;
   e.origin = std::move(origin);
   e.profileIndex = profileIndex;
   return e;
@@ -55,7 +55,7 @@ MachineLife life(const std::string& id) {
   MachineLife result;
   result.machineId = id;
   result.epoch = 1;
-  result.startedAtMs = kNow - 60'000;
+  result.startedAtMs = kOriginNow - 60'000;
   result.internalAddress = "10.0.0.2:9000";
   result.region = "r";
   return result;
@@ -64,7 +64,7 @@ MachineLife life(const std::string& id) {
 }  // namespace
 
 TEST_CASE("mesh origin: an entry carries origin and profile_index, and reads back") {
-  const Frame sent{kNow, Attached{7, entry("b1", "alpha", 3)}};
+  const Frame sent{kOriginNow, Attached{7, originEntry("b1", "alpha", 3)}};
   const std::string encoded = encodeFrame(sent);
   const auto json = bodyOf(encoded);
   CHECK(json["origin"] == "alpha");
@@ -77,7 +77,7 @@ TEST_CASE("mesh origin: an entry carries origin and profile_index, and reads bac
 
 TEST_CASE("mesh origin: an entry without an origin is written and read as an old peer's") {
   // Written: no origin, no profile_index (byte for byte what a peer before origins sends).
-  const std::string encoded = encodeFrame(Frame{kNow, Attached{7, entry("b1", "")}});
+  const std::string encoded = encodeFrame(Frame{kOriginNow, Attached{7, originEntry("b1", "")}});
   const auto json = bodyOf(encoded);
   CHECK_FALSE(json.contains("origin"));
   CHECK_FALSE(json.contains("profile_index"));
@@ -129,11 +129,11 @@ TEST_CASE("mesh origin: a malformed origin or profile_index ends the link") {
 }
 
 TEST_CASE("mesh origin: the bridge table keeps each entry's origin and profile") {
-  ot::ManualClock clock{kNow};
+  ot::ManualClock clock{kOriginNow};
   BridgeTable table("SELF", clock.clock());
-  REQUIRE(table.applySnapshot(
-              life("B"), 1, {entry("b1", "alpha", 0), entry("b2", "bravo", 1), entry("b3", "")}) ==
-          TableUpdate::kApplied);
+  REQUIRE(table.applySnapshot(life("B"), 1,
+                              {originEntry("b1", "alpha", 0), originEntry("b2", "bravo", 1),
+                               originEntry("b3", "")}) == TableUpdate::kApplied);
   auto bridges = table.bridgesOf("B");
   REQUIRE(bridges.size() == 3);
   CHECK(bridges[0].origin == "alpha");
@@ -147,13 +147,13 @@ TEST_CASE("mesh origin: the bridge table keeps each entry's origin and profile")
 }
 
 TEST_CASE("mesh origin: the feed holds one entry per machine and origin, and names it") {
-  ot::ManualClock clock{kNow};
+  ot::ManualClock clock{kOriginNow};
   BridgeTable table("SELF", clock.clock());
   RouteFeed feed;
   table.setObserver(&feed);
   REQUIRE(table.applySnapshot(life("B"), 1,
-                              {entry("b1", "alpha", 0), entry("b2", "alpha", 1),
-                               entry("b3", "bravo", 0)}) == TableUpdate::kApplied);
+                              {originEntry("b1", "alpha", 0), originEntry("b2", "alpha", 1),
+                               originEntry("b3", "bravo", 0)}) == TableUpdate::kApplied);
   feed.setLinked("B", true);
   auto delta = feed.takeDelta();
   REQUIRE(delta);
@@ -195,7 +195,7 @@ TEST_CASE("mesh origin: relayd's report reaches the registry and this machine's 
   proto.set_origin("alpha");
   proto.set_profile("v6");
   proto.set_profile_index(2);
-  proto.set_attached_at_unix_ms(kNow);
+  proto.set_attached_at_unix_ms(kOriginNow);
   const ot::controld::BridgeEntry registry = ot::controld::bridgeEntryFromProto(proto);
   CHECK(registry.origin == "alpha");
   CHECK(registry.profileIndex == 2);

@@ -222,7 +222,7 @@ TEST_CASE("origins: the token attaches under any name, a credential under its ow
   CHECK_FALSE(attachCredentialAccepted(removed, tokenHash, "web-1", web1, secret));
 }
 
-std::string originsPath(const std::string& id, const std::string& rest = "") {
+std::string originsApiPath(const std::string& id, const std::string& rest = "") {
   return "/api/tunnel/" + id + "/origins" + rest;
 }
 
@@ -236,22 +236,22 @@ TEST_CASE("origins: the API adds, lists, removes, rotates and balances with the 
     const auto other = api.create();
     const auto auth = bearer(tunnel.token);
 
-    ApiResponse listed = api.call("GET", originsPath(tunnel.id), "", auth);
+    ApiResponse listed = api.call("GET", originsApiPath(tunnel.id), "", auth);
     REQUIRE(listed.status == 200);
     CHECK(parseBody(listed) == Json{{"id", tunnel.id},
                                     {"generation", 0},
                                     {"balancing", "spread"},
                                     {"stickyHoldMs", 10000},
                                     {"origins", Json::array()}});
-    checkError(api.call("GET", originsPath(tunnel.id)), 401, "UnauthorizedError");
-    checkError(api.call("GET", originsPath(tunnel.id), "", bearer(other.token)), 401,
+    checkError(api.call("GET", originsApiPath(tunnel.id)), 401, "UnauthorizedError");
+    checkError(api.call("GET", originsApiPath(tunnel.id), "", bearer(other.token)), 401,
                "UnauthorizedError");
-    checkError(api.call("GET", originsPath("nosuchtunnel"), "", auth), 404, "NotFoundError");
+    checkError(api.call("GET", originsApiPath("nosuchtunnel"), "", auth), 404, "NotFoundError");
 
     const auto revision = api.stored(tunnel.id).revision;
     const size_t published = api.publisher.recordsOf(tunnel.id).size();
     ApiResponse added =
-        api.call("POST", originsPath(tunnel.id), R"({"name":"web-1"})", jsonType(auth));
+        api.call("POST", originsApiPath(tunnel.id), R"({"name":"web-1"})", jsonType(auth));
     REQUIRE(added.status == 201);
     const auto addedBody = parseBody(added);
     const std::string credential = deriveOriginCredential(counting(), tunnel.id, "web-1", 0);
@@ -266,20 +266,20 @@ TEST_CASE("origins: the API adds, lists, removes, rotates and balances with the 
     CHECK(api.publisher.recordsOf(tunnel.id).size() == published + 1);
 
     // An origin's credential is not an API token.
-    checkError(api.call("GET", originsPath(tunnel.id), "", bearer(credential)), 401,
+    checkError(api.call("GET", originsApiPath(tunnel.id), "", bearer(credential)), 401,
                "UnauthorizedError");
-    checkError(api.call("POST", originsPath(tunnel.id), R"({"name":"web-1"})", jsonType(auth)), 409,
-               "ConflictError");
-    checkError(api.call("POST", originsPath(tunnel.id), R"({"name":"a b"})", jsonType(auth)), 400,
-               "BadRequestError");
-    checkError(api.call("POST", originsPath(tunnel.id), R"({"name":"rotate"})", jsonType(auth)),
+    checkError(api.call("POST", originsApiPath(tunnel.id), R"({"name":"web-1"})", jsonType(auth)),
+               409, "ConflictError");
+    checkError(api.call("POST", originsApiPath(tunnel.id), R"({"name":"a b"})", jsonType(auth)),
                400, "BadRequestError");
-    checkError(api.call("POST", originsPath(tunnel.id), R"({})", jsonType(auth)), 400,
+    checkError(api.call("POST", originsApiPath(tunnel.id), R"({"name":"rotate"})", jsonType(auth)),
+               400, "BadRequestError");
+    checkError(api.call("POST", originsApiPath(tunnel.id), R"({})", jsonType(auth)), 400,
                "BadRequestError");
-    checkError(api.call("POST", originsPath(tunnel.id), R"({"name":"x"})", jsonType()), 401,
+    checkError(api.call("POST", originsApiPath(tunnel.id), R"({"name":"x"})", jsonType()), 401,
                "UnauthorizedError");
 
-    ApiResponse rotated = api.call("POST", originsPath(tunnel.id, "/rotate"), "", auth);
+    ApiResponse rotated = api.call("POST", originsApiPath(tunnel.id, "/rotate"), "", auth);
     REQUIRE(rotated.status == 200);
     const auto rotatedBody = parseBody(rotated);
     CHECK(rotatedBody["generation"] == 1);
@@ -306,11 +306,11 @@ TEST_CASE("origins: the API adds, lists, removes, rotates and balances with the 
                  400, "BadRequestError");
     }
 
-    checkError(api.call("DELETE", originsPath(tunnel.id, "/web-2"), "", auth), 404,
+    checkError(api.call("DELETE", originsApiPath(tunnel.id, "/web-2"), "", auth), 404,
                "NotFoundError");
-    checkError(api.call("DELETE", originsPath(tunnel.id, "/web-1"), "", bearer(other.token)), 401,
-               "UnauthorizedError");
-    ApiResponse removed = api.call("DELETE", originsPath(tunnel.id, "/web-1"), "", auth);
+    checkError(api.call("DELETE", originsApiPath(tunnel.id, "/web-1"), "", bearer(other.token)),
+               401, "UnauthorizedError");
+    ApiResponse removed = api.call("DELETE", originsApiPath(tunnel.id, "/web-1"), "", auth);
     CHECK(removed.status == 204);
     CHECK(removed.body.empty());
     CHECK(api.stored(tunnel.id).record.origins.empty());
@@ -318,17 +318,19 @@ TEST_CASE("origins: the API adds, lists, removes, rotates and balances with the 
     // The pool is full at 32.
     for (size_t i = 0; i < kMaxOriginsPerTunnel; ++i) {
       const ApiResponse one =
-          api.call("POST", originsPath(tunnel.id), Json{{"name", "o" + std::to_string(i)}}.dump(),
-                   jsonType(auth));
+          api.call("POST", originsApiPath(tunnel.id),
+                   Json{{"name", "o" + std::to_string(i)}}.dump(), jsonType(auth));
       REQUIRE(one.status == 201);
     }
-    checkError(api.call("POST", originsPath(tunnel.id), R"({"name":"one-more"})", jsonType(auth)),
-               409, "ConflictError");
+    checkError(
+        api.call("POST", originsApiPath(tunnel.id), R"({"name":"one-more"})", jsonType(auth)), 409,
+        "ConflictError");
 
     // A deleted tunnel answers as the other routes do.
     REQUIRE(api.call("DELETE", "/api/tunnel/" + tunnel.id, "", auth).status == 200);
-    checkError(api.call("GET", originsPath(tunnel.id), "", auth), 404, "NotFoundError");
-    checkError(api.call("POST", originsPath(tunnel.id, "/rotate"), "", auth), 404, "NotFoundError");
+    checkError(api.call("GET", originsApiPath(tunnel.id), "", auth), 404, "NotFoundError");
+    checkError(api.call("POST", originsApiPath(tunnel.id, "/rotate"), "", auth), 404,
+               "NotFoundError");
   }
 }
 

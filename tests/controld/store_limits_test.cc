@@ -12,7 +12,7 @@ namespace {
 using testing::countRows;
 using testing::testDatabases;
 
-constexpr int64_t kNow = 1'750'000'000'000;
+constexpr int64_t kLimitsNow = 1'750'000'000'000;
 
 TEST_CASE("store: GCRA allows exactly the burst at once, then one per interval") {
   for (const auto& db : testDatabases()) {
@@ -25,31 +25,31 @@ TEST_CASE("store: GCRA allows exactly the burst at once, then one per interval")
       REQUIRE(decision.ok());
       return decision.value();
     };
-    for (int i = 0; i < kBurst; ++i) CHECK(acquire(kNow).allowed);
-    RateDecision refused = acquire(kNow);
+    for (int i = 0; i < kBurst; ++i) CHECK(acquire(kLimitsNow).allowed);
+    RateDecision refused = acquire(kLimitsNow);
     CHECK_FALSE(refused.allowed);
     CHECK(refused.retryAfterMs == 1000);
     // A refusal does not spend budget.
-    refused = acquire(kNow + 999);
+    refused = acquire(kLimitsNow + 999);
     CHECK_FALSE(refused.allowed);
     CHECK(refused.retryAfterMs == 1);
 
-    CHECK(acquire(kNow + 1000).allowed);
-    refused = acquire(kNow + 1000);
+    CHECK(acquire(kLimitsNow + 1000).allowed);
+    refused = acquire(kLimitsNow + 1000);
     CHECK_FALSE(refused.allowed);
     CHECK(refused.retryAfterMs == 1000);
-    CHECK(acquire(kNow + 2500).allowed);
-    CHECK_FALSE(acquire(kNow + 2500).allowed);
+    CHECK(acquire(kLimitsNow + 2500).allowed);
+    CHECK_FALSE(acquire(kLimitsNow + 2500).allowed);
 
     // After a long quiet spell the whole burst is back, and no more.
-    for (int i = 0; i < kBurst; ++i) CHECK(acquire(kNow + 100'000).allowed);
-    CHECK_FALSE(acquire(kNow + 100'000).allowed);
+    for (int i = 0; i < kBurst; ++i) CHECK(acquire(kLimitsNow + 100'000).allowed);
+    CHECK_FALSE(acquire(kLimitsNow + 100'000).allowed);
 
     // Keys are independent; bad parameters are refused.
-    CHECK(store->acquireRate("create:192.0.2.2", kNow, kInterval, 1).value().allowed);
-    CHECK_FALSE(store->acquireRate("create:192.0.2.2", kNow, kInterval, 1).value().allowed);
-    CHECK(store->acquireRate("k", kNow, 0, 1).error().kind == ErrorKind::kInvalid);
-    CHECK(store->acquireRate("k", kNow, 1000, 0).error().kind == ErrorKind::kInvalid);
+    CHECK(store->acquireRate("create:192.0.2.2", kLimitsNow, kInterval, 1).value().allowed);
+    CHECK_FALSE(store->acquireRate("create:192.0.2.2", kLimitsNow, kInterval, 1).value().allowed);
+    CHECK(store->acquireRate("k", kLimitsNow, 0, 1).error().kind == ErrorKind::kInvalid);
+    CHECK(store->acquireRate("k", kLimitsNow, 1000, 0).error().kind == ErrorKind::kInvalid);
   }
 }
 
@@ -63,7 +63,7 @@ TEST_CASE("store: concurrent acquireRate from two stores never exceeds the budge
 
     // A fresh key (both race to INSERT it), then the same key again a quarter of the burst
     // later (both race on the conditional UPDATE).
-    for (const int64_t now : {kNow, kNow + 2'500}) {
+    for (const int64_t now : {kLimitsNow, kLimitsNow + 2'500}) {
       CAPTURE(now);
       std::atomic<int> allowed{0};
       std::barrier start(2);
@@ -79,8 +79,8 @@ TEST_CASE("store: concurrent acquireRate from two stores never exceeds the budge
       std::thread b([&] { hammer(*second); });
       a.join();
       b.join();
-      // At kNow the whole burst; 2.5 s later, two intervals' worth came back.
-      CHECK(allowed.load() == (now == kNow ? kBurst : 2));
+      // At kLimitsNow the whole burst; 2.5 s later, two intervals' worth came back.
+      CHECK(allowed.load() == (now == kLimitsNow ? kBurst : 2));
     }
   }
 }
@@ -89,20 +89,24 @@ TEST_CASE("store: pruning drops only keys whose budget is full again") {
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     auto store = db->openMigrated();
-    REQUIRE(store->acquireRate("short", kNow, 1000, 5).value().allowed);   // full at kNow+1s
-    REQUIRE(store->acquireRate("long", kNow, 60'000, 5).value().allowed);  // full at kNow+60s
-    auto pruned = store->pruneRates(kNow + 1000, 100);
+    REQUIRE(
+        store->acquireRate("short", kLimitsNow, 1000, 5).value().allowed);  // full at kLimitsNow+1s
+    REQUIRE(store->acquireRate("long", kLimitsNow, 60'000, 5)
+                .value()
+                .allowed);  // full at kLimitsNow+60s
+    auto pruned = store->pruneRates(kLimitsNow + 1000, 100);
     REQUIRE(pruned.ok());
     CHECK(*pruned == 1);
-    CHECK(store->pruneRates(kNow, 0).error().kind == ErrorKind::kInvalid);
+    CHECK(store->pruneRates(kLimitsNow, 0).error().kind == ErrorKind::kInvalid);
     auto sql = db->raw();
     CHECK(countRows(*sql, "rate_limits") == 1);
     std::string key;
     *sql << "SELECT k FROM rate_limits", soci::into(key);
     CHECK(key == "long");
     // A pruned key starts over with its full burst.
-    for (int i = 0; i < 5; ++i) CHECK(store->acquireRate("short", kNow + 1000, 1000, 5)->allowed);
-    CHECK_FALSE(store->acquireRate("short", kNow + 1000, 1000, 5)->allowed);
+    for (int i = 0; i < 5; ++i)
+      CHECK(store->acquireRate("short", kLimitsNow + 1000, 1000, 5)->allowed);
+    CHECK_FALSE(store->acquireRate("short", kLimitsNow + 1000, 1000, 5)->allowed);
   }
 }
 

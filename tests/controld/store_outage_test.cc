@@ -15,10 +15,10 @@ using testing::sampleTunnel;
 using testing::TestDatabase;
 using testing::testDatabases;
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-int64_t msSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+int64_t msSince(SteadyClock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
 }
 
 // Takes a write lock on the tunnel row `id` from outside the store until release().
@@ -62,10 +62,10 @@ TEST_CASE("store: with every connection busy, a call gives up after the acquire 
     // probe in a tight loop could keep it from ever getting it.
     std::optional<Error> refused;
     int64_t refusedAfterMs = 0;
-    const auto deadline = Clock::now() + std::chrono::seconds(3);
-    while (!refused && Clock::now() < deadline) {
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(3);
+    while (!refused && SteadyClock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      const auto start = Clock::now();
+      const auto start = SteadyClock::now();
       auto read = store->getTunnel("locked");
       if (!read.ok()) {
         refused = read.error();
@@ -196,8 +196,8 @@ TEST_CASE("store: a statement whose connection dies after it was sent is not run
   // server; the lock is let go at once, so a second attempt would go through.
   auto admin = db->raw();
   int64_t victim = 0;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (victim == 0 && Clock::now() < deadline) {
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+  while (victim == 0 && SteadyClock::now() < deadline) {
     soci::indicator found = soci::i_null;
     *admin << "SELECT MAX(id) FROM information_schema.processlist"
               " WHERE db = :db AND info LIKE 'UPDATE tunnels SET record%'",

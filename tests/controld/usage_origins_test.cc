@@ -19,10 +19,10 @@ using testing::testDatabases;
 
 namespace v1 = ::opentunnel::control::v1;
 
-constexpr int64_t kHour = 3'600'000;
-constexpr int64_t kDay = 24 * kHour;
+constexpr int64_t kUsageHour = 3'600'000;
+constexpr int64_t kUsageDay = 24 * kUsageHour;
 // 2023-11-14T22:13:20Z: 22:00 is its hour.
-constexpr int64_t kNowHour = kStartMs - 13 * 60'000 - 20'000;
+constexpr int64_t kUsageNowHour = kStartMs - 13 * 60'000 - 20'000;
 
 v1::Counters counters(int64_t endMs) {
   v1::Counters report;
@@ -47,12 +47,12 @@ v1::Counters counters(int64_t endMs) {
 }
 
 TEST_CASE("usage per origin: a report gives the total row and one row per named origin") {
-  const int64_t end = kNowHour + 5 * 60'000;
+  const int64_t end = kUsageNowHour + 5 * 60'000;
   const std::vector<UsageRow> rows = usageRows(counters(end), 0);
   REQUIRE(rows.size() == 3);
-  CHECK(rows[0] == UsageRow{"alpha", kNowHour, 130, 1300, 4, ""});
-  CHECK(rows[1] == UsageRow{"alpha", kNowHour, 100, 1000, 2, "east"});
-  CHECK(rows[2] == UsageRow{"alpha", kNowHour, 20, 200, 1, "west"});
+  CHECK(rows[0] == UsageRow{"alpha", kUsageNowHour, 130, 1300, 4, ""});
+  CHECK(rows[1] == UsageRow{"alpha", kUsageNowHour, 100, 1000, 2, "east"});
+  CHECK(rows[2] == UsageRow{"alpha", kUsageNowHour, 20, 200, 1, "west"});
 }
 
 TEST_CASE("usage per origin: the recorder writes totals and shares, each added once") {
@@ -60,21 +60,21 @@ TEST_CASE("usage per origin: the recorder writes totals and shares, each added o
     CAPTURE(db->name());
     auto store = db->openMigrated();
     UsageRecorder recorder(*store);
-    recorder.add(counters(kNowHour + 1000));
-    recorder.add(counters(kNowHour + 2000));  // the same hour: summed in memory, one row each
+    recorder.add(counters(kUsageNowHour + 1000));
+    recorder.add(counters(kUsageNowHour + 2000));  // the same hour: summed in memory, one row each
     REQUIRE(recorder.pending() == 3);
     REQUIRE(recorder.flush().ok());
     auto sql = db->raw();
     CHECK(countRows(*sql, "usage_hourly") == 3);
 
-    auto totals = store->usageHours("alpha", kNowHour, kNowHour + kHour);
+    auto totals = store->usageHours("alpha", kUsageNowHour, kUsageNowHour + kUsageHour);
     REQUIRE(totals.ok());
     // The total is relayd's, not the sum of the shares (which leaves out "bad name").
-    CHECK(*totals == std::vector<UsageHour>{{kNowHour, 260, 2600, 8}});
-    auto shares = store->usageOriginHours("alpha", kNowHour, kNowHour + kHour);
+    CHECK(*totals == std::vector<UsageHour>{{kUsageNowHour, 260, 2600, 8}});
+    auto shares = store->usageOriginHours("alpha", kUsageNowHour, kUsageNowHour + kUsageHour);
     REQUIRE(shares.ok());
-    CHECK(*shares == std::vector<UsageOriginHour>{{"east", kNowHour, 200, 2000, 4},
-                                                  {"west", kNowHour, 40, 400, 2}});
+    CHECK(*shares == std::vector<UsageOriginHour>{{"east", kUsageNowHour, 200, 2000, 4},
+                                                  {"west", kUsageNowHour, 40, 400, 2}});
   }
 }
 
@@ -82,25 +82,29 @@ TEST_CASE("usage per origin: the store keeps shares apart from totals, by origin
   for (const auto& db : testDatabases()) {
     CAPTURE(db->name());
     auto store = db->openMigrated();
-    REQUIRE(store->addUsage("alpha", kNowHour, 30, 300, 3).ok());
-    REQUIRE(store->addOriginUsage("alpha", kNowHour, "west", 10, 100, 1).ok());
-    REQUIRE(store->addOriginUsage("alpha", kNowHour, "east", 20, 200, 2).ok());
-    REQUIRE(store->addOriginUsage("alpha", kNowHour - kHour, "west", 1, 2, 1).ok());
-    REQUIRE(store->addOriginUsage("alpha", kNowHour, "west", 1, 1, 1).ok());  // a second reporter
-    REQUIRE(store->addOriginUsage("alpha", kNowHour - 9 * kHour, "east", 7, 7, 7).ok());
-    REQUIRE(store->addOriginUsage("bravo", kNowHour, "east", 5, 5, 5).ok());
-    REQUIRE(store->addOriginUsage("alpha", kNowHour, "East", 9, 9, 9).ok());  // names are exact
+    REQUIRE(store->addUsage("alpha", kUsageNowHour, 30, 300, 3).ok());
+    REQUIRE(store->addOriginUsage("alpha", kUsageNowHour, "west", 10, 100, 1).ok());
+    REQUIRE(store->addOriginUsage("alpha", kUsageNowHour, "east", 20, 200, 2).ok());
+    REQUIRE(store->addOriginUsage("alpha", kUsageNowHour - kUsageHour, "west", 1, 2, 1).ok());
+    REQUIRE(
+        store->addOriginUsage("alpha", kUsageNowHour, "west", 1, 1, 1).ok());  // a second reporter
+    REQUIRE(store->addOriginUsage("alpha", kUsageNowHour - 9 * kUsageHour, "east", 7, 7, 7).ok());
+    REQUIRE(store->addOriginUsage("bravo", kUsageNowHour, "east", 5, 5, 5).ok());
+    REQUIRE(
+        store->addOriginUsage("alpha", kUsageNowHour, "East", 9, 9, 9).ok());  // names are exact
 
-    auto totals = store->usageHours("alpha", kNowHour - 2 * kHour, kNowHour + kHour);
+    auto totals =
+        store->usageHours("alpha", kUsageNowHour - 2 * kUsageHour, kUsageNowHour + kUsageHour);
     REQUIRE(totals.ok());
-    CHECK(*totals == std::vector<UsageHour>{{kNowHour, 30, 300, 3}});
-    auto shares = store->usageOriginHours("alpha", kNowHour - 2 * kHour, kNowHour + kHour);
+    CHECK(*totals == std::vector<UsageHour>{{kUsageNowHour, 30, 300, 3}});
+    auto shares = store->usageOriginHours("alpha", kUsageNowHour - 2 * kUsageHour,
+                                          kUsageNowHour + kUsageHour);
     REQUIRE(shares.ok());
-    CHECK(*shares == std::vector<UsageOriginHour>{{"East", kNowHour, 9, 9, 9},
-                                                  {"east", kNowHour, 20, 200, 2},
-                                                  {"west", kNowHour - kHour, 1, 2, 1},
-                                                  {"west", kNowHour, 11, 101, 2}});
-    CHECK(store->usageOriginHours("bravo", 0, kNowHour)->empty());
+    CHECK(*shares == std::vector<UsageOriginHour>{{"East", kUsageNowHour, 9, 9, 9},
+                                                  {"east", kUsageNowHour, 20, 200, 2},
+                                                  {"west", kUsageNowHour - kUsageHour, 1, 2, 1},
+                                                  {"west", kUsageNowHour, 11, 101, 2}});
+    CHECK(store->usageOriginHours("bravo", 0, kUsageNowHour)->empty());
   }
 }
 
@@ -123,10 +127,10 @@ void createSchemaOne(soci::session& sql, SqlDialect dialect) {
   sql << "INSERT INTO schema_migrations (version, applied_at) VALUES (1, 0)";
   sql << "INSERT INTO usage_hourly (tunnel_id, hour_start, bytes_in, bytes_out, connections)"
          " VALUES ('alpha', "
-      << kNowHour << ", 100, 1000, 3)";
+      << kUsageNowHour << ", 100, 1000, 3)";
   sql << "INSERT INTO usage_hourly (tunnel_id, hour_start, bytes_in, bytes_out, connections)"
          " VALUES ('alpha', "
-      << kNowHour - kHour << ", 1, 2, 1)";
+      << kUsageNowHour - kUsageHour << ", 1, 2, 1)";
 }
 
 TEST_CASE("usage per origin: schema 1's usage table is migrated, its rows kept as totals") {
@@ -146,15 +150,16 @@ TEST_CASE("usage per origin: schema 1's usage table is migrated, its rows kept a
     CHECK(recordedSchemaVersion(*sql, db->dialect()) == kSchemaVersion);
     CHECK(countRows(*sql, "usage_hourly") == 2);
 
-    auto totals = store->usageHours("alpha", kNowHour - kDay, kNowHour + kHour);
+    auto totals = store->usageHours("alpha", kUsageNowHour - kUsageDay, kUsageNowHour + kUsageHour);
     REQUIRE(totals.ok());
-    CHECK(*totals == std::vector<UsageHour>{{kNowHour - kHour, 1, 2, 1}, {kNowHour, 100, 1000, 3}});
+    CHECK(*totals == std::vector<UsageHour>{{kUsageNowHour - kUsageHour, 1, 2, 1},
+                                            {kUsageNowHour, 100, 1000, 3}});
     // The old rows are the totals new reports add to; shares go beside them.
-    REQUIRE(store->addUsage("alpha", kNowHour, 10, 10, 1).ok());
-    REQUIRE(store->addOriginUsage("alpha", kNowHour, "east", 10, 10, 1).ok());
-    CHECK(store->usageHours("alpha", kNowHour, kNowHour + kHour)->front() ==
-          UsageHour{kNowHour, 110, 1010, 4});
-    CHECK(store->usageOriginHours("alpha", kNowHour, kNowHour + kHour)->size() == 1);
+    REQUIRE(store->addUsage("alpha", kUsageNowHour, 10, 10, 1).ok());
+    REQUIRE(store->addOriginUsage("alpha", kUsageNowHour, "east", 10, 10, 1).ok());
+    CHECK(store->usageHours("alpha", kUsageNowHour, kUsageNowHour + kUsageHour)->front() ==
+          UsageHour{kUsageNowHour, 110, 1010, 4});
+    CHECK(store->usageOriginHours("alpha", kUsageNowHour, kUsageNowHour + kUsageHour)->size() == 1);
 
     // Another controld starting afterwards finds nothing to do.
     auto again = db->open()->migrateWithReport();
@@ -171,11 +176,11 @@ TEST_CASE("usage per origin: the API adds each origin's series beside the tunnel
     auto store = db->openMigrated();
     TestApi api(*store);
     const auto tunnel = api.create();
-    REQUIRE(store->addUsage(tunnel.id, kNowHour, 40, 400, 4).ok());
-    REQUIRE(store->addOriginUsage(tunnel.id, kNowHour, "west", 30, 300, 2).ok());
-    REQUIRE(store->addUsage(tunnel.id, kNowHour - 2 * kHour, 5, 6, 1).ok());
-    REQUIRE(store->addOriginUsage(tunnel.id, kNowHour - 2 * kHour, "east", 5, 6, 1).ok());
-    REQUIRE(store->addOriginUsage(tunnel.id, kNowHour - 3 * kDay, "north", 7, 7, 7).ok());
+    REQUIRE(store->addUsage(tunnel.id, kUsageNowHour, 40, 400, 4).ok());
+    REQUIRE(store->addOriginUsage(tunnel.id, kUsageNowHour, "west", 30, 300, 2).ok());
+    REQUIRE(store->addUsage(tunnel.id, kUsageNowHour - 2 * kUsageHour, 5, 6, 1).ok());
+    REQUIRE(store->addOriginUsage(tunnel.id, kUsageNowHour - 2 * kUsageHour, "east", 5, 6, 1).ok());
+    REQUIRE(store->addOriginUsage(tunnel.id, kUsageNowHour - 3 * kUsageDay, "north", 7, 7, 7).ok());
 
     auto call = [&](const std::string& query) {
       ApiRequest request;
@@ -216,7 +221,7 @@ TEST_CASE("usage per origin: the API adds each origin's series beside the tunnel
 
     // A tunnel without origins: an empty list, the rest as before.
     const auto plain = api.create();
-    REQUIRE(store->addUsage(plain.id, kNowHour, 1, 1, 1).ok());
+    REQUIRE(store->addUsage(plain.id, kUsageNowHour, 1, 1, 1).ok());
     ApiRequest request;
     request.method = "GET";
     request.path = "/api/tunnel/" + plain.id + "/usage";
@@ -229,14 +234,15 @@ TEST_CASE("usage per origin: the API adds each origin's series beside the tunnel
 }
 
 TEST_CASE("usage per origin: rows group per origin by name") {
-  const std::vector<OriginUsage> grouped = usageByOrigin({{"west", kNowHour, 1, 1, 1},
-                                                          {"east", kNowHour, 2, 2, 2},
-                                                          {"west", kNowHour - kHour, 3, 3, 3}});
+  const std::vector<OriginUsage> grouped =
+      usageByOrigin({{"west", kUsageNowHour, 1, 1, 1},
+                     {"east", kUsageNowHour, 2, 2, 2},
+                     {"west", kUsageNowHour - kUsageHour, 3, 3, 3}});
   REQUIRE(grouped.size() == 2);
   CHECK(grouped[0].origin == "east");
   CHECK(grouped[1].origin == "west");
   CHECK(grouped[1].hours ==
-        std::vector<UsageHour>{{kNowHour, 1, 1, 1}, {kNowHour - kHour, 3, 3, 3}});
+        std::vector<UsageHour>{{kUsageNowHour, 1, 1, 1}, {kUsageNowHour - kUsageHour, 3, 3, 3}});
 }
 
 }  // namespace

@@ -47,11 +47,11 @@ std::vector<uint8_t> clientHello(const std::string& hostname) {
   return bytes;
 }
 
-struct Run;
+struct DriverRun;
 
 class Visitor {
  public:
-  Visitor(Run& run, const std::vector<uint8_t>& hello, in_addr source);
+  Visitor(DriverRun& run, const std::vector<uint8_t>& hello, in_addr source);
   void start();
 
  private:
@@ -61,7 +61,7 @@ class Visitor {
   void expect(std::vector<uint8_t> bytes);
   void finish(bool ok);
 
-  Run& run_;
+  DriverRun& run_;
   in_addr source_;
   uv_tcp_t tcp_{};
   uv_connect_t connect_{};
@@ -77,7 +77,7 @@ class Visitor {
   std::chrono::steady_clock::time_point start_;
 };
 
-struct Run {
+struct DriverRun {
   uv_loop_t* loop;
   VisitorPlan plan;
   std::function<void(VisitorRun)> done;
@@ -114,7 +114,7 @@ struct Run {
   }
 };
 
-Visitor::Visitor(Run& run, const std::vector<uint8_t>& hello, in_addr source)
+Visitor::Visitor(DriverRun& run, const std::vector<uint8_t>& hello, in_addr source)
     : run_(run), source_(source), expected_(hello), roundsLeft_(run.plan.rounds) {
   tcp_.data = this;
   connect_.data = this;
@@ -202,7 +202,7 @@ void Visitor::finish(bool ok) {
   auto closed = [](uv_handle_t* handle) {
     auto* self = static_cast<Visitor*>(handle->data);
     if (--self->handlesOpen_ > 0) return;
-    Run& run = self->run_;
+    DriverRun& run = self->run_;
     const bool succeeded = self->ok_;
     const double firstByteMs = self->firstByteMs_;
     delete self;
@@ -215,7 +215,7 @@ void Visitor::finish(bool ok) {
 }  // namespace
 
 void startVisitors(uv_loop_t* loop, VisitorPlan plan, std::function<void(VisitorRun)> done) {
-  auto* run = new Run{loop, std::move(plan), std::move(done), {}, 0, {}};
+  auto* run = new DriverRun{loop, std::move(plan), std::move(done), {}, 0, {}};
   for (const TunnelCredentials& tunnel : run->plan.tunnels)
     run->hellos.push_back(clientHello(tunnel.id + "." + run->plan.domain));
   for (unsigned i = 0; i < run->plan.concurrency && i < run->plan.count; ++i) run->next();

@@ -73,7 +73,7 @@ std::vector<std::string> bridgeIds(const v1::BridgeSnapshot& snapshot) {
 // ---- the fake controld
 
 // One Session stream as the fake saw it.
-struct FakeStream {
+struct ControlFakeStream {
   std::vector<v1::RelayMessage> received;
   std::deque<v1::ControlMessage> outgoing;
   bool closeRequested = false;
@@ -147,7 +147,7 @@ class FakeControl final : public v1::RelayControl::Service {
   grpc::Status Session(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ControlMessage, v1::RelayMessage>* stream) override {
-    auto record = std::make_shared<FakeStream>();
+    auto record = std::make_shared<ControlFakeStream>();
     {
       std::lock_guard lock(mutex_);
       if (refuse_) {
@@ -257,7 +257,7 @@ class FakeControl final : public v1::RelayControl::Service {
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<std::shared_ptr<FakeStream>> streams_;
+  std::vector<std::shared_ptr<ControlFakeStream>> streams_;
   size_t refused_ = 0;
   bool refuse_ = false;
   std::optional<v1::ControlMessage> greeting_ = accepted();
@@ -270,7 +270,7 @@ class FakeControl final : public v1::RelayControl::Service {
 
 // A private loop, a fake controld on a unix socket in a temporary directory, and runUntil().
 // Declare the ControlClient after it, so that the client is stopped first.
-struct Fixture {
+struct ControlFixture {
   std::filesystem::path dir;
   std::string socketPath;
   uv_loop_t loop{};
@@ -280,7 +280,7 @@ struct Fixture {
   FakeControl service;
   std::unique_ptr<grpc::Server> server;
 
-  Fixture() {
+  ControlFixture() {
     char pattern[] = "/tmp/ot-control-XXXXXX";
     REQUIRE(mkdtemp(pattern) != nullptr);
     dir = pattern;
@@ -292,7 +292,7 @@ struct Fixture {
     service.onChange = [this] { uv_async_send(&poke); };
   }
 
-  ~Fixture() {
+  ~ControlFixture() {
     stopServer();
     uv_close(reinterpret_cast<uv_handle_t*>(&poke), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&deadline), nullptr);
@@ -335,8 +335,9 @@ struct Fixture {
   bool runUntil(const std::function<bool()>& done, uint64_t ms = 10'000) {
     expired = false;
     uv_timer_start(
-        &deadline, [](uv_timer_t* timer) { static_cast<Fixture*>(timer->data)->expired = true; },
-        ms, 0);
+        &deadline,
+        [](uv_timer_t* timer) { static_cast<ControlFixture*>(timer->data)->expired = true; }, ms,
+        0);
     while (!done() && !expired) uv_run(&loop, UV_RUN_ONCE);
     uv_timer_stop(&deadline);
     return done();
@@ -520,7 +521,7 @@ TEST_CASE("control mirror: the writer's messages are packed into RelayBatch in o
 // ---- the client against the fake
 
 TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   ControlClient client(&fx.loop, fx.options(), rec.callbacks());
@@ -609,7 +610,7 @@ TEST_CASE("control client: hello, snapshot, pushes, deltas and acks in order") {
 }
 
 TEST_CASE("control client: a reconnect resyncs with a snapshot of what changed while down") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   ControlClient client(&fx.loop, fx.options(), rec.callbacks());
@@ -658,7 +659,7 @@ TEST_CASE("control client: a reconnect resyncs with a snapshot of what changed w
 // snapshot), replaying snapshot + deltas on controld's side finds no attach of a bridge it already
 // has, no detach of one it does not have, and, at the end, exactly the loop's bridges.
 TEST_CASE("control client: the snapshot cut is exact while the loop keeps reporting bridges") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   ControlClient client(&fx.loop, fx.options(), rec.callbacks());
@@ -747,7 +748,7 @@ TEST_CASE("control client: the snapshot cut is exact while the loop keeps report
 }
 
 TEST_CASE("control client: a large snapshot is sent in parts of 1000 bridges") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   ControlClient client(&fx.loop, fx.options(), rec.callbacks());
@@ -763,7 +764,7 @@ TEST_CASE("control client: a large snapshot is sent in parts of 1000 bridges") {
 }
 
 TEST_CASE("control client: usage is summed per tunnel and sent every interval") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   auto options = fx.options();
@@ -810,7 +811,7 @@ TEST_CASE("control client: usage is summed per tunnel and sent every interval") 
 }
 
 TEST_CASE("control client: relayd's figures go out at once, then only when they changed") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   ot::metrics::Metrics registry;
@@ -872,7 +873,7 @@ TEST_CASE("control client: relayd's figures go out at once, then only when they 
 }
 
 TEST_CASE("control client: draining is sent at once and announced in hello on reconnect") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   ControlClient client(&fx.loop, fx.options(), rec.callbacks());
@@ -894,7 +895,7 @@ TEST_CASE("control client: draining is sent at once and announced in hello on re
 }
 
 TEST_CASE("control client: a session is up only once controld answers SessionAccepted") {
-  Fixture fx;
+  ControlFixture fx;
   v1::ControlMessage record;
   record.mutable_tunnel()->set_tunnel_id("t1");
   fx.service.setGreeting(record);  // a controld that breaks the contract
@@ -928,7 +929,7 @@ TEST_CASE("control client: a session is up only once controld answers SessionAcc
 }
 
 TEST_CASE("control client: AuthorizeAttach and FetchTunnel round trip on the loop") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   auto options = fx.options();
@@ -995,7 +996,7 @@ TEST_CASE("control client: AuthorizeAttach and FetchTunnel round trip on the loo
 }
 
 TEST_CASE("control client: stop cancels calls in flight and drops their callbacks") {
-  Fixture fx;
+  ControlFixture fx;
   fx.startServer();
   Recorder rec;
   bool called = false;
@@ -1013,7 +1014,7 @@ TEST_CASE("control client: stop cancels calls in flight and drops their callback
 }
 
 TEST_CASE("control client: without controld calls fail fast and the session retries") {
-  Fixture fx;  // no server yet
+  ControlFixture fx;  // no server yet
   Recorder rec;
   ControlClient client(&fx.loop, fx.options(), rec.callbacks());
   const auto started = std::chrono::steady_clock::now();
@@ -1087,7 +1088,7 @@ v1::AuthorizeAttachRequest numberedRequest(size_t i) {
 }  // namespace
 
 TEST_CASE("control client: attaches are authorized on the session, batched, answers matched") {
-  Fixture fx;
+  ControlFixture fx;
   fx.service.setGreeting(acceptedWithAuthorization());
   fx.startServer();
   Recorder rec;
@@ -1148,7 +1149,7 @@ TEST_CASE("control client: attaches are authorized on the session, batched, answ
 TEST_CASE(
     "control client: bridge deltas wait on the loop, not in the writer, and go out with the next "
     "request") {
-  Fixture fx;
+  ControlFixture fx;
   fx.service.setGreeting(acceptedWithAuthorization());
   fx.startServer();
   Recorder rec;
@@ -1195,7 +1196,7 @@ TEST_CASE(
 }
 
 TEST_CASE("control client: with a controld that reads batches, one writer pass is one message") {
-  Fixture fx;
+  ControlFixture fx;
   v1::ControlMessage greeting = acceptedWithAuthorization();
   greeting.mutable_accepted()->set_accepts_batches(true);
   fx.service.setGreeting(greeting);
@@ -1253,7 +1254,7 @@ TEST_CASE("control client: with a controld that reads batches, one writer pass i
 TEST_CASE(
     "control client: a session-carried authorization ends at its deadline; a late answer is "
     "dropped") {
-  Fixture fx;
+  ControlFixture fx;
   fx.service.setGreeting(acceptedWithAuthorization());
   fx.startServer();
   Recorder rec;
@@ -1295,7 +1296,7 @@ TEST_CASE(
 }
 
 TEST_CASE("control client: a stream that ends fails its pending authorizations at once") {
-  Fixture fx;
+  ControlFixture fx;
   fx.service.setGreeting(acceptedWithAuthorization());
   fx.startServer();
   Recorder rec;
@@ -1337,10 +1338,10 @@ namespace {
 
 // A real Relay on the fixture's loop; stopped and its handles closed however the case ends.
 struct RelayRig {
-  Fixture& fx;
+  ControlFixture& fx;
   RelayContext context;
   Relay relay;
-  RelayRig(Fixture& f, const RelaydConfig& c, RelayMetrics& m)
+  RelayRig(ControlFixture& f, const RelaydConfig& c, RelayMetrics& m)
       : fx(f), context(&f.loop, c, m), relay(context, f.options()) {}
   ~RelayRig() {
     relay.stop();
@@ -1351,7 +1352,7 @@ struct RelayRig {
 
 // The fixture's controld serving, and what a Relay on its loop needs: metrics and a config.
 struct RelayCase {
-  Fixture fx;
+  ControlFixture fx;
   ot::metrics::Metrics registry;
   RelayMetrics metrics{registry};
   RelaydConfig config;
@@ -1362,7 +1363,7 @@ struct RelayCase {
 
 TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the copy serves on") {
   RelayCase rc;
-  Fixture& fx = rc.fx;
+  ControlFixture& fx = rc.fx;
   RelayMetrics& metrics = rc.metrics;
   {
     RelayRig rig(fx, rc.config, metrics);
@@ -1431,7 +1432,7 @@ TEST_CASE("relay: the mesh table from controld; a gap asks for a snapshot, the c
 TEST_CASE(
     "relay: RecheckRecords drops cached misses and not-ready records, re-reading served ones") {
   RelayCase rc;
-  Fixture& fx = rc.fx;
+  ControlFixture& fx = rc.fx;
   RelayMetrics& metrics = rc.metrics;
   {
     RelayRig rig(fx, rc.config, metrics);

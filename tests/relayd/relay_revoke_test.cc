@@ -47,7 +47,7 @@ struct FakeTransport final : BridgeTransport {
   }
 };
 
-std::string sha256Bytes(std::string_view secret) {
+std::string revokeSha256(std::string_view secret) {
   const auto digest = ot::crypto::sha256(secret);
   return {digest.begin(), digest.end()};
 }
@@ -57,12 +57,12 @@ v1::TunnelRecord recordOf(uint64_t revision,
   v1::TunnelRecord record;
   record.set_tunnel_id("t1");
   record.set_revision(revision);
-  record.set_token_sha256(sha256Bytes("tk_owner"));
+  record.set_token_sha256(revokeSha256("tk_owner"));
   record.set_cert_ready(true);
   for (const auto& [name, credential] : origins) {
     auto* origin = record.add_origins();
     origin->set_name(name);
-    origin->set_credential_sha256(sha256Bytes(credential));
+    origin->set_credential_sha256(revokeSha256(credential));
   }
   return record;
 }

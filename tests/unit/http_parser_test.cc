@@ -11,14 +11,14 @@ namespace ot {
 namespace {
 
 using namespace std::string_literals;
-using Status = HttpParseStatus;
+using ParseStatus = HttpParseStatus;
 using Kind = HttpParser::Kind;
 
 // What a caller ends up with after feeding `input` cut at `cuts` (sorted offsets), following the
 // feed contract (after kHeaders/kBody the rest of the same piece is fed again, even if empty),
 // then closing the connection (finish()).
 struct Outcome {
-  Status status = Status::kNeedMore;
+  ParseStatus status = ParseStatus::kNeedMore;
   HttpError error = HttpError::kNone;
   size_t consumed = 0;  // bytes of the whole input taken
   HttpMessage message;
@@ -39,7 +39,7 @@ Outcome parseCut(HttpParser& parser, std::string_view input, std::vector<size_t>
     result = parser.feed(piece);
     REQUIRE(result.consumed <= piece.size());
     offset += result.consumed;
-    if (result.status == Status::kBody) {
+    if (result.status == ParseStatus::kBody) {
       REQUIRE(!result.body.empty());
       // The piece is a view into what was just fed, ending where `consumed` says.
       const auto* base = reinterpret_cast<const uint8_t*>(piece.data());
@@ -48,11 +48,11 @@ Outcome parseCut(HttpParser& parser, std::string_view input, std::vector<size_t>
       out.streamed.append(reinterpret_cast<const char*>(result.body.data()), result.body.size());
       continue;
     }
-    if (result.status == Status::kHeaders) {
+    if (result.status == ParseStatus::kHeaders) {
       ++out.headerEvents;
       continue;
     }
-    if (result.status == Status::kNeedMore) {
+    if (result.status == ParseStatus::kNeedMore) {
       REQUIRE(offset == pieceEnd);
       if (cut + 1 >= cuts.size()) {
         result = parser.finish();  // the input ends: EOF
@@ -116,7 +116,7 @@ TEST_CASE("http: simple GET") {
   const std::string input =
       "GET /api/tunnels?limit=5&x=%20 HTTP/1.1\r\nHost: api.example.com\r\nAccept: */*\r\n\r\n";
   const Outcome out = parseAllWays(input);
-  CHECK(out.status == Status::kDone);
+  CHECK(out.status == ParseStatus::kDone);
   CHECK(out.consumed == input.size());
   CHECK(out.message.method == "GET");
   CHECK(out.message.target == "/api/tunnels?limit=5&x=%20");
@@ -134,7 +134,7 @@ TEST_CASE("http: simple GET") {
 TEST_CASE("http: header lookup is case-insensitive, repeats kept in order, OWS trimmed") {
   const Outcome out = parseAllWays(
       "GET / HTTP/1.1\r\nHost: a\r\nX-Thing:  one \t\r\nx-thing: two\r\nEmpty:\r\n\r\n");
-  REQUIRE(out.status == Status::kDone);
+  REQUIRE(out.status == ParseStatus::kDone);
   CHECK(out.message.header("X-THING") == std::optional<std::string_view>("one"));
   CHECK(out.message.header("host") == std::optional<std::string_view>("a"));
   CHECK(out.message.header("empty") == std::optional<std::string_view>(""));
@@ -146,7 +146,7 @@ TEST_CASE("http: header lookup is case-insensitive, repeats kept in order, OWS t
 
 TEST_CASE("http: leading empty lines are ignored, HTTP/1.0 needs no Host and is not keep-alive") {
   const Outcome out = parseAllWays("\r\n\r\nGET /x HTTP/1.0\r\n\r\n");
-  CHECK(out.status == Status::kDone);
+  CHECK(out.status == ParseStatus::kDone);
   CHECK(out.message.versionMinor == 0);
   CHECK_FALSE(out.message.keepAlive);
   const Outcome ka = parseAllWays("GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
@@ -164,7 +164,7 @@ TEST_CASE("http: WebSocket upgrade stops exactly at the end of the head") {
   const std::string input = head + frames;
   for (const auto limits : {HttpParserLimits{}, streaming()}) {
     const Outcome out = parseAllWays(input, Kind::kRequest, limits);
-    CHECK(out.status == Status::kUpgrade);
+    CHECK(out.status == ParseStatus::kUpgrade);
     CHECK(out.consumed == head.size());
     CHECK(out.message.upgrade);
     CHECK(out.message.target == "/api/tunnel/abc123/bridge");
@@ -174,10 +174,10 @@ TEST_CASE("http: WebSocket upgrade stops exactly at the end of the head") {
   }
   HttpParser parser(Kind::kRequest);
   const auto first = parser.feed(input);
-  CHECK(first.status == Status::kUpgrade);
+  CHECK(first.status == ParseStatus::kUpgrade);
   CHECK(first.consumed == head.size());
   const auto again = parser.feed(frames);  // final: the rest is the caller's
-  CHECK(again.status == Status::kUpgrade);
+  CHECK(again.status == ParseStatus::kUpgrade);
   CHECK(again.consumed == 0);
 }
 
@@ -185,13 +185,13 @@ TEST_CASE("http: POST with a Content-Length body, collected and streamed") {
   const std::string input =
       "POST /api/tunnels HTTP/1.1\r\nHost: a\r\nContent-Length: 13\r\n\r\n{\"name\":\"x\"}\n";
   const Outcome out = parseAllWays(input);
-  CHECK(out.status == Status::kDone);
+  CHECK(out.status == ParseStatus::kDone);
   CHECK(out.consumed == input.size());
   CHECK(out.message.contentLength == std::optional<uint64_t>(13));
   CHECK(out.message.body == "{\"name\":\"x\"}\n");
 
   const Outcome streamed = parseAllWays(input, Kind::kRequest, streaming());
-  CHECK(streamed.status == Status::kDone);
+  CHECK(streamed.status == ParseStatus::kDone);
   CHECK(streamed.headerEvents == 1);
   CHECK(streamed.streamed == "{\"name\":\"x\"}\n");
   CHECK(streamed.message.body.empty());  // a proxy holds none of it
@@ -201,21 +201,21 @@ TEST_CASE("http: POST with a Content-Length body, collected and streamed") {
   const std::string_view view = input;
   const size_t headSize = view.find("\r\n\r\n") + 4;
   auto r = parser.feed(view.substr(0, headSize + 4));
-  CHECK(r.status == Status::kHeaders);
+  CHECK(r.status == ParseStatus::kHeaders);
   CHECK(r.consumed == headSize);
   CHECK(parser.headersComplete());
   CHECK(parser.message().header("content-length") == std::optional<std::string_view>("13"));
   r = parser.feed(view.substr(headSize, 4));
-  CHECK(r.status == Status::kBody);
+  CHECK(r.status == ParseStatus::kBody);
   CHECK(r.consumed == 4);
   CHECK(std::string_view(reinterpret_cast<const char*>(r.body.data()), r.body.size()) == "{\"na");
   r = parser.feed(view.substr(headSize + 4, 0));
-  CHECK(r.status == Status::kNeedMore);
+  CHECK(r.status == ParseStatus::kNeedMore);
   r = parser.feed(view.substr(headSize + 4));
-  CHECK(r.status == Status::kBody);
+  CHECK(r.status == ParseStatus::kBody);
   CHECK(r.body.size() == 9);
   r = parser.feed(view.substr(input.size()));  // empty: the message completes on this call
-  CHECK(r.status == Status::kDone);
+  CHECK(r.status == ParseStatus::kDone);
   CHECK(r.consumed == 0);
 }
 
@@ -224,7 +224,7 @@ TEST_CASE("http: chunked body with extensions and trailers") {
       "POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
       "5;name=value\r\nhello\r\n1\r\n,\r\n6\r\n world\r\n0\r\nX-Checksum: 1\r\n\r\n";
   const Outcome out = parseAllWays(input);
-  CHECK(out.status == Status::kDone);
+  CHECK(out.status == ParseStatus::kDone);
   CHECK(out.consumed == input.size());
   CHECK(out.message.chunked);
   CHECK(out.message.body == "hello, world");
@@ -248,13 +248,13 @@ TEST_CASE("http: pipelined requests parse one after another after reset") {
       const auto r = parser.feed(rest);
       REQUIRE(r.consumed <= rest.size());
       rest.remove_prefix(r.consumed);
-      if (r.status == Status::kHeaders) continue;
-      if (r.status == Status::kBody) {
+      if (r.status == ParseStatus::kHeaders) continue;
+      if (r.status == ParseStatus::kBody) {
         bodies.append(reinterpret_cast<const char*>(r.body.data()), r.body.size());
         continue;
       }
-      if (r.status == Status::kNeedMore) break;
-      REQUIRE(r.status == Status::kDone);
+      if (r.status == ParseStatus::kNeedMore) break;
+      REQUIRE(r.status == ParseStatus::kDone);
       targets.push_back(parser.message().target);
       sizes.push_back(input.size() - rest.size());
       bodies += parser.message().body;
@@ -267,7 +267,7 @@ TEST_CASE("http: pipelined requests parse one after another after reset") {
   }
   // Cut byte by byte the first message still ends exactly where the second starts.
   const Outcome first = parse(input, Kind::kRequest, {}, everyByte(input));
-  CHECK(first.status == Status::kDone);
+  CHECK(first.status == ParseStatus::kDone);
   CHECK(first.consumed == one.size());
 }
 
@@ -279,10 +279,10 @@ TEST_CASE("http: start line limit, exactly at the limit passes") {
       prefix + std::string(limits.maxStartLineBytes - prefix.size() - suffix.size(), 'a') + suffix;
   REQUIRE(atLimit.size() == 8192);
   const Outcome ok = parse(atLimit + "\r\nHost: a\r\n\r\n");
-  CHECK(ok.status == Status::kDone);
+  CHECK(ok.status == ParseStatus::kDone);
   CHECK(ok.message.target.size() == 8192 - 13);
   const Outcome over = parse(prefix + "a" + atLimit.substr(prefix.size()) + "\r\nHost: a\r\n\r\n");
-  CHECK(over.status == Status::kError);
+  CHECK(over.status == ParseStatus::kError);
   CHECK(over.error == HttpError::kUriTooLong);
   CHECK(httpErrorStatus(over.error) == 414);
   CHECK(over.consumed == 8192);
@@ -293,7 +293,7 @@ TEST_CASE("http: start line limit, exactly at the limit passes") {
   CHECK(small.error == HttpError::kUriTooLong);
   CHECK(small.consumed == 20);
   CHECK(parseAllWays("GET /012345 HTTP/1.1\r\nHost: a\r\n\r\n", Kind::kRequest, limits).status ==
-        Status::kDone);
+        ParseStatus::kDone);
 }
 
 TEST_CASE("http: header section limit counts start line through the empty line") {
@@ -302,7 +302,7 @@ TEST_CASE("http: header section limit counts start line through the empty line")
   const std::string atLimit =
       start + std::string(kHttpDefaultMaxHeaderBytes - start.size() - end.size(), 'v') + end;
   REQUIRE(atLimit.size() == 16384);
-  CHECK(parse(atLimit).status == Status::kDone);
+  CHECK(parse(atLimit).status == ParseStatus::kDone);
   const std::string over = start + std::string(atLimit.size() - start.size() - 3, 'v') + end;
   REQUIRE(over.size() == 16385);
   const Outcome out = parse(over);
@@ -322,14 +322,14 @@ TEST_CASE("http: header count limit") {
     return out + "\r\n";
   };
   const Outcome ok = parse(request(100));
-  CHECK(ok.status == Status::kDone);
+  CHECK(ok.status == ParseStatus::kDone);
   CHECK(ok.message.headers.size() == 100);
   const Outcome over = parse(request(101));
   CHECK(over.error == HttpError::kTooManyHeaders);
   CHECK(httpErrorStatus(over.error) == 431);
   HttpParserLimits limits;
   limits.maxHeaderCount = 2;
-  CHECK(parseAllWays(request(2), Kind::kRequest, limits).status == Status::kDone);
+  CHECK(parseAllWays(request(2), Kind::kRequest, limits).status == ParseStatus::kDone);
   CHECK(parseAllWays(request(3), Kind::kRequest, limits).error == HttpError::kTooManyHeaders);
 }
 
@@ -339,7 +339,7 @@ TEST_CASE("http: body limit for Content-Length and chunked bodies, both modes") 
     const Outcome ok =
         parseAllWays("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789",
                      Kind::kRequest, limits);
-    CHECK(ok.status == Status::kDone);
+    CHECK(ok.status == ParseStatus::kDone);
     // Refused at the head, before any body byte arrives: the API answers 413 at once.
     const std::string head = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n";
     const Outcome over = parseAllWays(head, Kind::kRequest, limits);
@@ -351,7 +351,7 @@ TEST_CASE("http: body limit for Content-Length and chunked bodies, both modes") 
         "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
     const Outcome chunkedOk =
         parseAllWays(chunkedHead + "4\r\n0123\r\n6\r\n456789\r\n0\r\n\r\n", Kind::kRequest, limits);
-    CHECK(chunkedOk.status == Status::kDone);
+    CHECK(chunkedOk.status == ParseStatus::kDone);
     const Outcome chunkedOver = parseAllWays(chunkedHead + "4\r\n0123\r\n7\r\n4567890\r\n0\r\n\r\n",
                                              Kind::kRequest, limits);
     CHECK(chunkedOver.error == HttpError::kBodyTooLarge);
@@ -366,7 +366,7 @@ TEST_CASE("http: trailer sections are bounded too") {
   limits.maxHeaderCount = 3;
   const std::string head = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n";
   CHECK(parseAllWays(head + "A: 1\r\nB: 2\r\nC: 3\r\n\r\n", Kind::kRequest, limits).status ==
-        Status::kDone);
+        ParseStatus::kDone);
   CHECK(parseAllWays(head + "A: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", Kind::kRequest, limits).error ==
         HttpError::kTooManyHeaders);
   limits.maxHeaderBytes = 100;
@@ -403,7 +403,7 @@ TEST_CASE("http: request smuggling attempts are refused") {
   for (const auto& attack : attacks) {
     CAPTURE(attack);
     const Outcome out = parseAllWays(start + attack);
-    CHECK(out.status == Status::kError);
+    CHECK(out.status == ParseStatus::kError);
     CHECK(out.error == HttpError::kBadRequest);
     CHECK(httpErrorStatus(out.error) == 400);
     CHECK_FALSE(out.detail.empty());
@@ -414,7 +414,7 @@ TEST_CASE("http: request smuggling attempts are refused") {
   CHECK(dup.detail == "Duplicate Content-Length");
   // The last coding chunked is fine (the body stays encoded for whoever reads it).
   CHECK(parseAllWays(start + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n").status ==
-        Status::kDone);
+        ParseStatus::kDone);
 }
 
 TEST_CASE("http: line framing the loose llhttp build would accept is refused") {
@@ -441,7 +441,7 @@ TEST_CASE("http: line framing the loose llhttp build would accept is refused") {
     const std::string& shown = input;  // clang 14 cannot capture a structured binding
     CAPTURE(shown);
     const Outcome out = parseAllWays(input);
-    CHECK(out.status == Status::kError);
+    CHECK(out.status == ParseStatus::kError);
     CHECK(out.error == HttpError::kBadRequest);
     // Ours with the loose llhttp our CMake builds; a strict build may catch some first.
     CHECK((out.detail.find(detail) != std::string::npos || out.detail.rfind("Invalid", 0) == 0));
@@ -471,7 +471,7 @@ TEST_CASE("http: bad methods and versions") {
 TEST_CASE("http: non-ASCII in headers") {
   const Outcome value =
       parseAllWays("GET / HTTP/1.1\r\nHost: a\r\nX-Name: caf\xc3\xa9 \xff\r\n\r\n");
-  CHECK(value.status == Status::kDone);
+  CHECK(value.status == ParseStatus::kDone);
   CHECK(value.message.header("x-name") == std::optional<std::string_view>("caf\xc3\xa9 \xff"));
   const Outcome name = parseAllWays("GET / HTTP/1.1\r\nHost: a\r\nX-Caf\xc3\xa9: 1\r\n\r\n");
   CHECK(name.error == HttpError::kBadRequest);
@@ -484,29 +484,30 @@ TEST_CASE("http: non-ASCII in headers") {
 TEST_CASE("http: errors are final and report how far the parser got") {
   HttpParser parser(Kind::kRequest);
   const auto r = parser.feed(std::string_view("GET / HTTP/1.1\r\nHost: a\r\n b\r\n\r\n"));
-  CHECK(r.status == Status::kError);
+  CHECK(r.status == ParseStatus::kError);
   CHECK(r.consumed == 25);  // up to the folded line's first byte
   CHECK(parser.error() == HttpError::kBadRequest);
   CHECK_FALSE(parser.headersComplete());
   CHECK(parser.message().headers.empty());  // a partial head is not kept
   const auto again = parser.feed(std::string_view("GET / HTTP/1.1\r\n\r\n"));
-  CHECK(again.status == Status::kError);
+  CHECK(again.status == ParseStatus::kError);
   CHECK(again.consumed == 0);
   parser.reset();
-  CHECK(parser.feed(std::string_view("GET / HTTP/1.1\r\nHost: a\r\n\r\n")).status == Status::kDone);
+  CHECK(parser.feed(std::string_view("GET / HTTP/1.1\r\nHost: a\r\n\r\n")).status ==
+        ParseStatus::kDone);
 }
 
 TEST_CASE("http: finish at EOF") {
   HttpParser idle(Kind::kRequest);
-  CHECK(idle.finish().status == Status::kNeedMore);
+  CHECK(idle.finish().status == ParseStatus::kNeedMore);
   HttpParser partial(Kind::kRequest);
-  CHECK(partial.feed(std::string_view("GET / HT")).status == Status::kNeedMore);
+  CHECK(partial.feed(std::string_view("GET / HT")).status == ParseStatus::kNeedMore);
   const auto truncated = partial.finish();
-  CHECK(truncated.status == Status::kError);
+  CHECK(truncated.status == ParseStatus::kError);
   CHECK(truncated.error == HttpError::kTruncated);
   HttpParser body(Kind::kRequest);
   CHECK(body.feed(std::string_view("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab"))
-            .status == Status::kNeedMore);
+            .status == ParseStatus::kNeedMore);
   CHECK(body.finish().error == HttpError::kTruncated);
 }
 
@@ -517,7 +518,7 @@ TEST_CASE("http: response 101 with WebSocket bytes behind it") {
   const std::string input = head + std::string("\x81\x05hello", 7);
   for (const auto limits : {HttpParserLimits{}, streaming()}) {
     const Outcome out = parseAllWays(input, Kind::kResponse, limits);
-    CHECK(out.status == Status::kUpgrade);
+    CHECK(out.status == ParseStatus::kUpgrade);
     CHECK(out.consumed == head.size());
     CHECK(out.message.status == 101);
     CHECK(out.message.reason == "Switching Protocols");
@@ -530,38 +531,40 @@ TEST_CASE("http: response 101 with WebSocket bytes behind it") {
       "HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"
       "Content-Length: 2\r\n\r\n";
   const Outcome guarded = parseAllWays(withLength + "ab", Kind::kResponse);
-  CHECK(guarded.status == Status::kUpgrade);
+  CHECK(guarded.status == ParseStatus::kUpgrade);
   CHECK(guarded.consumed == withLength.size());
 }
 
 TEST_CASE("http: responses with and without bodies") {
   const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
   const Outcome out = parseAllWays(ok, Kind::kResponse);
-  CHECK(out.status == Status::kDone);
+  CHECK(out.status == ParseStatus::kDone);
   CHECK(out.message.status == 200);
   CHECK(out.message.body == "{}");
   // 204 and 304 never have a body, whatever Content-Length says; 1xx is followed by the answer.
   const std::string noContent = "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n";
   const Outcome nc = parseAllWays(noContent + "HTTP/1.1 200 OK\r\n", Kind::kResponse);
-  CHECK(nc.status == Status::kDone);
+  CHECK(nc.status == ParseStatus::kDone);
   CHECK(nc.consumed == noContent.size());
   CHECK(nc.message.body.empty());
   const std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
   const Outcome c = parseAllWays(cont + ok, Kind::kResponse);
-  CHECK(c.status == Status::kDone);
+  CHECK(c.status == ParseStatus::kDone);
   CHECK(c.consumed == cont.size());
   CHECK(c.message.status == 100);
   // A body that runs to EOF completes on finish().
   HttpParser eof(Kind::kResponse);
-  CHECK(eof.feed(std::string_view("HTTP/1.1 200 OK\r\n\r\nstream")).status == Status::kNeedMore);
+  CHECK(eof.feed(std::string_view("HTTP/1.1 200 OK\r\n\r\nstream")).status ==
+        ParseStatus::kNeedMore);
   const auto done = eof.finish();
-  CHECK(done.status == Status::kDone);
+  CHECK(done.status == ParseStatus::kDone);
   CHECK(eof.message().body == "stream");
   CHECK_FALSE(eof.message().keepAlive);
   // Streamed, paused after the head, then EOF.
   HttpParser eofStream(Kind::kResponse, streaming());
-  CHECK(eofStream.feed(std::string_view("HTTP/1.1 200 OK\r\n\r\n")).status == Status::kHeaders);
-  CHECK(eofStream.finish().status == Status::kDone);
+  CHECK(eofStream.feed(std::string_view("HTTP/1.1 200 OK\r\n\r\n")).status ==
+        ParseStatus::kHeaders);
+  CHECK(eofStream.finish().status == ParseStatus::kDone);
   // A body running to EOF stops at the limit's byte, in both modes and however it is cut.
   for (auto limits : {HttpParserLimits{}, streaming()}) {
     limits.maxBodyBytes = 5;
@@ -571,7 +574,7 @@ TEST_CASE("http: responses with and without bodies") {
     CHECK(over.consumed == head.size() + 5);
     CHECK(over.streamed == (limits.bodyMode == HttpBodyMode::kStream ? "12345" : ""));
     const Outcome atLimit = parseAllWays(head + "12345", Kind::kResponse, limits);
-    CHECK(atLimit.status == Status::kDone);  // parseCut calls finish() at the end
+    CHECK(atLimit.status == ParseStatus::kDone);  // parseCut calls finish() at the end
     CHECK(atLimit.message.body + atLimit.streamed == "12345");
   }
   CHECK(parseAllWays("HTTP/1.1 99 OK\r\n\r\n", Kind::kResponse).error == HttpError::kBadRequest);
@@ -585,13 +588,14 @@ TEST_CASE("http: responses with and without bodies") {
 
 TEST_CASE("http: a parser copied mid-message carries on") {
   HttpParser parser(Kind::kRequest);
-  CHECK(parser.feed(std::string_view("POST /a HTTP/1.1\r\nHo")).status == Status::kNeedMore);
+  CHECK(parser.feed(std::string_view("POST /a HTTP/1.1\r\nHo")).status == ParseStatus::kNeedMore);
   HttpParser copy = parser;
-  CHECK(copy.feed(std::string_view("st: a\r\nContent-Length: 1\r\n\r\nz")).status == Status::kDone);
+  CHECK(copy.feed(std::string_view("st: a\r\nContent-Length: 1\r\n\r\nz")).status ==
+        ParseStatus::kDone);
   CHECK(copy.message().header("host") == std::optional<std::string_view>("a"));
   CHECK(copy.message().body == "z");
   HttpParser moved = std::move(parser);
-  CHECK(moved.feed(std::string_view("st: b\r\n\r\n")).status == Status::kDone);
+  CHECK(moved.feed(std::string_view("st: b\r\n\r\n")).status == ParseStatus::kDone);
   CHECK(moved.message().header("host") == std::optional<std::string_view>("b"));
 }
 

@@ -24,7 +24,7 @@ namespace {
 
 // One PKI per test binary run: CA + leaves, and the CA PEMs written to temp files (the client
 // context takes a path). The files are removed at exit.
-struct Pki {
+struct EnginePki {
   ot::test::TestCert ca = ot::test::makeCa("OpenTunnel Test CA");
   ot::test::TestCert otherCa = ot::test::makeCa("Unrelated CA");
   ot::test::TestCert leaf = ot::test::makeLeaf(ca, "example.test", 2);
@@ -34,7 +34,7 @@ struct Pki {
 
   [[nodiscard]] std::string chain() const { return leaf.certPem + ca.certPem; }
 
-  ~Pki() {
+  ~EnginePki() {
     std::error_code ec;
     std::filesystem::remove(caFile, ec);
     std::filesystem::remove(otherCaFile, ec);
@@ -48,19 +48,20 @@ struct Pki {
   }
 };
 
-const Pki& pki() {
-  static const Pki instance;
+const EnginePki& enginePki() {
+  static const EnginePki instance;
   return instance;
 }
 
-ot::tls::SslCtxPtr serverCtx(std::vector<std::string> alpn = {"h2", "http/1.1"}) {
-  auto ctx = ot::tls::makeServerContext(pki().chain(), pki().leaf.keyPem, std::move(alpn));
+ot::tls::SslCtxPtr engineServerCtx(std::vector<std::string> alpn = {"h2", "http/1.1"}) {
+  auto ctx =
+      ot::tls::makeServerContext(enginePki().chain(), enginePki().leaf.keyPem, std::move(alpn));
   REQUIRE_MESSAGE(ctx.ok(), (ctx.ok() ? "" : ctx.error().message));
   return ctx.value();
 }
 
-ot::tls::SslCtxPtr clientCtx(std::vector<std::string> alpn = {},
-                             const std::filesystem::path& caFile = pki().caFile) {
+ot::tls::SslCtxPtr engineClientCtx(std::vector<std::string> alpn = {},
+                                   const std::filesystem::path& caFile = enginePki().caFile) {
   auto ctx = ot::tls::makeClientContext(caFile.string(), std::move(alpn));
   REQUIRE_MESSAGE(ctx.ok(), (ctx.ok() ? "" : ctx.error().message));
   return ctx.value();
@@ -136,8 +137,8 @@ struct Pair {
 };
 
 Pair connected(std::vector<std::string> clientAlpn = {}) {
-  Pair pair{TlsEngine::client(clientCtx(std::move(clientAlpn)), "example.test"),
-            TlsEngine::server(serverCtx())};
+  Pair pair{TlsEngine::client(engineClientCtx(std::move(clientAlpn)), "example.test"),
+            TlsEngine::server(engineServerCtx())};
   REQUIRE(pair.client != nullptr);
   REQUIRE(pair.server != nullptr);
   auto outcome = pump(*pair.client, *pair.server);
@@ -149,8 +150,8 @@ Pair connected(std::vector<std::string> clientAlpn = {}) {
 }  // namespace
 
 TEST_CASE("tls engine: client and server complete a handshake over memory buffers") {
-  auto client = TlsEngine::client(clientCtx(), "example.test");
-  auto server = TlsEngine::server(serverCtx());
+  auto client = TlsEngine::client(engineClientCtx(), "example.test");
+  auto server = TlsEngine::server(engineServerCtx());
   REQUIRE(client != nullptr);
   REQUIRE(server != nullptr);
   CHECK_FALSE(client->handshakeDone());
@@ -256,8 +257,8 @@ TEST_CASE("tls engine: a read smaller than a record leaves the rest pending") {
 }
 
 TEST_CASE("tls engine: a certificate for another name fails verification") {
-  auto client = TlsEngine::client(clientCtx(), "other.test");
-  auto server = TlsEngine::server(serverCtx());
+  auto client = TlsEngine::client(engineClientCtx(), "other.test");
+  auto server = TlsEngine::server(engineServerCtx());
   auto outcome = pump(*client, *server);
   CHECK(outcome.client == TlsStatus::kError);
   CHECK_FALSE(client->errorText().empty());
@@ -274,8 +275,8 @@ TEST_CASE("tls engine: a certificate for another name fails verification") {
 }
 
 TEST_CASE("tls engine: without name verification another name is accepted") {
-  auto client = TlsEngine::client(clientCtx(), "other.test", /*verifyName=*/false);
-  auto server = TlsEngine::server(serverCtx());
+  auto client = TlsEngine::client(engineClientCtx(), "other.test", /*verifyName=*/false);
+  auto server = TlsEngine::server(engineServerCtx());
   auto outcome = pump(*client, *server);
   CHECK(outcome.client == TlsStatus::kOk);
   CHECK(outcome.server == TlsStatus::kOk);
@@ -283,9 +284,9 @@ TEST_CASE("tls engine: without name verification another name is accepted") {
 }
 
 TEST_CASE("tls engine: a chain from an unknown CA fails verification") {
-  auto client = TlsEngine::client(clientCtx({}, pki().otherCaFile), "example.test");
+  auto client = TlsEngine::client(engineClientCtx({}, enginePki().otherCaFile), "example.test");
   SUBCASE("server sends leaf and CA") {
-    auto server = TlsEngine::server(serverCtx());
+    auto server = TlsEngine::server(engineServerCtx());
     auto outcome = pump(*client, *server);
     CHECK(outcome.client == TlsStatus::kError);
     CHECK(client->errorText().find("self-signed certificate in certificate chain") !=
@@ -293,7 +294,7 @@ TEST_CASE("tls engine: a chain from an unknown CA fails verification") {
     CHECK(outcome.server == TlsStatus::kError);
   }
   SUBCASE("server sends the leaf only") {
-    auto ctx = ot::tls::makeServerContext(pki().leaf.certPem, pki().leaf.keyPem, {});
+    auto ctx = ot::tls::makeServerContext(enginePki().leaf.certPem, enginePki().leaf.keyPem, {});
     REQUIRE(ctx.ok());
     auto server = TlsEngine::server(ctx.value());
     auto outcome = pump(*client, *server);
@@ -321,7 +322,7 @@ TEST_CASE("tls engine: close_notify reads as kClosed on the peer") {
 TEST_CASE("tls engine: leafFingerprint is the SHA-256 of the leaf's DER") {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  REQUIRE(X509_digest(pki().leaf.cert.get(), EVP_sha256(), md, &len) == 1);
+  REQUIRE(X509_digest(enginePki().leaf.cert.get(), EVP_sha256(), md, &len) == 1);
   REQUIRE(len == 32);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string expected;
@@ -329,29 +330,29 @@ TEST_CASE("tls engine: leafFingerprint is the SHA-256 of the leaf's DER") {
     expected += kHex[md[i] >> 4];
     expected += kHex[md[i] & 0xf];
   }
-  const std::string got = ot::tls::leafFingerprint(pki().chain());
+  const std::string got = ot::tls::leafFingerprint(enginePki().chain());
   CHECK(got.size() == 64);
   CHECK(got == expected);
-  CHECK(ot::tls::leafFingerprint(pki().secondLeaf.certPem) != got);
+  CHECK(ot::tls::leafFingerprint(enginePki().secondLeaf.certPem) != got);
   CHECK(ot::tls::leafFingerprint("not a pem") == "");
   CHECK(ot::tls::leafFingerprint("") == "");
 }
 
 TEST_CASE("tls engine: makeServerContext rejects a key that does not match the certificate") {
-  auto ctx = ot::tls::makeServerContext(pki().chain(), pki().secondLeaf.keyPem, {"h2"});
+  auto ctx = ot::tls::makeServerContext(enginePki().chain(), enginePki().secondLeaf.keyPem, {"h2"});
   REQUIRE_FALSE(ctx.ok());
   CHECK(ctx.error().kind == ot::ErrorKind::kInvalid);
   CHECK_FALSE(ctx.error().message.empty());
 
-  auto noCert = ot::tls::makeServerContext("garbage", pki().leaf.keyPem, {});
+  auto noCert = ot::tls::makeServerContext("garbage", enginePki().leaf.keyPem, {});
   REQUIRE_FALSE(noCert.ok());
   CHECK(noCert.error().kind == ot::ErrorKind::kInvalid);
 
-  auto noKey = ot::tls::makeServerContext(pki().chain(), "garbage", {});
+  auto noKey = ot::tls::makeServerContext(enginePki().chain(), "garbage", {});
   REQUIRE_FALSE(noKey.ok());
   CHECK(noKey.error().kind == ot::ErrorKind::kInvalid);
 
-  auto badAlpn = ot::tls::makeServerContext(pki().chain(), pki().leaf.keyPem, {""});
+  auto badAlpn = ot::tls::makeServerContext(enginePki().chain(), enginePki().leaf.keyPem, {""});
   CHECK_FALSE(badAlpn.ok());
 }
 
@@ -362,16 +363,16 @@ TEST_CASE("tls engine: makeClientContext reports a missing CA file") {
 }
 
 TEST_CASE("tls engine: write before the handshake takes nothing") {
-  auto client = TlsEngine::client(clientCtx(), "example.test");
+  auto client = TlsEngine::client(engineClientCtx(), "example.test");
   CHECK(client->write(bytesOf("early")) == TlsStatus::kWantRead);
   CHECK(client->pendingOutputSize() == 0);
 }
 
 TEST_CASE("tls engine: a TLS 1.2-only client still negotiates, with ALPN and data") {
-  auto ctx = clientCtx({"h2"});
+  auto ctx = engineClientCtx({"h2"});
   REQUIRE(SSL_CTX_set_max_proto_version(ctx.get(), TLS1_2_VERSION) == 1);
   auto client = TlsEngine::client(ctx, "example.test");
-  auto server = TlsEngine::server(serverCtx());
+  auto server = TlsEngine::server(engineServerCtx());
   auto outcome = pump(*client, *server);
   REQUIRE(outcome.client == TlsStatus::kOk);
   REQUIRE(outcome.server == TlsStatus::kOk);

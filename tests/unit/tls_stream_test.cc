@@ -19,19 +19,19 @@ namespace {
 using ot::tls::TlsEngine;
 using ot::tls::TlsStream;
 
-struct Pki {
+struct StreamPki {
   ot::test::TestCert ca = ot::test::makeCa("TlsStream Test CA");
   ot::test::TestCert leaf = ot::test::makeLeaf(ca, "stream.test", 2);
 };
 
-const Pki& pki() {
-  static const Pki instance;
+const StreamPki& streamPki() {
+  static const StreamPki instance;
   return instance;
 }
 
 ot::tls::SslCtxPtr serverContext() {
-  auto ctx =
-      ot::tls::makeServerContext(pki().leaf.certPem + pki().ca.certPem, pki().leaf.keyPem, {});
+  auto ctx = ot::tls::makeServerContext(streamPki().leaf.certPem + streamPki().ca.certPem,
+                                        streamPki().leaf.keyPem, {});
   REQUIRE(ctx.ok());
   return ctx.value();
 }
@@ -43,7 +43,7 @@ ot::tls::SslCtxPtr clientContext() {
     const std::string path = "/tmp/ot-tls-stream-test-ca-" + std::to_string(::getpid()) + ".pem";
     FILE* file = std::fopen(path.c_str(), "w");
     REQUIRE(file != nullptr);
-    std::fputs(pki().ca.certPem.c_str(), file);
+    std::fputs(streamPki().ca.certPem.c_str(), file);
     std::fclose(file);
     return path;
   }();
@@ -53,8 +53,8 @@ ot::tls::SslCtxPtr clientContext() {
 }
 
 // One side: records what the stream told it and queues its ciphertext for the other side.
-struct Side final : TlsStream::Owner {
-  explicit Side(std::unique_ptr<TlsEngine> engine, size_t plainBufferBytes = 16 * 1024)
+struct StreamSide final : TlsStream::Owner {
+  explicit StreamSide(std::unique_ptr<TlsEngine> engine, size_t plainBufferBytes = 16 * 1024)
       : buffer(plainBufferBytes), tls(std::move(engine), *this, buffer) {}
 
   bool sendCiphertext(std::vector<uint8_t> bytes) override {
@@ -85,7 +85,7 @@ struct Side final : TlsStream::Owner {
 };
 
 // Moves queued ciphertext both ways until neither side has any.
-void exchange(Side& a, Side& b) {
+void exchange(StreamSide& a, StreamSide& b) {
   while (!a.outbox.empty() || !b.outbox.empty()) {
     while (!a.outbox.empty()) {
       std::vector<uint8_t> bytes = std::move(a.outbox.front());
@@ -109,9 +109,9 @@ std::span<const uint8_t> asBytes(const std::string& text) {
 const std::vector<uint8_t> kBrokenHello = {0x16, 0x03, 0x01, 0x00, 0x06, 0x01,
                                            0x00, 0x00, 0x02, 0xff, 0xff};
 
-struct Pair {
-  Side client{TlsEngine::client(clientContext(), "stream.test", true)};
-  Side server{TlsEngine::server(serverContext())};
+struct StreamPair {
+  StreamSide client{TlsEngine::client(clientContext(), "stream.test", true)};
+  StreamSide server{TlsEngine::server(serverContext())};
 
   void handshake() {
     REQUIRE(client.tls.startHandshake());
@@ -124,7 +124,7 @@ struct Pair {
 }  // namespace
 
 TEST_CASE("TlsStream: the handshake completes once on each side, then data flows both ways") {
-  Pair pair;
+  StreamPair pair;
   REQUIRE(pair.client.tls.valid());
   pair.handshake();
   CHECK(pair.client.handshakes == 1);
@@ -143,9 +143,9 @@ TEST_CASE("TlsStream: the handshake completes once on each side, then data flows
 }
 
 TEST_CASE("TlsStream: an owner that stops wanting plaintext gets no more until it resumes") {
-  Pair pair;
+  StreamPair pair;
   // A fresh server side on a small buffer: deliveries come 1000 bytes at a time.
-  Side server{TlsEngine::server(serverContext()), 1000};
+  StreamSide server{TlsEngine::server(serverContext()), 1000};
   REQUIRE(pair.client.tls.startHandshake());
   exchange(pair.client, server);
   REQUIRE(server.tls.handshakeDone());
@@ -165,7 +165,7 @@ TEST_CASE("TlsStream: an owner that stops wanting plaintext gets no more until i
 }
 
 TEST_CASE("TlsStream: close_notify reaches the peer as the end of its plaintext") {
-  Pair pair;
+  StreamPair pair;
   pair.handshake();
   REQUIRE(pair.client.tls.writeThenCloseNotify(asBytes("last words")));
   CHECK(pair.client.outbox.size() == 1);  // the answer and the alert leave as one piece
@@ -181,7 +181,7 @@ TEST_CASE("TlsStream: close_notify reaches the peer as the end of its plaintext"
 
 TEST_CASE(
     "TlsStream: a peer that sends a broken hello fails the handshake, and the alert goes out") {
-  Side server{TlsEngine::server(serverContext())};
+  StreamSide server{TlsEngine::server(serverContext())};
   server.tls.receive(kBrokenHello);
   CHECK(server.failures == 1);
   CHECK(server.handshakes == 0);
@@ -191,12 +191,12 @@ TEST_CASE(
 
 TEST_CASE(
     "TlsStream: a transport that closed while the handshake output went out stops the stream") {
-  Side server{TlsEngine::server(serverContext())};
+  StreamSide server{TlsEngine::server(serverContext())};
   server.transportOpen = false;
   server.tls.receive(kBrokenHello);
   CHECK(server.failures == 0);  // the owner is closing; nobody is told twice
 
-  Pair pair;
+  StreamPair pair;
   REQUIRE(pair.client.tls.startHandshake());
   pair.client.transportOpen = false;
   exchange(pair.client, pair.server);
@@ -205,8 +205,8 @@ TEST_CASE(
 }
 
 TEST_CASE("TlsStream: records left unread while paused survive the reuse of the read buffer") {
-  Pair pair;
-  Side server{TlsEngine::server(serverContext()), 1000};
+  StreamPair pair;
+  StreamSide server{TlsEngine::server(serverContext()), 1000};
   REQUIRE(pair.client.tls.startHandshake());
   exchange(pair.client, server);
   REQUIRE(server.tls.handshakeDone());

@@ -24,7 +24,7 @@ using ot::ws::ReadEvent;
 using ot::ws::Role;
 using Bytes = std::vector<uint8_t>;
 
-Bytes bytesOf(std::string_view s) {
+Bytes frameBytesOf(std::string_view s) {
   return Bytes(s.begin(), s.end());
 }
 std::string textOf(std::span<const uint8_t> b) {
@@ -205,10 +205,11 @@ Error firstError(Role role, const Bytes& input) {
 TEST_CASE("websocket: RFC 6455 5.7 examples encode byte-exact") {
   CHECK(ot::ws::buildText("Hello") == kHelloUnmasked);
   CHECK(ot::ws::buildText("Hello", kRfcMask) == kHelloMasked);
-  CHECK(ot::ws::buildFrame(Opcode::kText, bytesOf("Hel"), std::nullopt, false) == kHelFragment);
-  CHECK(ot::ws::buildFrame(Opcode::kContinuation, bytesOf("lo")) == kLoFragment);
-  CHECK(ot::ws::buildPing(bytesOf("Hello")) == kPingHello);
-  CHECK(ot::ws::buildPong(bytesOf("Hello"), kRfcMask) == kPongHelloMasked);
+  CHECK(ot::ws::buildFrame(Opcode::kText, frameBytesOf("Hel"), std::nullopt, false) ==
+        kHelFragment);
+  CHECK(ot::ws::buildFrame(Opcode::kContinuation, frameBytesOf("lo")) == kLoFragment);
+  CHECK(ot::ws::buildPing(frameBytesOf("Hello")) == kPingHello);
+  CHECK(ot::ws::buildPong(frameBytesOf("Hello"), kRfcMask) == kPongHelloMasked);
 
   const auto h256 = ot::ws::encodeFrameHeader(Opcode::kBinary, true, 256);
   CHECK(Bytes(h256.view().begin(), h256.view().end()) == binary256Header());
@@ -342,13 +343,13 @@ Bytes richServerStream() {
   return concat({
       ot::ws::buildText("Hello", kRfcMask),
       ot::ws::buildFrame(Opcode::kBinary, pattern(300), k1, false),
-      ot::ws::buildPing(bytesOf("are you there"), k2),
+      ot::ws::buildPing(frameBytesOf("are you there"), k2),
       ot::ws::buildFrame(Opcode::kContinuation, {}, k1, false),
       ot::ws::buildPong({}, k1),
       ot::ws::buildFrame(Opcode::kContinuation, pattern(70000), k2, true),
       ot::ws::buildFrame(Opcode::kBinary, {}, k2),
-      ot::ws::buildFrame(Opcode::kText, bytesOf("\xE2\x82"), k1, false),
-      ot::ws::buildFrame(Opcode::kContinuation, bytesOf("\xAC ok"), k2, true),
+      ot::ws::buildFrame(Opcode::kText, frameBytesOf("\xE2\x82"), k1, false),
+      ot::ws::buildFrame(Opcode::kContinuation, frameBytesOf("\xAC ok"), k2, true),
       ot::ws::buildClose(ot::ws::kCloseGoingAway, "bye", k1),
   });
 }
@@ -413,8 +414,8 @@ TEST_CASE("websocket: every strict prefix of a valid stream only needs more") {
        {kHelloMasked, ot::ws::buildFrame(Opcode::kBinary, pattern(300), kRfcMask),
         ot::ws::buildFrame(Opcode::kBinary, pattern(70000), kRfcMask),
         ot::ws::buildClose(1000, "done", kRfcMask),
-        concat({ot::ws::buildFrame(Opcode::kText, bytesOf("ab"), kRfcMask, false),
-                ot::ws::buildFrame(Opcode::kContinuation, bytesOf("c"), kRfcMask)})}) {
+        concat({ot::ws::buildFrame(Opcode::kText, frameBytesOf("ab"), kRfcMask, false),
+                ot::ws::buildFrame(Opcode::kContinuation, frameBytesOf("c"), kRfcMask)})}) {
     // Every prefix of short frames; for the big one, every header prefix and a spread of others.
     for (size_t len = 0; len < frame.size(); len += (len < 40 ? 1 : 997)) {
       CAPTURE(len);
@@ -552,14 +553,14 @@ TEST_CASE("websocket: largest lengths are accepted by the frame decoder") {
 // --- Messages ----------------------------------------------------------------------------------
 
 TEST_CASE("websocket: fragmentation rules") {
-  const Bytes continuation = ot::ws::buildFrame(Opcode::kContinuation, bytesOf("x"));
+  const Bytes continuation = ot::ws::buildFrame(Opcode::kContinuation, frameBytesOf("x"));
   auto lone = readMessages(Role::kClient, continuation, 0);
   CHECK(lone.error == Error::kUnexpectedContinuation);
   CHECK(lone.consumed == 2);  // found on the header, before the payload
   CHECK(ot::ws::closeCodeFor(lone.error) == 1002);
 
   const Bytes newDuringFragmented =
-      concat({kHelFragment, ot::ws::buildFrame(Opcode::kBinary, bytesOf("x"))});
+      concat({kHelFragment, ot::ws::buildFrame(Opcode::kBinary, frameBytesOf("x"))});
   auto restart = readMessages(Role::kClient, newDuringFragmented, 0);
   CHECK(restart.error == Error::kExpectedContinuation);
   CHECK(restart.consumed == kHelFragment.size() + 2);
@@ -575,7 +576,7 @@ TEST_CASE("websocket: fragmentation rules") {
 TEST_CASE("websocket: one message may take at most kMaxMessageFragments frames") {
   // A first frame, empty continuations and a final one: `frames` frames in all.
   const auto fragmented = [](uint32_t frames) {
-    Bytes out = ot::ws::buildFrame(Opcode::kBinary, bytesOf("a"), std::nullopt, false);
+    Bytes out = ot::ws::buildFrame(Opcode::kBinary, frameBytesOf("a"), std::nullopt, false);
     for (uint32_t i = 2; i < frames; ++i) {
       const Bytes empty = ot::ws::buildFrame(Opcode::kContinuation, {}, std::nullopt, false);
       out.insert(out.end(), empty.begin(), empty.end());
@@ -583,7 +584,7 @@ TEST_CASE("websocket: one message may take at most kMaxMessageFragments frames")
         out.insert(out.end(), kPingHello.begin(), kPingHello.end());
       }
     }
-    const Bytes last = ot::ws::buildFrame(Opcode::kContinuation, bytesOf("b"));
+    const Bytes last = ot::ws::buildFrame(Opcode::kContinuation, frameBytesOf("b"));
     out.insert(out.end(), last.begin(), last.end());
     return out;
   };
@@ -606,7 +607,7 @@ TEST_CASE("websocket: one message may take at most kMaxMessageFragments frames")
 
 TEST_CASE("websocket: control frames interleaved within a fragmented message") {
   const Bytes stream =
-      concat({kHelFragment, kPingHello, ot::ws::buildPong(bytesOf("p")), kLoFragment});
+      concat({kHelFragment, kPingHello, ot::ws::buildPong(frameBytesOf("p")), kLoFragment});
   for (size_t piece : {size_t{0}, size_t{1}}) {
     CAPTURE(piece);
     auto whole = readMessages(Role::kClient, stream, piece, Delivery::kWhole);
@@ -760,7 +761,7 @@ TEST_CASE("websocket: UTF-8 validation") {
         "\xEF\xBF\xBF", "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF",
         "\xCE\xBA\xE1\xBD\xB9\xCF\x83\xCE\xBC\xCE\xB5"}) {
     CAPTURE(valid);
-    CHECK(ot::ws::isValidUtf8(bytesOf(valid)));
+    CHECK(ot::ws::isValidUtf8(frameBytesOf(valid)));
   }
   for (std::string_view invalid :
        {"\x80", "\xBF", "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xE0\x9F\xBF", "\xED\xA0\x80",
@@ -768,16 +769,16 @@ TEST_CASE("websocket: UTF-8 validation") {
         "\xF5\x80\x80\x80", "\xFE", "\xFF", "\xC2", "\xE2\x82", "\xF0\x90\x80", "\xC2\x41",
         "a\xE2\x82z"}) {
     CAPTURE(invalid);
-    CHECK_FALSE(ot::ws::isValidUtf8(bytesOf(invalid)));
+    CHECK_FALSE(ot::ws::isValidUtf8(frameBytesOf(invalid)));
   }
   // The failing index is the first byte that cannot continue the text.
   ot::ws::Utf8Validator v;
-  CHECK(v.feed(bytesOf("ab\xE0\x80")) == 3);
+  CHECK(v.feed(frameBytesOf("ab\xE0\x80")) == 3);
   ot::ws::Utf8Validator split;
-  CHECK(split.feed(bytesOf("\xF0\x9F")) == 2);
+  CHECK(split.feed(frameBytesOf("\xF0\x9F")) == 2);
   CHECK_FALSE(split.complete());
-  CHECK(split.feed(bytesOf("\x98")) == 1);
-  CHECK(split.feed(bytesOf("\x80!")) == 2);
+  CHECK(split.feed(frameBytesOf("\x98")) == 1);
+  CHECK(split.feed(frameBytesOf("\x80!")) == 2);
   CHECK(split.complete());
 }
 
@@ -788,7 +789,7 @@ TEST_CASE("websocket: text is validated across fragments") {
     for (std::string_view p : parts) {
       const Opcode op = i == 0 ? Opcode::kText : Opcode::kContinuation;
       const bool fin = ++i == parts.size();
-      const Bytes frame = ot::ws::buildFrame(op, bytesOf(p), kRfcMask, fin);
+      const Bytes frame = ot::ws::buildFrame(op, frameBytesOf(p), kRfcMask, fin);
       out.insert(out.end(), frame.begin(), frame.end());
     }
     return out;
@@ -826,9 +827,8 @@ TEST_CASE("websocket: text is validated across fragments") {
   }
   CHECK(ot::ws::closeCodeFor(Error::kInvalidUtf8) == ot::ws::kCloseInvalidData);
   // Binary messages are not UTF-8 checked.
-  CHECK(
-      readMessages(Role::kClient, ot::ws::buildFrame(Opcode::kBinary, bytesOf("\xFF")), 0).error ==
-      Error::kNone);
+  CHECK(readMessages(Role::kClient, ot::ws::buildFrame(Opcode::kBinary, frameBytesOf("\xFF")), 0)
+            .error == Error::kNone);
   // The error is reported at the offending byte: "\xED" then "\xA0" in the second fragment.
   const Bytes surrogate = fragments({"\xED", "\xA0\x80"});
   auto got = readMessages(Role::kServer, surrogate, 0);
