@@ -8,4 +8,5 @@ endif()
 add_library(ot_llhttp STATIC
   ${LLHTTP_SOURCE_DIR}/llhttp.c ${LLHTTP_SOURCE_DIR}/api.c ${LLHTTP_SOURCE_DIR}/http.c)
 target_include_directories(ot_llhttp SYSTEM PUBLIC ${LLHTTP_INCLUDE_DIR})
-set_target_properties(ot_llhttp PROPERTIES POSITION_INDEPENDENT_CODE ON)
+# Its three files are not written to be compiled as one (unity builds).
+set_target_properties(ot_llhttp PROPERTIES POSITION_INDEPENDENT_CODE ON UNITY_BUILD OFF)

@@ -40,8 +40,10 @@ if [[ "${OT_SKIP_SANITIZE:-0}" != 1 ]]; then
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   # The sanitizer pass runs everything but the tests labelled slow (ACME against Pebble with its
   # two-minute lease wait, the fault-injection suite): those run in the g++ pass above.
+  # Line tables only (-gline-tables-only): the sanitizers' reports name files and lines from them.
   run_suite "clang asan+ubsan+fuzz" build-asan "-LE slow" -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DOT_SANITIZE=ON -DOT_FUZZ=ON
+    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DOT_SANITIZE=ON -DOT_FUZZ=ON \
+    -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only
 
   if [[ "$fuzz_seconds" != 0 ]]; then
     fuzzed=0
