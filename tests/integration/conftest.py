@@ -12,6 +12,14 @@ import harness  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def pytest_configure(config):
+    # CMakeLists.txt runs the tests marked "waits" in an entry of their own, outside
+    # RESOURCE_LOCK heavy: they spend their time on a timer of the spec, not on the CPU.
+    config.addinivalue_line(
+        "markers", "waits: most of the test's time is a timeout of the spec running out (a few "
+        "seconds or more), with the processes idle; ctest runs it beside the heavy entries")
+
+
 @pytest.fixture
 def workdir(tmp_path):
     return tmp_path

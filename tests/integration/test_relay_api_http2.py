@@ -7,6 +7,8 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 import harness
 import relay_harness as rh
 
@@ -140,6 +142,7 @@ def test_malformed_h2_gets_goaway_and_relayd_keeps_serving(stack):
     assert status == "2 201", body
 
 
+@pytest.mark.waits
 def test_drain_closes_idle_api_connections_and_says_connection_close(stack):
     s = stack(relayd_env={"SHUTDOWN_DRAIN_MS": "8000"})
     relay = s.relayd
@@ -203,6 +206,7 @@ def test_open_request_gets_the_shutdown_grace(stack):
 
 
 
+@pytest.mark.waits
 def test_idle_h2_connection_outlives_the_handshake_deadline(stack):
     s = stack()
     relay = s.relayd

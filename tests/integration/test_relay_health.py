@@ -6,6 +6,8 @@ import http.client
 import json
 import signal
 
+import pytest
+
 import harness
 import relay_harness as rh
 
@@ -31,6 +33,7 @@ def wait_health(relay, status, state, timeout=30.0):
     return harness.wait_until(check, timeout, f"/health to say {status} {state}")
 
 
+@pytest.mark.waits
 def test_health_follows_startup_control_session_and_drain(tmp_path):
     controld = harness.Controld(tmp_path / "controld", name="controld",
                                 env={"OPENTUNNEL_DOMAIN": rh.DOMAIN})

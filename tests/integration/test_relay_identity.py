@@ -7,6 +7,8 @@ import signal
 import sqlite3
 import time
 
+import pytest
+
 import harness
 import relay_harness as rh
 
@@ -27,6 +29,7 @@ def assert_every_line_names(path, machine):
         assert list(record)[-2:] == ["machine", "region"], record
 
 
+@pytest.mark.waits
 def test_machine_id_is_kept_in_the_state_dir_and_leases_come_back(tmp_path):
     state = tmp_path / "state"
     controld = harness.Controld(tmp_path / "controld", name="controld",

@@ -7,6 +7,8 @@ import struct
 import threading
 import time
 
+import pytest
+
 import bridge_client as bc
 import relay_harness as rh
 
@@ -96,6 +98,7 @@ def test_unknown_and_deeper_names_are_closed(stack):
     assert web.requests == []
 
 
+@pytest.mark.waits
 def test_a_silent_connection_is_closed_after_10_s(stack):
     s = stack()
     before = s.relayd.metrics()

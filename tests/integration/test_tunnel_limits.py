@@ -6,6 +6,8 @@ import socket
 import ssl
 import time
 
+import pytest
+
 import bridge_client as bc
 import relay_harness as rh
 
@@ -239,6 +241,7 @@ def test_binary_before_attach_closes_1002(stack, tmp_path):
     c.close()
 
 
+@pytest.mark.waits
 def test_no_attach_within_10_s_closes_1008(stack, tmp_path):
     s = stack()
     tunnel = bc.create_ready_tunnel(s.relayd, tmp_path)

@@ -11,6 +11,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import harness
 import relay_harness as rh
 import resilience_harness as rz
@@ -242,6 +244,7 @@ def fill_to(process, port, fraction, limit, held):
                        f"{target} descriptors in use")
 
 
+@pytest.mark.waits
 def test_relayd_warns_at_half_and_four_fifths_of_its_descriptors(stack):
     nofile = 96
     s = stack(start_relayd=False)
@@ -288,6 +291,7 @@ class LimitedControld(harness.Controld):
         return self
 
 
+@pytest.mark.waits
 def test_controld_warns_on_descriptors_and_counts_failed_accepts(workdir):
     nofile = 256
     raise_own_fd_limit(4 * nofile)

@@ -4,9 +4,12 @@ HALF_CLOSE_TIMEOUT_MS without data, and a connection with traffic is left alone.
 import socket
 import time
 
+import pytest
+
 import relay_harness as rh
 
 
+@pytest.mark.waits
 def test_an_idle_visitor_is_reset_after_the_idle_timeout(stack):
     s = stack(relayd_env={"CONNECTION_IDLE_TIMEOUT_MS": "2000"})
     web = s.origin("web")
@@ -42,6 +45,7 @@ def test_an_idle_visitor_is_reset_after_the_idle_timeout(stack):
     busy.close()
 
 
+@pytest.mark.waits
 def test_an_idle_visitor_is_not_reset_before_1_5_s(stack):
     s = stack(relayd_env={"CONNECTION_IDLE_TIMEOUT_MS": "2000"})
     web = s.origin("web")
@@ -54,6 +58,7 @@ def test_an_idle_visitor_is_not_reset_before_1_5_s(stack):
     assert 1.5 <= total < 10.0, (total, how)
 
 
+@pytest.mark.waits
 def test_a_half_closed_visitor_is_reset_after_the_half_close_timeout(stack):
     s = stack(relayd_env={"HALF_CLOSE_TIMEOUT_MS": "2000"})
     web = s.origin("web")
