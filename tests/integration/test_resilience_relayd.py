@@ -42,9 +42,16 @@ def test_relayd_drain_finishes_inflight_visitors_and_clients_return_spread_out(s
                                tmp_path, limit_rate=1_500_000))
     too_long = rz.Download(rz.tunnel_url(clients[1], old), s.ca_file, 40 * MB, "too-long",
                            tmp_path / "too-long.bin", rate=2 * MB)
+
+    def upload_in_flight():  # the origin has its request: routed, TLS done, the body coming
+        return any(method == "POST" for method, _, _ in list(web.requests))
+
     try:
+        # SIGTERM only once every transfer is in flight: a visitor that connects during the
+        # drain is refused, as it should be (a busy box can start curl that late).
         harness.wait_until(lambda: all(d.in_flight() for d in finishing[:CLIENTS])
-                           and too_long.in_flight(), 30, "the downloads to be in flight")
+                           and too_long.in_flight() and upload_in_flight(), 30,
+                           "the downloads and the upload to be in flight")
         terminated_at = time.monotonic()
         old.process.send_signal(signal.SIGTERM)
         for transfer in finishing:
