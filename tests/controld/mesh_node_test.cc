@@ -435,12 +435,14 @@ TEST_CASE("mesh node: MESH_DNS finds the peers, at this machine's internal port"
 }
 
 TEST_CASE("mesh node: a link that comes up is told with the tunnels that have a bridge here") {
+  // Declared before the machines, so they outlive them: the nodes' threads may still call linkUp
+  // (a duplicate link admitted late) until the machines stop at the end of the scope.
+  std::mutex mutex;
+  std::map<std::string, std::vector<std::vector<std::string>>> seen;  // on machine -> calls
   Machine a("m-a", "127.0.0.31", {}, kToken, 100, 500, 0);
   Machine b("m-b", "127.0.0.32", {}, kToken, 100, 500, 0);
   a.settings.peers = {*parseHostPort(b.address())};
   b.settings.peers = {*parseHostPort(a.address())};
-  std::mutex mutex;
-  std::map<std::string, std::vector<std::vector<std::string>>> seen;  // on machine -> calls
   for (Machine* machine : {&a, &b}) {
     machine->linkUp = [&, self = machine->settings.machineId](const std::string& peer,
                                                               std::vector<std::string> tunnels) {

@@ -299,8 +299,10 @@ TEST_CASE("analytics: a stop that lands before the retry wait begins also cuts i
   Poster poster = [&](const std::string& body, int64_t timeoutMs, std::string& error) {
     const int status = inner(body, timeoutMs, error);
     if (status == 503) {
-      stopper = std::thread([&] { self->stop(); });
+      // The thread is stored under the lock the test takes before it joins: the stopper can run
+      // (and the test see the stop) before this move-assignment would otherwise be visible.
       std::unique_lock lock(stopMutex);
+      stopper = std::thread([&] { self->stop(); });
       stopAsked.wait_for(lock, std::chrono::seconds(10), [&] { return asked; });
     }
     return status;
