@@ -69,11 +69,13 @@ TEST_CASE("client bridge: a link waiting for its staggered first dial is not rec
   FakeRelay relay(loop);
   BridgeConfig config = testConfig(relay.port(), 1, false);
   config.links = 2;
-  config.startDelaysMs = {0, 200};  // the second link dials 200 ms after the first
+  // The second link dials 2 s after the first: long enough that the first attaches before it
+  // on a loaded box under the sanitizers (with 200 ms, CI once saw both attached first).
+  config.startDelaysMs = {0, 2'000};
   PoolUnderTest pool(loop, config);
   pool->start();
   // Before the second link's first dial: one attached, nothing failed, no retry to announce
-  // (the status line would otherwise print "reconnecting in 0.2 s: the bridge ended").
+  // (the status line would otherwise print "reconnecting in 2.0 s: the bridge ended").
   REQUIRE(loop.runUntil([&] { return pool.last.attached == 1; }));
   CHECK(relay.bridges.size() == 1);
   CHECK(pool->status().nextRetryMs == 0);
