@@ -29,18 +29,34 @@ prints sheds per bridge, when the last bridge is back, and the core's busy time 
 import argparse
 import collections
 import heapq
+import pathlib
 import random
+import re
 import statistics
 
-# relayd/drain_pace.h
-DRAIN_STEP_MS = 10
-DRAIN_PER_SECOND = 5_000
-DRAIN_SPREAD_MS = 5_000
-# client/backoff.h: after an attached session ends, and after a busy answer
-AFTER_ATTACHED_MS = (125, 250)
-BUSY_MIN_MS = 250
-BUSY_FIRST_MS = 750
-BUSY_CAP_MS = 3_000
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def header_constant(header, name):
+    """A constant as the C++ header defines it (`name = 5'000;`, or a default argument), so the model follows the code."""
+    text = (ROOT / header).read_text()
+    match = re.search(rf"\b{name}\s*=\s*([0-9']+)\s*[;,)]", text)
+    if match is None:
+        raise SystemExit(f"storm_model: {name} not found in {header}")
+    return int(match.group(1).replace("'", ""))
+
+
+DRAIN_STEP_MS = header_constant("relayd/drain_pace.h", "kDrainStepMs")
+DRAIN_PER_SECOND = header_constant("relayd/drain_pace.h", "kDrainPerSecond")
+DRAIN_SPREAD_MS = header_constant("relayd/drain_pace.h", "kDrainSpreadMs")
+# After an attached session ends otunnel waits half its base to the base (client/backoff.h).
+_BASE_MS = header_constant("client/backoff.h", "baseMs")
+AFTER_ATTACHED_MS = (_BASE_MS // 2, _BASE_MS)
+BUSY_MIN_MS = header_constant("client/backoff.h", "kBusyMinMs")
+BUSY_FIRST_MS = header_constant("client/backoff.h", "kBusyFirstMs")
+BUSY_CAP_MS = header_constant("client/backoff.h", "kBusyCapMs")
+QUEUE_WAIT_MS = header_constant("relayd/handshake_slots.h", "waitMs")
+QUEUE_MAX = header_constant("relayd/handshake_slots.h", "maxWaiting")
 
 
 def drain_per_step(bridges):
@@ -115,8 +131,8 @@ def main():
                         help="core time of every arriving connection (accept, ClientHello)")
     parser.add_argument("--shed-us", type=float, default=15,
                         help="core time of turning one away (the reset)")
-    parser.add_argument("--queue-wait-ms", type=float, default=1_000)
-    parser.add_argument("--queue-max", type=int, default=4_096)
+    parser.add_argument("--queue-wait-ms", type=float, default=QUEUE_WAIT_MS)
+    parser.add_argument("--queue-max", type=int, default=QUEUE_MAX)
     parser.add_argument("--busy-first-ms", type=int, default=BUSY_FIRST_MS)
     parser.add_argument("--busy-cap-ms", type=int, default=BUSY_CAP_MS)
     parser.add_argument("--seeds", type=int, default=3, help="storms to average over")
