@@ -65,6 +65,13 @@ def _wait_bridges(relay, count, what):
     relay.wait_metric(lambda m: m.get("opentunnel_bridges_attached") == count, 30, what)
 
 
+def _wait_visitors_gone(relay):
+    """Until relayd counts no open visitor: a visit returns once its answer is read, a moment
+    before relayd has closed its stream, and `spread` counts the streams relayd still holds."""
+    relay.wait_metric(lambda m: m.get("opentunnel_visitor_connections_open") == 0, 30,
+                      "every visitor's stream closed in relayd")
+
+
 def _wait_streams(origin, wanted):
     """Until origin's status shows `wanted` ({profile: open streams})."""
     def check():
@@ -167,6 +174,7 @@ def test_three_origins_two_profiles_a_thousand_visitors(stack):
 
         # spread: a new visitor takes the link with the fewest open streams, over both profiles.
         on_a = [i for i, o in first.items() if o == "a"]
+        _wait_visitors_gone(relay)
         held = [visitors.hold_open(ph.source_address(i)) for i in on_a[:16]]
         figures = _wait_streams(procs["a"], {"fwd": 8, "direct": 8})
         print("spread, 16 open streams on a: " + ", ".join(
