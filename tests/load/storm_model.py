@@ -117,7 +117,7 @@ def run_storm(args, seed):
         told = (bridge // per_step) * DRAIN_STEP_MS / 1000
         begin(told + rnd.uniform(*AFTER_ATTACHED_MS) / 1000, bridge, 0, 0)
 
-    backlog = collections.deque()  # attempts the kernel completed, not accepted yet
+    backlog = collections.deque()  # (entered s, attempt): completed by the kernel, not accepted
     queue = collections.deque()  # (accepted s, attempt) waiting for a handshake slot
     wait_s = args.queue_wait_ms / 1000
     now = 0.0
@@ -153,7 +153,7 @@ def run_storm(args, seed):
                 out["longest_wait_ms"] = max(out["longest_wait_ms"], wait)
                 begin(at + wait / 1000, attempt.bridge, 0, attempt.broken_streak + 1)
             elif len(backlog) < args.backlog:
-                backlog.append(attempt)
+                backlog.append((at, attempt))
                 out["max_backlog"] = max(out["max_backlog"], len(backlog))
             else:
                 out["syn_drops"] += 1
@@ -161,7 +161,7 @@ def run_storm(args, seed):
                      tries + 1)
         # The loop takes the oldest ready work; with --pause-at it stops accepting while that
         # many connections wait for a slot, leaving the rest to the kernel.
-        if queue and (not backlog or queue[0][0] <= backlog[0].first_syn
+        if queue and (not backlog or queue[0][0] <= backlog[0][0]
                       or len(queue) >= args.pause_at):
             accepted, attempt = queue.popleft()
             if attempt.over:  # its client gave up: reading the EOF and closing
@@ -177,7 +177,7 @@ def run_storm(args, seed):
                 out["last_attach"] = now
             continue
         if backlog:
-            attempt = backlog.popleft()
+            _, attempt = backlog.popleft()
             spend(args.accept_us)
             if attempt.over:
                 out["stale"] += 1
