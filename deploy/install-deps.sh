@@ -6,7 +6,7 @@ set -euo pipefail
 
 build_packages=(
   build-essential cmake ninja-build pkg-config git
-  libuv1-dev libssl-dev node-llhttp libnghttp2-dev
+  libuv1-dev libssl-dev node-llhttp libnghttp2-dev liburing-dev
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libsoci-dev libboost-dev libsqlite3-dev default-libmysqlclient-dev
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev libcurl4-openssl-dev
