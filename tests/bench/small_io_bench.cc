@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   size_t connections = 3000;
   size_t rounds = 20;
   size_t batch = 56;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool usable = argc % 2 == 1;  // flags come in pairs
+  for (int i = 1; usable && i + 1 < argc; i += 2) {
     const std::string_view flag = argv[i];
     const size_t value = std::strtoull(argv[i + 1], nullptr, 10);
     if (flag == "--connections")
@@ -119,8 +120,10 @@ int main(int argc, char** argv) {
       rounds = value;
     else if (flag == "--batch")
       batch = value;
+    else
+      usable = false;
   }
-  if (connections == 0 || rounds == 0 || batch == 0 || batch > 4096) {
+  if (!usable || connections == 0 || rounds == 0 || batch == 0 || batch > 4096) {
     std::fprintf(stderr,
                  "usage: ot_small_io_bench [--connections N] [--rounds N] [--batch 1-4096]\n");
     return 2;
