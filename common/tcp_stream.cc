@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -132,18 +133,103 @@ void TcpStream::stopReading() {
   applyReading();
 }
 
+void TcpStream::setRingReads(bool on) {
+  if (ringReads_ == on) return;
+  ringReads_ = on;
+  applyReading();
+}
+
 int TcpStream::applyReading() {
   if (closing_) return 0;
   const bool should = wantReading_ && !backlog_.paused();
+  StreamRing* ring = context_.streamRing();
+  const bool viaRing = should && ringReads_ && ring != nullptr;
+  if (!viaRing && ringState_ == RingState::kArmed) {
+    ring->cancelReceive(this);
+    ringState_ = RingState::kCancelling;
+  }
+  if ((!should || viaRing) && reading_) {
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
+    reading_ = false;
+  }
+  // The ring's receive must end before libuv reads (onRingReceiveEnded comes back here), and
+  // bytes the ring read while the owner did not want them go before anything newer.
+  if (ringState_ == RingState::kCancelling) return 0;
+  if (should && !held_.empty()) {
+    if (!heldDue_) {
+      heldDue_ = true;
+      ring->deliverHeldSoon(this);
+    }
+    return 0;
+  }
+  if (viaRing) {
+    if (ringState_ == RingState::kArmed) return 0;
+    if (ring->armReceive(descriptor(), this)) {
+      ringState_ = RingState::kArmed;
+      return 0;
+    }
+    // Not armed (no room in the ring now): libuv reads as usual.
+  }
   if (should && !reading_) {
     const int rc = uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), onAlloc, onReadCb);
     if (rc != 0) return rc;
     reading_ = true;
-  } else if (!should && reading_) {
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
-    reading_ = false;
   }
   return 0;
+}
+
+int TcpStream::descriptor() const {
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return -1;
+  return fd;
+}
+
+void TcpStream::onRingData(std::span<const uint8_t> bytes) {
+  if (closing_ || handler_ == nullptr) return;
+  if (wantReading_ && !backlog_.paused() && held_.empty()) {
+    handler_->onRead(bytes);
+    return;
+  }
+  // Taken from the socket after the owner stopped reading (the cancel was on its way): kept
+  // for when it reads again, in order.
+  held_.insert(held_.end(), bytes.begin(), bytes.end());
+}
+
+void TcpStream::onRingReceiveEnded(int result) {
+  ringState_ = RingState::kNone;
+  if (closeAfterRing_) {
+    finishClose(closeReset_);
+    return;
+  }
+  if (closing_ || handler_ == nullptr) return;
+  if (result == 0 || (result < 0 && result != -ECANCELED && result != -ENOBUFS)) {
+    // The peer's EOF or a socket error, as libuv would report it (its codes are negative
+    // errnos); what was read before it comes first even if the owner paused meanwhile.
+    if (!held_.empty()) {
+      std::vector<uint8_t> held = std::move(held_);
+      held_.clear();
+      handler_->onRead(held);
+      if (closing_) return;
+    }
+    stopReading();
+    if (result == 0) {
+      handler_->onEof();
+    } else {
+      handler_->onStreamError(result);
+    }
+    return;
+  }
+  applyReading();  // cancelled as asked, or out of buffers: on by the owner's current wish
+}
+
+void TcpStream::onRingHeldDue() {
+  heldDue_ = false;
+  if (closing_ || handler_ == nullptr) return;
+  if (!wantReading_ || backlog_.paused()) return;  // applyReading asks again when it reads
+  std::vector<uint8_t> held = std::move(held_);
+  held_.clear();
+  handler_->onRead(held);
+  if (!closing_) applyReading();
 }
 
 void TcpStream::onAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
@@ -178,7 +264,20 @@ void TcpStream::write(std::vector<uint8_t> bytes) {
   queueWrite(std::move(bytes), 0);
 }
 
+void TcpStream::flushRingSend() {
+  if (ringSending_ > 0) context_.streamRing()->flushSends();
+}
+
+void TcpStream::onRingSent(std::vector<uint8_t> bytes, int result) {
+  ringSending_ = 0;
+  const size_t taken = result > 0 ? static_cast<size_t>(result) : 0;
+  bytesWritten_ += taken;
+  // No room (EAGAIN), a short send, or an error the queued write will report.
+  if (taken < bytes.size()) queueWrite(std::move(bytes), taken);
+}
+
 size_t TcpStream::tryWrite(std::span<const std::span<const uint8_t>> pieces) {
+  flushRingSend();
   if (closing_ || shutdownSent_ || queuedBytes_ > 0 || pieces.empty()) return 0;
   constexpr size_t kMaxPieces = 16;
   std::array<uv_buf_t, kMaxPieces> bufs{};
@@ -218,6 +317,18 @@ size_t TcpStream::writeCopy(std::span<const std::span<const uint8_t>> pieces) {
 }
 
 size_t TcpStream::writeNow(std::vector<uint8_t> bytes) {
+  // Inside a send batch (the wheel's tick), an idle stream's bytes wait for the batch's one
+  // submission; they count in bytesWritten once sent, and like a direct write they are not
+  // reported through onWritten.
+  if (StreamRing* ring = context_.streamRing(); ring != nullptr && ring->batchingSends() &&
+                                                !closing_ && !shutdownSent_ && queuedBytes_ == 0 &&
+                                                ringSending_ == 0) {
+    const size_t size = bytes.size();
+    if (size > 0 && ring->sendBatched(descriptor(), this, bytes)) {
+      ringSending_ = size;
+      return 0;
+    }
+  }
   const std::span<const uint8_t> one[] = {bytes};
   const size_t taken = tryWrite(one);
   if (taken < bytes.size()) queueWrite(std::move(bytes), taken);
@@ -225,6 +336,7 @@ size_t TcpStream::writeNow(std::vector<uint8_t> bytes) {
 }
 
 void TcpStream::queueWrite(std::vector<uint8_t> bytes, size_t offset) {
+  flushRingSend();
   const size_t size = bytes.size() - offset;
   if (closing_ || size == 0) return;
   if (!backlog_.admits(chargedBytes_, size + kWriteOverheadBytes)) {
@@ -281,6 +393,7 @@ void TcpStream::onWriteCb(uv_write_t* req, int status) {
 
 int TcpStream::shutdownWrite() {
   if (closing_ || shutdownSent_) return 0;
+  flushRingSend();
   auto* req = new (std::nothrow) uv_shutdown_t{};
   if (req == nullptr) return UV_ENOMEM;
   req->data = this;
@@ -305,12 +418,30 @@ void TcpStream::onShutdownCb(uv_shutdown_t* req, int status) {
 
 void TcpStream::close(bool reset) {
   if (closing_) return;
+  flushRingSend();  // a ping in the open batch still goes out before the close
   closing_ = true;
   reading_ = false;
   if (dns_ != nullptr) {
     dns_->cancel();
     dns_ = nullptr;
   }
+  if (heldDue_) context_.streamRing()->forget(this);
+  held_.clear();
+  if (ringState_ != RingState::kNone) {
+    // The kernel holds the socket while the ring's receive is armed, and its completions name
+    // this stream: the handle is closed once the receive has ended (onRingReceiveEnded).
+    if (ringState_ == RingState::kArmed) {
+      context_.streamRing()->cancelReceive(this);
+      ringState_ = RingState::kCancelling;
+    }
+    closeAfterRing_ = true;
+    closeReset_ = reset;
+    return;
+  }
+  finishClose(reset);
+}
+
+void TcpStream::finishClose(bool reset) {
   if (reset) {
     // uv_tcp_close_reset refuses while a shutdown is pending; fall back to a plain close then.
     if (!shutdownSent_ && uv_tcp_close_reset(&tcp_, onCloseCb) == 0) return;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/peer_endpoint.h"
+#include "common/stream_ring.h"
 #include "common/write_backlog.h"
 
 namespace ot {
@@ -48,6 +49,8 @@ class TcpStreamContext {
   virtual void onWriteBacklogPaused() = 0;
   // A write of `refused` bytes would have passed the hard limit: the stream resets the peer.
   virtual void onWriteBacklogOverflow(const TcpStream& stream, size_t refused) = 0;
+  // The batched kernel path for mostly idle streams (common/stream_ring.h); none by default.
+  [[nodiscard]] virtual StreamRing* streamRing() { return nullptr; }
 
  protected:
   ~TcpStreamContext() = default;
@@ -110,7 +113,12 @@ class TcpStream {
   // backlog is under its high mark. startReading answers uv_read_start's error (0: fine).
   int startReading();
   void stopReading();
-  [[nodiscard]] bool reading() const { return reading_; }
+  [[nodiscard]] bool reading() const { return reading_ || ringState_ == RingState::kArmed; }
+  // The owner says the stream is mostly idle (a bridge between visitors): while it reads, its
+  // reads come through the context's StreamRing where there is one. Turning it off goes back
+  // to libuv once the ring's receive has ended; bytes keep their order across the switch.
+  void setRingReads(bool on);
+  [[nodiscard]] bool ringReading() const { return ringState_ != RingState::kNone; }
 
   // Queues bytes for the socket. Ignored once closing. A write that would take the backlog past
   // its hard limit is not queued: the peer is reset (counted, logged) and the stream closes.
@@ -135,6 +143,15 @@ class TcpStream {
   // Closes the socket; `reset` aborts with an RST (SO_LINGER 0) instead of a FIN. Idempotent.
   void close(bool reset);
   [[nodiscard]] bool closing() const { return closing_; }
+
+  // For the StreamRing only. Data its receive took from the socket (valid during the call).
+  void onRingData(std::span<const uint8_t> bytes);
+  // Its receive ended: 0 the peer's EOF, a negative errno (ECANCELED when asked), 1 otherwise.
+  void onRingReceiveEnded(int result);
+  // A batched send completed: `result` bytes taken, or a negative errno.
+  void onRingSent(std::vector<uint8_t> bytes, int result);
+  // Bytes held while the stream did not read may be delivered now (deliverHeldSoon).
+  void onRingHeldDue();
 
   void setNoDelay(bool on);
   void setKeepAlive(unsigned delaySeconds);
@@ -163,7 +180,12 @@ class TcpStream {
   static void onShutdownCb(uv_shutdown_t* req, int status);
   static void onConnectCb(uv_connect_t* req, int status);
   static void onCloseCb(uv_handle_t* handle);
+  enum class RingState : uint8_t { kNone, kArmed, kCancelling };
   int applyReading();
+  [[nodiscard]] int descriptor() const;
+  // A ring send still waits in the open batch: it goes first (everything else comes after it).
+  void flushRingSend();
+  void finishClose(bool reset);
   [[nodiscard]] size_t tryWrite(std::span<const std::span<const uint8_t>> pieces);
   void queueWrite(std::vector<uint8_t> bytes, size_t offset);
   void overflow(size_t bytes);
@@ -186,6 +208,15 @@ class TcpStream {
   bool shutdownSent_ = false;
   bool connectStarted_ = false;
   bool connectAbandoned_ = false;
+  // The StreamRing path (setRingReads): the owner's wish, the receive's state, a close waiting
+  // for the receive to end, bytes read while not reading, and a send in the open batch.
+  bool ringReads_ = false;
+  RingState ringState_ = RingState::kNone;
+  bool closeAfterRing_ = false;
+  bool closeReset_ = false;
+  bool heldDue_ = false;
+  size_t ringSending_ = 0;
+  std::vector<uint8_t> held_;
 };
 
 }  // namespace ot

@@ -268,6 +268,10 @@ void ApiConnection::pauseReading() {
   if (stream_ != nullptr) stream_->stopReading();
 }
 
+void ApiConnection::setIdleReads(bool idle) {
+  if (stream_ != nullptr) stream_->setRingReads(idle);
+}
+
 void ApiConnection::resumeReading() {
   readPausedByBridge_ = false;
   if (stream_ != nullptr && phase_ != Phase::kClosing) stream_->startReading();

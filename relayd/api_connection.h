@@ -67,6 +67,7 @@ class ApiConnection final : public TcpStream::Handler,
   void closeTransport(bool reset) override;
   [[nodiscard]] const std::string& peerAddress() const override;
   [[nodiscard]] uint64_t directDialId() const override { return dialId_; }
+  void setIdleReads(bool idle) override;
 
   // tls::TlsStream::Owner
   bool sendCiphertext(std::vector<uint8_t> bytes) override;

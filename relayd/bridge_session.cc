@@ -198,6 +198,7 @@ void BridgeSession::attachAllowed(uint32_t maxConns) {
   sendText(bridge::serializeAttached(attached));
   reader_.setMaxMessageSize(bridge::kMaxMessageAfterAttach);
   context_.metrics.attach(AttachOutcome::kOk);
+  transport_.setIdleReads(true);  // no stream yet
   relay_.bridgeAttached(this);
   // What an attached bridge no longer needs: the token (authorized) and the route error.
   std::string().swap(attach_.token);
@@ -310,6 +311,7 @@ bool BridgeSession::openStream(StreamForBridge* visitor, const std::string& rout
   const bool own = beginBatch(local);
   sendStreamFrame(std::move(*open));
   streams_.emplace(connId, StreamEntry{visitor, bridge::StreamCredit(bridge::kRelayWindow), false});
+  if (streams_.size() == 1) transport_.setIdleReads(false);  // a stream's data: libuv's reads
   if (visitorsPaused_) visitor->pauseForBridge();
   visitor->start(this, connId, std::move(hello));
   endBatch(local, own);
@@ -320,6 +322,7 @@ void BridgeSession::streamFinished(StreamForBridge* visitor, uint64_t bytesIn, u
   auto it = streams_.find(visitor->connId());
   if (it == streams_.end() || it->second.visitor != visitor) return;
   streams_.erase(it);
+  if (streams_.empty() && phase_ == Phase::kAttached) transport_.setIdleReads(true);
   stallAcked_.erase(visitor->connId());
   relay_.streamClosed(tunnelId_, key_, attach_.origin, bytesIn, bytesOut);
   checkBudgets();

@@ -53,6 +53,9 @@ class BridgeTransport {
   // Direct mode: the relay's own dial this connection came from (0: the peer connected to us).
   // Set only by the relay, so a client cannot claim to be a dialed link.
   [[nodiscard]] virtual uint64_t directDialId() const { return 0; }
+  // Whether the bridge carries no stream now: its reads may take the relay's batched path for
+  // idle connections (TcpStream::setRingReads).
+  virtual void setIdleReads(bool idle) { (void)idle; }
 
  protected:
   ~BridgeTransport() = default;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "common/tcp_stream.h"
 #include "common/write_backlog.h"
 #include "relayd/handshake_slots.h"
+#include "relayd/io_ring.h"
 #include "relayd/relay_metrics.h"
 #include "relayd/relayd_config.h"
 #include "relayd/source_counts.h"
@@ -90,6 +92,7 @@ struct RelayContext final : TcpStreamContext {
   void onStreamClosed(TcpStream& stream) override { streams.erase(&stream); }
   void onWriteBacklogPaused() override { metrics.peerBacklogPaused.Increment(); }
   void onWriteBacklogOverflow(const TcpStream& stream, size_t refused) override;
+  [[nodiscard]] StreamRing* streamRing() override { return ring.get(); }
 
   // Aborts every public socket still open (the last step of shutdown).
   void resetAllStreams();
@@ -99,6 +102,10 @@ struct RelayContext final : TcpStreamContext {
   const RelaydConfig& config;
   RelayMetrics& metrics;
   TimerWheel wheel;
+  // io_uring for idle bridges (config.ioUring); null when off or unavailable (ringError says
+  // why, for the startup log).
+  std::unique_ptr<IoRing> ring;
+  std::string ringError;
   std::array<uint8_t, 65536> readBuffer{};   // every socket read lands here
   std::array<uint8_t, 65536> plainBuffer{};  // decrypted TLS lands here
   // WebSocket frames are assembled here before TLS encrypts them (a copy, but no allocation per

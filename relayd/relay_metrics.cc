@@ -8,6 +8,10 @@ const prometheus::Histogram::BucketBoundaries kDurationBuckets = {0.01, 0.1, 1, 
 
 constexpr const char* kVisitorsName = "opentunnel_visitor_connections_total";
 constexpr const char* kVisitorsHelp = "Visitor connections by how they ended up being handled.";
+constexpr const char* kRingName = "opentunnel_relay_ring_total";
+constexpr const char* kRingHelp =
+    "io_uring on idle bridges: reads through armed receives, pings sent in a tick's batch, "
+    "receives ended for want of a buffer.";
 constexpr const char* kMeshLookupsName = "opentunnel_mesh_lookups_total";
 constexpr const char* kMeshLookupsHelp =
     "Visitors with no bridge here looked up in the mesh's route table, by whether a machine held "
@@ -190,6 +194,12 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
       bridgeFragmentLimit(metricsRegistry.counter(
           "opentunnel_bridge_fragment_limit_total",
           "Bridges closed for a WebSocket message split into too many frames.")),
+      ringReceives(metricsRegistry.counter(kRingName, kRingHelp, {{"event", "receive"}})),
+      ringSends(metricsRegistry.counter(kRingName, kRingHelp, {{"event", "send"}})),
+      ringOutOfBuffers(
+          metricsRegistry.counter(kRingName, kRingHelp, {{"event", "out_of_buffers"}})),
+      ringArmed(metricsRegistry.gauge("opentunnel_relay_ring_armed",
+                                      "Idle bridges whose reads come through io_uring.")),
       certificatesExpiring(metricsRegistry.gauge(
           "opentunnel_certificates_expiring",
           "Ready certificates of tunnels with a bridge here that expire within 14 days.")),

@@ -111,6 +111,13 @@ class RelayMetrics {
   prometheus::Counter& peerBacklogReset;
   // opentunnel_bridge_fragment_limit_total: bridges closed (1009) for a message in too many frames.
   prometheus::Counter& bridgeFragmentLimit;
+  // io_uring (relayd/io_ring.h): opentunnel_relay_ring_total{event="receive|send|out_of_buffers"}
+  // (ours): reads that came through an idle bridge's armed receive, pings sent in a tick's
+  // batch, receives that ended for want of a buffer; opentunnel_relay_ring_armed: receives armed.
+  prometheus::Counter& ringReceives;
+  prometheus::Counter& ringSends;
+  prometheus::Counter& ringOutOfBuffers;
+  prometheus::Gauge& ringArmed;
   // Set at scrape time (relay_gauges.h): opentunnel_certificates_expiring, and
   // opentunnel_loop_handles (ours: libuv handles active on the loop, in place of the reference's
   // Tokio task count).

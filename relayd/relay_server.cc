@@ -257,7 +257,8 @@ int RelayServer::run() {
        {"metrics_port",
         s.metricsServer ? std::to_string(s.metricsServer->port()) : std::string("off")},
        {"domain", s.config.domain},
-       {"max_connections", std::to_string(s.context->maxConnections)}});
+       {"max_connections", std::to_string(s.context->maxConnections)},
+       {"io_uring", s.context->ring ? std::string("on") : s.context->ringError}});
 
   uv_run(&s.loop, UV_RUN_DEFAULT);
 

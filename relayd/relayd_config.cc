@@ -23,6 +23,8 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
                         "require a PROXY v1/v2 header on the TLS listener");
   config::addBoolOption(app, "--direct-mode", "DIRECT_MODE", c.directMode,
                         "dial origins whose record carries a direct address (direct mode)");
+  config::addBoolOption(app, "--io-uring", "IO_URING", c.ioUring,
+                        "idle bridges read and are pinged through io_uring (off: libuv alone)");
   config::addBoolOption(app, "--direct-allow-private", "DIRECT_ALLOW_PRIVATE", c.directAllowPrivate,
                         "let direct mode dial loopback, private, link-local and multicast "
                         "addresses");

@@ -45,6 +45,9 @@ struct RelaydConfig {
   uint64_t shutdownDrainMs = 10'000;
   uint64_t bridgeHeartbeatMs = 15'000;    // announced in `attached`; silence before a ping
   uint64_t bridgeIdleTimeoutMs = 30'000;  // retired after this plus one heartbeat of silence
+  // IO_URING: idle bridges read, and the heartbeat's pings go out, through io_uring
+  // (relayd/io_ring.h); libuv alone when off or where the kernel refuses io_uring.
+  bool ioUring = true;
   // The region mesh (docs/mesh.md). Off: a single machine, nothing listens.
   config::ListenAddress internalListen{};  // off
   std::string internalToken;               // INTERNAL_TOKEN: required with internalListen

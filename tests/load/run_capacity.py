@@ -263,7 +263,12 @@ def main():
                              "then resumed")
     parser.add_argument("--no-status-reports", action="store_true",
                         help="the tool's bridges send no `status` reports (otunnel's do)")
+    parser.add_argument("--relayd-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for relayd (repeatable), e.g. IO_URING=false")
     args = parser.parse_args()
+    for setting in args.relayd_env:
+        if "=" not in setting:
+            parser.error(f"--relayd-env wants NAME=VALUE, not {setting!r}")
 
     build = Path(args.build_dir).resolve()
     state = Path(args.state)
@@ -285,6 +290,7 @@ def main():
                                -(-args.bridges // MAX_BRIDGES_PER_TUNNEL))
         relayd = Relayd(build, state, controld, args.relayd_core, free_port(), free_port(),
                         args.nice)
+        relayd.env.update(setting.split("=", 1) for setting in args.relayd_env)
         relayd.start().wait_serving()
         watcher = threading.Thread(target=relayd.restart_on_exit, args=(stop,), daemon=True)
         watcher.start()
