@@ -4,8 +4,8 @@
 // with 50,000 idle bridges that is two calls per heartbeat exchange, about a quarter of what an
 // exchange costs relayd (docs/capacity.md, "io_uring for the heartbeat").
 //
-// The ring is set up with DEFER_TASKRUN: the kernel copies arrived data into the buffers only when
-// relayd asks for completions, and tells it through an eventfd that libuv polls like any other
+// A receive's data is copied into a buffer on relayd's thread (the kernel wakes it from epoll_wait
+// for that), and the completion then signals an eventfd that libuv polls like any other
 // descriptor. Completions are handled at the top of the loop's callbacks (the eventfd's, the
 // prepare handle's, the end of a send batch), never inside an owner's call: completions met while
 // a send batch is flushed from inside a call wait for the next of those.
