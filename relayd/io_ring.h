@@ -27,7 +27,7 @@
 
 namespace ot::relayd {
 
-struct RelayMetrics;
+class RelayMetrics;
 
 class IoRing final : public StreamRing {
  public:
