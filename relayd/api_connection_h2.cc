@@ -55,6 +55,12 @@ void ApiConnection::processHttp2() {
     input.swap(httpInput_);
     h2_->receive(input);
   }
+  // A connection that finished its handshake after the drain began (Relay::startDrain told only
+  // those before): what it sent first is served, then GOAWAY, as for the others.
+  if (context_.draining && !h2GoingAway_) {
+    h2GoingAway_ = true;
+    h2_->goAway();
+  }
   flushHttp2();
 }
 
