@@ -8,6 +8,17 @@ TlsStream::TlsStream(std::unique_ptr<TlsEngine> engine, Owner& owner,
                      std::span<uint8_t> plainBuffer)
     : engine_(std::move(engine)), owner_(owner), plainBuffer_(plainBuffer) {}
 
+TlsStream::~TlsStream() {
+  if (step_ == nullptr) return;
+  step_->stream = nullptr;
+  step_->orphan = std::move(engine_);  // the runner's thread may still be inside it
+}
+
+const std::string& TlsStream::errorText() const {
+  static const std::string kNone;
+  return step_ ? kNone : engine_->errorText();
+}
+
 bool TlsStream::startHandshake() {
   if (engine_->handshake() == TlsStatus::kError) return false;
   flush();
@@ -15,6 +26,15 @@ bool TlsStream::startHandshake() {
 }
 
 void TlsStream::receive(std::span<const uint8_t> ciphertext) {
+  if (step_ != nullptr) {  // the engine is busy on the runner: the bytes wait for the step
+    held_.insert(held_.end(), ciphertext.begin(), ciphertext.end());
+    return;
+  }
+  if (runner_ != nullptr && !engine_->handshakeDone()) {
+    engine_->feed(ciphertext);  // a copy: the bytes outlive this call
+    submitStep();
+    return;
+  }
   // Read in place; what the engine leaves (a cut record, or records held while the owner paused)
   // is copied inside on the way out. Owners are never freed inside their calls (they go on their
   // socket's close callback), so the engine is still there.
@@ -36,8 +56,49 @@ void TlsStream::receive(std::span<const uint8_t> ciphertext) {
   drain();
 }
 
+void TlsStream::submitStep() {
+  auto job = std::make_unique<HandshakeRunner::Job>();
+  job->engine = engine_.get();
+  job->stream = this;
+  step_ = job.get();
+  runner_->submit(std::move(job));
+}
+
+void TlsStream::handshakeStepDone(std::unique_ptr<HandshakeRunner::Job> job) {
+  if (job->stream == nullptr) return;  // the stream is gone: the orphaned engine goes with `job`
+  job->stream->afterStep(job->status);
+}
+
+void TlsStream::handshakeStepDropped(std::unique_ptr<HandshakeRunner::Job> job) {
+  if (job->stream == nullptr) return;
+  job->stream->step_ = nullptr;
+  job->stream->held_.clear();
+}
+
+void TlsStream::afterStep(TlsStatus status) {
+  step_ = nullptr;
+  std::vector<uint8_t> held;
+  held.swap(held_);
+  if (!flush()) return;  // the step's output (and an alert on failure)
+  if (status == TlsStatus::kError) {
+    owner_.onTlsFailed();
+    return;
+  }
+  if (!engine_->handshakeDone()) {
+    if (!held.empty()) {
+      engine_->feed(held);
+      submitStep();
+    }
+    return;
+  }
+  owner_.onTlsHandshakeDone();
+  if (!held.empty()) engine_->feed(held);
+  drain();
+  owner_.onTlsStepDelivered();
+}
+
 void TlsStream::resume() {
-  if (engine_->pendingPlaintext() > 0) drain();
+  if (step_ == nullptr && engine_->pendingPlaintext() > 0) drain();
 }
 
 void TlsStream::drain() {
@@ -62,29 +123,34 @@ void TlsStream::drain() {
 }
 
 bool TlsStream::write(std::span<const uint8_t> plaintext) {
+  if (step_ != nullptr) return true;  // as before a handshake: nothing taken
   if (engine_->write(plaintext) == TlsStatus::kError) return false;
   flush();
   return true;
 }
 
 bool TlsStream::writeGather(std::span<const std::span<const uint8_t>> pieces) {
+  if (step_ != nullptr) return true;
   if (engine_->writeGather(pieces) == TlsStatus::kError) return false;
   flush();
   return true;
 }
 
 void TlsStream::closeNotify() {
+  if (step_ != nullptr) return;  // mid-handshake: there is no close_notify to send
   engine_->shutdown();
   flush();
 }
 
 bool TlsStream::writeThenCloseNotify(std::span<const uint8_t> plaintext) {
+  if (step_ != nullptr) return true;
   if (engine_->write(plaintext) == TlsStatus::kError) return false;
   closeNotify();
   return true;
 }
 
 bool TlsStream::flush() {
+  if (step_ != nullptr) return true;  // the step's output comes with it
   const DetachResult detach = engine_->takeDetachResult();
   if (detach != DetachResult::kNone) owner_.onTlsDetachResult(detach);
   if (engine_->pendingOutputSize() == 0) return true;
@@ -92,6 +158,7 @@ bool TlsStream::flush() {
 }
 
 void TlsStream::releaseHandshakeState() {
+  if (step_ != nullptr) return;
   engine_->releaseHandshakeState();
   const DetachResult detach = engine_->takeDetachResult();  // decided at once (e.g. TLS 1.2)
   if (detach != DetachResult::kNone) owner_.onTlsDetachResult(detach);

@@ -8,7 +8,9 @@
 // Ciphertext always goes out through Owner::sendCiphertext at once (no buffering here). Owner
 // calls may close the owner's transport; the stream then stops as soon as the owner no longer
 // wants plaintext (wantsTlsPlaintext) or says its transport is gone (sendCiphertext's answer).
-// Loop thread only; nothing here blocks or throws.
+// Loop thread only; nothing here blocks or throws. With a HandshakeRunner the handshake's steps
+// (the costly part: key exchange, signatures, tickets) run on the runner's threads; the stream
+// hands its engine to one step at a time and touches it again only once that step is back.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +24,26 @@
 #include "common/tls_engine.h"
 
 namespace ot::tls {
+
+class TlsStream;
+
+// Runs TLS handshake steps away from the loop thread (relayd's handshake workers).
+class HandshakeRunner {
+ public:
+  struct Job {
+    TlsEngine* engine = nullptr;        // the runner's thread: status = engine->handshake()
+    TlsStatus status = TlsStatus::kOk;  // written there, read on the loop once back
+    // Loop thread only, never touched by the runner's thread:
+    TlsStream* stream = nullptr;        // null once the stream is gone
+    std::unique_ptr<TlsEngine> orphan;  // the engine of a stream gone while the step ran
+  };
+  // Runs `job` on another thread, then hands it to TlsStream::handshakeStepDone on the loop
+  // thread (also when the stream is gone: that frees the orphaned engine there).
+  virtual void submit(std::unique_ptr<Job> job) = 0;
+
+ protected:
+  ~HandshakeRunner() = default;
+};
 
 class TlsStream {
  public:
@@ -42,6 +64,9 @@ class TlsStream {
     [[nodiscard]] virtual bool wantsTlsPlaintext() const = 0;
     // What became of releaseHandshakeState() (once, when decided). Default: nothing.
     virtual void onTlsDetachResult(DetachResult /*result*/) {}
+    // A handshake step that ran on a HandshakeRunner has been delivered (its owner calls above
+    // were made outside receive()): whatever the owner does after receive() it does now.
+    virtual void onTlsStepDelivered() {}
 
    protected:
     ~Owner() = default;
@@ -50,10 +75,22 @@ class TlsStream {
   // `plainBuffer` is where records are decrypted; it must not be in use by anything that runs
   // inside this stream's owner calls. valid() is false when `engine` is null.
   TlsStream(std::unique_ptr<TlsEngine> engine, Owner& owner, std::span<uint8_t> plainBuffer);
+  // A step still running elsewhere keeps the engine (freed once the step is back).
+  ~TlsStream();
   TlsStream(const TlsStream&) = delete;
   TlsStream& operator=(const TlsStream&) = delete;
 
   [[nodiscard]] bool valid() const { return engine_ != nullptr; }
+
+  // From now on the handshake's steps run on `runner` (null: on the caller's thread). The runner
+  // must outlive every step it was given.
+  void runHandshakeOn(HandshakeRunner* runner) { runner_ = runner; }
+  // The loop's end of a step (the runner calls it): delivers what the step produced.
+  static void handshakeStepDone(std::unique_ptr<HandshakeRunner::Job> job);
+  // A step the runner will never deliver (it stopped; the step may not have run): its stream,
+  // if still there, takes its engine back and delivers nothing. For a runner's shutdown, while
+  // every stream is being closed.
+  static void handshakeStepDropped(std::unique_ptr<HandshakeRunner::Job> job);
 
   // A client's first flight (the ClientHello). False when the engine failed at once (nothing
   // sent; errorText() says why).
@@ -77,20 +114,28 @@ class TlsStream {
   // TlsEngine::releaseHandshakeState: drop OpenSSL's state once the sequence numbers are proven
   // (the outcome comes through Owner::onTlsDetachResult).
   void releaseHandshakeState();
-  [[nodiscard]] bool detached() const { return engine_->detached(); }
+  [[nodiscard]] bool detached() const { return step_ == nullptr && engine_->detached(); }
 
-  [[nodiscard]] bool handshakeDone() const { return engine_->handshakeDone(); }
-  [[nodiscard]] std::string_view alpn() const { return engine_->alpn(); }
-  [[nodiscard]] bool sessionReused() const { return engine_->sessionReused(); }
-  [[nodiscard]] const std::string& errorText() const { return engine_->errorText(); }
-  [[nodiscard]] size_t pendingPlaintext() const { return engine_->pendingPlaintext(); }
+  // While a step runs elsewhere these answer as for a handshake in progress.
+  [[nodiscard]] bool handshakeDone() const { return step_ == nullptr && engine_->handshakeDone(); }
+  [[nodiscard]] std::string_view alpn() const { return step_ ? "" : engine_->alpn(); }
+  [[nodiscard]] bool sessionReused() const { return step_ == nullptr && engine_->sessionReused(); }
+  [[nodiscard]] const std::string& errorText() const;
+  [[nodiscard]] size_t pendingPlaintext() const { return step_ ? 0 : engine_->pendingPlaintext(); }
+  // A handshake step is running on the runner.
+  [[nodiscard]] bool stepRunning() const { return step_ != nullptr; }
 
  private:
   void drain();
+  void submitStep();
+  void afterStep(TlsStatus status);
 
   std::unique_ptr<TlsEngine> engine_;
   Owner& owner_;
   std::span<uint8_t> plainBuffer_;
+  HandshakeRunner* runner_ = nullptr;
+  HandshakeRunner::Job* step_ = nullptr;  // the step running elsewhere (owned by the runner)
+  std::vector<uint8_t> held_;             // ciphertext that arrived while it ran
 };
 
 }  // namespace ot::tls

@@ -91,6 +91,7 @@ ApiConnection::ApiConnection(RelayContext& context, Relay& relay, TcpStream* str
       timer_(&ApiConnection::onTimer, this),
       gone_(std::make_shared<bool>(false)) {
   stream_->setHandler(this);
+  tls_.runHandshakeOn(context.handshakeWorkers.get());
 }
 
 ApiConnection::~ApiConnection() {
@@ -186,6 +187,14 @@ void ApiConnection::onTlsDetachResult(tls::DetachResult result) {
     kApiConnectionLog.info("bridge TLS after the handshake",
                            {{"result", tls::detachResultName(result)}});
   }
+}
+
+void ApiConnection::onTlsStepDelivered() {
+  // The handshake finished on a worker (handshake_workers.h): what feedCiphertext does after
+  // TlsStream::receive.
+  if (!gotHttp_ || phase_ == Phase::kClosing) return;
+  gotHttp_ = false;
+  processHttp();
 }
 
 bool ApiConnection::wantsTlsPlaintext() const {

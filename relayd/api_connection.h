@@ -77,6 +77,7 @@ class ApiConnection final : public TcpStream::Handler,
   void onTlsFailed() override;
   [[nodiscard]] bool wantsTlsPlaintext() const override;
   void onTlsDetachResult(tls::DetachResult result) override;
+  void onTlsStepDelivered() override;
 
   // ApiHttp2Session::Handler
   void onHttp2Request(Http2Request request) override;

@@ -36,6 +36,13 @@ RelayContext::RelayContext(uv_loop_t* loopIn, const RelaydConfig& configIn, Rela
   } else {
     ringError = "off (IO_URING)";
   }
+  const size_t workers = handshakeWorkerCount(config.tlsHandshakeThreads, usableCores());
+  if (workers == 0) {
+    handshakeWorkersNote = "on the loop";
+  } else {
+    handshakeWorkers = HandshakeWorkers::create(loop, workers, &metrics, handshakeWorkersNote);
+    if (handshakeWorkers) handshakeWorkersNote = std::to_string(workers);
+  }
 }
 
 RelayContext::~RelayContext() {
@@ -52,6 +59,7 @@ void RelayContext::resetAllStreams() {
 
 void RelayContext::closeHandles() {
   if (ring) ring->closeHandles();
+  if (handshakeWorkers) handshakeWorkers->closeHandles();
   uv_close(reinterpret_cast<uv_handle_t*>(&check_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&tick_), nullptr);
 }

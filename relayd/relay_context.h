@@ -18,6 +18,7 @@
 #include "common/tcp_stream.h"
 #include "common/write_backlog.h"
 #include "relayd/handshake_slots.h"
+#include "relayd/handshake_workers.h"
 #include "relayd/io_ring.h"
 #include "relayd/relay_metrics.h"
 #include "relayd/relayd_config.h"
@@ -106,6 +107,10 @@ struct RelayContext final : TcpStreamContext {
   // why, for the startup log).
   std::unique_ptr<IoRing> ring;
   std::string ringError;
+  // Where API TLS handshakes run (config.tlsHandshakeThreads); null: on the loop
+  // (handshakeWorkersNote says why, for the startup log).
+  std::unique_ptr<HandshakeWorkers> handshakeWorkers;
+  std::string handshakeWorkersNote;
   std::array<uint8_t, 65536> readBuffer{};   // every socket read lands here
   std::array<uint8_t, 65536> plainBuffer{};  // decrypted TLS lands here
   // WebSocket frames are assembled here before TLS encrypts them (a copy, but no allocation per

@@ -200,6 +200,9 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
           metricsRegistry.counter(kRingName, kRingHelp, {{"event", "out_of_buffers"}})),
       ringArmed(metricsRegistry.gauge("opentunnel_relay_ring_armed",
                                       "Idle bridges whose reads come through io_uring.")),
+      handshakeSteps(
+          metricsRegistry.counter("opentunnel_relay_tls_handshake_steps_total",
+                                  "API TLS handshake steps run on the handshake worker threads.")),
       certificatesExpiring(metricsRegistry.gauge(
           "opentunnel_certificates_expiring",
           "Ready certificates of tunnels with a bridge here that expire within 14 days.")),

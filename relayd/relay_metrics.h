@@ -118,6 +118,9 @@ class RelayMetrics {
   prometheus::Counter& ringSends;
   prometheus::Counter& ringOutOfBuffers;
   prometheus::Gauge& ringArmed;
+  // opentunnel_relay_tls_handshake_steps_total (ours): API TLS handshake steps run on the
+  // handshake workers (relayd/handshake_workers.h).
+  prometheus::Counter& handshakeSteps;
   // Set at scrape time (relay_gauges.h): opentunnel_certificates_expiring, and
   // opentunnel_loop_handles (ours: libuv handles active on the loop, in place of the reference's
   // Tokio task count).

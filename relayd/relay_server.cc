@@ -258,7 +258,8 @@ int RelayServer::run() {
         s.metricsServer ? std::to_string(s.metricsServer->port()) : std::string("off")},
        {"domain", s.config.domain},
        {"max_connections", std::to_string(s.context->maxConnections)},
-       {"io_uring", s.context->ring ? std::string("on") : s.context->ringError}});
+       {"io_uring", s.context->ring ? std::string("on") : s.context->ringError},
+       {"tls_handshake_threads", s.context->handshakeWorkersNote}});
 
   uv_run(&s.loop, UV_RUN_DEFAULT);
 

@@ -25,6 +25,12 @@ void addRelaydFlags(CLI::App& app, RelaydConfig& c) {
                         "dial origins whose record carries a direct address (direct mode)");
   config::addBoolOption(app, "--io-uring", "IO_URING", c.ioUring,
                         "idle bridges read and are pinged through io_uring (off: libuv alone)");
+  app.add_option("--tls-handshake-threads", c.tlsHandshakeThreads,
+                 "threads for TLS handshakes (0: on the loop; -1: the usable cores less two, "
+                 "at most 8)")
+      ->envname("TLS_HANDSHAKE_THREADS")
+      ->check(CLI::Range(int64_t{-1}, int64_t{64}))
+      ->capture_default_str();
   config::addBoolOption(app, "--direct-allow-private", "DIRECT_ALLOW_PRIVATE", c.directAllowPrivate,
                         "let direct mode dial loopback, private, link-local and multicast "
                         "addresses");

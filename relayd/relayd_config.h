@@ -48,6 +48,10 @@ struct RelaydConfig {
   // IO_URING: idle bridges read, and the heartbeat's pings go out, through io_uring
   // (relayd/io_ring.h); libuv alone when off or where the kernel refuses io_uring.
   bool ioUring = true;
+  // TLS_HANDSHAKE_THREADS: threads that run the API domain's TLS handshake steps
+  // (relayd/handshake_workers.h); 0: the loop runs them; -1 (auto): two less than the cores
+  // this process may use, at most 8.
+  int64_t tlsHandshakeThreads = -1;
   // The region mesh (docs/mesh.md). Off: a single machine, nothing listens.
   config::ListenAddress internalListen{};  // off
   std::string internalToken;               // INTERNAL_TOKEN: required with internalListen

@@ -1,6 +1,7 @@
 // useTicketKeys (ticket_keys.h): OpenSSL's ticket key callback on a TicketKeyStore. Tickets are
 // AES-256-CBC + HMAC-SHA256 (OpenSSL's own ticket format), the key named in each ticket's clear
-// prefix.
+// prefix. It runs wherever the handshake runs (relayd's loop or a handshake worker): the store
+// locks.
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "relayd/ticket_keys.h"
@@ -43,18 +45,19 @@ int ticketKeyCallback(SSL* ssl, unsigned char keyName[16], unsigned char* iv,
   TicketKeyStore& store = **handle;
   const EVP_CIPHER* aes = EVP_aes_256_cbc();
   if (enc == 1) {
-    const TicketKey* key = store.sealing(std::time(nullptr));
-    if (key == nullptr) return 0;
+    const std::optional<TicketKey> key = store.sealing(std::time(nullptr));
+    if (!key) return 0;
     if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(aes)) != 1) return -1;
     std::memcpy(keyName, key->name.data(), key->name.size());
     if (EVP_EncryptInit_ex(cipher, aes, nullptr, key->aesKey.data(), iv) != 1) return -1;
     return useMacKey(mac, *key) ? 1 : -1;
   }
-  const TicketKey* key = store.find(std::span<const uint8_t>(keyName, 16));
-  if (key == nullptr) return 0;
-  if (EVP_DecryptInit_ex(cipher, aes, nullptr, key->aesKey.data(), iv) != 1) return -1;
-  if (!useMacKey(mac, *key)) return -1;
-  return key == &store.keys().front() ? 1 : 2;
+  const std::optional<TicketKeyStore::Found> found =
+      store.find(std::span<const uint8_t>(keyName, 16));
+  if (!found) return 0;
+  if (EVP_DecryptInit_ex(cipher, aes, nullptr, found->key.aesKey.data(), iv) != 1) return -1;
+  if (!useMacKey(mac, found->key)) return -1;
+  return found->newest ? 1 : 2;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include "common/crypto.h"
@@ -173,7 +174,7 @@ std::shared_ptr<TicketKeyStore> TicketKeyStore::open(const std::string& stateDir
   }
   const bool loaded = !keys.empty();
   std::shared_ptr<TicketKeyStore> store(new TicketKeyStore(path, std::move(keys)));
-  store->dropExpired(now);
+  store->dropExpired(now);  // not shared yet: no lock needed
   if (loaded && !store->keys_.empty()) {
     kTicketKeysLog.info("TLS ticket keys loaded",
                         {{"path", path}, {"keys", std::to_string(store->keys_.size())}});
@@ -189,14 +190,16 @@ void TicketKeyStore::dropExpired(int64_t now) {
   });
 }
 
-const TicketKey* TicketKeyStore::sealing(int64_t now) {
+std::optional<TicketKey> TicketKeyStore::sealing(int64_t now) {
+  const std::lock_guard lock(mutex_);
   if (!keys_.empty() && now - keys_.front().createdAt < kTicketKeyRotationSeconds) {
-    return &keys_.front();
+    return keys_.front();
   }
   auto key = makeTicketKey(now);
   if (!key.ok()) {
     kTicketKeysLog.error("cannot make a TLS ticket key", {{"error", key.error().message}});
-    return keys_.empty() ? nullptr : &keys_.front();
+    if (keys_.empty()) return std::nullopt;
+    return keys_.front();
   }
   dropExpired(now);
   keys_.insert(keys_.begin(), *key);
@@ -204,15 +207,23 @@ const TicketKey* TicketKeyStore::sealing(int64_t now) {
   kTicketKeysLog.info("TLS ticket key made",
                       {{"path", path_}, {"keys", std::to_string(keys_.size())}});
   save();
-  return &keys_.front();
+  return keys_.front();
 }
 
-const TicketKey* TicketKeyStore::find(std::span<const uint8_t> name) const {
-  if (name.size() != 16) return nullptr;
+std::optional<TicketKeyStore::Found> TicketKeyStore::find(std::span<const uint8_t> name) const {
+  if (name.size() != 16) return std::nullopt;
+  const std::lock_guard lock(mutex_);
   for (const TicketKey& key : keys_) {
-    if (std::equal(name.begin(), name.end(), key.name.begin())) return &key;
+    if (std::equal(name.begin(), name.end(), key.name.begin())) {
+      return Found{key, &key == &keys_.front()};
+    }
   }
-  return nullptr;
+  return std::nullopt;
+}
+
+std::vector<TicketKey> TicketKeyStore::keys() const {
+  const std::lock_guard lock(mutex_);
+  return keys_;
 }
 
 // A private temporary file beside the path, renamed over it: the file is whole or the old one.

@@ -16,6 +16,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,13 +58,17 @@ class TicketKeyStore {
   [[nodiscard]] static std::shared_ptr<TicketKeyStore> open(const std::string& stateDir,
                                                             int64_t now);
 
-  // The key that seals new tickets at `now`: rotated (and saved) first when due. nullptr only
+  // The key that seals new tickets at `now`: rotated (and saved) first when due. Empty only
   // when no random key could be made (no tickets are issued then).
-  [[nodiscard]] const TicketKey* sealing(int64_t now);
-  // The key named `name`, nullptr when unknown (or dropped): that ticket gets a full handshake.
-  [[nodiscard]] const TicketKey* find(std::span<const uint8_t> name) const;
-  // Newest first.
-  [[nodiscard]] const std::vector<TicketKey>& keys() const { return keys_; }
+  [[nodiscard]] std::optional<TicketKey> sealing(int64_t now);
+  struct Found {
+    TicketKey key;
+    bool newest = false;  // the sealing key: the ticket need not be reissued
+  };
+  // The key named `name`, empty when unknown (or dropped): that ticket gets a full handshake.
+  [[nodiscard]] std::optional<Found> find(std::span<const uint8_t> name) const;
+  // Newest first (a copy: handshakes on relayd's worker threads read the keys too).
+  [[nodiscard]] std::vector<TicketKey> keys() const;
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
@@ -72,6 +78,9 @@ class TicketKeyStore {
   void save() const;
 
   std::string path_;
+  // Handshakes run on relayd's loop and its handshake workers (relayd/handshake_workers.h), and
+  // a rotation replaces the keys: every access holds the lock (a rotation is once a day).
+  mutable std::mutex mutex_;
   std::vector<TicketKey> keys_;
 };
 

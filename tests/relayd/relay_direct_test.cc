@@ -36,7 +36,7 @@ using ot::relayd::Relay;
 namespace {
 
 constexpr const char* kOriginHost = "127.0.26.2";
-constexpr const char* kDomain = "tunnels.test";
+constexpr const char* kDirectDomain = "tunnels.test";
 
 std::string sha256Bytes(const std::string& text) {
   const auto digest = ot::crypto::sha256(text);
@@ -69,7 +69,7 @@ bool speakFirst(SSL_CTX* ctx, int fd, OriginLink& link, const char* serverName) 
   SSL_set_fd(link.ssl, fd);
   SSL_ctrl(link.ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
            const_cast<char*>(serverName));  // SSL_set_tlsext_host_name, without its C cast
-  SSL_set1_host(link.ssl, kDomain);
+  SSL_set1_host(link.ssl, kDirectDomain);
   if (SSL_connect(link.ssl) != 1) return false;
   const std::string upgrade =
       "GET /api/tunnel/t1/bridge HTTP/1.1\r\nHost: tunnels.test\r\nUpgrade: websocket\r\n"
@@ -110,7 +110,7 @@ struct FakeDirectOrigin {
   std::atomic<int> accepted{0};
   std::atomic<int> attached{0};
   std::atomic<bool> stop{false};
-  const char* serverName = kDomain;  // the SNI it sends (set before the relay dials)
+  const char* serverName = kDirectDomain;  // the SNI it sends (set before the relay dials)
   std::mutex mutex;
   std::vector<OriginLink> links;  // attached, open
   std::thread thread;
@@ -198,11 +198,11 @@ ot::relayd::v1::TunnelRecord recordOf(uint64_t revision, const std::string& dire
 
 struct DirectRelayRig : ot::test::ManualRelayLoop {
   ot::test::TestCert ca = ot::test::makeCa("Direct Test CA");
-  ot::test::TestCert leaf = ot::test::makeLeaf(ca, kDomain);
+  ot::test::TestCert leaf = ot::test::makeLeaf(ca, kDirectDomain);
   std::optional<Relay> relay;
 
   DirectRelayRig() {
-    config.domain = kDomain;
+    config.domain = kDirectDomain;
     config.directAllowPrivate = true;
     ControlClientOptions control;
     control.socketPath = "/nonexistent/control.sock";

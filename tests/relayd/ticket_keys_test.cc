@@ -152,25 +152,25 @@ TEST_CASE("ticket keys: rotation seals with a new key, old ones open until their
   const auto firstName = store->keys().front().name;
   CHECK(store->sealing(kT0 + kTicketKeyRotationSeconds - 1)->name == firstName);
 
-  const auto* second = store->sealing(kT0 + kTicketKeyRotationSeconds);
-  REQUIRE(second != nullptr);
+  const auto second = store->sealing(kT0 + kTicketKeyRotationSeconds);
+  REQUIRE(second.has_value());
   CHECK(second->name != firstName);
   CHECK(store->keys().size() == 2);
-  CHECK(store->find(firstName) != nullptr);  // its tickets still open
+  CHECK(store->find(firstName).has_value());  // its tickets still open
 
   // Saved: a restart sees both, newest first.
   auto reloaded = TicketKeyStore::open(dir.path.string(), kT0 + kTicketKeyRotationSeconds + 1);
   REQUIRE(reloaded->keys().size() == 2);
   CHECK(reloaded->keys().front().name == second->name);
-  CHECK(reloaded->find(firstName) != nullptr);
+  CHECK(reloaded->find(firstName).has_value());
 
   // The first key's last ticket expires kTicketLifetimeSeconds after it stopped sealing.
   const int64_t firstGone = kT0 + kTicketKeyRotationSeconds + kTicketLifetimeSeconds;
   auto later = TicketKeyStore::open(dir.path.string(), firstGone - 1);
-  CHECK(later->find(firstName) != nullptr);
+  CHECK(later->find(firstName).has_value());
   auto expired = TicketKeyStore::open(dir.path.string(), firstGone);
-  CHECK(expired->find(firstName) == nullptr);
-  CHECK(expired->find(second->name) != nullptr);
+  CHECK_FALSE(expired->find(firstName).has_value());
+  CHECK(expired->find(second->name).has_value());
 }
 
 TEST_CASE("ticket keys: a damaged file is replaced by fresh keys") {
@@ -184,7 +184,7 @@ TEST_CASE("ticket keys: a damaged file is replaced by fresh keys") {
     std::ofstream(dir.file(), std::ios::trunc) << damage;
     auto store = TicketKeyStore::open(dir.path.string(), kT0 + 1);
     REQUIRE(store->keys().size() == 1);
-    CHECK(store->find(oldName) == nullptr);
+    CHECK_FALSE(store->find(oldName).has_value());
     auto parsed = ot::relayd::parseTicketKeys(readAll(dir.file()));  // rewritten whole
     REQUIRE(parsed.ok());
     CHECK(parsed.value().front().name == store->keys().front().name);
@@ -197,7 +197,7 @@ TEST_CASE("ticket keys: an unreadable, unwritable path still gives keys (in memo
   fs::create_directories(dir.file());  // a directory where the file should be
   auto store = TicketKeyStore::open(dir.path.string(), kT0);
   REQUIRE(store->keys().size() == 1);
-  REQUIRE(store->sealing(kT0) != nullptr);
+  REQUIRE(store->sealing(kT0).has_value());
   CHECK(fs::is_directory(dir.file()));
 }
 

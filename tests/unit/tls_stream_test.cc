@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,7 @@ struct StreamSide final : TlsStream::Owner {
   void onTlsCloseNotify() override { ++closeNotifies; }
   void onTlsFailed() override { ++failures; }
   [[nodiscard]] bool wantsTlsPlaintext() const override { return wants && tls.handshakeDone(); }
+  void onTlsStepDelivered() override { ++stepsDelivered; }
 
   std::vector<uint8_t> buffer;
   TlsStream tls;
@@ -79,6 +81,7 @@ struct StreamSide final : TlsStream::Owner {
   int deliveries = 0;
   int closeNotifies = 0;
   int failures = 0;
+  int stepsDelivered = 0;
   bool wants = true;
   bool pauseAfterDelivery = false;
   bool transportOpen = true;
@@ -233,4 +236,152 @@ TEST_CASE("TlsStream: records left unread while paused survive the reuse of the 
   server.tls.receive(nothing);
   CHECK(server.failures == 0);
   CHECK(server.received == text);
+}
+
+// ---- handshake steps on a runner -------------------------------------------------------------
+
+namespace {
+
+// Runs the steps when the test says, the way a worker thread and then the loop would.
+struct ManualRunner final : ot::tls::HandshakeRunner {
+  std::deque<std::unique_ptr<Job>> jobs;
+  void submit(std::unique_ptr<Job> job) override { jobs.push_back(std::move(job)); }
+  size_t runAll() {
+    size_t ran = 0;
+    while (!jobs.empty()) {
+      std::unique_ptr<Job> job = std::move(jobs.front());
+      jobs.pop_front();
+      job->status = job->engine->handshake();
+      TlsStream::handshakeStepDone(std::move(job));
+      ++ran;
+    }
+    return ran;
+  }
+};
+
+// exchange(), running the server's steps whenever nothing else moves.
+void exchangeWithSteps(StreamSide& client, StreamSide& server, ManualRunner& runner) {
+  do {
+    exchange(client, server);
+  } while (runner.runAll() > 0 || !server.outbox.empty());
+}
+
+std::vector<uint8_t> joined(std::deque<std::vector<uint8_t>>& outbox) {
+  std::vector<uint8_t> all;
+  for (const auto& bytes : outbox) all.insert(all.end(), bytes.begin(), bytes.end());
+  outbox.clear();
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("TlsStream on a runner: each handshake step runs there, and the engine waits for it") {
+  StreamPair pair;
+  ManualRunner runner;
+  pair.server.tls.runHandshakeOn(&runner);
+  REQUIRE(pair.client.tls.startHandshake());
+  const std::vector<uint8_t> hello = joined(pair.client.outbox);
+  pair.server.tls.receive(hello);
+  CHECK(pair.server.tls.stepRunning());
+  CHECK(runner.jobs.size() == 1);
+  CHECK(pair.server.outbox.empty());  // nothing ran on the caller's thread
+  CHECK_FALSE(pair.server.tls.handshakeDone());
+  CHECK(pair.server.tls.errorText().empty());
+  CHECK(pair.server.tls.flush());                      // no engine access while it runs
+  CHECK(pair.server.tls.write(asBytes("too early")));  // taken as before a handshake: nothing
+  CHECK(pair.server.outbox.empty());
+
+  CHECK(runner.runAll() == 1);
+  CHECK_FALSE(pair.server.tls.stepRunning());
+  CHECK_FALSE(pair.server.outbox.empty());  // the server's flight, sent once the step was back
+  exchangeWithSteps(pair.client, pair.server, runner);
+  REQUIRE(pair.client.tls.handshakeDone());
+  REQUIRE(pair.server.tls.handshakeDone());
+  CHECK(pair.server.handshakes == 1);
+  CHECK(pair.server.stepsDelivered == 1);
+
+  // Past the handshake the records never go to the runner.
+  REQUIRE(pair.client.tls.write(asBytes("after")));
+  exchange(pair.client, pair.server);
+  CHECK(runner.jobs.empty());
+  CHECK(pair.server.received == "after");
+}
+
+TEST_CASE("TlsStream on a runner: bytes that arrive during a step wait for it, then go on") {
+  StreamPair pair;
+  ManualRunner runner;
+  pair.server.tls.runHandshakeOn(&runner);
+  REQUIRE(pair.client.tls.startHandshake());
+  const std::vector<uint8_t> hello = joined(pair.client.outbox);
+  REQUIRE(hello.size() > 20);
+  // A ClientHello cut in two: the first step wants more, and the rest arrives while it runs.
+  pair.server.tls.receive(std::span<const uint8_t>(hello).first(20));
+  pair.server.tls.receive(std::span<const uint8_t>(hello).subspan(20));
+  CHECK(runner.jobs.size() == 1);
+  CHECK(runner.runAll() == 2);  // the held rest went into a second step
+  REQUIRE_FALSE(pair.server.outbox.empty());
+
+  // The client's Finished, then its first data in a read of its own while the Finished's step
+  // runs: the data waits beside the step and is read once the handshake is done.
+  const std::vector<uint8_t> serverFlight = joined(pair.server.outbox);
+  pair.client.tls.receive(serverFlight);
+  REQUIRE(pair.client.tls.handshakeDone());
+  REQUIRE(pair.client.outbox.size() == 1);  // the Finished
+  REQUIRE(pair.client.tls.write(asBytes("right behind the Finished")));
+  REQUIRE(pair.client.outbox.size() == 2);
+  pair.server.tls.receive(pair.client.outbox[0]);
+  CHECK(pair.server.tls.stepRunning());
+  pair.server.tls.receive(pair.client.outbox[1]);
+  pair.client.outbox.clear();
+  CHECK(runner.jobs.size() == 1);
+  CHECK(pair.server.received.empty());
+  CHECK(runner.runAll() == 1);
+  CHECK(pair.server.tls.handshakeDone());
+  CHECK(pair.server.received == "right behind the Finished");
+  CHECK(pair.server.stepsDelivered == 1);
+}
+
+TEST_CASE("TlsStream on a runner: a failed step reports the failure and its alert") {
+  ManualRunner runner;
+  StreamSide server{TlsEngine::server(serverContext())};
+  server.tls.runHandshakeOn(&runner);
+  server.tls.receive(kBrokenHello);
+  CHECK(server.failures == 0);
+  CHECK(runner.runAll() == 1);
+  CHECK(server.failures == 1);
+  CHECK_FALSE(server.outbox.empty());  // the alert
+  CHECK_FALSE(server.tls.errorText().empty());
+}
+
+TEST_CASE("TlsStream on a runner: a stream gone during its step leaves the engine to the step") {
+  StreamSide client{TlsEngine::client(clientContext(), "stream.test", true)};
+  ManualRunner runner;
+  auto server = std::make_unique<StreamSide>(TlsEngine::server(serverContext()));
+  server->tls.runHandshakeOn(&runner);
+  REQUIRE(client.tls.startHandshake());
+  const std::vector<uint8_t> hello = joined(client.outbox);
+  server->tls.receive(hello);
+  REQUIRE(runner.jobs.size() == 1);
+  server.reset();  // the job keeps the engine: the step still runs on it
+  REQUIRE(runner.jobs.front()->orphan != nullptr);
+  CHECK(runner.runAll() == 1);  // ran, then freed with the job (ASan checks both)
+}
+
+TEST_CASE("TlsStream on a runner: a dropped step gives the engine back and delivers nothing") {
+  StreamPair pair;
+  ManualRunner runner;
+  pair.server.tls.runHandshakeOn(&runner);
+  REQUIRE(pair.client.tls.startHandshake());
+  const std::vector<uint8_t> hello = joined(pair.client.outbox);
+  pair.server.tls.receive(std::span<const uint8_t>(hello).first(20));
+  pair.server.tls.receive(std::span<const uint8_t>(hello).subspan(20));  // held
+  REQUIRE(runner.jobs.size() == 1);
+  std::unique_ptr<ot::tls::HandshakeRunner::Job> job = std::move(runner.jobs.front());
+  runner.jobs.clear();
+  TlsStream::handshakeStepDropped(std::move(job));
+  CHECK_FALSE(pair.server.tls.stepRunning());
+  CHECK(pair.server.outbox.empty());
+  CHECK(pair.server.handshakes == 0);
+  CHECK(pair.server.failures == 0);
+  pair.server.tls.closeNotify();  // usable again on this thread (nothing to send mid-handshake)
 }
