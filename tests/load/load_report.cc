@@ -27,9 +27,10 @@ const char* phaseName(Phase phase) {
 struct Delta {
   double seconds = 0;
   double attaches = 0;
-  double relaydCpu = 0;    // microseconds
-  double controldCpu = 0;  // microseconds
-  double relaydWait = 0;   // microseconds runnable but not running
+  double relaydCpu = 0;        // microseconds
+  double relaydWorkerCpu = 0;  // of relaydCpu: its TLS handshake worker threads
+  double controldCpu = 0;      // microseconds
+  double relaydWait = 0;       // microseconds runnable but not running
   double pings = 0;
   double statusReports = 0;
 };
@@ -46,6 +47,8 @@ Delta sumDeltas(const std::vector<Sample>& samples, Keep keep) {
     total.seconds += b.seconds - a.seconds;
     total.attaches += static_cast<double>(b.attaches - a.attaches);
     total.relaydCpu += static_cast<double>(b.relaydCpuMicros - a.relaydCpuMicros);
+    total.relaydWorkerCpu +=
+        static_cast<double>(b.relaydWorkerCpuMicros) - static_cast<double>(a.relaydWorkerCpuMicros);
     total.relaydWait += static_cast<double>(b.relaydRunDelayMicros - a.relaydRunDelayMicros);
     if (a.controldUp && b.controldUp)
       total.controldCpu += static_cast<double>(b.controldCpuMicros - a.controldCpuMicros);
@@ -143,6 +146,12 @@ void printReport(const ReportInput& in) {
         "controld %.0f us/attach\n",
         ramp.attaches, ramp.seconds, ramp.attaches / ramp.seconds, ramp.relaydCpu / ramp.attaches,
         ramp.relaydCpu / ramp.seconds / 1e4, ramp.controldCpu / ramp.attaches);
+  if (ramp.attaches > 0 && ramp.relaydWorkerCpu > 0)
+    std::printf(
+        "ramp: of relayd's, %.0f us/attach on its TLS handshake workers, %.0f us/attach "
+        "on its other threads (the loop, gRPC)\n",
+        ramp.relaydWorkerCpu / ramp.attaches,
+        (ramp.relaydCpu - ramp.relaydWorkerCpu) / ramp.attaches);
   constexpr int64_t kBand = 5000;
   for (int64_t from = 0; from < in.bridges; from += kBand) {
     const Delta band = sumDeltas(s, [from](const Sample& a, const Sample& b) {
@@ -247,6 +256,12 @@ void printReport(const ReportInput& in) {
       std::printf("storm: new relayd %.0f us/attach over %.0f attaches (ramp: %.0f us/attach)\n",
                   storm.relaydCpu / storm.attaches, storm.attaches,
                   ramp.attaches > 0 ? ramp.relaydCpu / ramp.attaches : 0.0);
+    if (storm.attaches > 0 && storm.relaydWorkerCpu > 0)
+      std::printf(
+          "storm: of the new relayd's, %.0f us/attach on its TLS handshake workers, "
+          "%.0f us/attach on its other threads\n",
+          storm.relaydWorkerCpu / storm.attaches,
+          (storm.relaydCpu - storm.relaydWorkerCpu) / storm.attaches);
     if (storm.seconds > 0)
       std::printf(
           "storm: new relayd busy %.0f%% of a core on average while bridges came back, "

@@ -27,6 +27,7 @@ struct Sample {
   bool relaydUp = false;
   int relaydPid = 0;
   uint64_t relaydCpuMicros = 0;
+  uint64_t relaydWorkerCpuMicros = 0;  // of relaydCpuMicros: its TLS handshake workers
   uint64_t relaydRssKiB = 0;
   uint64_t relaydRunDelayMicros = 0;  // runnable, waiting for a CPU (schedstat)
   bool controldUp = false;

@@ -379,6 +379,7 @@ class Tool {
         s.relaydUp = true;
         s.relaydPid = relayd;
         s.relaydCpuMicros = r->cpuMicros;
+        s.relaydWorkerCpuMicros = r->handshakeWorkerCpuMicros;
         s.relaydRssKiB = r->rssKiB;
         s.relaydRunDelayMicros = r->runDelayMicros;
       }

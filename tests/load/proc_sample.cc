@@ -11,8 +11,42 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 namespace ot::load {
+namespace {
+
+// utime + stime of one /proc/.../stat line, in clock ticks; "" comm when unreadable.
+uint64_t statTicks(const std::string& path, std::string* comm) {
+  std::ifstream stat(path);
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  const size_t open = line.find('(');
+  const size_t close = line.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return 0;
+  if (comm != nullptr) *comm = line.substr(open + 1, close - open - 1);
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  uint64_t ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return ticks;
+}
+
+// The CPU ticks of the process's threads whose name starts with `prefix`.
+uint64_t threadTicks(const std::string& base, std::string_view prefix) {
+  uint64_t ticks = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(base + "/task", ec)) {
+    std::string comm;
+    const uint64_t t = statTicks((entry.path() / "stat").string(), &comm);
+    if (comm.rfind(prefix, 0) == 0) ticks += t;
+  }
+  return ticks;
+}
+
+}  // namespace
 
 std::optional<ProcSample> sampleProcess(pid_t pid) {
   if (pid <= 0) return std::nullopt;
@@ -34,6 +68,8 @@ std::optional<ProcSample> sampleProcess(pid_t pid) {
   static const long ticks = sysconf(_SC_CLK_TCK);
   ProcSample sample;
   sample.cpuMicros = (utime + stime) * 1'000'000ull / static_cast<uint64_t>(ticks);
+  sample.handshakeWorkerCpuMicros =
+      threadTicks(base, "ot-handshake") * 1'000'000ull / static_cast<uint64_t>(ticks);
   std::ifstream status(base + "/status");
   while (std::getline(status, line)) {
     if (line.rfind("VmRSS:", 0) == 0) {

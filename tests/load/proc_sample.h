@@ -18,6 +18,8 @@ struct ProcSample {
   // Time spent runnable but waiting for a CPU (/proc/<pid>/schedstat; 0 without schedstats): on
   // a shared box, what tells a starved daemon from an idle one.
   uint64_t runDelayMicros = 0;
+  // Of cpuMicros: relayd's TLS handshake workers (threads named ot-handshake-N).
+  uint64_t handshakeWorkerCpuMicros = 0;
 };
 
 // nullopt when the process is gone (or /proc cannot be read).

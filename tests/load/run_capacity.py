@@ -254,7 +254,9 @@ def main():
     parser.add_argument("--visitors", type=int, default=0,
                         help="after the hold, this many visitors through the bridges")
     parser.add_argument("--storm", choices=["signal", "none"], default="signal")
-    parser.add_argument("--relayd-core", type=int, default=0)
+    parser.add_argument("--relayd-core", default="0",
+                        help="taskset CPU list for relayd (e.g. 0, or 0,1 to let its handshake "
+                        "workers use the other core)")
     parser.add_argument("--tool-cores", default="1")
     parser.add_argument("--nice", type=int, default=0,
                         help="run relayd, the tool and s_server under nice -n N (e.g. -10)")
