@@ -58,7 +58,6 @@ std::unique_ptr<HandshakeWorkers> HandshakeWorkers::create(uv_loop_t* loop, size
   }
   workers->async_.data = workers.get();
   uv_unref(reinterpret_cast<uv_handle_t*>(&workers->async_));  // ref'd while steps are out
-  workers->asyncOpen_ = true;
   return workers;
 }
 
@@ -141,8 +140,7 @@ void HandshakeWorkers::closeHandles() {
   for (auto& job : queued) tls::TlsStream::handshakeStepDropped(std::move(job));
   for (auto& job : done) tls::TlsStream::handshakeStepDropped(std::move(job));
   outstanding_ = 0;
-  if (asyncOpen_) uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
-  asyncOpen_ = false;
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);  // open since create() succeeded
 }
 
 }  // namespace ot::relayd

@@ -72,7 +72,6 @@ class HandshakeWorkers final : public tls::HandshakeRunner {
   uv_loop_t* loop_;
   RelayMetrics* metrics_;
   uv_async_t async_{};
-  bool asyncOpen_ = false;
   bool closed_ = false;
   size_t outstanding_ = 0;  // loop thread
   std::mutex mutex_;

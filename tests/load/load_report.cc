@@ -58,6 +58,17 @@ Delta sumDeltas(const std::vector<Sample>& samples, Keep keep) {
   return total;
 }
 
+// relayd's CPU per attach on its TLS handshake workers apart from its other threads (the loop,
+// gRPC's), when it has workers.
+void printWorkerSplit(const char* when, const Delta& delta) {
+  if (delta.attaches <= 0 || delta.relaydWorkerCpu <= 0) return;
+  std::printf(
+      "%s: of relayd's, %.0f us/attach on its TLS handshake workers, %.0f us/attach on its "
+      "other threads (the loop, gRPC)\n",
+      when, delta.relaydWorkerCpu / delta.attaches,
+      (delta.relaydCpu - delta.relaydWorkerCpu) / delta.attaches);
+}
+
 void printWaits(const char* when, const WaitTally& waits) {
   auto at = [&](WaitKind kind) { return static_cast<size_t>(kind); };
   auto seconds = [&](WaitKind kind) {
@@ -146,12 +157,7 @@ void printReport(const ReportInput& in) {
         "controld %.0f us/attach\n",
         ramp.attaches, ramp.seconds, ramp.attaches / ramp.seconds, ramp.relaydCpu / ramp.attaches,
         ramp.relaydCpu / ramp.seconds / 1e4, ramp.controldCpu / ramp.attaches);
-  if (ramp.attaches > 0 && ramp.relaydWorkerCpu > 0)
-    std::printf(
-        "ramp: of relayd's, %.0f us/attach on its TLS handshake workers, %.0f us/attach "
-        "on its other threads (the loop, gRPC)\n",
-        ramp.relaydWorkerCpu / ramp.attaches,
-        (ramp.relaydCpu - ramp.relaydWorkerCpu) / ramp.attaches);
+  printWorkerSplit("ramp", ramp);
   constexpr int64_t kBand = 5000;
   for (int64_t from = 0; from < in.bridges; from += kBand) {
     const Delta band = sumDeltas(s, [from](const Sample& a, const Sample& b) {
@@ -256,12 +262,7 @@ void printReport(const ReportInput& in) {
       std::printf("storm: new relayd %.0f us/attach over %.0f attaches (ramp: %.0f us/attach)\n",
                   storm.relaydCpu / storm.attaches, storm.attaches,
                   ramp.attaches > 0 ? ramp.relaydCpu / ramp.attaches : 0.0);
-    if (storm.attaches > 0 && storm.relaydWorkerCpu > 0)
-      std::printf(
-          "storm: of the new relayd's, %.0f us/attach on its TLS handshake workers, "
-          "%.0f us/attach on its other threads\n",
-          storm.relaydWorkerCpu / storm.attaches,
-          (storm.relaydCpu - storm.relaydWorkerCpu) / storm.attaches);
+    printWorkerSplit("storm", storm);
     if (storm.seconds > 0)
       std::printf(
           "storm: new relayd busy %.0f%% of a core on average while bridges came back, "

@@ -4,9 +4,7 @@
 
 #include <doctest/doctest.h>
 #include <openssl/ssl.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -53,14 +51,7 @@ ot::tls::SslCtxPtr serverContext() {
 }
 
 ot::tls::SslCtxPtr clientContext() {
-  static const std::string caFile = [] {
-    const std::string path = "/tmp/ot-handshake-workers-ca-" + std::to_string(::getpid()) + ".pem";
-    FILE* file = std::fopen(path.c_str(), "w");
-    REQUIRE(file != nullptr);
-    std::fputs(pki().ca.certPem.c_str(), file);
-    std::fclose(file);
-    return path;
-  }();
+  static const std::string caFile = ot::test::writeCaFile(pki().ca, "handshake-workers");
   auto ctx = ot::tls::makeClientContext(caFile, {"http/1.1"});
   REQUIRE(ctx.ok());
   return ctx.value();

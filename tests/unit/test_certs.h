@@ -10,8 +10,11 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -127,6 +130,15 @@ inline TestCert makeCa(const std::string& commonName) {
 // A server leaf for `dnsName` (also its CN and only subjectAltName).
 inline TestCert makeLeaf(const TestCert& ca, const std::string& dnsName, long serial = 2) {
   return detail::build(dnsName, &ca, false, "DNS:" + dnsName, serial);
+}
+
+// Writes `ca`'s certificate to a file of its own in the temporary directory (a client context
+// takes a path) and answers the path; `tag` names the test.
+inline std::string writeCaFile(const TestCert& ca, const std::string& tag) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("ot-" + tag + "-ca-" + std::to_string(::getpid()) + ".pem");
+  std::ofstream(path) << ca.certPem;
+  return path.string();
 }
 
 }  // namespace ot::test

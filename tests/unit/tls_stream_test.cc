@@ -4,10 +4,8 @@
 #include "common/tls_stream.h"
 
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <deque>
 #include <memory>
 #include <string>
@@ -40,14 +38,7 @@ ot::tls::SslCtxPtr serverContext() {
 // The client verifies the server's chain against the test CA (written to a file: the client
 // context takes a path) and its name.
 ot::tls::SslCtxPtr clientContext() {
-  static const std::string caFile = [] {
-    const std::string path = "/tmp/ot-tls-stream-test-ca-" + std::to_string(::getpid()) + ".pem";
-    FILE* file = std::fopen(path.c_str(), "w");
-    REQUIRE(file != nullptr);
-    std::fputs(streamPki().ca.certPem.c_str(), file);
-    std::fclose(file);
-    return path;
-  }();
+  static const std::string caFile = ot::test::writeCaFile(streamPki().ca, "tls-stream-test");
   auto ctx = ot::tls::makeClientContext(caFile, {});
   REQUIRE(ctx.ok());
   return ctx.value();
