@@ -299,6 +299,10 @@ bool ControlClient::connected() const {
   return impl_->connected_;
 }
 
+uint64_t ControlClient::sessionAttempts() const {
+  return impl_->sessionAttempts_.load(std::memory_order_relaxed);
+}
+
 void ControlClient::bridgeAttached(v1::Bridge bridge) {
   if (impl_->stopped_) return;
   v1::RelayMessage message;

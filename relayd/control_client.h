@@ -83,6 +83,9 @@ class ControlClient {
 
   // Whether the session is accepted right now, as the loop last heard.
   [[nodiscard]] bool connected() const;
+  // Session attempts made so far, failed or not (any thread): how fast a restarted controld is
+  // found is counted in attempts, which the session's own backoff paces.
+  [[nodiscard]] uint64_t sessionAttempts() const;
 
   void bridgeAttached(v1::Bridge bridge);
   void bridgeDetached(const std::string& bridgeId, const std::string& tunnelId,

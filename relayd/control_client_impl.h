@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 #include <uv.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -142,6 +143,7 @@ struct ControlClient::Impl {
   const log::Logger log_{"relayd.control"};
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::RelayControl::Stub> stub_;
+  std::atomic<uint64_t> sessionAttempts_{0};  // written by the session thread
 
   // Loop thread only.
   uv_async_t async_{};
