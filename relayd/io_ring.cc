@@ -53,13 +53,13 @@ IoRing::IoRing(uv_loop_t* loop, RelayMetrics& metrics) : loop_(loop), metrics_(m
 
 bool IoRing::setUp(std::string& error) {
   io_uring_params params{};
-  // Not DEFER_TASKRUN: with it, the eventfd woke the loop 15-35 ms late about once in 300 reads
-  // on this kernel (6.18; measured, cause not found), which made a dead bridge look alive to the
-  // next visitor. Without it the kernel finishes a receive on relayd's thread when that thread
-  // next leaves the kernel (it is woken from epoll_wait for it), and the completion signals the
-  // eventfd at once. COOP_TASKRUN spares the inter-processor interrupt when relayd is running
-  // anyway; TASKRUN_FLAG says when such work is pending.
-  params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN |
+  // DEFER_TASKRUN: the kernel finishes a receive (copies the pong, posts its completion) only when
+  // this thread asks, so a burst of pongs costs one wake-up and no interrupt: 13.2-17.5 us per
+  // heartbeat exchange against 19.3-22.5 us through libuv (docs/capacity.md). The eventfd says such
+  // work is pending, TASKRUN_FLAG says so in shared memory. The work waits until asked, also while
+  // the loop is busy with other descriptors: a choice that depends on a bridge being alive first
+  // asks (catchUp), so an EOF that came before a visitor is seen before that visitor is routed.
+  params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
                  IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_CQSIZE;
   params.cq_entries = kCompletionEntries;
   if (const int rc = io_uring_queue_init_params(kSubmissionEntries, &ring_, &params); rc < 0) {
@@ -245,13 +245,21 @@ void IoRing::deliverHeld() {
   for (TcpStream* stream : due) stream->onRingHeldDue();
 }
 
+bool IoRing::workPending() const {
+  return (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
+}
+
+void IoRing::catchUp() {
+  if (!ringReady_) return;
+  if (workPending() || io_uring_cq_ready(&ring_) > 0 || !putAside_.empty()) processAll();
+}
+
 void IoRing::processAll() {
   if (dispatching_) return;
   dispatching_ = true;
   // Completions the kernel has not posted yet (its work pending for this thread, or an
   // overflowed queue): fetched in one call, only when the ring says so.
-  if ((IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0)
-    (void)io_uring_get_events(&ring_);
+  if (workPending()) (void)io_uring_get_events(&ring_);
   size_t asideNext = 0;
   for (;;) {
     Completion completion{};

@@ -48,6 +48,10 @@ class IoRing final : public StreamRing {
   // then really closed). Cancels complete at once, so this waits for nothing but the kernel.
   void settle();
   [[nodiscard]] size_t armedReceives() const { return armed_; }
+  // Before a choice that depends on which bridges are alive (a visitor's bridge): finishes the
+  // receives the kernel holds for this thread, so an EOF that came before the visitor is seen.
+  // One read of the ring's flags when nothing is pending.
+  void catchUp();
 
   // StreamRing
   [[nodiscard]] bool armReceive(int fd, TcpStream* stream) override;
@@ -75,6 +79,8 @@ class IoRing final : public StreamRing {
   void submit();  // what is queued goes to the kernel; a failure is logged
   // Every completion there is (those put aside first), dispatched.
   void processAll();
+  // The kernel holds work for this thread (DEFER_TASKRUN) or completions that overflowed.
+  [[nodiscard]] bool workPending() const;
   void dispatch(const Completion& completion);
   void returnBuffer(uint16_t id);
   void deliverHeld();

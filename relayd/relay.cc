@@ -443,6 +443,9 @@ ForwardedRoute Relay::route(TcpStream* stream, const SniTarget& target, std::vec
     meshRoutes_.originsOf(target.tunnelId, target.route, remoteOrigins_);
     options.remoteOrigins = remoteOrigins_;
   }
+  // Idle bridges' receives the kernel still holds (an EOF among them) are finished first, so a
+  // bridge whose client has just gone is not chosen (docs/relayd.md "io_uring for idle bridges").
+  if (context_.ring) context_.ring->catchUp();
   const TunnelTable::Pick pick =
       table_.pickBridge(target.tunnelId, target.route, source, context_.nowMs(), options);
   if (pick.result == PickResult::kRemote) {
