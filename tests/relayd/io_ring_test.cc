@@ -292,6 +292,7 @@ TEST_CASE_FIXTURE(RingRig,
     streams.back()->setRingReads(true);
   }
   REQUIRE(runUntil([&] { return context->ring->armedReceives() == kStreams; }));
+  uv_run(&loop, UV_RUN_NOWAIT);  // the receives go to the kernel, waiting for data
   // Every pong is in the kernel before the loop wakes.
   for (int peerFd : peers) REQUIRE(::send(peerFd, "pong", 4, 0) == 4);
   const auto delivered = [&] {
