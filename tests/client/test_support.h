@@ -105,14 +105,8 @@ struct TestPki {
   test::TestCert ca = test::makeCa("OpenTunnel Client Test CA");
   test::TestCert relay = test::makeLeaf(ca, kRelayName, 2);
   test::TestCert tunnel = test::makeLeaf(ca, kTunnelName, 3);
-  std::filesystem::path caFile = std::filesystem::temp_directory_path() /
-                                 ("ot-client-test-ca-" + std::to_string(getpid()) + ".pem");
+  test::CaFile caFile{ca, "client-test"};
 
-  TestPki() { std::ofstream(caFile) << ca.certPem; }
-  ~TestPki() {
-    std::error_code ec;
-    std::filesystem::remove(caFile, ec);
-  }
   [[nodiscard]] std::string relayChain() const { return relay.certPem + ca.certPem; }
   [[nodiscard]] std::string tunnelChain() const { return tunnel.certPem + ca.certPem; }
 };

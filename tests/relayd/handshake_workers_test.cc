@@ -51,8 +51,8 @@ ot::tls::SslCtxPtr serverContext() {
 }
 
 ot::tls::SslCtxPtr clientContext() {
-  static const std::string caFile = ot::test::writeCaFile(pki().ca, "handshake-workers");
-  auto ctx = ot::tls::makeClientContext(caFile, {"http/1.1"});
+  static const ot::test::CaFile caFile(pki().ca, "handshake-workers");
+  auto ctx = ot::tls::makeClientContext(caFile.string(), {"http/1.1"});
   REQUIRE(ctx.ok());
   return ctx.value();
 }

@@ -64,13 +64,7 @@ unsigned modeOf(const fs::path& path) {
 struct Pki {
   ot::test::TestCert ca = ot::test::makeCa("Ticket Test CA");
   ot::test::TestCert leaf = ot::test::makeLeaf(ca, "api.example.test", 2);
-  fs::path caFile =
-      fs::temp_directory_path() / ("ot-ticket-keys-ca-" + std::to_string(::getpid()) + ".pem");
-  Pki() { std::ofstream(caFile) << ca.certPem; }
-  ~Pki() {
-    std::error_code ec;
-    fs::remove(caFile, ec);
-  }
+  ot::test::CaFile caFile{ca, "ticket-keys"};
 };
 
 const Pki& pki() {

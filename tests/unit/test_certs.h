@@ -16,7 +16,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace ot::test {
 
@@ -132,13 +134,30 @@ inline TestCert makeLeaf(const TestCert& ca, const std::string& dnsName, long se
   return detail::build(dnsName, &ca, false, "DNS:" + dnsName, serial);
 }
 
-// Writes `ca`'s certificate to a file of its own in the temporary directory (a client context
-// takes a path) and answers the path; `tag` names the test.
-inline std::string writeCaFile(const TestCert& ca, const std::string& tag) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                     ("ot-" + tag + "-ca-" + std::to_string(::getpid()) + ".pem");
-  std::ofstream(path) << ca.certPem;
-  return path.string();
-}
+// `ca`'s certificate in a file of its own in the temporary directory, for as long as this lives
+// (a client context takes a path); `tag` names the test. A file that cannot be written throws,
+// which fails the test that made it.
+class CaFile {
+ public:
+  CaFile(const TestCert& ca, const std::string& tag)
+      : path_(std::filesystem::temp_directory_path() /
+              ("ot-" + tag + "-ca-" + std::to_string(::getpid()) + ".pem")) {
+    std::ofstream file(path_);
+    file << ca.certPem;
+    file.close();
+    if (!file) throw std::runtime_error("cannot write the test CA file " + path_.string());
+  }
+  ~CaFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  CaFile(const CaFile&) = delete;
+  CaFile& operator=(const CaFile&) = delete;
+
+  [[nodiscard]] std::string string() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace ot::test

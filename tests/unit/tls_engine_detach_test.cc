@@ -27,16 +27,7 @@ using Bytes = std::vector<uint8_t>;
 struct Pki {
   ot::test::TestCert ca = ot::test::makeCa("OpenTunnel Detach CA");
   ot::test::TestCert leaf = ot::test::makeLeaf(ca, "example.test", 2);
-  std::filesystem::path caFile;
-  Pki() {
-    caFile = std::filesystem::temp_directory_path() /
-             ("ot-tls-detach-" + std::to_string(getpid()) + "-ca.pem");
-    std::ofstream(caFile) << ca.certPem;
-  }
-  ~Pki() {
-    std::error_code ec;
-    std::filesystem::remove(caFile, ec);
-  }
+  ot::test::CaFile caFile{ca, "tls-detach"};
 };
 
 const Pki& pki() {

@@ -38,8 +38,8 @@ ot::tls::SslCtxPtr serverContext() {
 // The client verifies the server's chain against the test CA (written to a file: the client
 // context takes a path) and its name.
 ot::tls::SslCtxPtr clientContext() {
-  static const std::string caFile = ot::test::writeCaFile(streamPki().ca, "tls-stream-test");
-  auto ctx = ot::tls::makeClientContext(caFile, {});
+  static const ot::test::CaFile caFile(streamPki().ca, "tls-stream-test");
+  auto ctx = ot::tls::makeClientContext(caFile.string(), {});
   REQUIRE(ctx.ok());
   return ctx.value();
 }
