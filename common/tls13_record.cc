@@ -15,6 +15,7 @@ namespace {
 // the end of each call, as the next call may be another connection's (or a freed one's) key.
 struct ThreadAead {
   EVP_CIPHER_CTX* ctx = nullptr;
+  const EVP_CIPHER* boundCipher = nullptr;  // the cipher the context holds; kept across calls
   const uint8_t* boundKey = nullptr;
   int boundEnc = -1;
   ThreadAead() = default;
@@ -60,12 +61,25 @@ bool bindKey(Suite suite, const RecordLayer::Direction& direction, int enc) {
   if (aead.ctx == nullptr || cipherFor(suite) == nullptr) return false;
   if (aead.boundKey == direction.keys.key.data() && aead.boundEnc == enc) return true;
   aead.boundKey = nullptr;
-  if (EVP_CipherInit_ex2(aead.ctx, cipherFor(suite), direction.keys.key.data(), nullptr, enc,
-                         nullptr) != 1)
+  // Naming the cipher makes OpenSSL free and make the provider's context anew (a reset, a
+  // cleanse, an allocation: ~90 ns of a ~490 ns small record when every record is another idle
+  // bridge's); a context that already holds this cipher only takes the new key.
+  const EVP_CIPHER* cipher = cipherFor(suite);
+  const bool sameCipher = aead.boundCipher == cipher;
+  aead.boundCipher = nullptr;
+  if (EVP_CipherInit_ex2(aead.ctx, sameCipher ? nullptr : cipher, direction.keys.key.data(),
+                         nullptr, enc, nullptr) != 1)
     return false;
+  aead.boundCipher = cipher;
   aead.boundKey = direction.keys.key.data();
   aead.boundEnc = enc;
   return true;
+}
+
+// After a failed record the context is made anew at the next one, whatever state it was left in.
+void forgetContext() {
+  tAead.boundKey = nullptr;
+  tAead.boundCipher = nullptr;
 }
 
 // Keys the thread's context for `direction` and sets the nonce (iv XOR the padded seq) and AAD.
@@ -157,7 +171,7 @@ bool RecordLayer::sealRecord(uint8_t type, GatherCursor& cursor, size_t size,
                            body + size + 1) == 1;
   if (!ok) {
     out.resize(start);
-    tAead.boundKey = nullptr;
+    forgetContext();
     return false;
   }
   ++write_.seq;
@@ -268,7 +282,7 @@ RecordLayer::OpenResult RecordLayer::open(std::span<const uint8_t> input, std::s
                             const_cast<uint8_t*>(body + innerSize)) == 1 &&
         EVP_CipherFinal_ex(tAead.ctx, inner + n, &finalSize) == 1;
     if (!ok) {
-      tAead.boundKey = nullptr;
+      forgetContext();
       result.status = fail(AlertCode::kBadRecordMac, "tls read failed: bad record mac", toSend);
       return result;
     }

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -560,5 +561,53 @@ TEST_CASE("tls13 record: sealGather gives the records seal gives for the joined 
     REQUIRE(a.layer.seal({}, joined));
     REQUIRE(b.layer.sealGather({}, gathered));
     CHECK(gathered == joined);
+  }
+}
+
+TEST_CASE(
+    "tls13 record: connections interleaved on one thread seal and open under their own keys") {
+  // The thread's one AEAD context takes each connection's key in turn, as relayd's loop does for
+  // idle bridges' pings and pongs; two connections on the same suite must not share a key, and a
+  // failed record must not spoil the next connection's.
+  struct Connection {
+    Suite suite;
+    TrafficKeys readKeys;   // what the peer seals with
+    TrafficKeys writeKeys;  // what the peer opens with
+    RecordLayer layer;
+    Connection(Suite s, uint8_t seed)
+        : suite(s),
+          readKeys(keysOf(s, secretOf(s, seed))),
+          writeKeys(keysOf(s, secretOf(s, static_cast<uint8_t>(seed + 100)))),
+          layer(s, secretOf(s, seed), 0, secretOf(s, static_cast<uint8_t>(seed + 100)), 0) {}
+  };
+  std::vector<std::unique_ptr<Connection>> connections;
+  const Suite order[] = {Suite::kAes128GcmSha256, Suite::kAes128GcmSha256, Suite::kAes256GcmSha384,
+                         Suite::kChacha20Poly1305Sha256, Suite::kAes128GcmSha256};
+  uint8_t seed = 1;
+  for (Suite suite : order) connections.push_back(std::make_unique<Connection>(suite, seed++));
+  for (uint64_t round = 0; round < 4; ++round) {
+    for (size_t i = 0; i < connections.size(); ++i) {
+      CAPTURE(round);
+      CAPTURE(i);
+      Connection& c = *connections[i];
+      const Bytes content = range(31, static_cast<uint8_t>(round * 16 + i));
+      Bytes sealed;
+      REQUIRE(c.layer.seal(content, sealed));
+      CHECK(openRaw(c.suite, c.writeKeys, round, sealed) == appData(content));
+      Bytes out(64);
+      Bytes toSend;
+      const auto opened =
+          c.layer.open(sealRaw(c.suite, c.readKeys, round, appData(content)), out, toSend);
+      REQUIRE(opened.status == RecordLayer::OpenStatus::kOk);
+      CHECK(Bytes(out.begin(), out.begin() + static_cast<long>(opened.produced)) == content);
+      if (round == 2 && i == 1) {
+        // A record under another connection's key fails here, and only here.
+        RecordLayer victim(c.suite, secretOf(c.suite, 1), 3, secretOf(c.suite, 101), 0);
+        Bytes ignored;
+        const auto bad =
+            victim.open(sealRaw(c.suite, c.readKeys, 3, appData(content)), out, ignored);
+        CHECK(bad.status == RecordLayer::OpenStatus::kError);
+      }
+    }
   }
 }
