@@ -12,6 +12,8 @@ const char* phaseName(Phase phase) {
   switch (phase) {
     case Phase::kRamp:
       return "ramp";
+    case Phase::kRest:
+      return "rest";
     case Phase::kHold:
       return "hold";
     case Phase::kVisitors:
@@ -120,6 +122,14 @@ std::string formatSampleLine(const Sample& now, const Sample* previous) {
   return line;
 }
 
+double idleByTwoPoints(int64_t lowBridges, double lowPercent, int64_t highBridges,
+                       double highPercent, int64_t bridges) {
+  if (highBridges <= lowBridges) return highPercent;
+  const double perBridge =
+      (highPercent - lowPercent) / static_cast<double>(highBridges - lowBridges);
+  return highPercent + perBridge * static_cast<double>(bridges - highBridges);
+}
+
 void printReport(const ReportInput& in) {
   const auto& s = in.samples;
   std::printf("\n== summary (%" PRId64 " bridges asked) ==\n", in.bridges);
@@ -129,7 +139,9 @@ void printReport(const ReportInput& in) {
   std::optional<Sample> low;
   std::optional<Sample> high;
   for (const Sample& x : s) {
-    if (!low && x.phase == Phase::kRamp && x.bridgesUp >= in.markAt && x.relaydUp) low = x;
+    if (!low && (x.phase == Phase::kRamp || x.phase == Phase::kRest) && x.bridgesUp >= in.markAt &&
+        x.relaydUp)
+      low = x;
     if (!high && x.phase == Phase::kHold && x.relaydUp) high = x;
   }
   double slopeKiB = -1;
@@ -176,6 +188,21 @@ void printReport(const ReportInput& in) {
     return b.phase == Phase::kHold && b.attaches == a.attaches;
   });
   double idleCorePercent = -1;
+  // The same at the ramp's pause (--hold-low), for the slope.
+  std::optional<Sample> rest;
+  for (const Sample& x : s)
+    if (x.phase == Phase::kRest && x.relaydUp) rest = x;
+  const Delta idleLow = sumDeltas(s, [](const Sample& a, const Sample& b) {
+    return a.phase == Phase::kRest && b.phase == Phase::kRest && b.attaches == a.attaches;
+  });
+  double idleLowPercent = -1;
+  if (idleLow.seconds > 0 && rest) {
+    idleLowPercent = idleLow.relaydCpu / idleLow.seconds / 1e4;
+    std::printf("idle at the ramp's pause: relayd %.2f%% of a core for %" PRId64
+                " bridges over %.0f s (%.0f pings answered, %.1f us of relayd CPU per ping/pong)\n",
+                idleLowPercent, rest->bridgesUp, idleLow.seconds, idleLow.pings,
+                idleLow.pings > 0 ? idleLow.relaydCpu / idleLow.pings : 0.0);
+  }
   if (idle.seconds > 0 && high) {
     idleCorePercent = idle.relaydCpu / idle.seconds / 1e4;
     std::printf("idle: relayd %.2f%% of a core for %" PRId64
@@ -278,6 +305,11 @@ void printReport(const ReportInput& in) {
       if (idleCorePercent >= 0)
         std::printf(", idle %.1f%% of a core", idleCorePercent * static_cast<double>(n) /
                                                    static_cast<double>(high->bridgesUp));
+      if (idleCorePercent >= 0 && idleLowPercent >= 0 && rest && high->bridgesUp > rest->bridgesUp)
+        std::printf(
+            " (%.1f%% on the slope from %" PRId64 " to %" PRId64 " bridges)",
+            idleByTwoPoints(rest->bridgesUp, idleLowPercent, high->bridgesUp, idleCorePercent, n),
+            rest->bridgesUp, high->bridgesUp);
       std::printf(", %" PRId64 " descriptors in relayd and in the load tool (projected)\n", n + 64);
     }
   }

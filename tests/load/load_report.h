@@ -13,7 +13,8 @@
 
 namespace ot::load {
 
-enum class Phase : uint8_t { kRamp, kHold, kVisitors, kStorm, kDone };
+// kRest: the ramp paused at the memory slope's low point (--hold-low), a first idle figure.
+enum class Phase : uint8_t { kRamp, kRest, kHold, kVisitors, kStorm, kDone };
 
 struct Sample {
   double seconds = 0;  // since the tool started
@@ -74,6 +75,12 @@ struct ReportInput {
   double visitorSeconds = 0;
   std::vector<double> visitorFirstByteMs;
 };
+
+// relayd's idle CPU (per cent of a core) at `bridges`, on the line through two measured points
+// (a fixed part, such as the wheel's ticks and gRPC's threads, and a part per bridge), rather
+// than through zero: the slope measured, as the memory figure is.
+[[nodiscard]] double idleByTwoPoints(int64_t lowBridges, double lowPercent, int64_t highBridges,
+                                     double highPercent, int64_t bridges);
 
 // Prints the summary block to stdout.
 void printReport(const ReportInput& input);

@@ -47,6 +47,7 @@ struct Options {
   std::string sourceBase = "127.1.0.1";
   double holdSeconds = 60;
   int64_t markAt = 10'000;
+  double holdLowSeconds = 0;   // > 0: the ramp pauses this long at markAt (an idle figure there)
   std::string storm = "none";  // none | signal | wait
   double stormTimeoutSeconds = 300;
   int relaydPid = 0;
@@ -176,11 +177,27 @@ class Tool {
     const int64_t up = counters_.bridgesUp.load();
     switch (phase_.load()) {
       case Phase::kRamp: {
-        const auto due = std::min<int64_t>(options_.bridges, int64_t(now * options_.rate) + 1);
-        while (started_ < due) bridges_[size_t(started_++)]->start();
+        const auto due =
+            std::min<int64_t>(options_.bridges, int64_t((now - rampPaused_) * options_.rate) + 1);
+        const int64_t lowMark = std::min(options_.markAt, options_.bridges / 2);
+        const bool pauses = options_.holdLowSeconds > 0 && !rested_;
+        if (pauses && started_ >= lowMark && up >= lowMark) {
+          rested_ = true;
+          enter(Phase::kRest, now);
+          break;
+        }
+        while (started_ < due && (!pauses || started_ < lowMark))
+          bridges_[size_t(started_++)]->start();
         if (started_ == options_.bridges && up >= options_.bridges) enter(Phase::kHold, now);
         break;
       }
+      case Phase::kRest:
+        // The ramp goes on where it stopped, at its rate, not with the pause's worth at once.
+        if (now - phaseStart_ >= options_.holdLowSeconds) {
+          rampPaused_ += now - phaseStart_;
+          enter(Phase::kRamp, now);
+        }
+        break;
       case Phase::kHold:
         churnStep(now);
         if (options_.storm == "wait" && up < options_.bridges / 2) {
@@ -392,7 +409,8 @@ class Tool {
       // Nothing is shed while holding: there the scrape (a render of every metric in relayd)
       // comes every kHoldScrapeEvery samples, as from a Prometheus, not into the idle figure
       // once a second.
-      const bool scrape = s.phase != Phase::kHold || holdSamples_++ % kHoldScrapeEvery == 0;
+      const bool holding = s.phase == Phase::kHold || s.phase == Phase::kRest;
+      const bool scrape = !holding || holdSamples_++ % kHoldScrapeEvery == 0;
       if (!options_.metrics.empty() && scrape) {
         if (auto shed = scrapeCounter(options_.metrics, "opentunnel_connections_shed_total",
                                       "reason=\"handshakes\""))
@@ -430,6 +448,8 @@ class Tool {
   LoadCounters counters_;
   std::vector<std::unique_ptr<LoadBridge>> bridges_;
   int64_t started_ = 0;
+  bool rested_ = false;    // the ramp's pause (--hold-low) is behind it
+  double rampPaused_ = 0;  // seconds the ramp spent paused
   uv_timer_t tick_{};
   std::array<uv_signal_t, 4> signals_{};
   bool churnOn_ = false;
@@ -518,6 +538,10 @@ int main(int argc, char** argv) {
   app.add_option("--sources", o.sources, "loopback source addresses")->capture_default_str();
   app.add_option("--source-base", o.sourceBase, "the first source address")->capture_default_str();
   app.add_option("--hold", o.holdSeconds, "seconds to hold them idle")->capture_default_str();
+  app.add_option("--hold-low", o.holdLowSeconds,
+                 "seconds to pause the ramp at --mark-at and hold those bridges idle: the low "
+                 "point of the idle CPU's slope (0: no pause)")
+      ->capture_default_str();
   app.add_option("--mark-at", o.markAt, "bridges at the low point of the memory slope")
       ->capture_default_str();
   app.add_option("--storm", o.storm,

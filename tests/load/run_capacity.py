@@ -251,6 +251,9 @@ def main():
     parser.add_argument("--sources", type=int, default=64)
     parser.add_argument("--hold", type=float, default=60)
     parser.add_argument("--mark-at", type=int, default=10000)
+    parser.add_argument("--hold-low", type=float, default=0,
+                        help="pause the ramp this long at --mark-at (an idle figure there: the "
+                             "idle CPU's slope, as the memory's)")
     parser.add_argument("--visitors", type=int, default=0,
                         help="after the hold, this many visitors through the bridges")
     parser.add_argument("--storm", choices=["signal", "none"], default="signal")
@@ -302,6 +305,7 @@ def main():
                    "--tunnels", str(tunnels), "--bridges", str(args.bridges),
                    "--rate", str(args.rate), "--sources", str(args.sources),
                    "--hold", str(args.hold), "--mark-at", str(args.mark_at),
+                   "--hold-low", str(args.hold_low),
                    "--storm", args.storm, "--visitors", str(args.visitors), "--relayd-pid-file", str(relayd.pid_file),
                    "--controld-pid", str(controld.process.pid),
                    "--metrics", relayd.env["METRICS_LISTEN"],
