@@ -9,14 +9,12 @@
 //   OpenSSL and by a detached one, on the same handshake.
 //
 //   ot_tls13_record_bench [--iterations 200000]
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -124,10 +122,9 @@ int main(int argc, char** argv) {
   // The ping/pong exchange on an engine pair: OpenSSL kept, then detached.
   auto ca = test::makeCa("Bench CA");
   auto leaf = test::makeLeaf(ca, "api.example.test");
-  const std::string caPath = "/tmp/ot-tls13-record-bench-" + std::to_string(getpid()) + ".pem";
-  std::ofstream(caPath) << ca.certPem;
+  const test::CaFile caFile(ca, "tls13-record-bench");
   auto serverCtx = tls::makeServerContext(leaf.certPem + ca.certPem, leaf.keyPem, {"http/1.1"});
-  auto clientCtx = tls::makeClientContext(caPath, {"http/1.1"});
+  auto clientCtx = tls::makeClientContext(caFile.string(), {"http/1.1"});
   if (!serverCtx || !clientCtx) return 1;
   const std::vector<uint8_t> ping = {0x89, 0x84, 0, 0, 0, 0, 'p', 'i', 'n', 'g'};
   const std::vector<uint8_t> pong = {0x8a, 0x04, 'p', 'i', 'n', 'g'};
@@ -205,6 +202,5 @@ int main(int argc, char** argv) {
         detach ? "with the switch (keys, proofs, SSL_free)" : "on OpenSSL", switchNs / connections,
         freeNs / connections);
   }
-  unlink(caPath.c_str());
   return 0;
 }
