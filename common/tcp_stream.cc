@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/address_resolver.h"
+#include "common/prefetch.h"
 
 namespace ot {
 
@@ -314,6 +315,22 @@ size_t TcpStream::writeCopy(std::span<const std::span<const uint8_t>> pieces) {
     queueWrite(std::move(rest), 0);
   }
   return taken;
+}
+
+void TcpStream::prefetch(unsigned stage) const {
+  if (stage > 0) {
+    if (handler_ != nullptr) handler_->prefetchForRead(stage - 1);
+    return;
+  }
+  prefetchLine(this);                 // the handler
+  prefetchLine(&tcp_.flags);          // uv_fileno's checks
+  prefetchLine(&tcp_.io_watcher.fd);  // the descriptor
+  prefetchLine(&queuedBytes_);
+  prefetchLine(&backlog_);
+  prefetchLine(&bytesWritten_);
+  prefetchLine(&closing_);
+  prefetchLine(&ringSending_);
+  prefetchLine(&held_);
 }
 
 size_t TcpStream::writeNow(std::vector<uint8_t> bytes) {

@@ -87,6 +87,10 @@ class TcpStream {
     virtual void onConnectFailed(const ConnectFailure& failure) { (void)failure; }
     // At most this many bytes per read (the rest stays in the kernel); at least 1.
     [[nodiscard]] virtual size_t readSizeLimit() const { return SIZE_MAX; }
+    // Asks for the cache lines onRead will read `stage` pointers away from the handler (0: the
+    // handler itself) without waiting for them: relayd's ring does it for a batch of receives
+    // before delivering them (TcpStream::prefetch). Reads only.
+    virtual void prefetchForRead(unsigned stage) const { (void)stage; }
 
    protected:
     ~Handler() = default;
@@ -133,6 +137,11 @@ class TcpStream {
   // writeCopy of several pieces in one write (writev), queued as one piece when not all taken.
   [[nodiscard]] size_t writeCopy(std::span<const std::span<const uint8_t>> pieces);
   [[nodiscard]] size_t writeNow(std::vector<uint8_t> bytes);
+  // Asks for cache lines without waiting for them (common/prefetch.h): stage 0 those of this
+  // stream that writeNow and a ring receive's delivery read; a later stage those of its handler,
+  // one pointer further per stage (Handler::prefetchForRead). relayd does it for a batch of idle
+  // bridges about to be pinged, or whose pongs are about to be delivered. Reads only.
+  void prefetch(unsigned stage) const;
   [[nodiscard]] size_t queuedBytes() const { return queuedBytes_; }
   // The peer leaves more than the high mark unread: its reading is paused until the low mark.
   // Owners that hold input already read (pipelined requests) wait for this to clear too; they

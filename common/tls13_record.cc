@@ -7,6 +7,8 @@
 #include <array>
 #include <cstring>
 
+#include "common/prefetch.h"
+
 namespace ot::tls13 {
 namespace {
 
@@ -181,6 +183,16 @@ bool RecordLayer::sealRecord(uint8_t type, GatherCursor& cursor, size_t size,
 bool RecordLayer::seal(std::span<const uint8_t> plaintext, std::vector<uint8_t>& out) {
   const std::span<const uint8_t> one[1] = {plaintext};
   return sealGather(one, out);
+}
+
+void RecordLayer::prefetch() const {
+  prefetchLine(read_.keys.key.data());
+  prefetchLine(read_.keys.iv.data());
+  prefetchLine(&read_.seq);
+  prefetchLine(write_.keys.key.data());
+  prefetchLine(write_.keys.iv.data());
+  prefetchLine(&write_.seq);
+  prefetchLine(&suite_);
 }
 
 bool RecordLayer::sealGather(std::span<const std::span<const uint8_t>> pieces,

@@ -108,6 +108,12 @@ class TlsEngine {
 
   // Encrypts all of `plaintext` (after the handshake). kError if the engine failed.
   [[nodiscard]] TlsStatus write(std::span<const uint8_t> plaintext);
+  // Asks for the cache lines a read or a write reads `stage` pointers away from this engine (0:
+  // the engine; 1: its buffers and detached state; 2: the record layer) without waiting for
+  // them: relayd calls it a stage at a time for a batch of idle bridges about to be pinged or to
+  // read their pongs (relayd/timer_wheel.h, Prefetch). Reads only. Not while a handshake step
+  // runs elsewhere.
+  void prefetch(unsigned stage) const;
   // write() of the pieces one after another, as one write. Detached, the records are sealed
   // straight from the pieces; on OpenSSL they are joined first (one copy).
   [[nodiscard]] TlsStatus writeGather(std::span<const std::span<const uint8_t>> pieces);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/prefetch.h"
 #include "common/tls_engine.h"
 #include "common/tls_engine_state.h"
 
@@ -315,6 +316,28 @@ ReadResult TlsEngine::detachedRead(std::span<uint8_t> out, ReadResult result) {
   }
   releaseIdleBuffers();
   return result;
+}
+
+void TlsEngine::prefetch(unsigned stage) const {
+  switch (stage) {
+    case 0:
+      prefetchLine(this);
+      prefetchLine(&detached_);
+      return;
+    case 1:
+      prefetchLine(bio_.get());  // the input queue and its position, the loan
+      prefetchLine(&bio_->out);
+      if (detached_) {
+        prefetchLine(detached_.get());
+        prefetchLine(&detached_->held);
+      }
+      return;
+    case 2:
+      if (detached_ && detached_->layer) detached_->layer->prefetch();
+      return;
+    default:
+      return;
+  }
 }
 
 TlsStatus TlsEngine::detachedWrite(std::span<const std::span<const uint8_t>> pieces) {

@@ -105,6 +105,11 @@ class TlsStream {
   [[nodiscard]] bool write(std::span<const uint8_t> plaintext);
   // write() of the pieces as one (TlsEngine::writeGather). False as for write().
   [[nodiscard]] bool writeGather(std::span<const std::span<const uint8_t>> pieces);
+  // TlsEngine::prefetch, `stage` pointers beyond this stream (0: its engine). The stream's own
+  // members are its owner's to ask for. Nothing while a handshake step runs elsewhere.
+  void prefetch(unsigned stage) const {
+    if (step_ == nullptr && engine_) engine_->prefetch(stage);
+  }
   // Queues close_notify and sends it.
   void closeNotify();
   // write() and closeNotify() sent as one piece (a last answer). False as for write().

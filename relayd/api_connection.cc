@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/log_throttle.h"
+#include "common/prefetch.h"
 #include "relayd/api_admission.h"
 #include "relayd/relay.h"
 
@@ -275,6 +276,30 @@ uint64_t ApiConnection::bytesWritten() const {
 void ApiConnection::pauseReading() {
   readPausedByBridge_ = true;
   if (stream_ != nullptr) stream_->stopReading();
+}
+
+void ApiConnection::prefetchForWrite(unsigned stage) const {
+  if (stage == 0) {
+    prefetchLine(&phase_);
+    prefetchLine(&stream_);
+    prefetchLine(&tls_);
+    return;
+  }
+  // The socket is one pointer away; the TLS stream is a member, its engine one pointer away.
+  if (stage == 1 && stream_ != nullptr) stream_->prefetch(0);
+  tls_.prefetch(stage - 1);
+}
+
+void ApiConnection::prefetchForRead(unsigned stage) const {
+  if (stage == 0) {
+    prefetchLine(&phase_);
+    prefetchLine(&tls_);
+    prefetchLine(&bridge_);
+    return;
+  }
+  // The TLS engine and the bridge session are each one pointer away.
+  tls_.prefetch(stage - 1);
+  if (stage == 1 && phase_ == Phase::kBridge && bridge_) bridge_->prefetchForRead();
 }
 
 void ApiConnection::setIdleReads(bool idle) {

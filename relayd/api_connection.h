@@ -68,6 +68,8 @@ class ApiConnection final : public TcpStream::Handler,
   [[nodiscard]] const std::string& peerAddress() const override;
   [[nodiscard]] uint64_t directDialId() const override { return dialId_; }
   void setIdleReads(bool idle) override;
+  void prefetchForWrite(unsigned stage) const override;
+  void prefetchForRead(unsigned stage) const override;  // TcpStream::Handler
 
   // tls::TlsStream::Owner
   bool sendCiphertext(std::vector<uint8_t> bytes) override;

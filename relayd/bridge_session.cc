@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/prefetch.h"
 
 namespace ot::relayd {
 
@@ -29,7 +30,7 @@ BridgeSession::BridgeSession(RelayContext& context, RelayForBridge& relay,
       tunnelId_(std::move(tunnelId)),
       key_(0),
       reader_(ws::Role::kServer, bridge::kMaxMessageBeforeAttach, ws::Delivery::kWholeView),
-      heartbeat_(&BridgeSession::onHeartbeat, this),
+      heartbeat_(&BridgeSession::onHeartbeat, this, &BridgeSession::prefetchHeartbeat),
       stall_(&BridgeSession::onStall, this),
       closeWait_(&BridgeSession::onCloseWait, this) {
   key_ = relay_.registerBridge(this);
@@ -51,6 +52,13 @@ BridgeSession::~BridgeSession() {
 
 // ---------------------------------------------------------------------------------------------
 // Input
+
+void BridgeSession::prefetchForRead() const {
+  prefetchLine(this);
+  prefetchLine(&phase_);
+  prefetchLine(&reader_);
+  prefetchLine(&lastHeardMs_);
+}
 
 void BridgeSession::onPlaintext(std::span<uint8_t> bytes) {
   // An outer call's frames (attachAllowed replays deferred input from inside one) go first.

@@ -56,6 +56,10 @@ class BridgeTransport {
   // Whether the bridge carries no stream now: its reads may take the relay's batched path for
   // idle connections (TcpStream::setRingReads).
   virtual void setIdleReads(bool idle) { (void)idle; }
+  // Asks for the cache lines sendPlain reads `stage` pointers away from the transport (0: the
+  // transport object itself) without waiting for them: the heartbeat's prefetch stages
+  // (relayd/timer_wheel.h, Prefetch). Reads only.
+  virtual void prefetchForWrite(unsigned stage) const { (void)stage; }
 
  protected:
   ~BridgeTransport() = default;
@@ -72,6 +76,8 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
 
   // Decrypted bytes from the client (mutable: frames are unmasked in place).
   void onPlaintext(std::span<uint8_t> bytes);
+  // Asks for the lines onPlaintext reads first, without waiting for them (common/prefetch.h).
+  void prefetchForRead() const;
   // The socket went away (EOF, error) without a close handshake.
   void onTransportLost();
   // The socket has written `bytes`; resume visitors when below the low mark.
@@ -167,6 +173,11 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   void checkBudgets();
   void scheduleHeartbeat();
   static void onHeartbeat(TimerEntry* entry, void* owner);
+  // The heartbeat entry's prefetch stages: this session's lines, then, for a bridge the
+  // heartbeat will ping, its transport's (the ping's TLS record and send).
+  static void prefetchHeartbeat(const void* owner, unsigned stage);
+  // onHeartbeat will ping now: attached, silent for a whole heartbeat, no ping unanswered.
+  [[nodiscard]] bool pingDue(uint64_t nowMs) const;
   static void onStall(TimerEntry* entry, void* owner);
   static void onCloseWait(TimerEntry* entry, void* owner);
 

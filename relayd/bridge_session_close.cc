@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/prefetch.h"
 #include "relayd/bridge_session.h"
 
 namespace ot::relayd {
@@ -11,6 +12,22 @@ void BridgeSession::scheduleHeartbeat() {
   const uint64_t now = context_.nowMs();
   const uint64_t due = lastHeardMs_ + context_.config.bridgeHeartbeatMs;
   context_.wheel.schedule(heartbeat_, now, due > now ? due - now : 0);
+}
+
+bool BridgeSession::pingDue(uint64_t nowMs) const {
+  return (phase_ == Phase::kAttached || phase_ == Phase::kDraining) && !pingOutstanding_ &&
+         nowMs - lastHeardMs_ >= context_.config.bridgeHeartbeatMs;
+}
+
+void BridgeSession::prefetchHeartbeat(const void* owner, unsigned stage) {
+  const auto* self = static_cast<const BridgeSession*>(owner);
+  if (stage == 0) {
+    prefetchLine(self);  // the references to the context and the transport
+    prefetchLine(&self->phase_);
+    prefetchLine(&self->lastHeardMs_);
+    return;
+  }
+  if (self->pingDue(self->context_.nowMs())) self->transport_.prefetchForWrite(stage - 1);
 }
 
 void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
@@ -38,7 +55,7 @@ void BridgeSession::onHeartbeat(TimerEntry*, void* owner) {
   // Only a bridge silent for a whole heartbeat is pinged: any frame from the client counts as
   // life (onPlaintext), so a bridge that carries traffic, or whose client pings on its own, costs
   // no ping, only this entry's one wake-up per heartbeat.
-  if (silent >= heartbeat && !self->pingOutstanding_) {
+  if (self->pingDue(now)) {
     self->pingOutstanding_ = true;
     self->sendFrame(ws::Opcode::kPing, {}, {});
   }

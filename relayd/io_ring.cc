@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -13,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/log_throttle.h"
+#include "common/prefetch.h"
 #include "common/tcp_stream.h"
 #include "relayd/relay_metrics.h"
 
@@ -261,6 +263,7 @@ void IoRing::processAll() {
   // overflowed queue): fetched in one call, only when the ring says so.
   if (workPending()) (void)io_uring_get_events(&ring_);
   size_t asideNext = 0;
+  size_t prefetchedAhead = 0;  // completions in the queue whose streams were prefetched
   for (;;) {
     Completion completion{};
     // Put aside earlier (by a flush inside a dispatch, too): older than anything in the queue.
@@ -269,6 +272,8 @@ void IoRing::processAll() {
     } else {
       putAside_.clear();
       asideNext = 0;
+      if (prefetchedAhead == 0) prefetchedAhead = prefetchReceivers();
+      if (prefetchedAhead > 0) --prefetchedAhead;
       io_uring_cqe* cqe = nullptr;
       if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr) break;
       completion = {cqe->user_data, cqe->res, cqe->flags};
@@ -277,6 +282,27 @@ void IoRing::processAll() {
     dispatch(completion);
   }
   dispatching_ = false;
+}
+
+size_t IoRing::prefetchReceivers() {
+  // Up to a batch of the completions waiting, not taken: every stream they name is alive until
+  // its receive's last completion is dispatched, and none of these is yet.
+  std::array<io_uring_cqe*, kPrefetchBatch> cqes{};
+  const unsigned count =
+      io_uring_peek_batch_cqe(&ring_, cqes.data(), static_cast<unsigned>(cqes.size()));
+  std::array<const TcpStream*, kPrefetchBatch> streams{};
+  size_t receivers = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    if ((cqes[i]->user_data & kTagMask) == kReceiveTag && cqes[i]->res > 0) {
+      streams[receivers++] = reinterpret_cast<const TcpStream*>(cqes[i]->user_data & ~kTagMask);
+    }
+  }
+  if (receivers > 1) {  // one stream's misses have nothing to overlap with
+    for (unsigned stage = 0; stage < kPrefetchStages; ++stage) {
+      for (size_t i = 0; i < receivers; ++i) streams[i]->prefetch(stage);
+    }
+  }
+  return count;
 }
 
 void IoRing::dispatch(const Completion& completion) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/metrics.h"
+#include "common/prefetch.h"
 #include "common/tcp_stream.h"
 #include "relayd/relay_context.h"
 #include "tests/relayd/loopback_pair.h"
@@ -33,6 +34,16 @@ struct Recorder final : TcpStream::Handler {
   int error = 0;
   bool closed = false;
   std::function<void()> afterRead;  // e.g. the owner pauses inside its read
+  // The prefetch stages asked of this handler, and those asked after its first read.
+  mutable std::vector<unsigned> stagesBeforeRead;
+  mutable int stagesAfterRead = 0;
+  void prefetchForRead(unsigned stage) const override {
+    if (read.empty()) {
+      stagesBeforeRead.push_back(stage);
+    } else {
+      ++stagesAfterRead;
+    }
+  }
   void onRead(std::span<const uint8_t> bytes) override {
     read.append(bytes.begin(), bytes.end());
     if (afterRead) afterRead();
@@ -310,6 +321,24 @@ TEST_CASE_FIXTURE(RingRig,
   uv_close(reinterpret_cast<uv_handle_t*>(&bound), nullptr);
   CHECK(delivered());
   CHECK(metrics.ringReceives.Value() >= kStreams);
+  // Before a run of completions is delivered, their streams and handlers are asked for a stage
+  // at a time (IoRing::prefetchReceivers): a handler's stages come in order, before its data.
+  // A stream alone in what the kernel had posted is not, so not every handler sees them.
+  const std::vector<unsigned> allStages = [] {
+    std::vector<unsigned> stages;
+    for (unsigned stage = 0; stage + 1 < ot::kPrefetchStages; ++stage) {
+      stages.push_back(stage);
+    }
+    return stages;
+  }();
+  int prefetched = 0;
+  for (const Recorder& each : handlers) {
+    CHECK(each.stagesAfterRead == 0);
+    if (each.stagesBeforeRead.empty()) continue;
+    CHECK(each.stagesBeforeRead == allStages);
+    ++prefetched;
+  }
+  CHECK(prefetched >= kStreams / 2);
 
   for (TcpStream* each : streams) each->close(false);
   REQUIRE(runUntil([&] {

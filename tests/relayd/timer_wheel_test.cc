@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 using ot::relayd::TimerEntry;
@@ -241,6 +242,94 @@ TEST_CASE("timer wheel: a callback cancelling a due entry of the same tick preve
   wheel.advance(now);
   CHECK(a.fired + b.fired == 1);
   CHECK(wheel.size() == 0);
+}
+
+TEST_CASE("timer wheel: prefetch stages run over a batch of due entries before their callbacks") {
+  uint64_t now = 0;
+  TimerWheel wheel(now, 10, 16);
+  // What happened, in order: (owner index, stage) for a prefetch, (owner index, -1) for a fire.
+  std::vector<std::pair<int, int>> events;
+  struct Owner {
+    Owner(std::vector<std::pair<int, int>>& events, int position, bool withPrefetch)
+        : entry(&Owner::onFire, this, withPrefetch ? &Owner::onPrefetch : nullptr),
+          log(events),
+          index(position) {}
+    static void onFire(TimerEntry*, void* owner) {
+      auto* self = static_cast<Owner*>(owner);
+      self->log.emplace_back(self->index, -1);
+      if (self->then) self->then();
+    }
+    static void onPrefetch(const void* owner, unsigned stage) {
+      const auto* self = static_cast<const Owner*>(owner);
+      self->log.emplace_back(self->index, static_cast<int>(stage));
+    }
+    TimerEntry entry;
+    std::vector<std::pair<int, int>>& log;
+    int index;
+    std::function<void()> then;
+  };
+  // More due entries than one batch, every fourth without a prefetch hook.
+  constexpr int kCount = static_cast<int>(TimerWheel::kPrefetchBatch) * 2 + 5;
+  std::vector<std::unique_ptr<Owner>> owners;
+  for (int i = 0; i < kCount; ++i) {
+    owners.push_back(std::make_unique<Owner>(events, i, i % 4 != 0));
+    wheel.schedule(owners.back()->entry, now, 10);
+  }
+  // Whichever fires first destroys another due entry of its batch that has not fired yet: that
+  // one never fires, and no stage runs for it after it is gone (ASan would see the owner read).
+  int destroyed = -1;
+  for (auto& owner : owners) {
+    Owner* self = owner.get();
+    self->then = [&, self] {
+      if (destroyed >= 0) return;
+      for (auto& other : owners) {
+        if (other && other.get() != self && other->entry.armed()) {
+          destroyed = other->index;
+          other.reset();
+          return;
+        }
+      }
+    };
+  }
+  now = 10;
+  wheel.advance(now);
+  REQUIRE(destroyed >= 0);
+  CHECK(wheel.size() == 0);
+
+  std::vector<int> fires(kCount, 0);
+  std::vector<int> nextStage(kCount, 0);
+  int firedWithoutStages = 0;
+  for (const auto& [index, stage] : events) {
+    const auto at = static_cast<size_t>(index);
+    if (stage < 0) {
+      ++fires[at];
+      // A hooked entry's stages all ran before it fired, except for the one entry per later
+      // batch that fires in place of the destroyed one (its batch was taken before).
+      if (index % 4 != 0 && nextStage[at] == 0) ++firedWithoutStages;
+      if (index % 4 != 0 && nextStage[at] != 0) {
+        CHECK(nextStage[at] == static_cast<int>(TimerWheel::kPrefetchStages));
+      }
+    } else {
+      CHECK(index % 4 != 0);          // no hook, no stage
+      CHECK(fires[at] == 0);          // never after its own callback
+      CHECK(stage == nextStage[at]);  // stages in order, each once
+      ++nextStage[at];
+    }
+  }
+  for (int i = 0; i < kCount; ++i) {
+    CHECK(fires[static_cast<size_t>(i)] == (i == destroyed ? 0 : 1));
+  }
+  CHECK(firedWithoutStages <= 1);
+  // The stages of a batch come before the batch's first callback: the first event is a stage,
+  // and stage 0 of the whole first batch precedes its last stage's calls.
+  REQUIRE_FALSE(events.empty());
+  CHECK(events.front().second == 0);
+  size_t firstFire = 0;
+  while (firstFire < events.size() && events[firstFire].second >= 0) ++firstFire;
+  size_t hookedInFirstBatch = 0;
+  for (size_t i = 0; i < firstFire; ++i) hookedInFirstBatch += events[i].second == 0 ? 1U : 0U;
+  CHECK(hookedInFirstBatch > 1);
+  CHECK(firstFire == hookedInFirstBatch * TimerWheel::kPrefetchStages);
 }
 
 TEST_CASE("timer wheel: 100000 entries fire exactly once each") {
