@@ -8,7 +8,9 @@
 
 namespace ot {
 
-inline void prefetchLine(const void* address) { __builtin_prefetch(address, 0, 3); }
+inline void prefetchLine(const void* address) {
+  __builtin_prefetch(address, 0, 3);
+}
 
 // How relayd fetches ahead for many connections at once: passes over a batch of them, each pass
 // one pointer deeper (the session, the connection, the socket and TLS engine, the engine's

@@ -319,7 +319,8 @@ size_t TcpStream::writeCopy(std::span<const std::span<const uint8_t>> pieces) {
 
 void TcpStream::prefetch(unsigned stage) const {
   if (stage > 0) {
-    if (handler_ != nullptr) handler_->prefetchForRead(stage - 1);
+    // As onRingData: a closing stream delivers nothing, so its handler is not asked either.
+    if (!closing_ && handler_ != nullptr) handler_->prefetchForRead(stage - 1);
     return;
   }
   prefetchLine(this);                 // the handler

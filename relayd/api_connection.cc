@@ -278,25 +278,24 @@ void ApiConnection::pauseReading() {
   if (stream_ != nullptr) stream_->stopReading();
 }
 
+void ApiConnection::prefetchOwnLines() const {
+  // What a bridge's write and read look at first: the phase, the socket and bridge pointers, the
+  // TLS stream (a member).
+  prefetchLine(&phase_);
+  prefetchLine(&stream_);
+  prefetchLine(&tls_);
+  prefetchLine(&bridge_);
+}
+
 void ApiConnection::prefetchForWrite(unsigned stage) const {
-  if (stage == 0) {
-    prefetchLine(&phase_);
-    prefetchLine(&stream_);
-    prefetchLine(&tls_);
-    return;
-  }
+  if (stage == 0) return prefetchOwnLines();
   // The socket is one pointer away; the TLS stream is a member, its engine one pointer away.
   if (stage == 1 && stream_ != nullptr) stream_->prefetch(0);
   tls_.prefetch(stage - 1);
 }
 
 void ApiConnection::prefetchForRead(unsigned stage) const {
-  if (stage == 0) {
-    prefetchLine(&phase_);
-    prefetchLine(&tls_);
-    prefetchLine(&bridge_);
-    return;
-  }
+  if (stage == 0) return prefetchOwnLines();
   // The TLS engine and the bridge session are each one pointer away.
   tls_.prefetch(stage - 1);
   if (stage == 1 && phase_ == Phase::kBridge && bridge_) bridge_->prefetchForRead();

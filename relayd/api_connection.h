@@ -90,6 +90,8 @@ class ApiConnection final : public TcpStream::Handler,
   void onDrainStarted();
 
  private:
+  // Stage 0 of prefetchForWrite and prefetchForRead.
+  void prefetchOwnLines() const;
   enum class Phase : uint8_t { kHandshake, kHttp, kWaiting, kHttp2, kBridge, kClosing };
   static constexpr uint64_t kKeepAliveIdleMs = 60'000;
 
