@@ -86,11 +86,11 @@ class RecordLayer {
   // Appends `plaintext` as application data records (at most 2^14 bytes each, no padding) to
   // `out`. False on failure (the sequence limit): then the alert is appended instead.
   [[nodiscard]] bool seal(std::span<const uint8_t> plaintext, std::vector<uint8_t>& out);
-  // seal() of the pieces' bytes one after another, read straight from each piece (records cut
-  // at 2^14 bytes whatever the pieces' bounds): no copy to join them first.
   // The lines a seal or an open reads (both directions' keys and sequence numbers, the suite),
   // asked for ahead (common/prefetch.h).
   void prefetch() const;
+  // seal() of the pieces' bytes one after another, read straight from each piece (records cut
+  // at 2^14 bytes whatever the pieces' bounds): no copy to join them first.
   [[nodiscard]] bool sealGather(std::span<const std::span<const uint8_t>> pieces,
                                 std::vector<uint8_t>& out);
   // Appends an encrypted alert (close_notify is a warning, the rest fatal). A fatal alert also
