@@ -80,10 +80,10 @@ void TimerWheel::unlink(TimerEntry& entry) {
 }
 
 void TimerWheel::prefetchBatch(TimerEntry* first) {
-  // The hooked ones among the next kPrefetchBatch entries to fire (the pending list fires from
-  // its head), taken before any of their callbacks runs: every one of them is alive until then.
-  // A callback that destroys a later entry of the batch lets one entry past the batch fire in this
-  // round without its stages; stages are a hint, and no entry gets them twice.
+  // The hooked ones among the next kPrefetchBatch entries (common/prefetch.h) to fire (the pending
+  // list fires from its head), taken before any of their callbacks runs: every one of them is alive
+  // until then. A callback that destroys a later entry of the batch lets one entry past the batch
+  // fire in this round without its stages; stages are a hint, and no entry gets them twice.
   std::array<const TimerEntry*, kPrefetchBatch> batch{};
   size_t count = 0;
   size_t seen = 0;

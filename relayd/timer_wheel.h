@@ -57,11 +57,6 @@ class TimerEntry {
 
 class TimerWheel {
  public:
-  // The prefetch stages run for each batch of due entries (TimerEntry::Prefetch), and the
-  // batch's size (common/prefetch.h).
-  static constexpr unsigned kPrefetchStages = ot::kPrefetchStages;
-  static constexpr size_t kPrefetchBatch = ot::kPrefetchBatch;
-
   explicit TimerWheel(uint64_t nowMs, uint32_t tickMs = 250, size_t slots = 4096);
   ~TimerWheel();  // cancels every entry still armed
   TimerWheel(const TimerWheel&) = delete;

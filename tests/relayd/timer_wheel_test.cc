@@ -269,7 +269,7 @@ TEST_CASE("timer wheel: prefetch stages run over a batch of due entries before t
     std::function<void()> then;
   };
   // More due entries than one batch, every fourth without a prefetch hook.
-  constexpr int kCount = static_cast<int>(TimerWheel::kPrefetchBatch) * 2 + 5;
+  constexpr int kCount = static_cast<int>(ot::kPrefetchBatch) * 2 + 5;
   std::vector<std::unique_ptr<Owner>> owners;
   for (int i = 0; i < kCount; ++i) {
     owners.push_back(std::make_unique<Owner>(events, i, i % 4 != 0));
@@ -307,7 +307,7 @@ TEST_CASE("timer wheel: prefetch stages run over a batch of due entries before t
       // batch that fires in place of the destroyed one (its batch was taken before).
       if (index % 4 != 0 && nextStage[at] == 0) ++firedWithoutStages;
       if (index % 4 != 0 && nextStage[at] != 0) {
-        CHECK(nextStage[at] == static_cast<int>(TimerWheel::kPrefetchStages));
+        CHECK(nextStage[at] == static_cast<int>(ot::kPrefetchStages));
       }
     } else {
       CHECK(index % 4 != 0);          // no hook, no stage
@@ -329,7 +329,7 @@ TEST_CASE("timer wheel: prefetch stages run over a batch of due entries before t
   size_t hookedInFirstBatch = 0;
   for (size_t i = 0; i < firstFire; ++i) hookedInFirstBatch += events[i].second == 0 ? 1U : 0U;
   CHECK(hookedInFirstBatch > 1);
-  CHECK(firstFire == hookedInFirstBatch * TimerWheel::kPrefetchStages);
+  CHECK(firstFire == hookedInFirstBatch * ot::kPrefetchStages);
 }
 
 TEST_CASE("timer wheel: 100000 entries fire exactly once each") {
