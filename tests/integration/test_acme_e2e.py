@@ -230,7 +230,12 @@ def test_thirty_jobs_on_two_controlds_each_run_once(pebble, processes, shared_da
 
     # controld's view: 30 "certificate issued", one per tunnel, shared between the processes;
     # one attempt per job in all.
-    issued = ah.log_records(a, b, message="certificate issued")
+    # (The line is written just after the record is made ready: the last one may lag a moment.)
+    def every_issue_logged():
+        records = ah.log_records(a, b, message="certificate issued")
+        return records if len(records) >= len(tunnels) else None
+
+    issued = harness.wait_until(every_issue_logged, 10, "every certificate's log line")
     by_tunnel = collections.Counter(r["tunnel"] for r in issued)
     assert by_tunnel == collections.Counter({t["id"]: 1 for t in tunnels}), by_tunnel
     processes = collections.Counter(r["_process"] for r in issued)

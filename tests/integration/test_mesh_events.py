@@ -179,7 +179,12 @@ def test_a_certificate_made_ready_on_one_machine_is_served_by_the_others_bridge_
     before = {machine.name: issued_count(machine) for machine in (a, b)}
     bind_csr(a.stack.relayd.api, tunnel, tmp_path)
     wait_ready(a.stack.relayd.api, tunnel, old_chain=tunnel["chain"])
-    issuers = [machine.name for machine in (a, b) if issued_count(machine) > before[machine.name]]
+    # The runner logs "certificate issued" after it has written the record and finished the job
+    # (job_attempt.cc), so the record can be seen ready a moment before either log says so.
+    def issuers_now():
+        return [machine.name for machine in (a, b)
+                if issued_count(machine) > before[machine.name]]
+    issuers = harness.wait_until(issuers_now, 10.0, "the issuing machine's log line")
     assert len(issuers) == 1, issuers
     # Ready in the database: both bridges serve their visitors at once (the event's propagation
     # is allowed a second; a lost event would leave the other machine's "not ready" for good).
