@@ -102,6 +102,92 @@ TEST_CASE("timer wheel: random delays and steps fire after the deadline and with
   for (const auto& probe : probes) REQUIRE(probe->fired == 1);
 }
 
+TEST_CASE("timer wheel: random cancels and re-arms, from callbacks too, fire what is armed") {
+  // A slot is an array in blocks with swap-removal, the due entries a list with holes
+  // (timer_wheel.cc): whatever order cancels come in, from outside or from callbacks of the same
+  // tick, every entry still armed fires once, in the first advance at or after its deadline, and
+  // no other does.
+  std::mt19937_64 random(7);
+  uint64_t now = 1000;
+  const uint32_t tick = 10;
+  // A small wheel: many entries share a slot (more than a block of 64 holds), many wait rounds.
+  TimerWheel wheel(now, tick, 16);
+  constexpr size_t kProbes = 3000;
+  constexpr uint64_t kUnarmed = UINT64_MAX;
+  std::vector<std::unique_ptr<Probe>> probes;
+  std::vector<uint64_t> expected(kProbes, kUnarmed);  // the deadline each one should fire at
+  uint64_t previous = now;
+  int fired = 0;
+  for (size_t i = 0; i < kProbes; ++i) {
+    probes.push_back(std::make_unique<Probe>());
+    probes.back()->clock = &now;
+  }
+  for (size_t i = 0; i < kProbes; ++i) {
+    probes[i]->then = [&, i](Probe&) {
+      ++fired;
+      REQUIRE(expected[i] != kUnarmed);
+      REQUIRE(now >= expected[i]);
+      REQUIRE(previous < (expected[i] + tick - 1) / tick * tick);
+      expected[i] = kUnarmed;
+      // A callback cancels one entry and re-arms another, either of which may be due this tick.
+      const size_t cancelled = random() % kProbes;
+      probes[cancelled]->entry.cancel();
+      expected[cancelled] = kUnarmed;
+      const size_t rearmed = random() % kProbes;
+      const uint64_t delay = 1 + random() % 400;  // at least 1: the deadline is never moved
+      wheel.schedule(probes[rearmed]->entry, now, delay);
+      expected[rearmed] = now + delay;
+    };
+  }
+  for (int step = 0; step < 300; ++step) {
+    for (int op = 0; op < 100; ++op) {
+      const size_t i = random() % kProbes;
+      if (random() % 3 == 0) {
+        probes[i]->entry.cancel();
+        expected[i] = kUnarmed;
+      } else {
+        const uint64_t delay = 1 + random() % 400;
+        wheel.schedule(probes[i]->entry, now, delay);
+        expected[i] = now + delay;
+      }
+    }
+    previous = now;
+    now += 1 + random() % 25;
+    wheel.advance(now);
+    size_t armed = 0;
+    for (size_t i = 0; i < kProbes; ++i) {
+      REQUIRE(probes[i]->entry.armed() == (expected[i] != kUnarmed));
+      if (expected[i] == kUnarmed) continue;
+      ++armed;
+      REQUIRE(probes[i]->entry.deadline() == expected[i]);
+      REQUIRE((expected[i] + tick - 1) / tick > now / tick);  // not overdue
+    }
+    REQUIRE(wheel.size() == armed);
+  }
+  CHECK(fired > 1000);
+}
+
+TEST_CASE("timer wheel: the blocks follow the entries armed, not every slot's largest size") {
+  // 2,000 heartbeats of 15 s on the default wheel (4,096 slots of 250 ms, a span of 1,024 s),
+  // run for 3,000 s: every slot holds ~33 entries in turn, but only the 60 slots ahead of the
+  // clock hold any at a time, so the pool holds about a block per busy slot, not one per slot.
+  uint64_t now = 0;
+  TimerWheel wheel(now, 250, 4096);
+  constexpr uint64_t kHeartbeatMs = 15000;
+  std::vector<std::unique_ptr<Probe>> probes;
+  for (int i = 0; i < 2000; ++i) {
+    probes.push_back(std::make_unique<Probe>());
+    Probe& probe = *probes.back();
+    probe.clock = &now;
+    probe.then = [&](Probe& self) { wheel.schedule(self.entry, now, kHeartbeatMs); };
+    wheel.schedule(probe.entry, now, static_cast<uint64_t>(i) * kHeartbeatMs / 2000);
+  }
+  for (now = 250; now <= 3000000; now += 250) wheel.advance(now);
+  CHECK(wheel.size() == 2000);
+  for (const auto& probe : probes) CHECK(probe->fired >= 199);
+  CHECK(wheel.blocksHeld() <= 2000 / 64 + 61 + 1);
+}
+
 TEST_CASE("timer wheel: cancel and destruction of an armed entry stop it") {
   uint64_t now = 0;
   TimerWheel wheel(now, 10, 8);
