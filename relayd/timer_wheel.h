@@ -10,8 +10,8 @@
 //
 // Pure logic: no libuv, time is passed in (milliseconds, any monotonic origin). Loop thread only.
 // Resolution is the tick (default 250 ms): an entry fires at the first advance() at or after its
-// deadline rounded up to a tick; never early. Deadlines beyond the wheel's span (slots * tick) are
-// kept in their slot with a round count, so any delay works.
+// deadline rounded up to a tick; never early. An entry due beyond the wheel's span (slots * tick)
+// stays in its slot, passed over by each walk until one finds it due, so any delay works.
 #pragma once
 
 #include <array>
