@@ -8,7 +8,7 @@
 namespace ot::mesh {
 namespace {
 
-const std::string kSecret = "internal-token-for-tests";
+const std::string kRouteSecret = "internal-token-for-tests";
 constexpr int64_t kNow = 1'800'000'000'000;
 constexpr std::string_view kPath = "/internal/tunnel/abc123xyz/routes";
 
@@ -19,7 +19,7 @@ SignedEnvelope envelope(uint8_t fill = 3) {
 }
 
 std::string sign(const SignedEnvelope& e, std::string_view method = "GET",
-                 std::string_view path = kPath, std::string_view secret = kSecret) {
+                 std::string_view path = kPath, std::string_view secret = kRouteSecret) {
   const auto value = buildRouteCheckAuth(secret, e, method, path);
   REQUIRE(value);
   return *value;
@@ -36,7 +36,7 @@ const LinkedSenderCheck kLinked = [](std::string_view sender) { return sender ==
 ProofResult<SignedEnvelope> verify(std::string_view value, NonceWindow& window,
                                    std::string_view method = "GET", std::string_view path = kPath,
                                    int64_t now = kNow) {
-  return verifyRouteCheckAuth(value, method, path, kSecret, "machine-a", now, kLinked, window);
+  return verifyRouteCheckAuth(value, method, path, kRouteSecret, "machine-a", now, kLinked, window);
 }
 
 TEST_CASE("route check auth: signed over the method and path, accepted once") {
@@ -46,8 +46,8 @@ TEST_CASE("route check auth: signed over the method and path, accepted once") {
   for (int i = 0; i < 16; ++i) nonceHex += "03";
   CHECK(value.starts_with("OPENTUNNEL-AUTH/2 machine-b machine-a 1800000000000 " + nonceHex + " "));
   CHECK(value.size() == 17 + 1 + 9 + 1 + 9 + 1 + 13 + 1 + 32 + 1 + 64);
-  const Proof expected = meshMac(kSecret, {"OPENTUNNEL-AUTH/2", "machine-b", "machine-a",
-                                           "1800000000000", nonceHex, "GET", kPath});
+  const Proof expected = meshMac(kRouteSecret, {"OPENTUNNEL-AUTH/2", "machine-b", "machine-a",
+                                                "1800000000000", nonceHex, "GET", kPath});
   CHECK(value.substr(value.rfind(' ') + 1) == proofToHex(expected));
   const auto first = verify(value, window);
   REQUIRE(first);
@@ -66,7 +66,7 @@ TEST_CASE("route check auth: another path, method, secret or purpose does not ve
   CHECK(refusal(verify(value, window, "GET", "relative")) == ProofError::kBadRequest);
   // A forward's proof over the same envelope is not a route check's (the labels differ).
   ForwardHeader forward{envelope(), "abc123xyz", "", "", ""};
-  const auto line = buildForwardHeader(kSecret, forward);
+  const auto line = buildForwardHeader(kRouteSecret, forward);
   REQUIRE(line);
   const std::string forwardProof = line->substr(line->rfind(' ') + 1, 64);
   std::string spliced = value.substr(0, value.rfind(' ') + 1) + forwardProof;
@@ -97,8 +97,8 @@ TEST_CASE("route check auth: malformed values") {
   CHECK(refusal(verify(good + " ", window)) == ProofError::kBadLine);
   CHECK(refusal(verify(good.substr(0, good.size() - 1), window)) == ProofError::kBadProofSyntax);
   CHECK(refusal(verify(std::string(1024, 'x'), window)) == ProofError::kLineTooLong);
-  CHECK(!buildRouteCheckAuth(kSecret, envelope(), "GET", "/with space"));
-  CHECK(!buildRouteCheckAuth(kSecret, envelope(), "", kPath));
+  CHECK(!buildRouteCheckAuth(kRouteSecret, envelope(), "GET", "/with space"));
+  CHECK(!buildRouteCheckAuth(kRouteSecret, envelope(), "", kPath));
   CHECK(signableRequest("GET", kPath));
   CHECK(!signableRequest("GET", "/" + std::string(kMaxSignedPath, 'a')));
 }
