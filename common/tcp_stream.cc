@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/address_resolver.h"
+#include "common/byte_buffer_pool.h"
 #include "common/prefetch.h"
 
 namespace ot {
@@ -274,7 +275,11 @@ void TcpStream::onRingSent(std::vector<uint8_t> bytes, int result) {
   const size_t taken = result > 0 ? static_cast<size_t>(result) : 0;
   bytesWritten_ += taken;
   // No room (EAGAIN), a short send, or an error the queued write will report.
-  if (taken < bytes.size()) queueWrite(std::move(bytes), taken);
+  if (taken < bytes.size()) {
+    queueWrite(std::move(bytes), taken);
+  } else {
+    returnPooledBuffer(bytes);
+  }
 }
 
 size_t TcpStream::tryWrite(std::span<const std::span<const uint8_t>> pieces) {
@@ -349,7 +354,11 @@ size_t TcpStream::writeNow(std::vector<uint8_t> bytes) {
   }
   const std::span<const uint8_t> one[] = {bytes};
   const size_t taken = tryWrite(one);
-  if (taken < bytes.size()) queueWrite(std::move(bytes), taken);
+  if (taken < bytes.size()) {
+    queueWrite(std::move(bytes), taken);
+  } else {
+    returnPooledBuffer(bytes);  // the sealed records of pings and pongs come from there
+  }
   return taken;
 }
 
@@ -395,6 +404,7 @@ void TcpStream::onWriteCb(uv_write_t* req, int status) {
   auto* request = reinterpret_cast<WriteRequest*>(req);
   auto* self = static_cast<TcpStream*>(req->data);
   const size_t size = request->size();
+  returnPooledBuffer(request->bytes);
   delete request;
   self->queuedBytes_ -= size;
   self->chargedBytes_ -= size + kWriteOverheadBytes;

@@ -202,7 +202,7 @@ bool RecordLayer::sealGather(std::span<const std::span<const uint8_t>> pieces,
   size_t total = 0;
   for (const auto& piece : pieces) total += piece.size();
   const size_t records = std::max<size_t>(1, (total + kMaxPlaintext - 1) / kMaxPlaintext);
-  const size_t needed = out.size() + total + records * (kHeaderSize + 1 + kTagSize);
+  const size_t needed = out.size() + total + records * kRecordOverhead;
   if (needed > out.capacity()) out.reserve(std::max(needed, 2 * out.capacity()));
   GatherCursor cursor{pieces};
   while (cursor.index < pieces.size() && pieces[cursor.index].empty()) ++cursor.index;

@@ -28,6 +28,8 @@ constexpr size_t kHeaderSize = 5;
 constexpr size_t kTagSize = 16;
 constexpr size_t kMaxPlaintext = 16384;                 // 2^14
 constexpr size_t kMaxCiphertext = kMaxPlaintext + 256;  // the record's length field at most
+// What sealing adds to a record's plaintext: the header, the inner content type, the tag.
+constexpr size_t kRecordOverhead = kHeaderSize + 1 + kTagSize;
 constexpr uint8_t kTypeChangeCipherSpec = 20;
 constexpr uint8_t kTypeAlert = 21;
 constexpr uint8_t kTypeHandshake = 22;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/byte_buffer_pool.h"
 #include "common/openssl_errors.h"
 #include "common/openssl_ptr.h"
 #include "common/tls_engine_state.h"
@@ -344,7 +345,7 @@ void TlsEngine::releaseIdleBuffers() {
     std::vector<uint8_t>().swap(bio_->in);
     bio_->inPos = 0;
   }
-  if (bio_->out.empty() && bio_->out.capacity() != 0) std::vector<uint8_t>().swap(bio_->out);
+  if (bio_->out.empty() && bio_->out.capacity() != 0) returnPooledBuffer(bio_->out);
   if (detached_ && detached_->heldPos == detached_->held.size() &&
       detached_->held.capacity() != 0) {
     std::vector<uint8_t>().swap(detached_->held);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/byte_buffer_pool.h"
 #include "common/prefetch.h"
 #include "common/tls_engine.h"
 #include "common/tls_engine_state.h"
@@ -342,6 +343,14 @@ void TlsEngine::prefetch(unsigned stage) const {
 
 TlsStatus TlsEngine::detachedWrite(std::span<const std::span<const uint8_t>> pieces) {
   TlsStatus status = TlsStatus::kOk;
+  if (bio_->out.capacity() == 0) {
+    // A small write (a ping, a pong, a frame of control) seals into a buffer the thread kept:
+    // relayd seals hundreds of them in one tick (common/byte_buffer_pool.h).
+    size_t total = 0;
+    for (const auto& piece : pieces) total += piece.size();
+    if (const size_t sealed = total + tls13::kRecordOverhead; sealed <= kMaxPooledBufferBytes)
+      bio_->out = takePooledBuffer(sealed);
+  }
   if (!detached_->layer->sealGather(pieces, bio_->out)) {
     error_ = detached_->layer->errorText();
     status = TlsStatus::kError;
