@@ -30,6 +30,8 @@
 
 namespace ot::relayd {
 
+struct StatusEntry;  // status_store.h
+
 // Until attach arrives; and how long a close waits for the client's answer.
 inline constexpr uint64_t kBridgeAttachTimeoutMs = 10'000;
 inline constexpr uint64_t kBridgeCloseWaitMs = 5'000;
@@ -126,6 +128,8 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   [[nodiscard]] uint64_t attachedAtUnixMs() const { return attachedAtUnixMs_; }
   [[nodiscard]] uint32_t maxConns() const { return maxConns_; }
   [[nodiscard]] size_t streamCount() const { return streams_.size(); }
+  // The status store's entry this bridge's reports went to (the store sets and clears it).
+  [[nodiscard]] StatusEntry** statusEntry() { return &statusEntry_; }
 
  private:
   enum class Phase : uint8_t {
@@ -198,6 +202,7 @@ class BridgeSession final : public BridgeForStream, public BufferWaiter {
   uint32_t maxConns_ = 0;
   uint64_t attachedAtUnixMs_ = 0;
   uint64_t lastHeardMs_ = 0;
+  StatusEntry* statusEntry_ = nullptr;
   bool pingOutstanding_ = false;
   // Pongs are coalesced (RFC 6455 5.5.3): while our last pong is still queued, only the latest
   // ping waits for an answer, so a client that pings without reading holds one pong here.

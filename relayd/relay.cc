@@ -369,7 +369,8 @@ void Relay::bridgeAttached(BridgeSession* bridge) {
 }
 
 void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
-  statusStore_.forget(bridge->tunnelId(), bridge->attachRequest().origin, bridge->key());
+  statusStore_.forget(bridge->tunnelId(), bridge->attachRequest().origin, bridge->key(),
+                      bridge->statusEntry());
   table_.removeBridge(bridge->tunnelId(), bridge->key(), context_.nowMs());
   context_.metrics.bridgesAttached.Decrement();
   context_.metrics.detach(reason);
@@ -382,11 +383,13 @@ void Relay::bridgeDetached(BridgeSession* bridge, DetachOutcome reason) {
 void Relay::bridgeStatus(BridgeSession* bridge, std::string_view text) {
   const std::string& origin = bridge->attachRequest().origin;
   const uint64_t now = context_.nowMs();
-  if (statusStore_.touch(bridge->tunnelId(), origin, bridge->key(), text, now)) return;
+  if (statusStore_.touch(bridge->tunnelId(), origin, bridge->key(), text, now,
+                         bridge->statusEntry()))
+    return;
   auto report = bridge::parseAttachedClientMessage(text);
   if (report.ok())
     (void)statusStore_.record(bridge->tunnelId(), origin, bridge->key(), std::move(report).value(),
-                              text, now);
+                              text, now, bridge->statusEntry());
 }
 
 void Relay::streamClosed(const std::string& tunnelId, uint64_t bridgeKey, const std::string& origin,

@@ -19,35 +19,48 @@ void StatusStore::addSender(Entry& entry, uint64_t bridgeKey) {
 }
 
 bool StatusStore::touch(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
-                        std::string_view text, uint64_t nowMs) {
+                        std::string_view text, uint64_t nowMs, StatusEntry** known) {
+  if (known != nullptr && *known != nullptr) {
+    Entry& entry = **known;  // this bridge is among its senders already
+    if (entry.text != text) return false;
+    entry.receivedAtMs = nowMs;
+    return true;
+  }
   auto it = entries_.find(KeyView(tunnelId, origin));
   if (it == entries_.end() || it->second.text != text) return false;
   Entry& entry = it->second;
   entry.receivedAtMs = nowMs;
   addSender(entry, bridgeKey);
+  if (known != nullptr) *known = &entry;
   return true;
 }
 
 bool StatusStore::record(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
-                         bridge::StatusReport report, std::string_view text, uint64_t nowMs) {
-  auto it = entries_.find(KeyView(tunnelId, origin));
-  if (it == entries_.end()) {
-    if (entries_.size() >= maxEntries_) {
-      ++dropped_;
-      return false;
+                         bridge::StatusReport report, std::string_view text, uint64_t nowMs,
+                         StatusEntry** known) {
+  Entry* entry = known != nullptr ? *known : nullptr;
+  if (entry == nullptr) {
+    auto it = entries_.find(KeyView(tunnelId, origin));
+    if (it == entries_.end()) {
+      if (entries_.size() >= maxEntries_) {
+        ++dropped_;
+        return false;
+      }
+      it = entries_.emplace(Key(tunnelId, origin), Entry{}).first;
     }
-    it = entries_.emplace(Key(tunnelId, origin), Entry{}).first;
+    entry = &it->second;
   }
-  Entry& entry = it->second;
-  entry.report = std::move(report);
-  entry.text.assign(text);
-  entry.receivedAtMs = nowMs;
-  addSender(entry, bridgeKey);
+  entry->report = std::move(report);
+  entry->text.assign(text);
+  entry->receivedAtMs = nowMs;
+  addSender(*entry, bridgeKey);
+  if (known != nullptr) *known = entry;
   return true;
 }
 
-void StatusStore::forget(const std::string& tunnelId, const std::string& origin,
-                         uint64_t bridgeKey) {
+void StatusStore::forget(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
+                         StatusEntry** known) {
+  if (known != nullptr) *known = nullptr;
   auto it = entries_.find(KeyView(tunnelId, origin));
   if (it == entries_.end()) return;
   auto& senders = it->second.senders;

@@ -11,8 +11,10 @@
 // Reports arrive once a minute from every bridge (otunnel's refresh), so the lookup is a hash
 // over (tunnel, origin) without copying either, and a report whose text is the stored one's
 // (the refresh, and the same report on the origin's other links) only has the stored one's age
-// reset (touch), without being parsed again. Pure: no I/O,
-// time is passed in. Loop thread only.
+// reset (touch), without being parsed again. A bridge keeps a pointer to the entry its reports
+// went to (`known`), so its refreshes after the first find the entry without the hash lookup,
+// whose misses (the bucket, the nodes, their keys' strings) were most of a refresh's cost with
+// tens of thousands of idle bridges. Pure: no I/O, time is passed in. Loop thread only.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,15 @@ namespace ot::relayd {
 // The bound when none is given (tests); relayd passes its connection cap.
 inline constexpr size_t kMaxStatusEntries = 4096;
 
+// An origin's kept report. A bridge that sent it may hold a pointer to it: the entry stays while
+// any bridge that sent it is attached (forget), and entries never move (a node-based map).
+struct StatusEntry {
+  bridge::StatusReport report;
+  std::string text;  // what it was parsed from
+  uint64_t receivedAtMs = 0;
+  std::vector<uint64_t> senders;  // bridges of the origin that sent a report
+};
+
 // One attached bridge as the reply counts it.
 struct StatusBridge {
   std::string origin;
@@ -43,16 +54,22 @@ class StatusStore {
  public:
   explicit StatusStore(size_t maxEntries = kMaxStatusEntries) : maxEntries_(maxEntries) {}
 
+  // `known`, where given, is the bridge's own pointer to the entry its reports went to: nullptr
+  // until the store sets it (record, or a touch that took), then used instead of a lookup until
+  // forget clears it. The bridge's tunnel and origin must not change in between.
+
   // A bridge of tunnel/origin sent `report`. false when dropped (the store is full).
   // `text` is the message it was parsed from.
   bool record(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
-              bridge::StatusReport report, std::string_view text, uint64_t nowMs);
+              bridge::StatusReport report, std::string_view text, uint64_t nowMs,
+              StatusEntry** known = nullptr);
   // A bridge of tunnel/origin sent `text`: when it is the text of the stored report, that report
   // counts as received now from this bridge too (true). false otherwise: parse it and record().
   bool touch(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
-             std::string_view text, uint64_t nowMs);
+             std::string_view text, uint64_t nowMs, StatusEntry** known = nullptr);
   // The bridge detached: its origin's report goes once no bridge that sent one is left.
-  void forget(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey);
+  void forget(const std::string& tunnelId, const std::string& origin, uint64_t bridgeKey,
+              StatusEntry** known = nullptr);
 
   // The reply for a tunnel, from its bridges attached here and the stored reports.
   [[nodiscard]] opentunnel::control::v1::TunnelStatusReply reply(
@@ -62,12 +79,7 @@ class StatusStore {
   [[nodiscard]] uint64_t dropped() const { return dropped_; }
 
  private:
-  struct Entry {
-    bridge::StatusReport report;
-    std::string text;  // what it was parsed from
-    uint64_t receivedAtMs = 0;
-    std::vector<uint64_t> senders;  // bridges of the origin that sent a report
-  };
+  using Entry = StatusEntry;
   using Key = std::pair<std::string, std::string>;  // tunnel, origin
   using KeyView = std::pair<std::string_view, std::string_view>;
   struct KeyHash {

@@ -137,3 +137,40 @@ TEST_CASE("status store: the bound is the one given") {
   CHECK_FALSE(record(store, "t3", "a", 3, report(1, 0, ""), 0));
   CHECK(store.dropped() == 1);
 }
+
+TEST_CASE("status store: a bridge's known entry refreshes without a lookup, until its forget") {
+  StatusStore store(8);
+  const std::string first = ot::bridge::serializeStatus(report(2, 0, ""));
+  const std::string second = ot::bridge::serializeStatus(report(1, 900, "refused"));
+  ot::relayd::StatusEntry* one = nullptr;
+  ot::relayd::StatusEntry* two = nullptr;
+  // Nothing stored: a touch leaves the pointer unset; the record sets it.
+  CHECK_FALSE(store.touch("t", "a", 1, first, 0, &one));
+  CHECK(one == nullptr);
+  REQUIRE(store.record("t", "a", 1, report(2, 0, ""), first, 0, &one));
+  REQUIRE(one != nullptr);
+  // Another link of the origin finds the entry by its key once, then holds it too.
+  CHECK(store.touch("t", "a", 2, first, 1000, &two));
+  CHECK(two == one);
+  // Entries added later (a rehash) do not move it.
+  for (int i = 0; i < 6; ++i)
+    REQUIRE(record(store, "t" + std::to_string(i), "a", 10, report(1, 0, ""), 0));
+  CHECK(store.touch("t", "a", 1, first, 3000, &one));
+  CHECK(store.reply("t", {{"a", "main", 0, 0}}, 3500).origins(0).report_age_ms() == 500);
+  // A new text through the pointer replaces the report in the same entry.
+  CHECK_FALSE(store.touch("t", "a", 1, second, 4000, &one));
+  REQUIRE(store.record("t", "a", 1, report(1, 900, "refused"), second, 4000, &one));
+  CHECK(one == two);
+  CHECK(store.touch("t", "a", 2, second, 5000, &two));
+  CHECK(store.reply("t", {{"a", "main", 0, 0}}, 5000).origins(0).profiles(1).last_error() ==
+        "refused");
+  // Bridge 1 goes: its pointer is cleared, the entry stays for bridge 2, which still uses its own.
+  store.forget("t", "a", 1, &one);
+  CHECK(one == nullptr);
+  CHECK(store.touch("t", "a", 2, second, 6000, &two));
+  CHECK(store.reply("t", {{"a", "main", 0, 0}}, 6000).origins(0).report_age_ms() == 0);
+  // The last sender goes: so does the entry.
+  store.forget("t", "a", 2, &two);
+  CHECK(two == nullptr);
+  CHECK_FALSE(store.reply("t", {{"a", "main", 0, 0}}, 6000).origins(0).reported());
+}
