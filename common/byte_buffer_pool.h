@@ -29,7 +29,7 @@ inline constexpr size_t kMaxPooledBuffers = 1024;
 // kMaxPooledBufferBytes and the pool has room, freed otherwise. `buffer` is left empty, with no
 // capacity, either way.
 void returnPooledBuffer(std::vector<uint8_t>& buffer);
-// How many this thread keeps now (tests, and the capacity notes).
+// How many this thread keeps now (for tests).
 [[nodiscard]] size_t pooledBuffersKept();
 
 }  // namespace ot
