@@ -137,6 +137,10 @@ class BridgeTable {
   // Bridges per machine, sorted by machine ID, without machines()' distinct counts (for scrapes).
   [[nodiscard]] std::vector<std::pair<std::string, size_t>> bridgesByMachine() const;
   [[nodiscard]] std::vector<BridgeEntry> bridgesOf(std::string_view machineId) const;
+  // Whether a snapshot of the machine is in (a link's first, complete snapshot, until dropped).
+  [[nodiscard]] bool knowsMachine(std::string_view machineId) const {
+    return machineIndex_.find(machineId) != machineIndex_.end();
+  }
   [[nodiscard]] size_t bridgeCount() const { return entryCount_; }
   [[nodiscard]] size_t tunnelCount() const { return tunnelIndex_.size(); }
   [[nodiscard]] size_t routeNameCount() const { return routeIndex_.size(); }  // interned

@@ -388,7 +388,10 @@ void MeshNode::applyTable(MeshLink& link, Frame& frame) {
     const size_t size = snapshot->bridges.size();
     update = table_.applySnapshot(life, snapshot->sequence, std::move(snapshot->bridges));
     metrics_.snapshot(size, delay);
-    if (update == TableUpdate::kApplied) alive_->release(hello.machine);  // replaced the held
+    if (update == TableUpdate::kApplied) {
+      alive_->release(hello.machine);  // replaced the held
+      updateSettled();                 // the snapshot a settled table waits for
+    }
   } else if (const auto* attached = std::get_if<Attached>(&frame.body)) {
     update = table_.applyAttached(hello.machine, hello.epoch, attached->sequence, attached->bridge);
     metrics_.propagation("attached", delay);
@@ -481,18 +484,26 @@ void MeshNode::tick() {
   updateGauges();
 }
 
-// relayd's table snapshots wait until this life's links are settled: the gate is open and no
-// peer is still connecting, or kSettleMs passed since it opened. A relayd that kept its copy
-// through a controld restart goes on believing its peers meanwhile, instead of being handed a
-// table in which no peer is linked yet (and refusing their forwards until the links come up).
+// relayd's table snapshots wait until this life's links are settled: the gate is open, every
+// peer address is linked and every linked machine's snapshot is in the table, or kSettleMs passed
+// since the gate opened. A relayd that kept its copy through a controld restart goes on believing
+// its peers meanwhile, instead of being handed a table that lacks a peer whose link or snapshot is
+// a moment away (and refusing its forwards until the next update). A peer between two dials (its
+// dial refused as a duplicate in the restart's crossing dials, say) counts as not linked yet.
 void MeshNode::updateSettled() {
   if (settled_ || !gate_->open()) return;
   const auto now = static_cast<int64_t>(uv_now(&loop_));
-  const size_t connecting = directory_.count(PeerState::kConnecting);
-  if (connecting > 0 && now - gateOpenedAtMs_ < kSettleMs) return;
+  const size_t notLinked =
+      directory_.count(PeerState::kConnecting) + directory_.count(PeerState::kUnreachable);
+  const size_t withoutSnapshot =
+      static_cast<size_t>(std::count_if(active_.begin(), active_.end(), [&](const auto& item) {
+        return !table_.knowsMachine(item.first);
+      }));
+  if (notLinked + withoutSnapshot > 0 && now - gateOpenedAtMs_ < kSettleMs) return;
   settled_ = true;
-  log_.info("mesh links settled: relayd's table follows",
-            {{"linked", active_.size()}, {"connecting", connecting}});
+  log_.info("mesh links settled: relayd's table follows", {{"linked", active_.size()},
+                                                           {"not_linked", notLinked},
+                                                           {"without_snapshot", withoutSnapshot}});
   routeFeed_.holdSnapshots(false);
 }
 

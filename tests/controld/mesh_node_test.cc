@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -59,6 +60,7 @@ struct Machine {
   void start() {
     node = std::make_unique<MeshNode>(settings, metrics);
     if (linkUp) node->setLinkUp(linkUp);
+    if (feedSink.snapshot) node->routeFeed().setSink(feedSink);
     REQUIRE(node->start().ok());
     REQUIRE(relayd.serve(settings.handoffSocket));
     registry.setObserver(node.get());
@@ -83,6 +85,7 @@ struct Machine {
   ot::controld::BridgeRegistry registry;
   std::unique_ptr<MeshNode> node;
   MeshNode::LinkUpHandler linkUp;  // set before start()
+  RouteFeedSink feedSink;          // relayd's copy of the table; set before start()
 };
 
 ot::controld::BridgeEntry localBridge(const std::string& id, const std::string& tunnel,
@@ -495,4 +498,54 @@ TEST_CASE("mesh node: a leaving machine shows draining in its own cluster view a
   CHECK_FALSE(drainingIn(a, "m-b"));
   a.node->setLeaving(false);
   CHECK(waitFor([&] { return !drainingIn(a, "m-a"); }));
+}
+
+TEST_CASE("mesh node: relayd's first table waits for every peer's link and snapshot") {
+  uint16_t firstPort = 0;
+  uint16_t secondPort = 0;
+  const int firstListen = ot::mesh::testing::listenTcp("127.0.0.12", firstPort);
+  const int secondListen = ot::mesh::testing::listenTcp("127.0.0.13", secondPort);
+  const std::string firstAddress = "127.0.0.12:" + std::to_string(firstPort);
+  const std::string secondAddress = "127.0.0.13:" + std::to_string(secondPort);
+  // Pings every 100 ms: the node's tick (a quarter of that) checks whether the links settled.
+  Machine a("m-a", "127.0.0.11", {firstAddress, secondAddress}, kToken, 100, 30'000);
+  std::mutex mutex;
+  std::vector<FeedSnapshot> served;
+  a.feedSink.delta = [](const FeedDelta&) {};
+  a.feedSink.snapshot = [&](const std::string&, const FeedSnapshot& snapshot) {
+    std::lock_guard lock(mutex);
+    served.push_back(snapshot);
+  };
+  a.start();
+  a.node->routeFeed().requestSnapshot("relay-1");  // relayd's session asks at once
+
+  RawPeer first(kToken, "m-1");
+  REQUIRE(first.accept(ot::mesh::testing::acceptWithin(firstListen, 5'000)));
+  REQUIRE(first.send(helloFrame("m-1", firstAddress)));
+  REQUIRE(first.send(snapshotFrame(0, {"f1"})));
+  RawPeer second(kToken, "m-2");
+  REQUIRE(second.accept(ot::mesh::testing::acceptWithin(secondListen, 5'000)));
+  REQUIRE(second.send(helloFrame("m-2", secondAddress)));
+  // Both links are up; the second peer's snapshot has not been sent. A table served now would
+  // lack m-2, and relayd would refuse its forwards until the next update.
+  REQUIRE(waitFor([&] { return linkedTo(a, {"m-1", "m-2"}); }));
+  REQUIRE(waitFor([&] { return a.bridgesOf("m-1").size() == 1; }));
+  // Nothing may be served while m-2's snapshot is missing: a dozen of the node's ticks go by.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    std::lock_guard lock(mutex);
+    CHECK(served.empty());
+  }
+  REQUIRE(second.send(snapshotFrame(0, {"s1"})));
+  REQUIRE(waitFor([&] {
+    std::lock_guard lock(mutex);
+    return !served.empty();
+  }));
+  std::lock_guard lock(mutex);
+  REQUIRE(served.size() == 1);
+  const std::vector<FeedPeer> expected{{"m-1", firstAddress, true}, {"m-2", secondAddress, true}};
+  CHECK(served.front().peers == expected);
+  CHECK(served.front().holders.size() == 2);
+  ::close(firstListen);
+  ::close(secondListen);
 }
