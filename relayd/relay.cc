@@ -175,23 +175,46 @@ void Relay::checkUpgrade(const std::string& tunnelId, std::function<void(Upgrade
     done(UpgradeDecision::kUnavailable);
     return;
   }
-  control_->fetchTunnel(tunnelId, [this, tunnelId, generation = recheckGeneration_,
-                                   done = std::move(done)](Result<v1::FetchTunnelResponse> result) {
-    if (!result.ok()) {
-      done(UpgradeDecision::kUnavailable);
-      return;
-    }
-    if (!result->found()) {
-      if (generation == recheckGeneration_) table_.markMissing(tunnelId, context_.nowMs());
-      done(UpgradeDecision::kNotFound);
-      return;
-    }
-    table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
-    direct_->onRecord(result->record());
-    const CachedRecord* record = table_.record(tunnelId);
-    done(record == nullptr || record->deleted ? UpgradeDecision::kNotFound
-                                              : UpgradeDecision::kAllowed);
-  });
+  std::shared_ptr<PendingFetch>& slot = fetching_[tunnelId];
+  const uint64_t nowMs = context_.nowMs();
+  if (slot != nullptr && slot->generation == recheckGeneration_ &&
+      nowMs - slot->sentAtMs < kFetchJoinMs) {
+    slot->waiting.push_back(std::move(done));
+    context_.metrics.recordFetchesJoined.Increment();
+    return;
+  }
+  // None in flight, or one sent before a RecheckRecords (its "not found" may be stale), or one
+  // whose answer is long overdue: a new fetch, which the upgrades after this one join.
+  slot = std::make_shared<PendingFetch>();
+  slot->generation = recheckGeneration_;
+  slot->sentAtMs = nowMs;
+  slot->waiting.push_back(std::move(done));
+  context_.metrics.recordFetchesSent.Increment();
+  control_->fetchTunnel(
+      tunnelId, [this, tunnelId, pending = slot](Result<v1::FetchTunnelResponse> result) {
+        if (auto found = fetching_.find(tunnelId);
+            found != fetching_.end() && found->second == pending) {
+          fetching_.erase(found);
+        }
+        const UpgradeDecision decision = fetchedDecision(tunnelId, pending->generation, result);
+        // Moved out first: a waiter's answer may start another upgrade of the same tunnel.
+        const auto waiting = std::move(pending->waiting);
+        for (const auto& answer : waiting) answer(decision);
+      });
+}
+
+Relay::UpgradeDecision Relay::fetchedDecision(const std::string& tunnelId, uint64_t generation,
+                                              const Result<v1::FetchTunnelResponse>& result) {
+  if (!result.ok()) return UpgradeDecision::kUnavailable;
+  if (!result->found()) {
+    if (generation == recheckGeneration_) table_.markMissing(tunnelId, context_.nowMs());
+    return UpgradeDecision::kNotFound;
+  }
+  table_.upsertRecord(tunnelId, toCachedRecord(result->record()));
+  direct_->onRecord(result->record());
+  const CachedRecord* record = table_.record(tunnelId);
+  return record == nullptr || record->deleted ? UpgradeDecision::kNotFound
+                                              : UpgradeDecision::kAllowed;
 }
 
 // A mesh link came up on controld's side: events its peer sent meanwhile are lost, so neither a

@@ -55,7 +55,8 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // kDraining: this relay is shutting down; the client should come back soon (503, Retry-After).
   enum class UpgradeDecision : uint8_t { kAllowed, kNotFound, kUnavailable, kDraining };
   // Whether GET /api/tunnel/<id>/bridge may be upgraded: the tunnel exists (cache, else
-  // FetchTunnel). `done` may run synchronously.
+  // FetchTunnel). `done` may run synchronously. Upgrades of one tunnel that come while its record
+  // is being fetched wait for that fetch instead of starting their own.
   void checkUpgrade(const std::string& tunnelId, std::function<void(UpgradeDecision)> done);
 
   // --- bridges (RelayForBridge)
@@ -133,6 +134,9 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
                           const std::string& text = {});
   void authorizeFromCache(uint64_t key);
   void finishAttach(uint64_t key, const v1::AuthorizeAttachResponse* response);
+  // A FetchTunnel's answer for checkUpgrade, cached in table_ as it says.
+  UpgradeDecision fetchedDecision(const std::string& tunnelId, uint64_t generation,
+                                  const Result<v1::FetchTunnelResponse>& result);
   void rejectVisitor(TcpStream* stream, VisitorOutcome outcome, const std::string& tunnelId);
   // `forwardedAccept`: set for a forwarded visitor (its `1` answer), which is never forwarded.
   ForwardedRoute route(TcpStream* stream, const SniTarget& target, std::vector<uint8_t> hello,
@@ -162,6 +166,16 @@ class Relay final : public RelayForBridge, public ForwardedVisitorRouter {
   // Bumped by every RecheckRecords: a "no such tunnel" answer to a FetchTunnel sent before it may
   // predate a creation whose event was lost, so it is not cached.
   uint64_t recheckGeneration_ = 0;
+  // The upgrades waiting for one tunnel's FetchTunnel: a reconnect storm brings a tunnel's
+  // bridges back at once, before its record is cached, and each would otherwise make its own
+  // call (a gRPC round trip and a thread hop on relayd's side, a store read on controld's).
+  struct PendingFetch {
+    uint64_t generation = 0;  // recheckGeneration_ when it was sent: later upgrades do not join
+    uint64_t sentAtMs = 0;    // nor after kFetchJoinMs (its answer is due within callTimeoutMs)
+    std::vector<std::function<void(UpgradeDecision)>> waiting;
+  };
+  std::unordered_map<std::string, std::shared_ptr<PendingFetch>> fetching_;
+  static constexpr uint64_t kFetchJoinMs = 10'000;
   MeshRouteTable meshRoutes_;
   // route()'s scratch: the mesh's origins for the visitor's route (no allocation per visitor).
   std::vector<std::string_view> remoteOrigins_;

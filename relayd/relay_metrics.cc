@@ -39,6 +39,10 @@ constexpr const char* kShedHelp =
     "Connections refused because a relay-wide or per-source limit was reached.";
 constexpr const char* kAcceptName = "opentunnel_accept_errors_total";
 constexpr const char* kAcceptHelp = "accept() failures (emfile: out of descriptors or memory).";
+constexpr const char* kRecordFetchesName = "opentunnel_tunnel_record_fetches_total";
+constexpr const char* kRecordFetchesHelp =
+    "Bridge upgrades of a tunnel whose record was not cached: fetched (sent FetchTunnel) or "
+    "joined (waited for the fetch in flight).";
 
 }  // namespace
 
@@ -180,6 +184,10 @@ RelayMetrics::RelayMetrics(metrics::Metrics& metricsRegistry)
                                                    "Control sessions opened with controld.")),
       controlConnected(metricsRegistry.gauge("opentunnel_control_connected",
                                              "1 while the control session with controld is up.")),
+      recordFetchesSent(metricsRegistry.counter(kRecordFetchesName, kRecordFetchesHelp,
+                                                {{"upgrade", "fetched"}})),
+      recordFetchesJoined(
+          metricsRegistry.counter(kRecordFetchesName, kRecordFetchesHelp, {{"upgrade", "joined"}})),
       apiProxyFailures(
           metricsRegistry.counter("opentunnel_api_proxy_failures_total",
                                   "API requests that could not be forwarded to controld.")),

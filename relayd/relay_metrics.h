@@ -103,7 +103,12 @@ class RelayMetrics {
   prometheus::Gauge& bufferedBytes;               // opentunnel_relay_buffered_bytes (ours)
   prometheus::Counter& controlSessionsTotal;      // opentunnel_control_sessions_total (ours)
   prometheus::Gauge& controlConnected;            // opentunnel_control_connected (ours, 0/1)
-  prometheus::Counter& apiProxyFailures;          // opentunnel_api_proxy_failures_total (ours)
+  // opentunnel_tunnel_record_fetches_total{upgrade} (ours): bridge upgrades whose tunnel record
+  // was not cached, by whether each sent a FetchTunnel ("fetched") or waited for the one in
+  // flight ("joined").
+  prometheus::Counter& recordFetchesSent;
+  prometheus::Counter& recordFetchesJoined;
+  prometheus::Counter& apiProxyFailures;  // opentunnel_api_proxy_failures_total (ours)
   // opentunnel_relay_peer_backlog_total{event}: peers whose reading was paused because they left
   // our answers unread past the high mark ("paused"), and peers reset past the hard limit
   // ("reset").

@@ -139,6 +139,11 @@ class FakeControl final : public v1::RelayControl::Service {
     std::lock_guard lock(mutex_);
     return slowStarted_;
   }
+  // How many FetchTunnel calls asked for `tunnelId`.
+  size_t fetches(const std::string& tunnelId) {
+    std::lock_guard lock(mutex_);
+    return fetches_[tunnelId];
+  }
   bool slowCancelled() {
     std::lock_guard lock(mutex_);
     return slowCancelled_;
@@ -241,6 +246,10 @@ class FakeControl final : public v1::RelayControl::Service {
 
   grpc::Status FetchTunnel(grpc::ServerContext*, const v1::FetchTunnelRequest* request,
                            v1::FetchTunnelResponse* response) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++fetches_[request->tunnel_id()];
+    }
     if (request->tunnel_id() == "t1") {
       response->set_found(true);
       response->mutable_record()->set_tunnel_id("t1");
@@ -264,6 +273,7 @@ class FakeControl final : public v1::RelayControl::Service {
   std::optional<v1::AuthorizeAttachRequest> lastAuthorize_;
   bool slowStarted_ = false;
   bool slowCancelled_ = false;
+  std::map<std::string, size_t> fetches_;
 };
 
 // ---- the test's loop and server
@@ -1489,4 +1499,48 @@ TEST_CASE(
     }));
     table.removeBridge("t1", 99);
   }
+}
+
+TEST_CASE("relay: upgrades of one tunnel share the FetchTunnel in flight, then the cache") {
+  using Decision = ot::relayd::Relay::UpgradeDecision;
+  RelayCase rc;
+  ControlFixture& fx = rc.fx;
+  RelayRig rig(fx, rc.config, rc.metrics);
+  Relay& relay = rig.relay;
+  relay.start();
+  REQUIRE(fx.runUntil([&] { return relay.controlConnected(); }));
+  // A storm's bridges of one tunnel, all before its record is cached: the first sends the
+  // fetch, which cannot be answered before the loop runs again, so the others join it.
+  std::vector<Decision> known;
+  std::vector<Decision> unknown;
+  for (int i = 0; i < 5; ++i) relay.checkUpgrade("t1", [&](Decision d) { known.push_back(d); });
+  for (int i = 0; i < 3; ++i) relay.checkUpgrade("nope", [&](Decision d) { unknown.push_back(d); });
+  REQUIRE(fx.runUntil([&] { return known.size() == 5 && unknown.size() == 3; }));
+  CHECK(fx.service.fetches("t1") == 1);
+  CHECK(fx.service.fetches("nope") == 1);
+  CHECK(known == std::vector<Decision>(5, Decision::kAllowed));
+  CHECK(unknown == std::vector<Decision>(3, Decision::kNotFound));
+  CHECK(rc.metrics.recordFetchesSent.Value() == 2);
+  CHECK(rc.metrics.recordFetchesJoined.Value() == 6);
+
+  // Answered from the cache now, at once and without a call.
+  std::optional<Decision> again;
+  relay.checkUpgrade("t1", [&](Decision d) { again = d; });
+  CHECK(again == Decision::kAllowed);
+  relay.checkUpgrade("nope", [&](Decision d) { again = d; });
+  CHECK(again == Decision::kNotFound);
+  CHECK(fx.service.fetches("t1") == 1);
+  CHECK(fx.service.fetches("nope") == 1);
+
+  // A waiter whose answer starts another upgrade of the same tunnel (a fetch still to come):
+  // that one is a fetch of its own, not lost in the finished one's list.
+  std::vector<Decision> chained;
+  relay.checkUpgrade("ghost", [&](Decision d) {
+    chained.push_back(d);
+    (void)relay.table().recheckNegative();  // forgets the "not found" just cached
+    relay.checkUpgrade("ghost", [&](Decision next) { chained.push_back(next); });
+  });
+  REQUIRE(fx.runUntil([&] { return chained.size() == 2; }));
+  CHECK(chained == std::vector<Decision>(2, Decision::kNotFound));
+  CHECK(fx.service.fetches("ghost") == 2);
 }
