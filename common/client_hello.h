@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ot {
@@ -85,6 +86,8 @@ class ClientHelloReader {
 
   // Every byte fed so far, for replay. Invalidated by the next feed().
   [[nodiscard]] std::span<const uint8_t> buffered() const { return buffer_; }
+  // The same bytes moved out, for a caller done with the reader (buffered() is empty after).
+  [[nodiscard]] std::vector<uint8_t> takeBuffered() { return std::move(buffer_); }
 
   // Bytes the parser has looked at (record headers, handshake bytes gathered across records, the
   // hello body). For tests: proves work is linear whatever the feeding pattern.

@@ -26,14 +26,16 @@ std::optional<IpAddress> parseIpAddress(std::string_view text) {
   IpAddress address;
   if (inet_pton(AF_INET, plain.c_str(), address.bytes.data()) == 1) return address;
   if (inet_pton(AF_INET6, plain.c_str(), address.bytes.data()) != 1) return std::nullopt;
-  static constexpr uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(address.bytes.data(), kMappedPrefix, sizeof kMappedPrefix) == 0) {
-    IpAddress v4;
-    std::memcpy(v4.bytes.data(), address.bytes.data() + 12, 4);
-    return v4;
-  }
   address.v6 = true;
-  return address;
+  return address.unmapped();
+}
+
+IpAddress IpAddress::unmapped() const {
+  static constexpr uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (!v6 || std::memcmp(bytes.data(), kMappedPrefix, sizeof kMappedPrefix) != 0) return *this;
+  IpAddress v4;
+  std::memcpy(v4.bytes.data(), bytes.data() + 12, 4);
+  return v4;
 }
 
 std::optional<std::string> sourceKey(std::string_view address) {

@@ -16,6 +16,9 @@ struct IpAddress {
 
   [[nodiscard]] int bits() const { return v6 ? 128 : 32; }
   [[nodiscard]] std::string toString() const;
+  // An IPv4-mapped IPv6 address (::ffff:192.0.2.1) as the IPv4 address it carries; any other
+  // address as it is.
+  [[nodiscard]] IpAddress unmapped() const;
   bool operator==(const IpAddress&) const = default;
 };
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "common/ip_address.h"
 
@@ -32,10 +34,11 @@ PeerEndpoint PeerEndpoint::fromSocket(const sockaddr_storage& address) {
   } else {
     return {};
   }
-  // Through the parser so an IPv4-mapped IPv6 address comes out as IPv4.
-  const std::optional<IpAddress> normal = parseIpAddress(ip.toString());
-  if (!normal) return {};
-  return PeerEndpoint{normal->toString(), port};
+  // An IPv4-mapped IPv6 address comes out as IPv4, as the parser makes it (written once: this
+  // runs for every accepted connection, shed ones included).
+  std::string text = ip.unmapped().toString();
+  if (text.empty()) return {};
+  return PeerEndpoint{std::move(text), port};
 }
 
 PeerEndpoint PeerEndpoint::fromProxy(const ProxyAddress& address) {
@@ -43,9 +46,9 @@ PeerEndpoint PeerEndpoint::fromProxy(const ProxyAddress& address) {
   ip.v6 = address.family == ProxyAddress::Family::kInet6;
   ip.bytes = address.bytes;
   if (!ip.v6) std::fill(ip.bytes.begin() + 4, ip.bytes.end(), uint8_t{0});
-  const std::optional<IpAddress> normal = parseIpAddress(ip.toString());
-  if (!normal) return {};
-  return PeerEndpoint{normal->toString(), address.port};
+  std::string text = ip.unmapped().toString();
+  if (text.empty()) return {};
+  return PeerEndpoint{std::move(text), address.port};
 }
 
 }  // namespace ot

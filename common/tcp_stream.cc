@@ -180,6 +180,29 @@ int TcpStream::applyReading() {
   return 0;
 }
 
+bool TcpStream::readNow() {
+  if (closing_ || handler_ == nullptr || reading() || !held_.empty()) return false;
+  const int fd = descriptor();
+  if (fd < 0) return false;
+  const std::span<uint8_t> buffer = context_.streamReadBuffer();
+  const size_t size = std::min(buffer.size(), std::max<size_t>(handler_->readSizeLimit(), 1));
+  ssize_t got = 0;
+  do {
+    got = ::recv(fd, buffer.data(), size, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got > 0) {
+    handler_->onRead(std::span<const uint8_t>(buffer.data(), static_cast<size_t>(got)));
+    return true;
+  }
+  if (got == 0) {
+    handler_->onEof();
+    return true;
+  }
+  if (errno == EAGAIN) return false;  // EWOULDBLOCK is the same value on Linux
+  handler_->onStreamError(-errno);    // libuv's codes are negative errnos on Linux
+  return true;
+}
+
 int TcpStream::descriptor() const {
   uv_os_fd_t fd = -1;
   if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return -1;

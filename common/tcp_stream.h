@@ -118,6 +118,12 @@ class TcpStream {
   int startReading();
   void stopReading();
   [[nodiscard]] bool reading() const { return reading_ || ringState_ == RingState::kArmed; }
+  // One read of what the socket holds now, delivered as a read would be (onRead, onEof or
+  // onStreamError), without asking libuv to watch the socket: for a connection just accepted,
+  // whose first bytes are usually in already. A connection turned away on them is then never
+  // registered with epoll (relayd, in a reconnect storm). False when nothing was there (the
+  // owner starts reading as usual); true when the handler heard something.
+  [[nodiscard]] bool readNow();
   // The owner says the stream is mostly idle (a bridge between visitors): while it reads, its
   // reads come through the context's StreamRing where there is one. Turning it off goes back
   // to libuv once the ring's receive has ended; bytes keep their order across the switch.

@@ -42,6 +42,11 @@ void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, Peer
   connection->stream_->setPeer(std::move(peer));
   connection->acceptedAtMs_ = context.nowMs();
   context.wheel.schedule(connection->timer_, context.nowMs(), kInboundHelloTimeoutMs);
+  // The ClientHello is usually in by now (a loop accepting a backlog, or the listener's
+  // TCP_DEFER_ACCEPT): read it at once. A connection routed, or turned away, on it never has
+  // libuv watch it here: in a reconnect storm that is an epoll_ctl and a wake-up fewer for each
+  // one relayd sheds (docs/capacity.md, "What a shed costs").
+  if (connection->stream_->readNow() && connection->done_) return;
   connection->stream_->startReading();
 }
 
@@ -116,7 +121,7 @@ void InboundConnection::route() {
     reject(VisitorOutcome::kRejectedBadHello);
     return;
   }
-  std::vector<uint8_t> buffered(hello_.buffered().begin(), hello_.buffered().end());
+  std::vector<uint8_t> buffered = hello_.takeBuffered();  // `info` stays valid: it is apart
   switch (target.kind) {
     case SniTarget::Kind::kApi: {
       if (context_.draining && offersBridgeAlpn(info)) {

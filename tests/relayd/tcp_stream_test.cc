@@ -2,6 +2,7 @@
 // stream stops reading that peer above the high mark, reads again once the peer took the queue
 // down to the low mark, resets it past the hard limit, and every queued byte is counted in the
 // process's buffered bytes until its write ended.
+// readNow() takes what the socket holds at once, or says there was nothing.
 #include "common/tcp_stream.h"
 
 #include <arpa/inet.h>
@@ -29,8 +30,9 @@ struct Recorder final : TcpStream::Handler {
   size_t readBytes = 0;
   size_t written = 0;
   bool closed = false;
+  bool eof = false;
   void onRead(std::span<const uint8_t> bytes) override { readBytes += bytes.size(); }
-  void onEof() override {}
+  void onEof() override { eof = true; }
   void onStreamError(int) override {}
   void onWritten(size_t bytes) override { written += bytes; }
   void onClosed() override { closed = true; }
@@ -206,4 +208,31 @@ TEST_CASE_FIXTURE(StreamRig,
   CHECK(handler.written + takenAtOnce == expected.size());
   CHECK(stream->bytesWritten() == expected.size());
   CHECK(context->bufferedBytes == 0);
+}
+
+TEST_CASE_FIXTURE(StreamRig, "tcp stream: readNow takes what is there at once, or reports none") {
+  // Nothing sent yet: nothing heard, and the stream is not reading (the owner starts it).
+  CHECK_FALSE(stream->readNow());
+  CHECK(handler.readBytes == 0);
+  CHECK_FALSE(stream->reading());
+
+  // Bytes in the socket: delivered from inside the call, without the loop running.
+  REQUIRE(::send(peer, "hello", 5, 0) == 5);
+  CHECK(stream->readNow());
+  CHECK(handler.readBytes == 5);
+  CHECK_FALSE(stream->reading());
+  CHECK_FALSE(stream->readNow());  // all taken
+
+  // Once reading, it leaves the socket to libuv (order stays libuv's).
+  stream->startReading();
+  REQUIRE(::send(peer, "more", 4, 0) == 4);
+  CHECK_FALSE(stream->readNow());
+  for (int i = 0; i < 100000 && handler.readBytes < 9; ++i) uv_run(&loop, UV_RUN_NOWAIT);
+  CHECK(handler.readBytes == 9);
+  stream->stopReading();
+
+  // The peer's end: heard as an EOF.
+  ::shutdown(peer, SHUT_WR);
+  CHECK(stream->readNow());
+  CHECK(handler.eof);
 }
