@@ -1,5 +1,6 @@
 #include "relayd/handshake_slots.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ot::relayd {
@@ -17,6 +18,10 @@ HandshakeSlots::HandshakeSlots(Limits limits, TimerWheel& wheel, Clock clock)
 HandshakeSlots::~HandshakeSlots() {
   while (popFront() != nullptr) {
   }
+}
+
+size_t HandshakeSlots::maxWaitingFor(uint64_t maxConnections) {
+  return std::max<size_t>(Limits{}.maxWaiting, maxConnections / 2);
 }
 
 bool HandshakeSlots::tryTake() {

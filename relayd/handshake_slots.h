@@ -2,7 +2,10 @@
 // handshakes run at once; a connection that finds none free waits in a FIFO for up to `waitMs`
 // (1 s) and is shed (closed before its handshake, opentunnel_connections_shed_total{reason=
 // "handshakes"}) if none frees in time, so its client backs off instead of queueing until its own
-// connect timeout. At most `maxWaiting` (4,096) wait at once; one more is shed at once.
+// connect timeout. At most `maxWaiting` wait at once (relayd: half its connection cap, at least
+// 4,096; maxWaitingFor); one more is shed at once. A connection that waits is one that does not
+// come back a second later to be turned away again, so in a storm a long bound means fewer
+// sheds, each of which costs an accept, a ClientHello read and a reset (docs/capacity.md).
 //
 // A freed slot goes straight to the oldest waiter whose wait has not run out. Waits all last
 // `waitMs`, so the queue is in deadline order and one TimerEntry on the relay's wheel, armed for
@@ -72,6 +75,13 @@ class HandshakeSlots {
   void release();
   // Takes a queued waiter out (its connection went while waiting); nothing happens otherwise.
   void cancel(Waiter& waiter);
+
+  // The waiting bound for a relay holding at most `maxConnections` at once: half of them, so
+  // the other half stays for bridges, visitors and the handshakes in progress; never below the
+  // default (a small cap).
+  [[nodiscard]] static size_t maxWaitingFor(uint64_t maxConnections);
+  // Applies to admissions from now on; waiters already queued stay.
+  void setMaxWaiting(size_t maxWaiting) { limits_.maxWaiting = maxWaiting; }
 
   [[nodiscard]] uint32_t inProgress() const { return inProgress_; }
   [[nodiscard]] size_t waiting() const { return waiting_; }

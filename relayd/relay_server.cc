@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "relayd/connection_cap.h"
 #include "relayd/forwarded_visitor.h"
+#include "relayd/handshake_slots.h"
 #include "relayd/inbound_connection.h"
 #include "relayd/internal_listener.h"
 #include "relayd/listener.h"
@@ -137,6 +138,7 @@ int RelayServer::run() {
   if (s.analytics->enabled()) s.context->analytics = s.analytics.get();
   s.analytics->start();
   s.context->maxConnections = connectionLimit(s.config);
+  s.context->apiHandshakes.setMaxWaiting(HandshakeSlots::maxWaitingFor(s.context->maxConnections));
   s.context->ticketKeys = TicketKeyStore::open(s.config.identity.stateDir, unixNowMs() / 1000);
 
   ControlClientOptions control;
@@ -258,6 +260,7 @@ int RelayServer::run() {
         s.metricsServer ? std::to_string(s.metricsServer->port()) : std::string("off")},
        {"domain", s.config.domain},
        {"max_connections", std::to_string(s.context->maxConnections)},
+       {"handshake_queue", std::to_string(s.context->apiHandshakes.limits().maxWaiting)},
        {"io_uring", s.context->ring ? std::string("on") : s.context->ringError},
        {"tls_handshake_threads", s.context->handshakeWorkersNote}});
 

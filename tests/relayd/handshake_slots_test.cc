@@ -110,6 +110,20 @@ TEST_CASE("handshake slots: the queue is bounded; past it a connection is shed a
   CHECK(rig.slots.admit(c) == HandshakeSlots::Admission::kShed);
   CHECK_FALSE(c.queued());
   CHECK(rig.slots.waiting() == 2);
+
+  // A longer bound applies to the next admission; those queued stay.
+  rig.slots.setMaxWaiting(3);
+  CHECK(rig.slots.admit(c) == HandshakeSlots::Admission::kQueued);
+  Probe d;
+  CHECK(rig.slots.admit(d) == HandshakeSlots::Admission::kShed);
+  CHECK(rig.slots.waiting() == 3);
+}
+
+TEST_CASE("handshake slots: relayd lets half its connection cap wait, never fewer than 4,096") {
+  CHECK(HandshakeSlots::maxWaitingFor(19'736) == 9'868);
+  CHECK(HandshakeSlots::maxWaitingFor(200'000) == 100'000);
+  CHECK(HandshakeSlots::maxWaitingFor(1'000) == 4'096);
+  CHECK(HandshakeSlots::maxWaitingFor(0) == 4'096);
 }
 
 TEST_CASE("handshake slots: a waiter that goes away leaves the queue, and the timer follows") {
