@@ -45,15 +45,28 @@ void TlsStream::receive(std::span<const uint8_t> ciphertext) {
   } keep{*engine_};
   if (!engine_->handshakeDone()) {
     const TlsStatus status = engine_->handshake();
-    if (!flush()) return;  // handshake output, and an alert on failure
-    if (status == TlsStatus::kError) {
-      owner_.onTlsFailed();
+    if (status == TlsStatus::kError || !engine_->handshakeDone()) {
+      if (!flush()) return;  // handshake output, and an alert on failure
+      if (status == TlsStatus::kError) owner_.onTlsFailed();
       return;
     }
-    if (!engine_->handshakeDone()) return;
-    owner_.onTlsHandshakeDone();
+    finishHandshake({});
+    return;
   }
   drain();
+}
+
+bool TlsStream::finishHandshake(std::span<const uint8_t> held) {
+  // A server's last handshake output is its session ticket, which the client needs only for a
+  // later connection: it waits while the owner hears of the handshake and reads what came with
+  // it (a request), so the answer leaves in the same write. In a reconnect storm that is one
+  // write per bridge fewer for relayd, and one read fewer for each client. A client's Finished
+  // goes first, and a transport that closed under it stops the stream before the owner hears.
+  if (!engine_->isServer() && !flush()) return false;
+  owner_.onTlsHandshakeDone();
+  if (!held.empty()) engine_->feed(held);
+  drain();
+  return flush();
 }
 
 void TlsStream::submitStep() {
@@ -79,21 +92,19 @@ void TlsStream::afterStep(TlsStatus status) {
   step_ = nullptr;
   std::vector<uint8_t> held;
   held.swap(held_);
-  if (!flush()) return;  // the step's output (and an alert on failure)
-  if (status == TlsStatus::kError) {
-    owner_.onTlsFailed();
-    return;
-  }
-  if (!engine_->handshakeDone()) {
+  if (status == TlsStatus::kError || !engine_->handshakeDone()) {
+    if (!flush()) return;  // the step's output (and an alert on failure)
+    if (status == TlsStatus::kError) {
+      owner_.onTlsFailed();
+      return;
+    }
     if (!held.empty()) {
       engine_->feed(held);
       submitStep();
     }
     return;
   }
-  owner_.onTlsHandshakeDone();
-  if (!held.empty()) engine_->feed(held);
-  drain();
+  if (!finishHandshake(held)) return;
   owner_.onTlsStepDelivered();
 }
 

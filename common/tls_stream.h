@@ -132,6 +132,10 @@ class TlsStream {
 
  private:
   void drain();
+  // The handshake just completed: tells the owner, reads what came with it (`held`: bytes that
+  // arrived during a worker's step) and flushes; a client flushes its Finished first. False when
+  // a flush failed (the transport closed).
+  bool finishHandshake(std::span<const uint8_t> held);
   void submitStep();
   void afterStep(TlsStatus status);
 

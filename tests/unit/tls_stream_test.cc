@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/unit/test_certs.h"
@@ -44,6 +45,10 @@ ot::tls::SslCtxPtr clientContext() {
   return ctx.value();
 }
 
+std::span<const uint8_t> asBytes(const std::string& text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
 // One side: records what the stream told it and queues its ciphertext for the other side.
 struct StreamSide final : TlsStream::Owner {
   explicit StreamSide(std::unique_ptr<TlsEngine> engine, size_t plainBufferBytes = 16 * 1024)
@@ -53,11 +58,15 @@ struct StreamSide final : TlsStream::Owner {
     outbox.push_back(std::move(bytes));
     return transportOpen;
   }
-  void onTlsHandshakeDone() override { ++handshakes; }
+  void onTlsHandshakeDone() override {
+    ++handshakes;
+    if (!sendOnHandshake.empty()) REQUIRE(tls.write(asBytes(sendOnHandshake)));
+  }
   void onTlsPlaintext(std::span<uint8_t> bytes) override {
     received.append(bytes.begin(), bytes.end());
     ++deliveries;
     if (pauseAfterDelivery) wants = false;
+    if (!answer.empty()) REQUIRE(tls.write(asBytes(std::exchange(answer, {}))));
   }
   void onTlsCloseNotify() override { ++closeNotifies; }
   void onTlsFailed() override { ++failures; }
@@ -76,6 +85,8 @@ struct StreamSide final : TlsStream::Owner {
   bool wants = true;
   bool pauseAfterDelivery = false;
   bool transportOpen = true;
+  std::string sendOnHandshake;  // written as soon as the handshake is done
+  std::string answer;           // written once, on the first plaintext
 };
 
 // Moves queued ciphertext both ways until neither side has any.
@@ -92,10 +103,6 @@ void exchange(StreamSide& a, StreamSide& b) {
       a.tls.receive(bytes);
     }
   }
-}
-
-std::span<const uint8_t> asBytes(const std::string& text) {
-  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
 }
 
 // A well-framed handshake record whose ClientHello is two bytes long: the server answers it
@@ -375,4 +382,45 @@ TEST_CASE("TlsStream on a runner: a dropped step gives the engine back and deliv
   CHECK(pair.server.handshakes == 0);
   CHECK(pair.server.failures == 0);
   pair.server.tls.closeNotify();  // usable again on this thread (nothing to send mid-handshake)
+}
+
+TEST_CASE(
+    "TlsStream: a server's session ticket leaves in one write with its answer to the request") {
+  StreamPair pair;
+  pair.client.sendOnHandshake = "GET / HTTP/1.1";
+  pair.server.answer = "HTTP/1.1 101";
+  REQUIRE(pair.client.tls.startHandshake());
+  const auto deliver = [](StreamSide& from, StreamSide& to) {
+    while (!from.outbox.empty()) {
+      std::vector<uint8_t> bytes = std::move(from.outbox.front());
+      from.outbox.pop_front();
+      to.tls.receive(bytes);
+    }
+  };
+  deliver(pair.client, pair.server);  // the ClientHello
+  deliver(pair.server, pair.client);  // the server's flight
+  REQUIRE(pair.client.tls.handshakeDone());
+  REQUIRE_FALSE(pair.server.tls.handshakeDone());
+  // The client's Finished and its request reach the server in one read, as a storm's do.
+  std::vector<uint8_t> flight;
+  for (const auto& piece : pair.client.outbox)
+    flight.insert(flight.end(), piece.begin(), piece.end());
+  pair.client.outbox.clear();
+  pair.server.tls.receive(flight);
+  CHECK(pair.server.handshakes == 1);
+  CHECK(pair.server.received == "GET / HTTP/1.1");
+  CHECK(pair.server.outbox.size() == 1);  // the ticket and the answer together
+  exchange(pair.client, pair.server);
+  CHECK(pair.client.received == "HTTP/1.1 101");
+  CHECK(pair.client.failures + pair.server.failures == 0);
+}
+
+TEST_CASE("TlsStream: a server's session ticket goes out alone when nothing came to answer") {
+  StreamPair pair;
+  pair.handshake();
+  CHECK(pair.server.outbox.empty());  // sent when the handshake ended, not held back
+  REQUIRE(pair.client.tls.write(asBytes("late")));
+  pair.server.answer = "ok";
+  exchange(pair.client, pair.server);
+  CHECK(pair.client.received == "ok");
 }
