@@ -270,6 +270,8 @@ def main():
                         help="the tool's bridges send no `status` reports (otunnel's do)")
     parser.add_argument("--relayd-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for relayd (repeatable), e.g. IO_URING=false")
+    parser.add_argument("--relayd", help="this relayd binary instead of the build's (a "
+                        "baseline run beside the build's tool and controld)")
     args = parser.parse_args()
     for setting in args.relayd_env:
         if "=" not in setting:
@@ -296,6 +298,8 @@ def main():
         relayd = Relayd(build, state, controld, args.relayd_core, free_port(), free_port(),
                         args.nice)
         relayd.env.update(setting.split("=", 1) for setting in args.relayd_env)
+        if args.relayd:
+            relayd.cmd[-1] = str(Path(args.relayd).resolve())
         relayd.start().wait_serving()
         watcher = threading.Thread(target=relayd.restart_on_exit, args=(stop,), daemon=True)
         watcher.start()

@@ -12,7 +12,8 @@ bridges). It is a model, not a measurement: its inputs are figures measured with
   relayd. otunnel gives an attempt 10 s from its first SYN (client/bridge_pool.h), then waits as
   after any broken attempt. Every accepted connection costs relayd `--accept-us` (accept, the
   ClientHello read and parse). It then waits in a FIFO queue (relayd/handshake_slots.h: at most
-  `--queue-max`, for `--queue-wait-ms`); served in time, it costs `--attach-us` (handshake,
+  `--queue-max`, by default half the connection cap as relayd sets it, for `--queue-wait-ms`);
+  served in time, it costs `--attach-us` (handshake,
   upgrade, attach); otherwise, or when the queue is full, it is shed for `--shed-us` (the reset).
   The core takes the oldest ready work first; `--pause-at N` is a what-if that relayd does not
   do: stop accepting while N connections wait for a slot, leaving the rest to the kernel;
@@ -202,7 +203,13 @@ def main():
     parser.add_argument("--shed-us", type=float, default=15,
                         help="core time of turning one away (the reset)")
     parser.add_argument("--queue-wait-ms", type=float, default=QUEUE_WAIT_MS)
-    parser.add_argument("--queue-max", type=int, default=QUEUE_MAX)
+    parser.add_argument("--queue-max", type=int, default=None,
+                        help="how many may wait for a slot (default: relayd's bound for a cap of"
+                             " --max-connections, half of it and at least the header's"
+                             f" {QUEUE_MAX})")
+    parser.add_argument("--max-connections", type=int, default=None,
+                        help="relayd's connection cap (default: --bridges, the least a relayd"
+                             " holding them all has)")
     parser.add_argument("--busy-first-ms", type=int, default=BUSY_FIRST_MS)
     parser.add_argument("--busy-cap-ms", type=int, default=BUSY_CAP_MS)
     parser.add_argument("--backlog", type=int, default=LISTEN_BACKLOG,
@@ -216,6 +223,9 @@ def main():
     parser.add_argument("--give-up-s", type=float, default=300,
                         help="a storm not over by then is reported as not settling")
     args = parser.parse_args()
+    if args.queue_max is None:  # relayd/handshake_slots.cc, maxWaitingFor
+        cap = args.max_connections if args.max_connections is not None else args.bridges
+        args.queue_max = max(QUEUE_MAX, cap // 2)
 
     results = [run_storm(args, seed) for seed in range(args.seeds)]
     if any(r["last_attach"] is None for r in results):
