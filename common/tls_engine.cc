@@ -131,7 +131,6 @@ std::unique_ptr<TlsEngine> TlsEngine::server(SslCtxPtr ctx, bool keepTrafficSecr
   if (ssl == nullptr) return nullptr;
   SSL_set_accept_state(ssl);
   std::unique_ptr<TlsEngine> engine(new TlsEngine(std::move(ctx), ssl));
-  engine->server_ = true;
   if (keepTrafficSecrets) SSL_set_ex_data(ssl, engineIndex(), engine.get());
   return engine;
 }

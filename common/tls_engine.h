@@ -101,8 +101,6 @@ class TlsEngine {
   // more input, kError on failure. Output to send may be pending either way.
   [[nodiscard]] TlsStatus handshake();
   [[nodiscard]] bool handshakeDone() const;
-  // Made by server() (else by client()).
-  [[nodiscard]] bool isServer() const { return server_; }
 
   // Decrypts into `out`. bytes == 0 with kWantRead: nothing available yet; kClosed: the peer
   // finished; kError: fatal. Call again while bytes == out.size() (more may be buffered).
@@ -192,7 +190,6 @@ class TlsEngine {
   DetachResult verdict_ = DetachResult::kNone;
   bool detachRequested_ = false;
   bool detachReported_ = false;
-  bool server_ = false;
 };
 
 }  // namespace ot::tls

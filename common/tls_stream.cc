@@ -57,16 +57,17 @@ void TlsStream::receive(std::span<const uint8_t> ciphertext) {
 }
 
 bool TlsStream::finishHandshake(std::span<const uint8_t> held) {
-  // A server's last handshake output is its session ticket, which the client needs only for a
-  // later connection: it waits while the owner hears of the handshake and reads what came with
-  // it (a request), so the answer leaves in the same write. In a reconnect storm that is one
-  // write per bridge fewer for relayd, and one read fewer for each client. A client's Finished
-  // goes first, and a transport that closed under it stops the stream before the owner hears.
-  if (!engine_->isServer() && !flush()) return false;
+  // The step that completed the handshake may leave output (a client's Finished, a server's
+  // session ticket) and, on a server, have come with application data (the request). The output
+  // waits while the owner hears of the handshake and reads what came, so what the owner writes
+  // then (the client's request, the server's answer) leaves in the same write: in a reconnect
+  // storm one write per bridge fewer on each side, and relayd reads a bridge's Finished and its
+  // upgrade request together. A transport that closed meanwhile fails the flush at the end; its
+  // owner copes with writes on a closing transport as it does at any other time.
   owner_.onTlsHandshakeDone();
   if (!held.empty()) engine_->feed(held);
   drain();
-  return flush();
+  return owner_.holdsTlsOutput() || flush();  // held: the owner's next write takes it along
 }
 
 void TlsStream::submitStep() {
@@ -130,7 +131,8 @@ void TlsStream::drain() {
     }
     if (result.bytes < plainBuffer_.size()) break;
   }
-  flush();  // post-handshake messages (tickets, key update answers)
+  // Post-handshake messages (tickets, key update answers), unless the owner writes soon anyway.
+  if (!owner_.holdsTlsOutput()) flush();
 }
 
 bool TlsStream::write(std::span<const uint8_t> plaintext) {

@@ -67,6 +67,10 @@ class TlsStream {
     // A handshake step that ran on a HandshakeRunner has been delivered (its owner calls above
     // were made outside receive()): whatever the owner does after receive() it does now.
     virtual void onTlsStepDelivered() {}
+    // Asked once the handshake's last output (a server's session ticket) would go out alone:
+    // true when the owner is about to write anyway (an answer it waits for), so that output
+    // leaves with that write. Default: no.
+    [[nodiscard]] virtual bool holdsTlsOutput() const { return false; }
 
    protected:
     ~Owner() = default;
@@ -133,8 +137,8 @@ class TlsStream {
  private:
   void drain();
   // The handshake just completed: tells the owner, reads what came with it (`held`: bytes that
-  // arrived during a worker's step) and flushes; a client flushes its Finished first. False when
-  // a flush failed (the transport closed).
+  // arrived during a worker's step), then flushes what the step and the owner wrote, in one
+  // write. False when the flush failed (the transport closed).
   bool finishHandshake(std::span<const uint8_t> held);
   void submitStep();
   void afterStep(TlsStatus status);

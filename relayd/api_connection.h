@@ -80,6 +80,12 @@ class ApiConnection final : public TcpStream::Handler,
   [[nodiscard]] bool wantsTlsPlaintext() const override;
   void onTlsDetachResult(tls::DetachResult result) override;
   void onTlsStepDelivered() override;
+  // While a request that came with the client's Finished waits to be read (processHttp runs
+  // once the TLS step returns), an upgrade for its decision (a record fetch), or a request for
+  // controld's answer: the session ticket goes with the answer.
+  [[nodiscard]] bool holdsTlsOutput() const override {
+    return phase_ == Phase::kWaiting || (phase_ == Phase::kHttp && gotHttp_);
+  }
 
   // ApiHttp2Session::Handler
   void onHttp2Request(Http2Request request) override;
