@@ -67,9 +67,9 @@ class TlsStream {
     // A handshake step that ran on a HandshakeRunner has been delivered (its owner calls above
     // were made outside receive()): whatever the owner does after receive() it does now.
     virtual void onTlsStepDelivered() {}
-    // Asked once the handshake's last output (a server's session ticket) would go out alone:
-    // true when the owner is about to write anyway (an answer it waits for), so that output
-    // leaves with that write. Default: no.
+    // Asked when output the owner did not write would go out alone (the handshake's last, such
+    // as a server's session ticket, or a key update's answer): true when the owner is about to
+    // write anyway (an answer it waits for), so that output leaves with that write. Default: no.
     [[nodiscard]] virtual bool holdsTlsOutput() const { return false; }
 
    protected:

@@ -42,10 +42,10 @@ void InboundConnection::accept(RelayContext& context, Relay& relay, int fd, Peer
   connection->stream_->setPeer(std::move(peer));
   connection->acceptedAtMs_ = context.nowMs();
   context.wheel.schedule(connection->timer_, context.nowMs(), kInboundHelloTimeoutMs);
-  // The ClientHello is usually in by now (a loop accepting a backlog, or the listener's
-  // TCP_DEFER_ACCEPT): read it at once. A connection routed, or turned away, on it never has
-  // libuv watch it here: in a reconnect storm that is an epoll_ctl and a wake-up fewer for each
-  // one relayd sheds (docs/capacity.md, "What a shed costs").
+  // In a storm the ClientHello is in by now (the loop is working through a backlog): read it at
+  // once. A connection routed, or turned away, on it never has libuv watch it here: that is an
+  // epoll_ctl and a wake-up fewer for each one relayd sheds (docs/capacity.md, "What a shed
+  // costs"). On a quiet relay the hello is often not there yet: one recv that finds nothing.
   if (connection->stream_->readNow() && connection->done_) return;
   connection->stream_->startReading();
 }
