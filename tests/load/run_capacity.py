@@ -142,8 +142,10 @@ def seed_tunnels(controld, state, count):
 
 
 class Relayd:
-    def __init__(self, build, state, controld, core, tls_port, metrics_port, nice):
-        self.cmd = ["taskset", "-c", str(core), *nice_prefix(nice), str(build / "relayd/relayd")]
+    def __init__(self, build, state, controld, core, tls_port, metrics_port, nice, binary=None):
+        """`binary`: another relayd than the build's (a baseline), else build/relayd/relayd."""
+        relayd = Path(binary).resolve() if binary else build / "relayd/relayd"
+        self.cmd = ["taskset", "-c", str(core), *nice_prefix(nice), str(relayd)]
         self.env = {
             "PATH": "/usr/bin:/bin", "OPENTUNNEL_DOMAIN": DOMAIN,
             "TLS_LISTEN": f"127.0.0.1:{tls_port}", "HTTP_LISTEN": "127.0.0.1:0",
@@ -296,10 +298,8 @@ def main():
         tunnels = seed_tunnels(controld, state,
                                -(-args.bridges // MAX_BRIDGES_PER_TUNNEL))
         relayd = Relayd(build, state, controld, args.relayd_core, free_port(), free_port(),
-                        args.nice)
+                        args.nice, args.relayd)
         relayd.env.update(setting.split("=", 1) for setting in args.relayd_env)
-        if args.relayd:
-            relayd.cmd[-1] = str(Path(args.relayd).resolve())
         relayd.start().wait_serving()
         watcher = threading.Thread(target=relayd.restart_on_exit, args=(stop,), daemon=True)
         watcher.start()

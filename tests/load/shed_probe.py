@@ -134,10 +134,9 @@ def main():
     perf = None
     try:
         relayd = run_capacity.Relayd(build, state, controld, args.relayd_core,
-                                     run_capacity.free_port(), run_capacity.free_port(), 0)
+                                     run_capacity.free_port(), run_capacity.free_port(), 0,
+                                     args.relayd)
         relayd.env.update(setting.split("=", 1) for setting in args.relayd_env)
-        if args.relayd:
-            relayd.cmd[-1] = str(Path(args.relayd).resolve())
         relayd.start().wait_serving()
         pid = relayd.process.pid
         if args.perf_out:

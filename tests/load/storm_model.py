@@ -13,10 +13,10 @@ bridges). It is a model, not a measurement: its inputs are figures measured with
   after any broken attempt. Every accepted connection costs relayd `--accept-us` (accept, the
   ClientHello read and parse). It then waits in a FIFO queue (relayd/handshake_slots.h: at most
   `--queue-max`, by default half the connection cap as relayd sets it, for `--queue-wait-ms`);
-  served in time, it costs `--attach-us` (handshake,
-  upgrade, attach); otherwise, or when the queue is full, it is shed for `--shed-us` (the reset).
-  The core takes the oldest ready work first; `--pause-at N` is a what-if that relayd does not
-  do: stop accepting while N connections wait for a slot, leaving the rest to the kernel;
+  served in time, it costs `--attach-us` (handshake, upgrade, attach); otherwise, or when the
+  queue is full, it is shed for `--shed-us` (the reset). The core takes the oldest ready work
+  first; `--pause-at N` is a what-if that relayd does not do: stop accepting while N connections
+  wait for a slot, leaving the rest to the kernel;
 - a shed bridge waits as otunnel waits after a busy answer: 250 ms plus a uniform share of
   750, 1,500, then 3,000 ms (client::Backoff::nextDelayMs with a busy hint).
 
