@@ -3,6 +3,8 @@ silent TLS handshakes for the API domain or a tunnel, visitors that close right 
 ClientHello, and a hello announcing more than the 64 KiB budget. The attacks themselves are in
 attacks_handshakes.py; each test checks that a bystander from another address (127.0.0.2) is
 still served while one address attacks, and that relayd's memory stays put."""
+import pytest
+
 import attacks_handshakes as attack
 import relay_harness as rh
 import resilience_harness as res
@@ -50,6 +52,7 @@ def test_silent_api_handshakes_from_one_address_leave_the_api_to_everyone_else(s
     assert "API handshake refused: the source holds its share" in relayd.log_text()
 
 
+@pytest.mark.waits
 def test_one_address_cannot_take_a_tunnels_slots_with_silent_handshakes(stack):
     # 2 links x 32 slots; one address may hold 16 of them (the flag under test).
     s = stack(relayd_env={"MAX_CONNS_PER_BRIDGE": "32", "MAX_CONNS_PER_TUNNEL_PER_SOURCE": "16"})

@@ -6,6 +6,8 @@ of buffered bytes. The attacks live in attacks_queues.py (which also runs them f
 import ssl
 import time
 
+import pytest
+
 import attacks_queues as aq
 import bridge_client as bc
 import resilience_harness as rz
@@ -95,6 +97,7 @@ def test_pipelined_api_requests_stop_at_the_write_backlog_and_resume_when_read(s
     baseline.wait_back()
 
 
+@pytest.mark.waits
 def test_api_requests_waiting_on_a_frozen_controld_are_answered_when_the_session_goes_down(stack):
     s = stack()
     results, down_after = aq.frozen_controld_requests(s, count=4)

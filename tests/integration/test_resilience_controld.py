@@ -8,6 +8,8 @@ import signal
 import socket
 import time
 
+import pytest
+
 import bridge_client as bc
 import harness
 import relay_harness as rh
@@ -219,6 +221,7 @@ def test_controld_sigterm_restart_is_invisible_to_tunnels(stack, tmp_path):
             download.kill()
 
 
+@pytest.mark.waits
 def test_frozen_controld_is_noticed_by_keepalive_and_recovers_on_sigcont(stack, tmp_path):
     s = stack()
     web = s.origin()

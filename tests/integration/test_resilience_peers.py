@@ -10,6 +10,8 @@ import socket
 import ssl
 import time
 
+import pytest
+
 import bridge_client as bc
 import harness
 import relay_harness as rh
@@ -132,6 +134,7 @@ def test_a_reset_path_is_reconnected_at_once(stack):
         proxy.close()
 
 
+@pytest.mark.waits
 def test_a_relay_that_never_answers_fails_the_attempt_after_10_s(stack):
     s = stack()
     relay = s.relayd
@@ -246,6 +249,7 @@ def test_visitors_that_vanish_mid_download_are_cleaned_up_and_relayd_keeps_servi
         proxy.close()
 
 
+@pytest.mark.waits
 def test_a_slowloris_client_hello_is_cut_at_10_s(stack):
     s = stack()
     relay = s.relayd
