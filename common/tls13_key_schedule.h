@@ -1,7 +1,7 @@
 // TLS 1.3 key schedule pieces a record layer needs after the handshake (RFC 8446 section 7):
 // HKDF-Expand-Label, the write key and IV of a traffic secret, and the KeyUpdate step of a
 // traffic secret ("traffic upd"). SHA-256 and SHA-384 only (the three suites below). Pure: no
-// I/O, no SSL objects; EVP_KDF "HKDF" in expand-only mode.
+// I/O, no SSL objects; HKDF-Expand as HMAC (EVP_MAC) on a context kept per thread.
 #pragma once
 
 #include <array>

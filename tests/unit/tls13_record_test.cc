@@ -5,7 +5,10 @@
 #include "common/tls13_record.h"
 
 #include <doctest/doctest.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
 
 #include <array>
 #include <cstdint>
@@ -170,6 +173,71 @@ TEST_CASE("tls13 key schedule: RFC 8448 application traffic keys") {
   CHECK(Bytes(keys.iv.begin(), keys.iv.end()) == hex("5b78923dee08579033e523d9"));
   // A secret of the wrong size for the suite is refused.
   CHECK_FALSE(deriveTrafficKeys(Suite::kAes256GcmSha384, serverSecret, keys));
+}
+
+namespace {
+
+// HKDF-Expand-Label the long way, with OpenSSL's own HKDF (EVP_KDF, expand only, a context per
+// call): the reference the code under test (HMAC on a kept context) must agree with.
+Bytes opensslExpandLabel(Suite suite, const Bytes& secret, const std::string& label,
+                         const Bytes& context, size_t size) {
+  Bytes info = {static_cast<uint8_t>(size >> 8), static_cast<uint8_t>(size),
+                static_cast<uint8_t>(6 + label.size())};
+  for (char c : "tls13 " + label) info.push_back(static_cast<uint8_t>(c));
+  info.push_back(static_cast<uint8_t>(context.size()));
+  info.insert(info.end(), context.begin(), context.end());
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
+  int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+  char* digest = const_cast<char*>(suite == Suite::kAes256GcmSha384 ? "SHA384" : "SHA256");
+  const OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(secret.data()),
+                                        secret.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), info.size()),
+      OSSL_PARAM_construct_end(),
+  };
+  Bytes out(size);
+  const bool ok = EVP_KDF_derive(ctx, out.data(), out.size(), params) == 1;
+  EVP_KDF_CTX_free(ctx);
+  EVP_KDF_free(kdf);
+  REQUIRE(ok);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tls13 key schedule: HKDF-Expand-Label agrees with OpenSSL's HKDF at every size") {
+  for (Suite suite : kSuites) {
+    const Bytes secret = secretOf(suite, 11);
+    const Bytes otherSecret = secretOf(suite, 12);
+    const size_t hash = hashSize(suite);
+    // One block, a block and a byte, several blocks, the RFC's largest output (255 blocks).
+    for (size_t size :
+         {size_t{1}, size_t{12}, size_t{16}, hash, hash + 1, 3 * hash + 5, 255 * hash}) {
+      for (const Bytes& context : {Bytes{}, range(32, 5), range(255, 9)}) {
+        CAPTURE(size);
+        CAPTURE(context.size());
+        Bytes out(size);
+        REQUIRE(hkdfExpandLabel(suite, secret, "key", context, out));
+        CHECK(out == opensslExpandLabel(suite, secret, "key", context, size));
+        // The kept context carries nothing from one secret to the next.
+        REQUIRE(hkdfExpandLabel(suite, otherSecret, "iv", context, out));
+        CHECK(out == opensslExpandLabel(suite, otherSecret, "iv", context, size));
+      }
+    }
+    // Past 255 blocks, a label over 255 bytes or an empty secret: refused, the output zeroed.
+    Bytes tooLong(255 * hash + 1, 0xaa);
+    CHECK_FALSE(hkdfExpandLabel(suite, secret, "key", {}, tooLong));
+    CHECK(tooLong == Bytes(tooLong.size(), 0));
+    Bytes out(16, 0xaa);
+    CHECK_FALSE(hkdfExpandLabel(suite, secret, std::string(250, 'x'), {}, out));
+    CHECK(out == Bytes(16, 0));
+    out.assign(16, 0xaa);
+    CHECK_FALSE(hkdfExpandLabel(suite, Bytes{}, "key", {}, out));
+    CHECK(out == Bytes(16, 0));
+  }
 }
 
 TEST_CASE("tls13 key schedule: the KeyUpdate step is HKDF-Expand-Label 'traffic upd'") {
