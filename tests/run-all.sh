@@ -63,16 +63,15 @@ if [[ $sanitize == 1 ]]; then
   echo "== ${asan_name}: configure and build (build-asan), at idle priority beside the g++ tests"
   mkdir -p build-asan
   asan_build_log=build-asan/build.log
-  export -f build_suite
-  export jobs
   # Job control (set -m) gives it a process group of its own for stop_asan_build, in the same
   # session: setsid would put it in a scheduler autogroup of its own, with a fair share of the
-  # CPU against the tests, which is what SCHED_IDLE is there to prevent.
+  # CPU against the tests, which is what SCHED_IDLE is there to prevent. The subshell moves
+  # itself to SCHED_IDLE; what it starts inherits the class.
   set -m
-  chrt --idle 0 bash -c 'build_suite "$@"' _ build-asan -DCMAKE_BUILD_TYPE=Debug \
+  (chrt --idle --pid 0 "$BASHPID"; build_suite build-asan -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DOT_SANITIZE=ON -DOT_FUZZ=ON \
     -DOT_CTEST_PER_FILE=ON -DOT_BUILD_TOOLS=OFF \
-    -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only \
+    -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only) \
     >"$asan_build_log" 2>&1 </dev/null &
   asan_build_pid=$!
   set +m
